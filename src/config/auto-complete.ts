@@ -1,0 +1,85 @@
+/**
+ * @module config/auto-complete
+ * Triton's ONNX auto-complete (triton-compat.md §1.7), on the JSON form of a
+ * config: fills inputs, outputs, max_batch_size and dynamic_batching from what
+ * the ONNX graph declares. Runs only when the config lacks inputs or outputs,
+ * exactly like the onnxruntime backend, so explicit configs are never changed.
+ */
+import { ServingError } from '../errors.js';
+import { DATA_TYPE_INFO, type DataType } from '../protocol/tensor.js';
+
+/** What the graph says about one input or output (-1 = symbolic dim). */
+export interface GraphTensor {
+  readonly name: string;
+  readonly datatype: DataType | undefined;
+  readonly shape: readonly number[] | undefined;
+}
+
+/** Triton's onnxruntime backend default for `default-max-batch-size`. */
+export const DEFAULT_MAX_BATCH_SIZE = 4;
+
+type Json = Record<string, unknown>;
+
+function listOf(json: Json, key: string): Json[] {
+  const v = json[key];
+  return Array.isArray(v) ? (v as Json[]) : [];
+}
+
+/** True when every tensor has rank ≥ 1 and a symbolic first dim: Triton's "model can batch". */
+export function graphCanBatch(inputs: readonly GraphTensor[], outputs: readonly GraphTensor[]): boolean {
+  return [...inputs, ...outputs].every((t) => t.shape !== undefined && t.shape.length >= 1 && t.shape[0] === -1);
+}
+
+function tensorJson(t: GraphTensor, batching: boolean, label: string, kind: string): Json {
+  if (t.datatype === undefined) {
+    throw new ServingError('INVALID_MODEL', `model '${label}': ${kind} '${t.name}' is not a tensor type onnx-mme can serve`, { model: label });
+  }
+  const full = t.shape ?? [-1];
+  const dims = batching ? full.slice(1) : full.slice();
+  const out: Json = { name: t.name, data_type: DATA_TYPE_INFO[t.datatype].configName };
+  if (dims.length === 0) {
+    // Triton: a per-item scalar is dims [1], reshaped to [] for the model.
+    out['dims'] = [1];
+    if (batching) out['reshape'] = { shape: [] };
+  } else {
+    out['dims'] = dims;
+  }
+  return out;
+}
+
+/**
+ * Complete `config` (JSON form, possibly `{}`) from the graph. Returns a new
+ * object; the input is not modified.
+ */
+export function autoCompleteConfig(
+  config: Readonly<Json>,
+  graph: { readonly inputs: readonly GraphTensor[]; readonly outputs: readonly GraphTensor[] },
+  label: string,
+): Json {
+  const out: Json = { ...config };
+  if (!out['platform'] && !out['backend']) out['platform'] = 'onnxruntime_onnx';
+  const hasIo = listOf(out, 'input').length > 0 && listOf(out, 'output').length > 0;
+  if (hasIo) return out;
+
+  const canBatch = graphCanBatch(graph.inputs, graph.outputs);
+  let mbs = typeof out['max_batch_size'] === 'number' ? (out['max_batch_size'] as number) : 0;
+  if (canBatch && mbs === 0) {
+    // As Triton: proto3 cannot tell an explicit 0 from an absent field.
+    mbs = DEFAULT_MAX_BATCH_SIZE;
+    out['max_batch_size'] = mbs;
+  }
+  if (!canBatch && mbs !== 0) {
+    throw new ServingError(
+      'INVALID_MODEL',
+      `model '${label}': autofill failed: model does not support batching while non-zero max_batch_size is specified`,
+      { model: label },
+    );
+  }
+  if (mbs > 1 && out['dynamic_batching'] === undefined && out['sequence_batching'] === undefined) {
+    out['dynamic_batching'] = {};
+  }
+  const batching = mbs > 0;
+  if (listOf(out, 'input').length === 0) out['input'] = graph.inputs.map((t) => tensorJson(t, batching, label, 'input'));
+  if (listOf(out, 'output').length === 0) out['output'] = graph.outputs.map((t) => tensorJson(t, batching, label, 'output'));
+  return out;
+}

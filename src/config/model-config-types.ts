@@ -1,0 +1,121 @@
+/**
+ * @module config/model-config-types
+ * The typed, frozen view of a Triton `config.pbtxt` (inference.ModelConfig) that
+ * the rest of the server reads. Produced only by `model-config.ts`; every field
+ * has its Triton default applied, so no caller re-derives defaults.
+ */
+import type { DataType } from '../protocol/tensor.js';
+
+export type TensorFormat = 'FORMAT_NONE' | 'FORMAT_NHWC' | 'FORMAT_NCHW';
+
+export interface TensorConfig {
+  readonly name: string;
+  readonly dataType: DataType;
+  /** Dims without the implicit batch dim; -1 = variable. */
+  readonly dims: readonly number[];
+  /** `reshape { shape }` when present: the shape the model itself sees (without batch). */
+  readonly reshape: readonly number[] | undefined;
+  readonly format: TensorFormat;
+  /** Inputs only: the request may omit it. */
+  readonly optional: boolean;
+  /** Inputs only. */
+  readonly allowRaggedBatch: boolean;
+  /** Outputs only: labels file in the model directory (classification extension). */
+  readonly labelFilename: string | undefined;
+}
+
+export type VersionPolicy =
+  | { readonly kind: 'latest'; readonly numVersions: number }
+  | { readonly kind: 'all' }
+  | { readonly kind: 'specific'; readonly versions: readonly number[] };
+
+export interface QueuePolicy {
+  readonly timeoutAction: 'REJECT' | 'DELAY';
+  readonly defaultTimeoutMicroseconds: number;
+  readonly allowTimeoutOverride: boolean;
+  /** 0 = unbounded in Triton; the scheduler applies the server-wide cap instead. */
+  readonly maxQueueSize: number;
+}
+
+export interface DynamicBatchingConfig {
+  readonly preferredBatchSize: readonly number[];
+  readonly maxQueueDelayMicroseconds: number;
+  readonly preserveOrdering: boolean;
+  readonly priorityLevels: number;
+  readonly defaultPriorityLevel: number;
+  readonly defaultQueuePolicy: QueuePolicy;
+  readonly priorityQueuePolicy: Readonly<Record<string, QueuePolicy>>;
+}
+
+export type InstanceKind = 'KIND_AUTO' | 'KIND_GPU' | 'KIND_CPU' | 'KIND_MODEL';
+
+export interface InstanceGroupConfig {
+  readonly name: string;
+  readonly kind: InstanceKind;
+  readonly count: number;
+  readonly gpus: readonly number[];
+}
+
+export interface EnsembleStepConfig {
+  readonly modelName: string;
+  /** -1 = latest. */
+  readonly modelVersion: number;
+  /** key = the step model's input name, value = the ensemble tensor name. */
+  readonly inputMap: Readonly<Record<string, string>>;
+  /** key = the step model's output name, value = the ensemble tensor name. */
+  readonly outputMap: Readonly<Record<string, string>>;
+}
+
+export interface ExecutionAcceleratorConfig {
+  readonly name: string;
+  readonly parameters: Readonly<Record<string, string>>;
+}
+
+export interface OptimizationConfig {
+  /** optimization.graph.level as the ORT backend reads it (0 = all, -1 = basic, 1 = extended, 2 = disabled). */
+  readonly graphLevel: number;
+  readonly gpuExecutionAccelerators: readonly ExecutionAcceleratorConfig[];
+  readonly cpuExecutionAccelerators: readonly ExecutionAcceleratorConfig[];
+}
+
+export type WarmupInputSource =
+  | { readonly kind: 'zero' }
+  | { readonly kind: 'random' }
+  | { readonly kind: 'file'; readonly file: string };
+
+export interface WarmupInputConfig {
+  readonly dataType: DataType;
+  readonly dims: readonly number[];
+  readonly source: WarmupInputSource;
+}
+
+export interface WarmupConfig {
+  readonly name: string;
+  readonly batchSize: number;
+  readonly count: number;
+  readonly inputs: Readonly<Record<string, WarmupInputConfig>>;
+}
+
+export interface ModelConfig {
+  readonly name: string;
+  /** e.g. "onnxruntime_onnx", "ensemble"; "" when only a backend is given. */
+  readonly platform: string;
+  /** e.g. "onnxruntime"; "" for ensembles. */
+  readonly backend: string;
+  readonly maxBatchSize: number;
+  readonly versionPolicy: VersionPolicy;
+  readonly input: readonly TensorConfig[];
+  readonly output: readonly TensorConfig[];
+  readonly dynamicBatching: DynamicBatchingConfig | undefined;
+  readonly ensembleSteps: readonly EnsembleStepConfig[] | undefined;
+  readonly instanceGroup: readonly InstanceGroupConfig[];
+  readonly defaultModelFilename: string;
+  /** `parameters { key: "k" value: { string_value: "v" } }` flattened to k → v. */
+  readonly parameters: Readonly<Record<string, string>>;
+  readonly modelWarmup: readonly WarmupConfig[];
+  readonly optimization: OptimizationConfig | undefined;
+  readonly responseCacheEnabled: boolean;
+  readonly decoupled: boolean;
+  /** The whole config in Triton's JSON form (snake_case proto field names), as GET .../config returns it. */
+  readonly json: Readonly<Record<string, unknown>>;
+}

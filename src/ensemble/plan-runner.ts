@@ -1,0 +1,115 @@
+/**
+ * @module ensemble/plan-runner
+ * Executes an ExecutionPlan: a step starts as soon as all its input tensors
+ * exist (independent steps run concurrently), each through its model's
+ * scheduler; intermediate tensors stay typed arrays in memory. Only steps
+ * needed for the requested outputs run, and each step is asked only for the
+ * outputs someone consumes.
+ */
+import { ServingError, toServingError } from '../errors.js';
+import type { Tensor } from '../protocol/tensor.js';
+import type { ExecutionPlan, PlanStep } from './execution-plan.js';
+
+/** Steps (and per step, outputs) needed to produce `wanted`, by walking producers backwards. */
+function neededSteps(plan: ExecutionPlan, wanted: readonly string[], given: ReadonlySet<string>): Map<PlanStep, string[]> {
+  const producerOf = new Map<string, PlanStep>();
+  for (const s of plan.steps) for (const t of s.outputMap.values()) producerOf.set(t, s);
+  const needed = new Map<PlanStep, Set<string>>();
+  const stack = [...wanted];
+  const seen = new Set<string>();
+  while (stack.length > 0) {
+    const tensor = stack.pop()!;
+    if (seen.has(tensor) || given.has(tensor)) continue;
+    seen.add(tensor);
+    const step = producerOf.get(tensor);
+    if (!step) continue; // validated at load; an optional input simply stays absent
+    let outs = needed.get(step);
+    if (!outs) {
+      outs = new Set();
+      needed.set(step, outs);
+      stack.push(...step.inputMap.values());
+    }
+    for (const [modelOut, t] of step.outputMap) if (t === tensor) outs.add(modelOut);
+  }
+  return new Map([...needed].map(([s, outs]) => [s, [...outs]]));
+}
+
+function stepError(plan: ExecutionPlan, step: PlanStep, err: unknown): ServingError {
+  const e = toServingError(err, step.modelName);
+  if (plan.steps.length === 1) return e; // a single model: the error already names it
+  return new ServingError(e.code, `ensemble '${plan.entry}' step ${step.index} (model '${step.modelName}'): ${e.message}`, {
+    model: e.model ?? step.modelName,
+    cause: e,
+    ...(e.details ? { details: e.details } : {}),
+  });
+}
+
+export async function runPlan(
+  plan: ExecutionPlan,
+  inputs: ReadonlyMap<string, Tensor>,
+  wanted: readonly string[],
+  signal?: AbortSignal,
+): Promise<Map<string, Tensor>> {
+  const tensors = new Map(inputs);
+  const todo = neededSteps(plan, wanted, new Set(inputs.keys()));
+  const running = new Map<PlanStep, Promise<void>>();
+
+  const ready = (s: PlanStep): boolean => [...s.inputMap.values()].every((t) => tensors.has(t) || !isProduced(plan, t));
+  const launch = (s: PlanStep, outputs: string[]): Promise<void> => {
+    const feeds = new Map<string, Tensor>();
+    for (const [modelIn, t] of s.inputMap) {
+      const v = tensors.get(t);
+      if (v) feeds.set(modelIn, v);
+    }
+    return s.scheduler.schedule(feeds, outputs, signal).then(
+      (result) => {
+        for (const [modelOut, t] of s.outputMap) {
+          const v = result.get(modelOut);
+          if (v) tensors.set(t, v);
+        }
+      },
+      (err: unknown) => {
+        throw stepError(plan, s, err);
+      },
+    );
+  };
+
+  // Settled wrappers: a step that fails while another is awaited must not become an unhandled rejection.
+  let failure: ServingError | undefined;
+  while ((todo.size > 0 || running.size > 0) && failure === undefined) {
+    for (const [s, outputs] of todo) {
+      if (ready(s)) {
+        todo.delete(s);
+        running.set(
+          s,
+          launch(s, outputs).then(
+            () => void running.delete(s),
+            (err: ServingError) => {
+              running.delete(s);
+              failure ??= err;
+            },
+          ),
+        );
+      }
+    }
+    if (running.size === 0) {
+      if (todo.size === 0) break;
+      // Nothing can start and nothing runs: only possible if validation missed a dependency.
+      throw new ServingError('INTERNAL', `ensemble '${plan.entry}': steps ${[...todo.keys()].map((s) => s.index).join(', ')} can never run`);
+    }
+    await Promise.race(running.values());
+  }
+  if (failure) throw failure;
+
+  const out = new Map<string, Tensor>();
+  for (const name of wanted) {
+    const t = tensors.get(name);
+    if (!t) throw new ServingError('INTERNAL', `model '${plan.entry}': output '${name}' was not produced`);
+    out.set(name, t);
+  }
+  return out;
+}
+
+function isProduced(plan: ExecutionPlan, tensor: string): boolean {
+  return plan.steps.some((s) => [...s.outputMap.values()].includes(tensor));
+}

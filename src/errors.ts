@@ -1,0 +1,94 @@
+/**
+ * @module errors
+ * The one error vocabulary of onnx-mme. Every layer below the transport throws
+ * `ServingError` with a stable `code`; only `http/error-response.ts` knows how a
+ * code becomes an HTTP status. Codes never change once shipped: clients and
+ * dashboards match on them.
+ */
+
+export const ERROR_CODES = [
+  'INVALID_REQUEST', // malformed body, header or query
+  'INVALID_INPUT', // a tensor that does not match the model (name, dtype, shape)
+  'INVALID_TARGET', // a target-model path that is absolute, escapes, or is unusable
+  'TARGET_MISMATCH', // X-Amzn-SageMaker-Target-Model contradicts the loaded model
+  'INVALID_MODEL', // the model package is wrong: config.pbtxt, layout, ONNX graph
+  'ARCHIVE_REJECTED', // a hostile or corrupt model archive
+  'MODEL_NOT_FOUND', // unknown model name or target
+  'MODEL_ALREADY_LOADED', // SageMaker load of a name that is already loaded
+  'PAYLOAD_TOO_LARGE', // body over the configured limit
+  'UNSUPPORTED_MEDIA_TYPE',
+  'NOT_ACCEPTABLE',
+  'INSUFFICIENT_MEMORY', // the memory budget cannot hold the model, or an allocation failed
+  'INSUFFICIENT_STORAGE', // the disk (cache) cannot hold the model
+  'OVERLOADED', // a bounded queue is full
+  'TIMEOUT', // a deadline passed before the work was done
+  'CANCELLED', // the client went away
+  'ACCESS_DENIED', // the model store refused us
+  'UPSTREAM_UNAVAILABLE', // the model store failed or could not be reached
+  'SHUTTING_DOWN', // the server is draining after SIGTERM
+  'ROUTE_NOT_FOUND',
+  'METHOD_NOT_ALLOWED',
+  'UNSUPPORTED', // a valid request for something this server does not do
+  'INTERNAL',
+] as const;
+
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+export interface ServingErrorOptions {
+  /** The model (name or target) the error is about, for logs and metric labels. */
+  readonly model?: string;
+  readonly cause?: unknown;
+  /** Extra facts a client may act on (e.g. the memory budget), serialised with the error. */
+  readonly details?: Readonly<Record<string, unknown>>;
+}
+
+export class ServingError extends Error {
+  readonly code: ErrorCode;
+  readonly model: string | undefined;
+  readonly details: Readonly<Record<string, unknown>> | undefined;
+
+  constructor(code: ErrorCode, message: string, options: ServingErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'ServingError';
+    this.code = code;
+    this.model = options.model;
+    this.details = options.details;
+  }
+
+  /** True when the caller, not the server, is at fault (4xx class). */
+  get isClientFault(): boolean {
+    return CLIENT_FAULTS.has(this.code);
+  }
+}
+
+const CLIENT_FAULTS: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  'INVALID_REQUEST',
+  'INVALID_INPUT',
+  'INVALID_TARGET',
+  'TARGET_MISMATCH',
+  'INVALID_MODEL',
+  'ARCHIVE_REJECTED',
+  'MODEL_NOT_FOUND',
+  'MODEL_ALREADY_LOADED',
+  'PAYLOAD_TOO_LARGE',
+  'UNSUPPORTED_MEDIA_TYPE',
+  'NOT_ACCEPTABLE',
+  'CANCELLED',
+  'ROUTE_NOT_FOUND',
+  'METHOD_NOT_ALLOWED',
+]);
+
+/** Anything thrown becomes a ServingError; unknown errors are INTERNAL with the original as cause. */
+export function toServingError(err: unknown, model?: string): ServingError {
+  if (err instanceof ServingError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return new ServingError('INTERNAL', model ? `model '${model}': ${message}` : message, {
+    cause: err,
+    ...(model === undefined ? {} : { model }),
+  });
+}
+
+/** Exhaustiveness guard for switches over closed unions. */
+export function assertNever(value: never): never {
+  throw new Error(`unexpected value: ${String(value)}`);
+}

@@ -1,0 +1,69 @@
+/**
+ * @module http/error-response
+ * The only place that knows how an error code becomes an HTTP status. The body
+ * is `{"error": message, "code": CODE}`: Triton/KServe clients read `error`,
+ * machines match `code`. Messages are capped at 2048 characters because
+ * SageMaker forwards them to clients as ModelError.OriginalMessage.
+ */
+import { assertNever, toServingError, type ErrorCode, type ServingError } from '../errors.js';
+
+export function httpStatusOf(code: ErrorCode): number {
+  switch (code) {
+    case 'INVALID_REQUEST':
+    case 'INVALID_INPUT':
+    case 'INVALID_TARGET':
+    case 'TARGET_MISMATCH':
+    case 'INVALID_MODEL':
+    case 'ARCHIVE_REJECTED':
+      return 400;
+    case 'ACCESS_DENIED':
+      return 403;
+    case 'MODEL_NOT_FOUND':
+    case 'ROUTE_NOT_FOUND':
+      return 404;
+    case 'METHOD_NOT_ALLOWED':
+      return 405;
+    case 'NOT_ACCEPTABLE':
+      return 406;
+    case 'MODEL_ALREADY_LOADED':
+      return 409;
+    case 'PAYLOAD_TOO_LARGE':
+      return 413;
+    case 'UNSUPPORTED_MEDIA_TYPE':
+      return 415;
+    case 'OVERLOADED':
+      return 429;
+    case 'CANCELLED':
+      return 499;
+    case 'INTERNAL':
+      return 500;
+    case 'UNSUPPORTED':
+      return 501;
+    case 'UPSTREAM_UNAVAILABLE':
+    case 'SHUTTING_DOWN':
+      return 503;
+    case 'TIMEOUT':
+      return 504;
+    case 'INSUFFICIENT_MEMORY':
+    case 'INSUFFICIENT_STORAGE':
+      return 507;
+    default:
+      return assertNever(code);
+  }
+}
+
+const MAX_MESSAGE = 2048;
+
+export interface ErrorReply {
+  readonly status: number;
+  readonly body: string;
+  readonly error: ServingError;
+}
+
+export function errorReply(err: unknown): ErrorReply {
+  const e = toServingError(err);
+  const message = e.message.length > MAX_MESSAGE ? `${e.message.slice(0, MAX_MESSAGE - 3)}...` : e.message;
+  const body: Record<string, unknown> = { error: message, code: e.code };
+  if (e.details) body['details'] = e.details;
+  return { status: httpStatusOf(e.code), body: JSON.stringify(body), error: e };
+}

@@ -1,0 +1,135 @@
+/**
+ * @module http/sagemaker-routes
+ * SageMaker's container contract: /ping, /invocations (and the SageMaker
+ * Runtime path /endpoints/{name}/invocations), and the MME API under
+ * /models. Handlers only translate HTTP to InferenceService calls and back.
+ */
+import express, { type Request, type Response, type Router } from 'express';
+import { ServingError } from '../errors.js';
+import { decodeInferRequest, encodeInferResponse, parseJsonBody } from '../protocol/v2-json-codec.js';
+import type { ManagedModelInfo } from '../registry/model-registry.js';
+import type { InferenceService, ModelRef } from '../service/inference-service.js';
+import { readBody } from './read-body.js';
+import type { RequestContext } from './request-context.js';
+
+export interface RouteDeps {
+  readonly service: InferenceService;
+  readonly bodyLimitBytes: number;
+  readonly context: (req: Request, res: Response) => RequestContext;
+}
+
+const TARGET_HEADER = 'x-amzn-sagemaker-target-model';
+const CUSTOM_ATTRIBUTES = 'x-amzn-sagemaker-custom-attributes';
+const DEFAULT_LIST_LIMIT = 100;
+const MAX_LIST_LIMIT = 1000;
+
+function header(req: Request, name: string): string | undefined {
+  const v = req.headers[name];
+  const s = Array.isArray(v) ? v[0] : v;
+  return s === undefined || s === '' ? undefined : s;
+}
+
+function sendJson(res: Response, status: number, body: string): void {
+  res.status(status).type('application/json').send(body);
+}
+
+function describe(m: ManagedModelInfo): Record<string, unknown> {
+  return {
+    modelName: m.modelName,
+    modelUrl: m.modelUrl,
+    ...(m.targetModel === undefined ? {} : { targetModel: m.targetModel }),
+    ...(m.entryModel === undefined ? {} : { entryModel: m.entryModel }),
+    ...(m.loadedAt === undefined ? {} : { loadedAt: m.loadedAt }),
+  };
+}
+
+function encodeToken(name: string): string {
+  return Buffer.from(name, 'utf8').toString('base64url');
+}
+
+function decodeToken(token: string): string {
+  if (!/^[A-Za-z0-9_-]+$/.test(token)) throw new ServingError('INVALID_REQUEST', `invalid next_page_token '${token}'`);
+  return Buffer.from(token, 'base64url').toString('utf8');
+}
+
+function parseLimit(raw: unknown): number {
+  if (raw === undefined) return DEFAULT_LIST_LIMIT;
+  const n = Number(raw);
+  if (typeof raw !== 'string' || !Number.isInteger(n) || n < 1 || n > MAX_LIST_LIMIT) {
+    throw new ServingError('INVALID_REQUEST', `limit must be an integer between 1 and ${MAX_LIST_LIMIT}, got '${String(raw)}'`);
+  }
+  return n;
+}
+
+export function sagemakerRoutes(deps: RouteDeps): Router {
+  const router = express.Router();
+  const { service } = deps;
+
+  const invoke = async (req: Request, res: Response, ref: ModelRef): Promise<void> => {
+    const ctx = deps.context(req, res);
+    const body = await readBody(req, deps.bodyLimitBytes);
+    const response = await service.infer(ref, (label) => decodeInferRequest(parseJsonBody(body, label), label), ctx);
+    const attrs = header(req, CUSTOM_ATTRIBUTES);
+    if (attrs !== undefined) res.setHeader('X-Amzn-SageMaker-Custom-Attributes', attrs);
+    sendJson(res, 200, encodeInferResponse(response));
+  };
+
+  const invocations = async (req: Request, res: Response): Promise<void> => {
+    const target = header(req, TARGET_HEADER);
+    await invoke(req, res, target === undefined ? { kind: 'default' } : { kind: 'target', target });
+  };
+
+  // Health: static and cheap, never touches models (SageMaker allows 2 s; a model failing must not fail the endpoint).
+  router.get('/ping', (_req, res) => {
+    res.status(200).end();
+  });
+  router.post('/ping', (_req, res) => {
+    res.status(200).end();
+  });
+
+  router.post('/invocations', invocations);
+  router.post('/endpoints/:endpoint/invocations', invocations);
+
+  router.get('/models', (req, res) => {
+    const limit = parseLimit(req.query['limit']);
+    const token = req.query['next_page_token'];
+    const after = typeof token === 'string' && token !== '' ? decodeToken(token) : undefined;
+    const page = service.listModels(limit, after);
+    const body: Record<string, unknown> = { models: page.models.map(describe) };
+    if (page.next !== undefined) body['nextPageToken'] = encodeToken(page.next);
+    sendJson(res, 200, JSON.stringify(body));
+  });
+
+  router.post('/models', async (req, res) => {
+    const body = parseJsonBody(await readBody(req, deps.bodyLimitBytes), 'load');
+    const b = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
+    const name = b['model_name'];
+    const url = b['url'];
+    if (typeof name !== 'string' || name === '' || typeof url !== 'string' || url === '') {
+      throw new ServingError('INVALID_REQUEST', 'load request must be JSON {"model_name": "...", "url": "/opt/ml/models/<name>/model"}');
+    }
+    const ctx = deps.context(req, res);
+    const targetHeader = header(req, TARGET_HEADER);
+    ctx.log.info({ model: name, url, targetModel: targetHeader }, 'load requested');
+    const info = await service.loadModel(name, url, targetHeader);
+    sendJson(res, 200, JSON.stringify({ status: `Model "${name}" loaded`, ...describe(info) }));
+  });
+
+  router.get('/models/:name', (req, res) => {
+    sendJson(res, 200, JSON.stringify(describe(service.describeModel(String(req.params['name'])))));
+  });
+
+  router.delete('/models/:name', async (req, res) => {
+    const name = String(req.params['name']);
+    const ctx = deps.context(req, res);
+    ctx.log.info({ model: name, targetModel: header(req, TARGET_HEADER) }, 'unload requested');
+    await service.unloadModel(name, header(req, TARGET_HEADER));
+    sendJson(res, 200, JSON.stringify({ status: `Model "${name}" unloaded` }));
+  });
+
+  router.post('/models/:name/invoke', async (req, res) => {
+    await invoke(req, res, { kind: 'managed', name: String(req.params['name']), targetHeader: header(req, TARGET_HEADER) });
+  });
+
+  return router;
+}

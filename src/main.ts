@@ -1,0 +1,42 @@
+/**
+ * @module main
+ * Entry point: the only place that reads the environment (through
+ * loadServerConfig) and installs signal handlers. SageMaker runs `serve`,
+ * which execs this file; Node is PID 1 there, so SIGTERM is ours to handle:
+ * stop accepting, finish in-flight requests, release sessions, exit well
+ * within SageMaker's 30 s.
+ */
+import { loadServerConfig, type ServerConfig } from './config/server-config.js';
+import { createLogger } from './observability/logger.js';
+import { startServer } from './server.js';
+
+async function main(): Promise<void> {
+  let config: ServerConfig;
+  try {
+    config = loadServerConfig(process.env);
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n`);
+    process.exit(2);
+  }
+  const logger = createLogger(config.logLevel);
+  const running = await startServer(config, logger);
+  const onSignal = (signal: NodeJS.Signals): void => {
+    running.shutdown(signal).then(
+      () => {
+        logger.flush();
+        process.exit(0);
+      },
+      (err: unknown) => {
+        logger.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', onSignal);
+  process.once('SIGINT', onSignal);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`onnx-mme failed to start: ${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,283 @@
+/**
+ * @module protocol/v2-json-codec
+ * KServe v2 JSON ⇄ InferRequest / InferResponse. Model-agnostic: it checks
+ * that each tensor is self-consistent (datatype known, shape valid, element
+ * count and value types right) and leaves "does it fit the model" to the
+ * service. Errors name the model and the input, since they reach the client.
+ */
+import { ServingError } from '../errors.js';
+import { fromBFloat16Bits, fromFloat16Bits, toBFloat16Bits, toFloat16Bits } from './float16.js';
+import type { InferRequest, InferResponse, Parameters, ParameterValue, RequestedOutput } from './infer-types.js';
+import { DATA_TYPE_INFO, elementCount, formatShape, isDataType, type DataType, type Tensor, type TensorData } from './tensor.js';
+
+/** Triton's HTTP_MAX_JSON_NESTING_DEPTH. */
+const MAX_NESTING = 100;
+
+const INT_RANGES: Partial<Record<DataType, readonly [number, number]>> = {
+  INT8: [-128, 127],
+  INT16: [-32768, 32767],
+  INT32: [-2147483648, 2147483647],
+  UINT8: [0, 255],
+  UINT16: [0, 65535],
+  UINT32: [0, 4294967295],
+};
+
+function bad(model: string, message: string): ServingError {
+  return new ServingError('INVALID_INPUT', `model '${model}': ${message}`, { model });
+}
+
+function badRequest(model: string, message: string): ServingError {
+  return new ServingError('INVALID_REQUEST', `model '${model}': ${message}`, { model });
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Parse a body as JSON with a message that names the model and the position. */
+export function parseJsonBody(body: Buffer | string, model: string): unknown {
+  const text = typeof body === 'string' ? body : body.toString('utf8');
+  if (text.trim() === '') throw badRequest(model, 'request body is empty; expected a KServe v2 JSON inference request');
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw badRequest(model, `request body is not valid JSON: ${(err as Error).message}`);
+  }
+}
+
+function parseParameters(model: string, where: string, raw: unknown): Parameters {
+  if (raw === undefined || raw === null) return {};
+  if (!isRecord(raw)) throw badRequest(model, `${where}: 'parameters' must be an object`);
+  const out: Record<string, ParameterValue> = {};
+  for (const [k, v] of Object.entries(raw)) {
+    if (typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean') {
+      throw badRequest(model, `${where}: parameter '${k}' must be a string, number or boolean`);
+    }
+    out[k] = v;
+  }
+  return Object.freeze(out);
+}
+
+function flatten(model: string, input: string, data: unknown, out: unknown[], depth: number): void {
+  if (depth > MAX_NESTING) throw bad(model, `input '${input}': 'data' is nested deeper than ${MAX_NESTING} levels`);
+  if (Array.isArray(data)) {
+    for (const d of data) {
+      if (Array.isArray(d)) flatten(model, input, d, out, depth + 1);
+      else out.push(d);
+    }
+  } else {
+    out.push(data);
+  }
+}
+
+function toNumber(model: string, input: string, dt: DataType, v: unknown, i: number): number {
+  if (typeof v === 'number') return v;
+  if (typeof v === 'string' && (dt === 'FP16' || dt === 'FP32' || dt === 'FP64' || dt === 'BF16')) {
+    if (v === 'NaN') return Number.NaN;
+    if (v === 'Infinity' || v === 'inf') return Infinity;
+    if (v === '-Infinity' || v === '-inf') return -Infinity;
+  }
+  throw bad(model, `input '${input}': element ${i} is ${JSON.stringify(v)}, expected a number for datatype ${dt}`);
+}
+
+/** Decode flat JSON values into the typed payload for `dt`. */
+export function decodeTensorData(model: string, input: string, dt: DataType, values: readonly unknown[]): TensorData {
+  const n = values.length;
+  switch (dt) {
+    case 'BYTES': {
+      const out = new Array<string>(n);
+      for (let i = 0; i < n; i++) {
+        const v = values[i];
+        if (typeof v !== 'string') {
+          throw bad(model, `input '${input}': element ${i} is ${JSON.stringify(v)}, expected a string for datatype BYTES`);
+        }
+        out[i] = v;
+      }
+      return out;
+    }
+    case 'BOOL': {
+      const out = new Uint8Array(n);
+      for (let i = 0; i < n; i++) {
+        const v = values[i];
+        if (v === true || v === 1) out[i] = 1;
+        else if (v === false || v === 0) out[i] = 0;
+        else throw bad(model, `input '${input}': element ${i} is ${JSON.stringify(v)}, expected true or false for datatype BOOL`);
+      }
+      return out;
+    }
+    case 'FP32':
+    case 'FP64': {
+      const out = dt === 'FP32' ? new Float32Array(n) : new Float64Array(n);
+      for (let i = 0; i < n; i++) {
+        const v = values[i];
+        out[i] = typeof v === 'number' ? v : toNumber(model, input, dt, v, i);
+      }
+      return out;
+    }
+    case 'FP16':
+    case 'BF16': {
+      const out = new Uint16Array(n);
+      const conv = dt === 'FP16' ? toFloat16Bits : toBFloat16Bits;
+      for (let i = 0; i < n; i++) out[i] = conv(toNumber(model, input, dt, values[i], i));
+      return out;
+    }
+    case 'INT64':
+    case 'UINT64': {
+      const out = dt === 'INT64' ? new BigInt64Array(n) : new BigUint64Array(n);
+      const [lo, hi] = dt === 'INT64' ? [-(2n ** 63n), 2n ** 63n - 1n] : [0n, 2n ** 64n - 1n];
+      for (let i = 0; i < n; i++) {
+        const v = values[i];
+        let b: bigint;
+        if (typeof v === 'number' && Number.isInteger(v)) b = BigInt(v);
+        else if (typeof v === 'string' && /^-?\d+$/.test(v)) b = BigInt(v);
+        else throw bad(model, `input '${input}': element ${i} is ${JSON.stringify(v)}, expected an integer for datatype ${dt}`);
+        if (b < lo || b > hi) throw bad(model, `input '${input}': element ${i} (${String(v)}) is out of range for ${dt}`);
+        out[i] = b;
+      }
+      return out;
+    }
+    default: {
+      const info = DATA_TYPE_INFO[dt];
+      const range = INT_RANGES[dt];
+      const Ctor = info.arrayType;
+      if (!Ctor || !range) throw bad(model, `input '${input}': datatype ${dt} cannot be sent as JSON`);
+      const out = new Ctor(n);
+      const [lo, hi] = range;
+      for (let i = 0; i < n; i++) {
+        const v = values[i];
+        if (typeof v !== 'number' || !Number.isInteger(v)) {
+          throw bad(model, `input '${input}': element ${i} is ${JSON.stringify(v)}, expected an integer for datatype ${dt}`);
+        }
+        if (v < lo || v > hi) throw bad(model, `input '${input}': element ${i} (${v}) is out of range for ${dt}`);
+        out[i] = v;
+      }
+      return out;
+    }
+  }
+}
+
+function parseShape(model: string, input: string, raw: unknown): number[] {
+  if (!Array.isArray(raw)) throw bad(model, `input '${input}': 'shape' must be an array of non-negative integers`);
+  for (const d of raw) {
+    if (typeof d !== 'number' || !Number.isSafeInteger(d) || d < 0) {
+      throw bad(model, `input '${input}': 'shape' must be an array of non-negative integers, got ${JSON.stringify(raw)}`);
+    }
+  }
+  return raw as number[];
+}
+
+function decodeInput(model: string, raw: unknown, index: number): [string, Tensor] {
+  if (!isRecord(raw)) throw badRequest(model, `inputs[${index}] must be an object`);
+  const name = raw['name'];
+  if (typeof name !== 'string' || name === '') throw badRequest(model, `inputs[${index}]: 'name' must be a non-empty string`);
+  const datatype = raw['datatype'];
+  if (!isDataType(datatype)) {
+    throw bad(model, `input '${name}': unknown datatype ${JSON.stringify(datatype)}`);
+  }
+  const shape = parseShape(model, name, raw['shape']);
+  let count: number;
+  try {
+    count = elementCount(shape);
+  } catch (err) {
+    throw bad(model, `input '${name}': ${(err as Error).message}`);
+  }
+  if (!('data' in raw)) {
+    throw bad(model, `input '${name}': 'data' is missing (binary tensor data needs the binary protocol)`);
+  }
+  const values: unknown[] = [];
+  flatten(model, name, raw['data'], values, 0);
+  if (values.length !== count) {
+    throw bad(
+      model,
+      `input '${name}': shape ${formatShape(shape)} needs ${count} elements but 'data' has ${values.length}`,
+    );
+  }
+  const data = decodeTensorData(model, name, datatype, values);
+  return [name, Object.freeze({ datatype, shape: Object.freeze(shape.slice()), data })];
+}
+
+function decodeRequestedOutput(model: string, raw: unknown, index: number): RequestedOutput {
+  if (!isRecord(raw) || typeof raw['name'] !== 'string' || raw['name'] === '') {
+    throw badRequest(model, `outputs[${index}] must be an object with a non-empty 'name'`);
+  }
+  return Object.freeze({ name: raw['name'], parameters: parseParameters(model, `output '${raw['name']}'`, raw['parameters']) });
+}
+
+/** Decode a parsed KServe v2 JSON request body. */
+export function decodeInferRequest(body: unknown, model: string): InferRequest {
+  if (!isRecord(body)) throw badRequest(model, 'request body must be a JSON object with an "inputs" array');
+  const rawInputs = body['inputs'];
+  if (!Array.isArray(rawInputs) || rawInputs.length === 0) {
+    throw badRequest(model, "request must have a non-empty 'inputs' array");
+  }
+  const inputs = new Map<string, Tensor>();
+  rawInputs.forEach((raw, i) => {
+    const [name, tensor] = decodeInput(model, raw, i);
+    if (inputs.has(name)) throw bad(model, `input '${name}' appears more than once`);
+    inputs.set(name, tensor);
+  });
+  let outputs: RequestedOutput[] | undefined;
+  if (body['outputs'] !== undefined && body['outputs'] !== null) {
+    if (!Array.isArray(body['outputs'])) throw badRequest(model, "'outputs' must be an array");
+    outputs = body['outputs'].map((o, i) => decodeRequestedOutput(model, o, i));
+  }
+  const id = body['id'];
+  if (id !== undefined && typeof id !== 'string') throw badRequest(model, "'id' must be a string");
+  return Object.freeze({
+    id,
+    inputs,
+    outputs: outputs && Object.freeze(outputs),
+    parameters: parseParameters(model, 'request', body['parameters']),
+  });
+}
+
+// ---------------------------------------------------------------- encoding
+
+const NON_FINITE = /NaN|Infinity/;
+
+/** JSON text for a flat numeric array; NaN/±Infinity become the strings "NaN"/"Infinity" (JSON has no such numbers). */
+function numbersToJson(values: ArrayLike<number>): string {
+  const text = Array.prototype.join.call(values, ',');
+  if (!NON_FINITE.test(text)) return `[${text}]`;
+  return `[${text.replace(/-?Infinity|NaN/g, (m) => `"${m}"`)}]`;
+}
+
+function halfToNumbers(bits: Uint16Array, bf16: boolean): Float64Array {
+  const out = new Float64Array(bits.length);
+  for (let i = 0; i < bits.length; i++) out[i] = bf16 ? fromBFloat16Bits(bits[i]!) : fromFloat16Bits(bits[i]!);
+  return out;
+}
+
+/** The flat JSON `data` array of a tensor (row-major, as Triton writes it). */
+export function tensorDataToJson(tensor: Tensor): string {
+  const { datatype, data } = tensor;
+  if (Array.isArray(data)) return JSON.stringify(data);
+  switch (datatype) {
+    case 'BOOL': {
+      const parts = new Array<string>(data.length);
+      for (let i = 0; i < data.length; i++) parts[i] = data[i] ? 'true' : 'false';
+      return `[${parts.join(',')}]`;
+    }
+    case 'FP16':
+    case 'BF16':
+      return numbersToJson(halfToNumbers(data as Uint16Array, datatype === 'BF16'));
+    case 'INT64':
+    case 'UINT64':
+      // BigInt join writes exact digits: no precision loss past 2^53.
+      return `[${Array.prototype.join.call(data, ',')}]`;
+    default:
+      return numbersToJson(data as ArrayLike<number>);
+  }
+}
+
+/** Serialise a response as KServe v2 JSON text, built directly for speed and int64 exactness. */
+export function encodeInferResponse(response: InferResponse): string {
+  const parts: string[] = [];
+  for (const [name, t] of response.outputs) {
+    parts.push(
+      `{"name":${JSON.stringify(name)},"datatype":"${t.datatype}","shape":[${t.shape.join(',')}],"data":${tensorDataToJson(t)}}`,
+    );
+  }
+  const id = response.id === undefined ? '' : `"id":${JSON.stringify(response.id)},`;
+  return `{${id}"model_name":${JSON.stringify(response.modelName)},"model_version":${JSON.stringify(response.modelVersion)},"outputs":[${parts.join(',')}]}`;
+}

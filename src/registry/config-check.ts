@@ -1,0 +1,77 @@
+/**
+ * @module registry/config-check
+ * At load, the config must agree with the ONNX graph it describes: every
+ * tensor named, same datatype, compatible shape. Mismatches are load errors
+ * that name the tensor, all reported together, so an author fixes them in one
+ * pass instead of discovering them one request at a time.
+ */
+import type { GraphTensor } from '../config/auto-complete.js';
+import type { ModelConfig, TensorConfig } from '../config/model-config-types.js';
+import { ServingError } from '../errors.js';
+import { formatShape } from '../protocol/tensor.js';
+
+/** The shape the model itself sees for a config tensor, batch dim included (-1). */
+export function modelShapeOf(t: TensorConfig, maxBatchSize: number): number[] {
+  const inner = [...(t.reshape ?? t.dims)];
+  return maxBatchSize > 0 ? [-1, ...inner] : inner;
+}
+
+function checkTensor(
+  kind: 'input' | 'output',
+  t: TensorConfig,
+  graphTensor: GraphTensor | undefined,
+  config: ModelConfig,
+  graphNames: readonly string[],
+  problems: string[],
+): void {
+  if (!graphTensor) {
+    problems.push(`${kind} '${t.name}' is in config.pbtxt but not in the ONNX model (model ${kind}s: ${graphNames.join(', ') || 'none'})`);
+    return;
+  }
+  if (graphTensor.datatype !== t.dataType) {
+    problems.push(`${kind} '${t.name}': config.pbtxt says ${t.dataType} but the ONNX model has ${graphTensor.datatype ?? 'a non-tensor type'}`);
+  }
+  if (graphTensor.shape === undefined) return; // the graph declares no shape: nothing to compare
+  const want = modelShapeOf(t, config.maxBatchSize);
+  const have = graphTensor.shape;
+  const shown = `config ${formatShape(want)} vs model ${formatShape(have)}`;
+  if (want.length !== have.length) {
+    const hint = config.maxBatchSize > 0 ? ' (max_batch_size > 0 adds a leading batch dimension)' : '';
+    problems.push(`${kind} '${t.name}': rank differs, ${shown}${hint}`);
+    return;
+  }
+  for (let i = 0; i < want.length; i++) {
+    const c = want[i]!;
+    const g = have[i]!;
+    if (g === -1) continue; // the model accepts any size; a config may be stricter
+    if (i === 0 && config.maxBatchSize > 0) {
+      problems.push(`${kind} '${t.name}': max_batch_size is ${config.maxBatchSize} but the model's first dimension is fixed at ${g} (${shown}); set max_batch_size: 0`);
+      return;
+    }
+    if (c !== g) {
+      problems.push(`${kind} '${t.name}': dimension ${i} differs, ${shown}`);
+      return;
+    }
+  }
+}
+
+export function checkConfigAgainstGraph(
+  config: ModelConfig,
+  graph: { readonly inputs: readonly GraphTensor[]; readonly outputs: readonly GraphTensor[] },
+  label: string,
+): void {
+  const problems: string[] = [];
+  const inputNames = graph.inputs.map((t) => t.name);
+  const outputNames = graph.outputs.map((t) => t.name);
+  for (const t of config.input) checkTensor('input', t, graph.inputs.find((g) => g.name === t.name), config, inputNames, problems);
+  for (const t of config.output) checkTensor('output', t, graph.outputs.find((g) => g.name === t.name), config, outputNames, problems);
+  const configured = new Set(config.input.map((t) => t.name));
+  for (const g of graph.inputs) {
+    if (!configured.has(g.name)) problems.push(`ONNX model input '${g.name}' is missing from config.pbtxt`);
+  }
+  if (problems.length > 0) {
+    throw new ServingError('INVALID_MODEL', `model '${label}' (${config.name}): config.pbtxt does not match the ONNX model: ${problems.join('; ')}`, {
+      model: label,
+    });
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * @module registry/loaded-model
+ * A model resident in memory: its effective config and one session plus
+ * scheduler per served version. The executor applies config `reshape`, so the
+ * scheduler and everything above it see tensors exactly as config.pbtxt
+ * declares them.
+ */
+import type { ModelConfig, TensorConfig } from '../config/model-config-types.js';
+import type { Tensor } from '../protocol/tensor.js';
+import type { ModelSession } from '../runtime/onnx-session.js';
+import type { ModelExecutor, ModelScheduler } from '../scheduler/model-scheduler.js';
+
+export interface LoadedVersion {
+  readonly version: number;
+  readonly session: ModelSession;
+  readonly scheduler: ModelScheduler;
+}
+
+export interface LoadedModel {
+  readonly name: string;
+  readonly dir: string;
+  readonly config: ModelConfig;
+  /** Empty for ensembles (they have no session of their own). */
+  readonly versions: ReadonlyMap<number, LoadedVersion>;
+}
+
+/** Highest loaded version: where a request without a version goes (Triton's rule). */
+export function latestVersion(model: LoadedModel): LoadedVersion | undefined {
+  let best: LoadedVersion | undefined;
+  for (const v of model.versions.values()) if (!best || v.version > best.version) best = v;
+  return best;
+}
+
+function withShape(t: Tensor, shape: readonly number[]): Tensor {
+  return { datatype: t.datatype, shape, data: t.data };
+}
+
+/** Replace the non-batch part of a shape, keeping the batch dim when batching. */
+function reshaped(t: Tensor, inner: readonly number[], batching: boolean): Tensor {
+  return withShape(t, batching ? [t.shape[0] ?? 1, ...inner] : inner);
+}
+
+function perItemCount(t: Tensor, batching: boolean): number {
+  const inner = batching ? t.shape.slice(1) : t.shape;
+  return inner.reduce((a, b) => a * b, 1);
+}
+
+/** Fill the one -1 of config dims from the element count (a reshape keeps the count). */
+function resolveDims(dims: readonly number[], count: number): number[] {
+  const known = dims.reduce((a, d) => (d === -1 ? a : a * d), 1);
+  return dims.map((d) => (d === -1 ? (known === 0 ? 0 : count / known) : d));
+}
+
+export class SessionExecutor implements ModelExecutor {
+  private readonly inputReshape: ReadonlyMap<string, TensorConfig>;
+  private readonly outputReshape: ReadonlyMap<string, TensorConfig>;
+  private readonly batching: boolean;
+
+  constructor(
+    private readonly session: ModelSession,
+    config: ModelConfig,
+  ) {
+    this.batching = config.maxBatchSize > 0;
+    this.inputReshape = new Map(config.input.filter((t) => t.reshape).map((t) => [t.name, t]));
+    this.outputReshape = new Map(config.output.filter((t) => t.reshape).map((t) => [t.name, t]));
+  }
+
+  async execute(inputs: ReadonlyMap<string, Tensor>, outputNames: readonly string[]): Promise<Map<string, Tensor>> {
+    let feeds = inputs;
+    if (this.inputReshape.size > 0) {
+      const m = new Map<string, Tensor>();
+      for (const [name, t] of inputs) {
+        const cfg = this.inputReshape.get(name);
+        m.set(name, cfg?.reshape ? reshaped(t, cfg.reshape, this.batching) : t);
+      }
+      feeds = m;
+    }
+    const out = await this.session.run(feeds, outputNames);
+    if (this.outputReshape.size > 0) {
+      for (const [name, t] of out) {
+        const cfg = this.outputReshape.get(name);
+        if (cfg) out.set(name, reshaped(t, resolveDims(cfg.dims, perItemCount(t, this.batching)), this.batching));
+      }
+    }
+    return out;
+  }
+}

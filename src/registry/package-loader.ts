@@ -1,0 +1,201 @@
+/**
+ * @module registry/package-loader
+ * Turns an extracted model package (one Triton model or a repository) into a
+ * LoadedPackage: the entry model and, for ensembles, the step models it needs,
+ * each with sessions and schedulers, plus the execution plan. Loads are
+ * all-or-nothing: on any failure every session created so far is released.
+ */
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import { autoCompleteConfig } from '../config/auto-complete.js';
+import { modelConfigFromJson } from '../config/model-config.js';
+import { parseModelConfigJson } from '../config/model-config-text.js';
+import type { ModelConfig } from '../config/model-config-types.js';
+import type { ProviderName } from '../config/server-config.js';
+import { ensemblePlan, singleModelPlan, type ExecutionPlan } from '../ensemble/execution-plan.js';
+import { ServingError } from '../errors.js';
+import type { Logger } from '../observability/logger.js';
+import { chooseProviders, type HostCapabilities } from '../runtime/execution-providers.js';
+import { createModelSession, type ModelSession } from '../runtime/onnx-session.js';
+import { DirectScheduler } from '../scheduler/direct-scheduler.js';
+import { checkConfigAgainstGraph } from './config-check.js';
+import { latestVersion, SessionExecutor, type LoadedModel, type LoadedVersion } from './loaded-model.js';
+import { chooseEntryModel, scanRepository, type ModelDirectory, type RepositoryLayout } from './repository-layout.js';
+import { providerHintsFromJson } from './provider-hints.js';
+import { selectVersions } from './version-policy.js';
+
+export interface LoadedPackage {
+  readonly label: string;
+  readonly dir: string;
+  readonly entry: LoadedModel;
+  readonly models: ReadonlyMap<string, LoadedModel>;
+  readonly plan: ExecutionPlan;
+  /** Stop the schedulers (waiting for running work) and release every session. */
+  release(): Promise<void>;
+}
+
+export interface PackageLoadDeps {
+  readonly logger: Logger;
+  readonly host: HostCapabilities;
+  readonly serverProviders: readonly ProviderName[] | undefined;
+}
+
+export interface PackageLoadRequest {
+  readonly dir: string;
+  /** Model/target name used in messages and logs. */
+  readonly label: string;
+  /** Name of a root-level model without a config name (e.g. the archive's base name). */
+  readonly fallbackName: string;
+  /** Choose this model as the entry instead of the automatic rule. */
+  readonly preferredEntry?: string;
+}
+
+const SUPPORTED_PLATFORMS = 'onnxruntime_onnx (backend onnxruntime) and ensemble';
+
+function isEnsemble(json: Record<string, unknown>): boolean {
+  return json['platform'] === 'ensemble';
+}
+
+async function modelFilePath(md: ModelDirectory, version: number, fileName: string, label: string): Promise<string> {
+  const p = path.join(md.dir, String(version), fileName);
+  try {
+    const s = await stat(p);
+    // Triton allows model.onnx to be a directory holding model.onnx plus external-data files.
+    return s.isDirectory() ? path.join(p, 'model.onnx') : p;
+  } catch {
+    throw new ServingError('INVALID_MODEL', `model '${label}': '${md.name}' version ${version} has no ${fileName}`, { model: label });
+  }
+}
+
+class PackageBuilder {
+  private readonly models = new Map<string, LoadedModel>();
+  private readonly sessions: ModelSession[] = [];
+  private readonly loading = new Set<string>();
+
+  constructor(
+    private readonly layout: RepositoryLayout,
+    private readonly label: string,
+    private readonly deps: PackageLoadDeps,
+  ) {}
+
+  async load(md: ModelDirectory): Promise<LoadedModel> {
+    const done = this.models.get(md.name);
+    if (done) return done;
+    if (this.loading.has(md.name)) {
+      throw new ServingError('INVALID_MODEL', `model '${this.label}': ensemble steps refer back to '${md.name}' (a cycle)`, { model: this.label });
+    }
+    this.loading.add(md.name);
+    const sourceName = `${md.name}/config.pbtxt`;
+    const raw = md.configText === undefined ? {} : parseModelConfigJson(md.configText, sourceName);
+    const model = isEnsemble(raw) ? await this.loadEnsemble(md, raw, sourceName) : await this.loadOnnx(md, raw, sourceName);
+    this.models.set(md.name, model);
+    this.loading.delete(md.name);
+    return model;
+  }
+
+  private async loadEnsemble(md: ModelDirectory, raw: Record<string, unknown>, sourceName: string): Promise<LoadedModel> {
+    const config = modelConfigFromJson(raw, { sourceName, directoryName: md.name });
+    for (const step of config.ensembleSteps ?? []) {
+      const dep = this.layout.models.find((m) => m.name === step.modelName);
+      if (dep) await this.load(dep); // a missing one is reported by plan validation with the others
+    }
+    return { name: md.name, dir: md.dir, config, versions: new Map() };
+  }
+
+  private async loadOnnx(md: ModelDirectory, raw: Record<string, unknown>, sourceName: string): Promise<LoadedModel> {
+    const modelLabel = this.layout.singleModel ? this.label : `${this.label}/${md.name}`;
+    const versions = selectVersions(md.versions, raw['version_policy'], modelLabel);
+    const fileName = typeof raw['default_model_filename'] === 'string' && raw['default_model_filename'] ? raw['default_model_filename'] : 'model.onnx';
+    const providerChoice = chooseProviders(providerHintsFromJson(raw), this.deps.serverProviders, this.deps.host);
+    for (const w of providerChoice.warnings) this.deps.logger.warn({ model: modelLabel }, w);
+
+    let config: ModelConfig | undefined;
+    const loaded = new Map<number, LoadedVersion>();
+    for (const version of versions) {
+      const file = await modelFilePath(md, version, fileName, modelLabel);
+      const session = await createModelSession(file, {
+        providerChoice,
+        graphLevel: graphLevelFromJson(raw),
+        intraOpThreads: undefined,
+        interOpThreads: undefined,
+        logger: this.deps.logger,
+        model: modelLabel,
+      });
+      this.sessions.push(session);
+      if (!config) {
+        // Auto-complete from the first loaded version's graph, as Triton does.
+        const completed = autoCompleteConfig(raw, session, modelLabel);
+        config = modelConfigFromJson(completed, { sourceName, directoryName: md.name });
+        if (config.platform !== 'onnxruntime_onnx' && config.backend !== 'onnxruntime') {
+          throw new ServingError(
+            'INVALID_MODEL',
+            `model '${modelLabel}': platform '${config.platform || '(none)'}' backend '${config.backend || '(none)'}' is not supported; onnx-mme serves ${SUPPORTED_PLATFORMS}`,
+            { model: modelLabel },
+          );
+        }
+      }
+      checkConfigAgainstGraph(config, session, `${modelLabel} version ${version}`);
+      const scheduler = new DirectScheduler(new SessionExecutor(session, config), modelLabel);
+      loaded.set(version, { version, session, scheduler });
+    }
+    if (!config) throw new ServingError('INVALID_MODEL', `model '${modelLabel}': no version to load`, { model: modelLabel });
+    this.deps.logger.debug({ model: modelLabel, versions, provider: loaded.values().next().value?.session.provider }, 'model sessions created');
+    return { name: md.name, dir: md.dir, config, versions: loaded };
+  }
+
+  plan(entry: LoadedModel): ExecutionPlan {
+    if (entry.config.platform !== 'ensemble') {
+      const v = latestVersion(entry)!;
+      return singleModelPlan(entry.name, { config: entry.config, version: v.version, scheduler: v.scheduler });
+    }
+    return ensemblePlan(entry.config, this.label, (name, version) => {
+      const m = this.models.get(name);
+      if (!m || m.config.platform === 'ensemble') return undefined;
+      const v = version >= 0 ? m.versions.get(version) : latestVersion(m);
+      return v ? { config: m.config, version: v.version, scheduler: v.scheduler } : undefined;
+    });
+  }
+
+  packaged(entry: LoadedModel, dir: string): LoadedPackage {
+    const plan = this.plan(entry);
+    const models = new Map(this.models);
+    let released: Promise<void> | undefined;
+    return {
+      label: this.label,
+      dir,
+      entry,
+      models,
+      plan,
+      release: () => (released ??= releaseModels(models)),
+    };
+  }
+
+  async abort(): Promise<void> {
+    await Promise.allSettled(this.sessions.map((s) => s.release()));
+  }
+}
+
+function graphLevelFromJson(raw: Record<string, unknown>): number {
+  const opt = raw['optimization'] as { graph?: { level?: unknown } } | undefined;
+  const level = opt?.graph?.level;
+  return typeof level === 'number' ? level : 0;
+}
+
+async function releaseModels(models: ReadonlyMap<string, LoadedModel>): Promise<void> {
+  const all = [...models.values()].flatMap((m) => [...m.versions.values()]);
+  await Promise.allSettled(all.map((v) => v.scheduler.close()));
+  await Promise.allSettled(all.map((v) => v.session.release()));
+}
+
+export async function loadPackage(request: PackageLoadRequest, deps: PackageLoadDeps): Promise<LoadedPackage> {
+  const layout = await scanRepository(request.dir, request.fallbackName, request.label);
+  const entryDir = chooseEntryModel(layout, request.label, request.preferredEntry);
+  const builder = new PackageBuilder(layout, request.label, deps);
+  try {
+    const entry = await builder.load(entryDir);
+    return builder.packaged(entry, layout.root);
+  } catch (err) {
+    await builder.abort();
+    throw err;
+  }
+}

@@ -1,0 +1,135 @@
+/**
+ * @module registry/repository-layout
+ * Reads a Triton-layout directory: either one model (config.pbtxt and/or
+ * numeric version dirs at its root) or a repository of model directories, and
+ * picks the entry model. Pure filesystem reading; no sessions are created here.
+ */
+import { readdir, readFile, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { ServingError } from '../errors.js';
+
+export interface ModelDirectory {
+  /** Directory name (the Triton model name unless config.pbtxt says otherwise). */
+  readonly name: string;
+  readonly dir: string;
+  /** config.pbtxt text, undefined when absent (auto-complete applies). */
+  readonly configText: string | undefined;
+  /** Numeric version directories, ascending. */
+  readonly versions: readonly number[];
+}
+
+export interface RepositoryLayout {
+  readonly root: string;
+  readonly models: readonly ModelDirectory[];
+  /** True when the root itself is one model directory. */
+  readonly singleModel: boolean;
+}
+
+const VERSION_DIR = /^[1-9]\d*$/;
+/** Files that tar tools add and that are never models. */
+const IGNORED = new Set(['__MACOSX', '.DS_Store']);
+
+async function isDir(p: string): Promise<boolean> {
+  try {
+    return (await stat(p)).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+async function readIfExists(p: string): Promise<string | undefined> {
+  try {
+    return await readFile(p, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+}
+
+async function versionsIn(dir: string): Promise<number[]> {
+  const entries = await readdir(dir, { withFileTypes: true });
+  return entries
+    .filter((e) => (e.isDirectory() || e.isSymbolicLink()) && VERSION_DIR.test(e.name))
+    .map((e) => Number(e.name))
+    .sort((a, b) => a - b);
+}
+
+/** A directory is a model directory when it has config.pbtxt or a numeric version dir. */
+async function readModelDir(dir: string, name: string): Promise<ModelDirectory | undefined> {
+  const configText = await readIfExists(path.join(dir, 'config.pbtxt'));
+  const versions = await versionsIn(dir);
+  if (configText === undefined && versions.length === 0) return undefined;
+  return { name, dir, configText, versions };
+}
+
+async function subModels(root: string): Promise<ModelDirectory[]> {
+  const entries = await readdir(root, { withFileTypes: true });
+  const models: ModelDirectory[] = [];
+  for (const e of entries.sort((a, b) => a.name.localeCompare(b.name))) {
+    if (IGNORED.has(e.name) || e.name.startsWith('.') || !(await isDir(path.join(root, e.name)))) continue;
+    const m = await readModelDir(path.join(root, e.name), e.name);
+    if (m) models.push(m);
+  }
+  return models;
+}
+
+/**
+ * Scan `root`. `fallbackName` names a root-level single model that has no
+ * config name (e.g. the archive name without `.tar.gz`).
+ */
+export async function scanRepository(root: string, fallbackName: string, label: string): Promise<RepositoryLayout> {
+  if (!(await isDir(root))) {
+    throw new ServingError('MODEL_NOT_FOUND', `model '${label}': ${root} is not a directory`, { model: label });
+  }
+  const single = await readModelDir(root, fallbackName);
+  if (single) return { root, models: [single], singleModel: true };
+  let models = await subModels(root);
+  if (models.length === 0) {
+    // A tarball made with `tar -czf x.tar.gz repo/` wraps the repository in one more directory.
+    const entries = (await readdir(root, { withFileTypes: true })).filter((e) => !IGNORED.has(e.name) && !e.name.startsWith('.'));
+    const only = entries[0];
+    if (entries.length === 1 && only && (await isDir(path.join(root, only.name)))) {
+      return scanRepository(path.join(root, only.name), only.name, label);
+    }
+  }
+  if (models.length === 0) {
+    throw new ServingError(
+      'INVALID_MODEL',
+      `model '${label}': no model found in the package; expected Triton layout <model>/config.pbtxt and <model>/<version>/model.onnx (or config.pbtxt at the archive root)`,
+      { model: label },
+    );
+  }
+  models = models.sort((a, b) => a.name.localeCompare(b.name));
+  return { root, models, singleModel: false };
+}
+
+const ENSEMBLE_PLATFORM = /platform\s*:\s*["']ensemble["']/;
+
+/**
+ * The model a request without further qualification runs: `preferred` when
+ * given, else the single ensemble, else the single model.
+ */
+export function chooseEntryModel(layout: RepositoryLayout, label: string, preferred?: string): ModelDirectory {
+  const names = layout.models.map((m) => m.name);
+  if (preferred !== undefined) {
+    const m = layout.models.find((x) => x.name === preferred);
+    if (!m) {
+      throw new ServingError('MODEL_NOT_FOUND', `model '${label}': the package has no model named '${preferred}' (it has: ${names.join(', ')})`, {
+        model: label,
+      });
+    }
+    return m;
+  }
+  if (layout.models.length === 1) return layout.models[0]!;
+  const ensembles = layout.models.filter((m) => m.configText !== undefined && ENSEMBLE_PLATFORM.test(m.configText));
+  if (ensembles.length === 1) return ensembles[0]!;
+  const why =
+    ensembles.length > 1
+      ? `it has ${ensembles.length} ensembles (${ensembles.map((e) => e.name).join(', ')})`
+      : `it has ${names.length} models (${names.join(', ')}) and no ensemble`;
+  throw new ServingError(
+    'INVALID_MODEL',
+    `model '${label}': cannot choose the entry model: ${why}; package one model per archive, add exactly one ensemble (platform: "ensemble") that wires them, or set MME_DEFAULT_MODEL for the default model`,
+    { model: label },
+  );
+}

@@ -1,0 +1,39 @@
+/**
+ * @module store/model-source
+ * The narrow interface between "where model packages live" (a local directory,
+ * S3) and the registry that loads them. A source turns a target (the relative
+ * path a client names in X-Amzn-SageMaker-Target-Model, e.g. `team/b.tar.gz`)
+ * into a local directory holding the extracted Triton-layout repository.
+ * Only `store/` touches archives, the disk cache and remote stores.
+ */
+
+export interface LocalModel {
+  /** The normalised target this directory was resolved from. */
+  readonly target: string;
+  /** Absolute path of the extracted model repository (or single model directory). */
+  readonly dir: string;
+  /**
+   * Identity of the source object this copy was made from (an S3 ETag, or
+   * size+mtime for local files). Changes when the object is replaced.
+   */
+  readonly version: string;
+}
+
+export interface SourceEntry {
+  readonly target: string;
+  readonly sizeBytes: number | undefined;
+  readonly lastModified: Date | undefined;
+}
+
+export interface ModelSource {
+  /** Human-readable location for logs, e.g. `file:///models` or `s3://bucket/prefix/`. */
+  readonly description: string;
+  /**
+   * Make `target` available on local disk. Concurrent calls for the same target
+   * share one download/extraction. Throws ServingError MODEL_NOT_FOUND,
+   * INVALID_TARGET, ARCHIVE_REJECTED, INSUFFICIENT_STORAGE, UPSTREAM_UNAVAILABLE.
+   */
+  localize(target: string, signal?: AbortSignal): Promise<LocalModel>;
+  /** Targets available in the source (archives and model directories). */
+  list(): Promise<readonly SourceEntry[]>;
+}
