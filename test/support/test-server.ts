@@ -1,0 +1,76 @@
+/**
+ * @module test/support/test-server
+ * Starts the real server (the same startServer main.ts uses) on a free
+ * loopback port with its own temp cache, a fresh metrics registry and a
+ * logger that records JSON lines, so tests can assert on logs too.
+ */
+import { Writable } from 'node:stream';
+import { loadServerConfig } from '../../src/config/server-config.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { createMetrics } from '../../src/observability/metrics.js';
+import { startServer, type RunningServer } from '../../src/server.js';
+
+export interface TestServer {
+  readonly url: string;
+  readonly running: RunningServer;
+  /** Parsed pino lines written so far. */
+  readonly logs: Record<string, unknown>[];
+  close(): Promise<void>;
+}
+
+export interface TestServerOptions {
+  readonly modelSource: string;
+  readonly cacheDir: string;
+  readonly env?: Readonly<Record<string, string>>;
+}
+
+export async function startTestServer(options: TestServerOptions): Promise<TestServer> {
+  const config = loadServerConfig({
+    MME_HOST: '127.0.0.1',
+    SAGEMAKER_BIND_TO_PORT: '0',
+    MME_MODEL_SOURCE: options.modelSource,
+    MME_CACHE_DIR: options.cacheDir,
+    MME_LOG_LEVEL: 'debug',
+    ...options.env,
+  });
+  const logs: Record<string, unknown>[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      for (const line of chunk.toString('utf8').split('\n')) if (line.trim()) logs.push(JSON.parse(line) as Record<string, unknown>);
+      cb();
+    },
+  });
+  const logger = createLogger(config.logLevel, sink);
+  const running = await startServer(config, logger, createMetrics());
+  const url = `http://127.0.0.1:${running.port}`;
+  return { url, running, logs, close: () => running.shutdown('test finished') };
+}
+
+export interface JsonReply {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly body: any; // eslint-disable-line @typescript-eslint/no-explicit-any -- test convenience
+  readonly text: string;
+}
+
+/** fetch + JSON parse (when the body is JSON). */
+export async function request(url: string, init: RequestInit & { json?: unknown } = {}): Promise<JsonReply> {
+  const { json, ...rest } = init;
+  const res = await fetch(url, {
+    ...rest,
+    ...(json === undefined ? {} : { body: JSON.stringify(json), headers: { 'content-type': 'application/json', ...(rest.headers as Record<string, string>) } }),
+  });
+  const text = await res.text();
+  let body: unknown = undefined;
+  try {
+    body = text ? JSON.parse(text) : undefined;
+  } catch {
+    body = undefined;
+  }
+  return { status: res.status, headers: res.headers, body, text };
+}
+
+/** A KServe v2 JSON input. */
+export function input(name: string, datatype: string, shape: number[], data: unknown[]): Record<string, unknown> {
+  return { name, datatype, shape, data };
+}
