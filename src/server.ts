@@ -12,6 +12,7 @@ import type { Logger } from './observability/logger.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
 import { ModelRegistry } from './registry/model-registry.js';
 import { detectHostCapabilities } from './runtime/execution-providers.js';
+import { RuntimePool } from './runtime/runtime-pool.js';
 import { InferenceService } from './service/inference-service.js';
 import { cleanCacheDir } from './store/cache-publish.js';
 import { LocalModelSource } from './store/local-source.js';
@@ -21,6 +22,7 @@ export interface RunningServer {
   readonly port: number;
   readonly registry: ModelRegistry;
   readonly metrics: Metrics;
+  readonly service: InferenceService;
   /** Stop accepting, let in-flight requests finish (bounded), release every session. */
   shutdown(reason: string): Promise<void>;
 }
@@ -30,6 +32,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
   const cleaned = await cleanCacheDir(config.cacheDir);
   logger.debug({ cacheDir: config.cacheDir, cleaned }, 'cache directory ready');
   const host = detectHostCapabilities();
+  const pool = new RuntimePool(config.runtimeWorkers);
   const source = new LocalModelSource({
     root: config.modelSource,
     cacheDir: config.cacheDir,
@@ -40,7 +43,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
     source,
     defaultRoot: config.modelSource,
     defaultModel: config.defaultModel,
-    loadDeps: { logger, host, serverProviders: config.executionProviders },
+    loadDeps: { pool, intraOpThreads: config.intraOpThreads, logger, host, serverProviders: config.executionProviders },
     logger,
     metrics,
   });
@@ -64,6 +67,8 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
       multiModel: config.multiModel,
       defaultModel: config.defaultModel,
       providers: config.executionProviders ?? 'auto',
+      runtimeWorkers: pool.size,
+      intraOpThreads: config.intraOpThreads ?? 'onnxruntime default',
       gpuVisible: host.gpuVisible,
       installedProviders: [...host.installed],
     },
@@ -83,9 +88,10 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
       server.closeAllConnections();
       await closed;
       await registry.close();
+      await pool.close();
       logger.info('shutdown complete');
     })());
 
-  return { server, port, registry, metrics, shutdown };
+  return { server, port, registry, metrics, service, shutdown };
 }
 

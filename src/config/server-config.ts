@@ -31,6 +31,8 @@ export interface ServerConfig {
   readonly archiveMaxEntries: number;
   readonly shutdownTimeoutMs: number;
   readonly maxInflightRequests: number;
+  readonly runtimeWorkers: number;
+  readonly intraOpThreads: number | undefined;
 }
 
 interface Setting<K extends keyof ServerConfig> {
@@ -178,6 +180,31 @@ export const SETTINGS: readonly AnySetting[] = [
     defaultText: '1024',
     description: 'Server-wide cap on inference requests in progress; beyond it requests get 429.',
     parse: (raw) => (raw === undefined ? 1024 : int('MME_MAX_INFLIGHT_REQUESTS', raw, 1)),
+  },
+  {
+    key: 'runtimeWorkers',
+    env: ['MME_RUNTIME_WORKERS'],
+    defaultText: 'CPU count (at most 8)',
+    description:
+      'Worker threads that own onnxruntime sessions. Sessions load and run there, so HTTP stays responsive; runs in different workers proceed in parallel.',
+    parse: (raw) => (raw === undefined ? Math.max(1, Math.min(8, os.availableParallelism())) : int('MME_RUNTIME_WORKERS', raw, 1, 256)),
+  },
+  {
+    key: 'intraOpThreads',
+    env: ['MME_INTRA_OP_THREADS'],
+    defaultText: 'max(1, CPU count / workers)',
+    description:
+      "onnxruntime intra-op threads per session, so workers × threads does not oversubscribe the cores; a model's `intra_op_thread_count` parameter overrides it. 0 = onnxruntime's default.",
+    parse: (raw, env) => {
+      if (raw !== undefined) {
+        const n = int('MME_INTRA_OP_THREADS', raw, 0, 1024);
+        return n === 0 ? undefined : n;
+      }
+      const workersRaw = env['MME_RUNTIME_WORKERS'];
+      const cores = os.availableParallelism();
+      const workers = workersRaw !== undefined && /^\d+$/.test(workersRaw.trim()) ? Math.max(1, Number(workersRaw)) : Math.max(1, Math.min(8, cores));
+      return Math.max(1, Math.floor(cores / workers));
+    },
   },
 ];
 

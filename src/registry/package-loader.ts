@@ -17,6 +17,7 @@ import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import { chooseProviders, type HostCapabilities } from '../runtime/execution-providers.js';
 import { createModelSession, type ModelSession } from '../runtime/onnx-session.js';
+import type { RuntimePool } from '../runtime/runtime-pool.js';
 import { DirectScheduler } from '../scheduler/direct-scheduler.js';
 import { checkConfigAgainstGraph } from './config-check.js';
 import { latestVersion, SessionExecutor, type LoadedModel, type LoadedVersion } from './loaded-model.js';
@@ -35,6 +36,9 @@ export interface LoadedPackage {
 }
 
 export interface PackageLoadDeps {
+  readonly pool: RuntimePool;
+  /** Server default for onnxruntime's intra-op threads per session (config `parameters` may override). */
+  readonly intraOpThreads: number | undefined;
   readonly logger: Logger;
   readonly host: HostCapabilities;
   readonly serverProviders: readonly ProviderName[] | undefined;
@@ -114,10 +118,11 @@ class PackageBuilder {
     for (const version of versions) {
       const file = await modelFilePath(md, version, fileName, modelLabel);
       const session = await createModelSession(file, {
+        pool: this.deps.pool,
         providerChoice,
         graphLevel: graphLevelFromJson(raw),
-        intraOpThreads: undefined,
-        interOpThreads: undefined,
+        intraOpThreads: threadParameter(raw, 'intra_op_thread_count', modelLabel) ?? this.deps.intraOpThreads,
+        interOpThreads: threadParameter(raw, 'inter_op_thread_count', modelLabel),
         logger: this.deps.logger,
         model: modelLabel,
       });
@@ -173,6 +178,18 @@ class PackageBuilder {
   async abort(): Promise<void> {
     await Promise.allSettled(this.sessions.map((s) => s.release()));
   }
+}
+
+/** Triton's onnxruntime backend keys: `parameters { key: "intra_op_thread_count" value: { string_value: "2" } }`; 0 = onnxruntime's default. */
+function threadParameter(raw: Record<string, unknown>, key: string, label: string): number | undefined {
+  const params = raw['parameters'] as Record<string, { string_value?: unknown }> | undefined;
+  const v = params?.[key]?.string_value;
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (typeof v !== 'string' || !Number.isInteger(n) || n < 0) {
+    throw new ServingError('INVALID_MODEL', `model '${label}': parameter ${key} must be a non-negative integer, got ${JSON.stringify(v)}`, { model: label });
+  }
+  return n === 0 ? undefined : n;
 }
 
 function graphLevelFromJson(raw: Record<string, unknown>): number {

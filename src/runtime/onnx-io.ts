@@ -1,0 +1,73 @@
+/**
+ * @module runtime/onnx-io
+ * onnxruntime-node tensor types ⇄ our datatypes, and Tensor ⇄ ort.Tensor.
+ * Used inside the runtime worker threads, where sessions live.
+ */
+import * as ort from 'onnxruntime-node';
+import type { DataType, Tensor, TensorData } from '../protocol/tensor.js';
+
+/** One input or output as the ONNX graph declares it. */
+export interface OnnxIoInfo {
+  readonly name: string;
+  /** undefined when the graph uses a type we cannot serve (sequence, map, optional, bf16). */
+  readonly datatype: DataType | undefined;
+  /** Fixed dims as numbers, symbolic dims as -1; undefined when the graph gives no shape. */
+  readonly shape: readonly number[] | undefined;
+}
+
+const ORT_TO_DATATYPE: Readonly<Record<string, DataType>> = {
+  bool: 'BOOL',
+  uint8: 'UINT8',
+  uint16: 'UINT16',
+  uint32: 'UINT32',
+  uint64: 'UINT64',
+  int8: 'INT8',
+  int16: 'INT16',
+  int32: 'INT32',
+  int64: 'INT64',
+  float16: 'FP16',
+  float32: 'FP32',
+  float64: 'FP64',
+  string: 'BYTES',
+};
+
+const DATATYPE_TO_ORT: Readonly<Record<DataType, ort.Tensor.Type | undefined>> = {
+  BOOL: 'bool',
+  UINT8: 'uint8',
+  UINT16: 'uint16',
+  UINT32: 'uint32',
+  UINT64: 'uint64',
+  INT8: 'int8',
+  INT16: 'int16',
+  INT32: 'int32',
+  INT64: 'int64',
+  FP16: 'float16',
+  FP32: 'float32',
+  FP64: 'float64',
+  BYTES: 'string',
+  // onnxruntime-node 1.30 has no bfloat16 tensor type.
+  BF16: undefined,
+};
+
+export function ioInfo(meta: ort.InferenceSession.ValueMetadata): OnnxIoInfo {
+  if (!meta.isTensor) return { name: meta.name, datatype: undefined, shape: undefined };
+  return {
+    name: meta.name,
+    datatype: ORT_TO_DATATYPE[meta.type],
+    shape: meta.shape.map((d) => (typeof d === 'number' && d >= 0 ? d : -1)),
+  };
+}
+
+export function toOrtTensor(name: string, t: Tensor): ort.Tensor {
+  const type = DATATYPE_TO_ORT[t.datatype];
+  if (!type) throw new Error(`input '${name}': datatype ${t.datatype} is not supported by onnxruntime-node`);
+  // ort.Tensor's overloads are keyed by type; the data already has the matching array type.
+  return new ort.Tensor(type, t.data as never, t.shape as number[]);
+}
+
+export function fromOrtTensor(t: ort.Tensor): Tensor {
+  const datatype = ORT_TO_DATATYPE[t.type];
+  if (!datatype) throw new Error(`onnxruntime returned an unsupported tensor type '${t.type}'`);
+  // Node 20 has no Float16Array, so float16 data arrives as Uint16Array bits already.
+  return { datatype, shape: t.dims.slice(), data: t.data as TensorData };
+}

@@ -1,0 +1,118 @@
+/**
+ * @module runtime/runtime-pool
+ * A fixed pool of worker threads that own the onnxruntime sessions. A session
+ * lives in one worker (the one holding the fewest sessions when it is
+ * created); calls to it are messages. The main thread only parses HTTP and
+ * moves tensors, so /ping and other models stay responsive while a model
+ * loads or runs.
+ */
+import { Worker } from 'node:worker_threads';
+import type { Tensor } from '../protocol/tensor.js';
+import type { OnnxIoInfo } from './onnx-io.js';
+import type { CreateSessionOptions, WorkerReply, WorkerRequest } from './worker-protocol.js';
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+interface Pending {
+  resolve(reply: WorkerReply): void;
+  reject(err: Error): void;
+}
+
+class RuntimeWorker {
+  readonly worker: Worker;
+  sessions = 0;
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+  private dead: Error | undefined;
+
+  constructor(readonly index: number) {
+    this.worker = new Worker(new URL('./session-worker.js', import.meta.url), { name: `onnx-mme-runtime-${index}` });
+    // Idle workers must not keep the process alive; a pending call refs them.
+    this.worker.unref();
+    this.worker.on('message', (reply: WorkerReply) => {
+      const p = this.pending.get(reply.id);
+      if (!p) return;
+      this.pending.delete(reply.id);
+      if (this.pending.size === 0) this.worker.unref();
+      p.resolve(reply);
+    });
+    const fail = (err: Error): void => {
+      this.dead = err;
+      for (const p of this.pending.values()) p.reject(err);
+      this.pending.clear();
+    };
+    this.worker.on('error', (err) => fail(new Error(`runtime worker ${index} crashed: ${err.message}`)));
+    this.worker.on('exit', (code) => fail(new Error(`runtime worker ${index} exited with code ${code}`)));
+  }
+
+  call(request: DistributiveOmit<WorkerRequest, 'id'>): Promise<WorkerReply> {
+    if (this.dead) return Promise.reject(this.dead);
+    const id = this.nextId++;
+    return new Promise<WorkerReply>((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.worker.ref();
+      this.worker.postMessage({ ...request, id } as WorkerRequest);
+    });
+  }
+}
+
+export interface PooledSession {
+  readonly inputs: readonly OnnxIoInfo[];
+  readonly outputs: readonly OnnxIoInfo[];
+  run(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[]): Promise<Map<string, Tensor>>;
+  release(): Promise<void>;
+}
+
+/** An error the worker reported: the message is onnxruntime's own. */
+export class RuntimeCallError extends Error {}
+
+function unwrap(reply: WorkerReply): Exclude<WorkerReply, { ok: false }> {
+  if (!reply.ok) throw new RuntimeCallError(reply.error.message);
+  return reply;
+}
+
+export class RuntimePool {
+  private readonly workers: RuntimeWorker[];
+  private closed = false;
+
+  constructor(readonly size: number) {
+    this.workers = Array.from({ length: Math.max(1, size) }, (_, i) => new RuntimeWorker(i));
+  }
+
+  /** Create a session in the least-loaded worker. Rejects with RuntimeCallError carrying onnxruntime's message. */
+  async createSession(path: string, options: CreateSessionOptions): Promise<PooledSession> {
+    if (this.closed) throw new Error('runtime pool is closed');
+    const worker = this.workers.reduce((a, b) => (b.sessions < a.sessions ? b : a));
+    worker.sessions++;
+    let reply;
+    try {
+      reply = unwrap(await worker.call({ op: 'create', path, options }));
+    } catch (err) {
+      worker.sessions--;
+      throw err;
+    }
+    if (reply.op !== 'create') throw new Error('runtime worker answered a create with the wrong reply');
+    const session = reply.session;
+    let released = false;
+    return {
+      inputs: reply.inputs,
+      outputs: reply.outputs,
+      run: async (feeds, outputNames) => {
+        const r = unwrap(await worker.call({ op: 'run', session, feeds: [...feeds], outputs: outputNames }));
+        if (r.op !== 'run') throw new Error('runtime worker answered a run with the wrong reply');
+        return new Map(r.outputs);
+      },
+      release: async () => {
+        if (released) return;
+        released = true;
+        worker.sessions--;
+        unwrap(await worker.call({ op: 'release', session }));
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.allSettled(this.workers.map((w) => w.worker.terminate()));
+  }
+}

@@ -1,0 +1,91 @@
+/**
+ * @module runtime/session-worker
+ * Entry point of a runtime worker thread. onnxruntime-node creates sessions
+ * and runs them synchronously on the calling thread, so doing that on the
+ * main thread would freeze HTTP (SageMaker's /ping has 2 s) for the length of
+ * every load and every inference. Each worker owns a set of sessions and
+ * handles one message at a time; different workers run in parallel.
+ */
+import { parentPort } from 'node:worker_threads';
+import * as ort from 'onnxruntime-node';
+import type { Tensor } from '../protocol/tensor.js';
+import { fromOrtTensor, ioInfo, toOrtTensor } from './onnx-io.js';
+import type { CreateSessionOptions, WorkerReply, WorkerRequest } from './worker-protocol.js';
+
+const sessions = new Map<number, ort.InferenceSession>();
+let nextSession = 1;
+
+function providerOption(name: string, deviceId: number): ort.InferenceSession.ExecutionProviderConfig {
+  if (name === 'cuda') return { name: 'cuda', deviceId };
+  if (name === 'tensorrt') return { name: 'tensorrt', deviceId };
+  return { name: 'cpu' };
+}
+
+async function create(path: string, o: CreateSessionOptions): Promise<WorkerReply & { op: 'create' }> {
+  const session = await ort.InferenceSession.create(path, {
+    executionProviders: o.providers.map((p) => providerOption(p, o.deviceId)),
+    graphOptimizationLevel: o.graphOptimizationLevel,
+    logSeverityLevel: 3,
+    ...(o.intraOpThreads === undefined ? {} : { intraOpNumThreads: o.intraOpThreads }),
+    ...(o.interOpThreads === undefined ? {} : { interOpNumThreads: o.interOpThreads }),
+  });
+  const id = nextSession++;
+  sessions.set(id, session);
+  return { id: 0, ok: true, op: 'create', session: id, inputs: session.inputMetadata.map(ioInfo), outputs: session.outputMetadata.map(ioInfo) };
+}
+
+async function run(sessionId: number, feeds: readonly (readonly [string, Tensor])[], outputs: readonly string[]): Promise<(readonly [string, Tensor])[]> {
+  const session = sessions.get(sessionId);
+  if (!session) throw new Error(`session ${sessionId} is not loaded in this runtime worker`);
+  const ortFeeds: Record<string, ort.Tensor> = {};
+  for (const [name, t] of feeds) ortFeeds[name] = toOrtTensor(name, t);
+  const result = await session.run(ortFeeds, outputs as string[]);
+  return outputs.map((name) => {
+    const t = result[name];
+    if (!t) throw new Error(`onnxruntime returned no output '${name}'`);
+    return [name, fromOrtTensor(t)] as const;
+  });
+}
+
+/** Transfer result buffers instead of copying them: the worker never reads them again. */
+function transferables(outputs: readonly (readonly [string, Tensor])[]): ArrayBuffer[] {
+  const seen = new Set<ArrayBuffer>();
+  for (const [, t] of outputs) {
+    if (!Array.isArray(t.data) && t.data.buffer instanceof ArrayBuffer) seen.add(t.data.buffer);
+  }
+  return [...seen];
+}
+
+async function handle(msg: WorkerRequest): Promise<void> {
+  try {
+    switch (msg.op) {
+      case 'create': {
+        const reply = await create(msg.path, msg.options);
+        parentPort!.postMessage({ ...reply, id: msg.id });
+        return;
+      }
+      case 'run': {
+        const outputs = await run(msg.session, msg.feeds, msg.outputs);
+        parentPort!.postMessage({ id: msg.id, ok: true, op: 'run', outputs } satisfies WorkerReply, transferables(outputs));
+        return;
+      }
+      case 'release': {
+        const s = sessions.get(msg.session);
+        sessions.delete(msg.session);
+        await s?.release();
+        parentPort!.postMessage({ id: msg.id, ok: true, op: 'release' } satisfies WorkerReply);
+        return;
+      }
+    }
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    parentPort!.postMessage({ id: msg.id, ok: false, error: { message } } satisfies WorkerReply);
+  }
+}
+
+// One message at a time: onnxruntime runs synchronously anyway, and a strict
+// order keeps release-after-run safe.
+let chain: Promise<void> = Promise.resolve();
+parentPort!.on('message', (msg: WorkerRequest) => {
+  chain = chain.then(() => handle(msg));
+});

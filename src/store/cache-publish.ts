@@ -1,0 +1,268 @@
+/**
+ * @module store/cache-publish
+ * The disk cache of extracted models and the one way entries get into it.
+ *
+ * Layout: `<cacheDir>/<slug>-<targetHash12>-<versionHash10>/` holding
+ * `.onnx-mme-entry.json` (metadata) and `model/` (the archive's contents). The
+ * metadata lives beside the content, not in it, so no archive can collide with
+ * or forge it. Entries are built in `<cacheDir>/.tmp-<random>/` and renamed into
+ * place, and the metadata file is written last: an entry directory either does
+ * not exist or is complete, even after a crash (leftover `.tmp-*` dirs are swept
+ * by `cleanCacheDir`). No fsync: the cache is rebuilt from the source if a power
+ * loss ever tears it, and a valid-looking torn file would fail model loading.
+ */
+
+import { createHash } from 'node:crypto';
+import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { ServingError } from '../errors.js';
+
+export const ENTRY_METADATA_FILE = '.onnx-mme-entry.json';
+/** Sub-directory of an entry that holds the extracted model repository. */
+export const ENTRY_CONTENT_DIR = 'model';
+export const TEMP_PREFIX = '.tmp-';
+
+const SLUG_MAX = 64;
+const ENTRY_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]*-[0-9a-f]{12}-[0-9a-f]{10}$/;
+const RENAME_ATTEMPTS = 3;
+
+export interface CacheEntryMetadata {
+  readonly target: string;
+  readonly version: string;
+  /** ISO 8601 time the entry was published. */
+  readonly createdAt: string;
+  readonly bytes: number;
+  readonly files: number;
+}
+
+export interface CacheEntry {
+  /** The entry directory (`<cacheDir>/<name>`). */
+  readonly dir: string;
+  /** Where the model content lives (`<dir>/model`). */
+  readonly contentDir: string;
+  readonly metadata: CacheEntryMetadata;
+}
+
+export interface PublishResult extends CacheEntry {
+  /** True when a complete entry for the same version was already in place. */
+  readonly reused: boolean;
+}
+
+export interface FillResult {
+  readonly bytes: number;
+  readonly files?: number;
+}
+
+export interface PublishOptions {
+  readonly cacheDir: string;
+  /** Source-relative identity of the object (used for the name and the metadata). */
+  readonly target: string;
+  /** Identity of the object's content (size+mtime, ETag). */
+  readonly version: string;
+  /** Writes the model into `contentDir` (which exists and is empty). */
+  readonly fill: (contentDir: string, signal?: AbortSignal) => Promise<FillResult>;
+  readonly signal?: AbortSignal;
+}
+
+function shortHash(text: string, length: number): string {
+  return createHash('sha256').update(text).digest('hex').slice(0, length);
+}
+
+/**
+ * Readable, collision-free entry name: the slug makes `ls` useful, the target
+ * hash keeps `team/b.tar.gz` and `team_b.tar.gz` apart, the version hash gives
+ * each version its own directory. A leading dot is replaced so no slug can look
+ * like a temp dir or be hidden.
+ */
+export function cacheEntryName(target: string, version: string): string {
+  return `${cacheEntryPrefix(target)}${shortHash(version, 10)}`;
+}
+
+export function cacheEntryDir(cacheDir: string, target: string, version: string): string {
+  return path.join(cacheDir, cacheEntryName(target, version));
+}
+
+/** The part of the entry name shared by every version of `target`. */
+function cacheEntryPrefix(target: string): string {
+  const slug = target
+    .replace(/[^A-Za-z0-9._-]/g, '_')
+    .replace(/^\./, '_')
+    .slice(0, SLUG_MAX);
+  return `${slug}-${shortHash(target, 12)}-`;
+}
+
+/** True when `name` is an entry of `target` (any version). The hash suffix has no dashes, so prefixes cannot alias. */
+export function isEntryOfTarget(name: string, target: string): boolean {
+  const prefix = cacheEntryPrefix(target);
+  return name.startsWith(prefix) && /^[0-9a-f]{10}$/.test(name.slice(prefix.length));
+}
+
+/** The metadata of a complete entry directory, or undefined if it is missing, unreadable or malformed. */
+export async function readCacheEntry(entryDir: string): Promise<CacheEntryMetadata | undefined> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(await readFile(path.join(entryDir, ENTRY_METADATA_FILE), 'utf8'));
+  } catch {
+    return undefined;
+  }
+  if (!isMetadata(parsed)) return undefined;
+  try {
+    if (!(await stat(path.join(entryDir, ENTRY_CONTENT_DIR))).isDirectory()) return undefined;
+  } catch {
+    return undefined;
+  }
+  return parsed;
+}
+
+/** The complete entry for exactly this target and version, if the cache holds one. */
+export async function findCacheEntry(
+  cacheDir: string,
+  target: string,
+  version: string,
+): Promise<CacheEntry | undefined> {
+  const dir = cacheEntryDir(cacheDir, target, version);
+  const metadata = await readCacheEntry(dir);
+  if (!metadata || metadata.target !== target || metadata.version !== version) return undefined;
+  return { dir, contentDir: path.join(dir, ENTRY_CONTENT_DIR), metadata };
+}
+
+/**
+ * Builds a cache entry in a temp dir with `fill`, writes its metadata, and
+ * renames it into place. On any failure the temp dir is removed before the
+ * error propagates. If a complete entry for the same version appeared meanwhile
+ * (another publisher), it is kept and the new copy discarded.
+ */
+export async function publishDirectory(options: PublishOptions): Promise<PublishResult> {
+  const { cacheDir, target, version, fill, signal } = options;
+  const finalDir = cacheEntryDir(cacheDir, target, version);
+  let tempDir: string | undefined;
+  try {
+    await mkdir(cacheDir, { recursive: true });
+    const temp = await mkdtemp(path.join(cacheDir, TEMP_PREFIX));
+    tempDir = temp;
+    const contentDir = path.join(temp, ENTRY_CONTENT_DIR);
+    await mkdir(contentDir);
+    const filled = await fill(contentDir, signal);
+    if (signal?.aborted) throw signal.reason;
+    const metadata: CacheEntryMetadata = {
+      target,
+      version,
+      createdAt: new Date().toISOString(),
+      bytes: filled.bytes,
+      files: filled.files ?? 0,
+    };
+    await writeFile(path.join(temp, ENTRY_METADATA_FILE), `${JSON.stringify(metadata)}\n`, { flag: 'wx' });
+
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await rename(temp, finalDir);
+        tempDir = undefined;
+        return { dir: finalDir, contentDir: path.join(finalDir, ENTRY_CONTENT_DIR), metadata, reused: false };
+      } catch (err) {
+        const code = errorCode(err);
+        if ((code !== 'ENOTEMPTY' && code !== 'EEXIST') || attempt >= RENAME_ATTEMPTS) throw err;
+      }
+      const existing = await findCacheEntry(cacheDir, target, version);
+      if (existing) return { ...existing, reused: true };
+      // Not a complete entry of ours (cannot normally happen): move it aside
+      // under a temp name so a crash right here still leaves only sweepable junk.
+      const aside = await mkdtemp(path.join(cacheDir, TEMP_PREFIX));
+      await rename(finalDir, path.join(aside, 'old')).catch(() => undefined);
+      await rm(aside, { recursive: true, force: true });
+    }
+  } catch (err) {
+    throw publishError(err, target);
+  } finally {
+    if (tempDir !== undefined) await rm(tempDir, { recursive: true, force: true, maxRetries: 3 });
+  }
+}
+
+/** Removes every entry of `target` except `keepDir`; returns the removed directories. */
+export async function removeOtherVersions(cacheDir: string, target: string, keepDir: string): Promise<string[]> {
+  const keep = path.basename(keepDir);
+  const removed: string[] = [];
+  for (const name of await readdir(cacheDir)) {
+    if (name === keep || !isEntryOfTarget(name, target)) continue;
+    const dir = path.join(cacheDir, name);
+    await rm(dir, { recursive: true, force: true, maxRetries: 3 });
+    removed.push(dir);
+  }
+  return removed;
+}
+
+export interface CleanResult {
+  /** Directories removed: temp leftovers and incomplete or inconsistent entries. */
+  readonly removed: readonly string[];
+  /** Complete entries kept for reuse. */
+  readonly kept: readonly string[];
+}
+
+/**
+ * Startup sweep: removes `.tmp-*` leftovers and entry-named directories without
+ * valid metadata (or whose metadata belongs elsewhere). Anything that does not
+ * look like ours is left alone, so pointing MME_CACHE_DIR at a shared directory
+ * by mistake deletes nothing of someone else's. Run before serving: it does not
+ * coordinate with publishes in progress.
+ */
+export async function cleanCacheDir(cacheDir: string): Promise<CleanResult> {
+  await mkdir(cacheDir, { recursive: true });
+  const removed: string[] = [];
+  const kept: string[] = [];
+  for (const dirent of await readdir(cacheDir, { withFileTypes: true })) {
+    const full = path.join(cacheDir, dirent.name);
+    if (dirent.name.startsWith(TEMP_PREFIX)) {
+      await rm(full, { recursive: true, force: true, maxRetries: 3 });
+      removed.push(full);
+      continue;
+    }
+    if (!ENTRY_NAME.test(dirent.name)) continue;
+    const metadata = dirent.isDirectory() ? await readCacheEntry(full) : undefined;
+    if (metadata && cacheEntryName(metadata.target, metadata.version) === dirent.name) {
+      kept.push(full);
+    } else {
+      await rm(full, { recursive: true, force: true, maxRetries: 3 });
+      removed.push(full);
+    }
+  }
+  return { removed, kept };
+}
+
+function isMetadata(value: unknown): value is CacheEntryMetadata {
+  if (typeof value !== 'object' || value === null) return false;
+  const v = value as Record<string, unknown>;
+  return (
+    typeof v.target === 'string' &&
+    typeof v.version === 'string' &&
+    typeof v.createdAt === 'string' &&
+    typeof v.bytes === 'number' &&
+    typeof v.files === 'number'
+  );
+}
+
+function publishError(err: unknown, target: string): ServingError {
+  if (err instanceof ServingError) return err;
+  const code = errorCode(err);
+  const message = err instanceof Error ? err.message : String(err);
+  if (code === 'ENOSPC' || code === 'EDQUOT') {
+    return new ServingError('INSUFFICIENT_STORAGE', `model '${target}': the model cache disk is full: ${message}`, {
+      model: target,
+      cause: err,
+    });
+  }
+  if (err instanceof Error && err.name === 'TimeoutError') {
+    return new ServingError('TIMEOUT', `model '${target}': caching timed out`, { model: target, cause: err });
+  }
+  if (err instanceof Error && err.name === 'AbortError') {
+    return new ServingError('CANCELLED', `model '${target}': caching was cancelled`, { model: target, cause: err });
+  }
+  return new ServingError('INTERNAL', `model '${target}': writing the model cache entry failed: ${message}`, {
+    model: target,
+    cause: err,
+  });
+}
+
+function errorCode(err: unknown): string | undefined {
+  if (typeof err !== 'object' || err === null || !('code' in err)) return undefined;
+  const code = (err as { code: unknown }).code;
+  return typeof code === 'string' ? code : undefined;
+}

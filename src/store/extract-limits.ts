@@ -1,0 +1,19 @@
+/**
+ * @module store/extract-limits
+ * Bounds on what one model archive may expand to on disk. They exist because
+ * archives come from clients' buckets: a gzip bomb or a million tiny files must
+ * be refused before it fills the cache volume, not after.
+ */
+
+export interface ExtractLimits {
+  /** Largest total of extracted file bytes; also the largest single file. */
+  readonly maxBytes: number;
+  /** Most archive entries (files, directories, links, skipped junk) accepted. */
+  readonly maxEntries: number;
+}
+
+/** Generous enough for large ONNX models with external data, small enough to stop a bomb. */
+export const DEFAULT_EXTRACT_LIMITS: ExtractLimits = Object.freeze({
+  maxBytes: 16 * 1024 ** 3,
+  maxEntries: 100_000,
+});

@@ -1,0 +1,369 @@
+/**
+ * @module store/local-source
+ * A model source backed by a local directory (MME_MODEL_SOURCE=/models or
+ * file:///models). Entries are `.tar.gz`/`.tgz` archives, extracted once into
+ * the disk cache, or plain model directories, used in place.
+ *
+ * Trust: the root and everything in it belong to the operator; the target comes
+ * from clients. So the target is validated and its resolved real path must stay
+ * inside the root, while links *inside* an operator's model directory are not
+ * policed. Archives are treated as hostile (see extract-archive).
+ */
+
+import { readdir, realpath, stat } from 'node:fs/promises';
+import type { Stats } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { Logger } from 'pino';
+import { ServingError } from '../errors.js';
+import { findCacheEntry, publishDirectory, removeOtherVersions } from './cache-publish.js';
+import { extractArchive } from './extract-archive.js';
+import type { ExtractLimits } from './extract-limits.js';
+import type { LocalModel, ModelSource, SourceEntry } from './model-source.js';
+import { normalizeTarget } from './target-path.js';
+
+/** How deep list() looks for archives and model directories (path segments of a target). */
+export const MAX_LIST_DEPTH = 4;
+const ARCHIVE_SUFFIXES = ['.tar.gz', '.tgz'] as const;
+
+/** Reported after each extraction (not on cache reuse): for metrics and tests. */
+export interface ExtractionEvent {
+  /** Source-relative path of the archive that was extracted. */
+  readonly archive: string;
+  readonly version: string;
+  readonly dir: string;
+  readonly files: number;
+  readonly bytes: number;
+  readonly durationMs: number;
+}
+
+export interface LocalModelSourceOptions {
+  /** Directory path or `file://` URL. */
+  readonly root: string;
+  readonly cacheDir: string;
+  readonly limits: ExtractLimits;
+  readonly logger?: Logger;
+  readonly onExtract?: (event: ExtractionEvent) => void;
+}
+
+interface WalkContext {
+  readonly realRoot: string;
+  /** The real path of the cache dir, never listed. */
+  readonly skip: string;
+  readonly out: SourceEntry[];
+}
+
+type Resolved =
+  | { readonly kind: 'directory'; readonly realPath: string }
+  | { readonly kind: 'archive'; readonly realPath: string; readonly rel: string };
+
+export function isArchiveName(name: string): boolean {
+  return ARCHIVE_SUFFIXES.some((suffix) => name.endsWith(suffix) && name.length > suffix.length);
+}
+
+export class LocalModelSource implements ModelSource {
+  readonly description: string;
+  private readonly root: string;
+  private readonly cacheDir: string;
+  private readonly limits: ExtractLimits;
+  private readonly logger: Logger | undefined;
+  private readonly onExtract: ((event: ExtractionEvent) => void) | undefined;
+  /** In-flight archive localizations keyed by the archive's source-relative path. */
+  private readonly flights = new Map<string, Promise<{ dir: string; version: string }>>();
+  private realRootPromise: Promise<string> | undefined;
+
+  constructor(options: LocalModelSourceOptions) {
+    this.root = path.resolve(options.root.startsWith('file:') ? fileURLToPath(options.root) : options.root);
+    this.cacheDir = path.resolve(options.cacheDir);
+    this.limits = options.limits;
+    this.logger = options.logger;
+    this.onExtract = options.onExtract;
+    this.description = pathToFileURL(this.root).href;
+  }
+
+  async localize(rawTarget: string, signal?: AbortSignal): Promise<LocalModel> {
+    const target = normalizeTarget(rawTarget);
+    if (signal?.aborted) throw cancelled(target, signal);
+    const resolved = await this.resolve(target);
+    if (resolved.kind === 'directory') {
+      return { target, dir: resolved.realPath, version: await directoryVersion(resolved.realPath) };
+    }
+    let flight = this.flights.get(resolved.rel);
+    if (!flight) {
+      const started = this.localizeArchive(resolved.rel, resolved.realPath, target);
+      flight = started.finally(() => {
+        if (this.flights.get(resolved.rel) === flight) this.flights.delete(resolved.rel);
+      });
+      this.flights.set(resolved.rel, flight);
+    }
+    // The shared extraction is not tied to any one caller's signal: a caller
+    // that gives up stops waiting, and the others (or SageMaker's retry) still
+    // get the finished entry.
+    const { dir, version } = await abortable(flight, signal, target);
+    return { target, dir, version };
+  }
+
+  async list(): Promise<readonly SourceEntry[]> {
+    const realRoot = await this.realRoot();
+    // A cache dir inside the root must not show up as models.
+    const skip = await realpath(this.cacheDir).catch(() => this.cacheDir);
+    const found: SourceEntry[] = [];
+    await this.walk({ realRoot, skip, out: found }, realRoot, '', 1);
+    return found.sort((a, b) => (a.target < b.target ? -1 : a.target > b.target ? 1 : 0));
+  }
+
+  private realRoot(): Promise<string> {
+    this.realRootPromise ??= realpath(this.root).catch((err: unknown) => {
+      this.realRootPromise = undefined; // the volume may be mounted later: retry next time
+      throw new ServingError(
+        errorCode(err) === 'EACCES' ? 'ACCESS_DENIED' : 'UPSTREAM_UNAVAILABLE',
+        `model source ${this.description} is not accessible: ${messageOf(err)}`,
+        { cause: err },
+      );
+    });
+    return this.realRootPromise;
+  }
+
+  /**
+   * Finds what `target` names: a directory, or an archive file (for a target
+   * without an archive suffix: the directory, then `.tar.gz`, then `.tgz`).
+   */
+  private async resolve(target: string): Promise<Resolved> {
+    const realRoot = await this.realRoot();
+    const candidates = isArchiveName(target)
+      ? [target]
+      : [target, ...ARCHIVE_SUFFIXES.map((suffix) => `${target}${suffix}`)];
+    for (const rel of candidates) {
+      let realPath: string;
+      let stats: Stats;
+      try {
+        realPath = await realpath(path.join(realRoot, rel));
+        stats = await stat(realPath);
+      } catch (err) {
+        const code = errorCode(err);
+        if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP') continue;
+        throw new ServingError(
+          code === 'EACCES' || code === 'EPERM' ? 'ACCESS_DENIED' : 'UPSTREAM_UNAVAILABLE',
+          `model '${target}': cannot read ${rel} in ${this.description}: ${messageOf(err)}`,
+          { model: target, cause: err },
+        );
+      }
+      if (!isInside(realRoot, realPath)) {
+        const message = `model '${target}' resolves outside the model source ${this.description}`;
+        throw new ServingError('INVALID_TARGET', message, { model: target });
+      }
+      if (stats.isDirectory()) return { kind: 'directory', realPath };
+      if (stats.isFile() && isArchiveName(rel)) return { kind: 'archive', realPath, rel };
+      if (rel === target) {
+        throw new ServingError(
+          'INVALID_TARGET',
+          `model '${target}' in ${this.description} is neither a .tar.gz/.tgz archive nor a model directory`,
+          { model: target },
+        );
+      }
+    }
+    throw new ServingError('MODEL_NOT_FOUND', `model '${target}' not found in ${this.description}`, { model: target });
+  }
+
+  private async localizeArchive(
+    rel: string,
+    archivePath: string,
+    target: string,
+  ): Promise<{ dir: string; version: string }> {
+    let stats: Stats;
+    try {
+      stats = await stat(archivePath);
+    } catch (err) {
+      const message = `model '${target}' not found in ${this.description} (${messageOf(err)})`;
+      throw new ServingError('MODEL_NOT_FOUND', message, { model: target, cause: err });
+    }
+    // size+mtime is what we can know without reading the file; a replaced
+    // archive virtually always changes one of them.
+    const version = `${stats.size}-${stats.mtimeMs}`;
+    const cached = await findCacheEntry(this.cacheDir, rel, version);
+    if (cached) return { dir: cached.contentDir, version };
+
+    const startedAt = performance.now();
+    this.logger?.info({ model: target, archive: rel, version, bytes: stats.size }, 'extracting model archive');
+    let published;
+    try {
+      published = await publishDirectory({
+        cacheDir: this.cacheDir,
+        target: rel,
+        version,
+        fill: (contentDir) => extractArchive(archivePath, contentDir, this.limits),
+      });
+    } catch (err) {
+      throw withTarget(err, target);
+    }
+    const durationMs = performance.now() - startedAt;
+    if (!published.reused) {
+      const { files, bytes } = published.metadata;
+      this.logger?.info({ model: target, archive: rel, version, files, bytes, durationMs }, 'extracted model archive');
+      this.onExtract?.({ archive: rel, version, dir: published.contentDir, files, bytes, durationMs });
+    }
+    try {
+      const removed = await removeOtherVersions(this.cacheDir, rel, published.dir);
+      if (removed.length > 0) this.logger?.info({ model: target, removed }, 'removed superseded model cache entries');
+    } catch (err) {
+      // Stale entries only cost disk space; the new version is ready to serve.
+      this.logger?.warn({ model: target, err }, 'could not remove superseded model cache entries');
+    }
+    return { dir: published.contentDir, version };
+  }
+
+  private async walk(walk: WalkContext, absDir: string, relDir: string, depth: number): Promise<void> {
+    const { realRoot, skip, out } = walk;
+    let dirents;
+    try {
+      dirents = await readdir(absDir, { withFileTypes: true });
+    } catch (err) {
+      if (relDir === '') {
+        const message = `cannot list model source ${this.description}: ${messageOf(err)}`;
+        throw new ServingError('UPSTREAM_UNAVAILABLE', message, { cause: err });
+      }
+      return; // an unreadable sub-directory hides only itself
+    }
+    for (const dirent of dirents) {
+      if (dirent.name.startsWith('.')) continue; // hidden: .git, a cache dir inside the root, ...
+      const rel = relDir === '' ? dirent.name : `${relDir}/${dirent.name}`;
+      if (!isValidTarget(rel)) continue;
+      const abs = path.join(absDir, dirent.name);
+      let stats: Stats;
+      let real = abs;
+      try {
+        if (dirent.isSymbolicLink()) real = await realpath(abs);
+        if (!isInside(realRoot, real)) continue;
+        stats = await stat(abs);
+      } catch {
+        continue;
+      }
+      if (stats.isFile() && isArchiveName(dirent.name)) {
+        out.push({ target: rel, sizeBytes: stats.size, lastModified: stats.mtime });
+      } else if (stats.isDirectory() && real !== skip) {
+        if (await looksLikeModel(abs)) {
+          out.push({ target: rel, sizeBytes: undefined, lastModified: stats.mtime });
+        } else if (depth < MAX_LIST_DEPTH) {
+          await this.walk(walk, abs, rel, depth + 1);
+        }
+      }
+    }
+  }
+}
+
+/**
+ * A Triton model (`config.pbtxt` at top), a repository (a child with
+ * `config.pbtxt`), or a bare versioned model (`<digits>/model.onnx`).
+ */
+async function looksLikeModel(dir: string): Promise<boolean> {
+  if (await isFile(path.join(dir, 'config.pbtxt'))) return true;
+  let dirents;
+  try {
+    dirents = await readdir(dir, { withFileTypes: true });
+  } catch {
+    return false;
+  }
+  for (const dirent of dirents) {
+    if (!dirent.isDirectory() && !dirent.isSymbolicLink()) continue;
+    const child = path.join(dir, dirent.name);
+    if (await isFile(path.join(child, 'config.pbtxt'))) return true;
+    if (/^\d+$/.test(dirent.name) && (await isFile(path.join(child, 'model.onnx')))) return true;
+  }
+  return false;
+}
+
+/**
+ * Version of an in-place directory: the newest mtime of its config.pbtxt files
+ * (top level and one level down), else the directory's own mtime. Cheap, and
+ * editing a config, the usual way to change a model directory, bumps it.
+ */
+async function directoryVersion(dir: string): Promise<string> {
+  const times: number[] = [];
+  const configs = [path.join(dir, 'config.pbtxt')];
+  try {
+    for (const dirent of await readdir(dir, { withFileTypes: true })) {
+      if (dirent.isDirectory() || dirent.isSymbolicLink()) configs.push(path.join(dir, dirent.name, 'config.pbtxt'));
+    }
+  } catch {
+    // unreadable: fall back to the directory's own mtime below
+  }
+  for (const file of configs) {
+    try {
+      times.push((await stat(file)).mtimeMs);
+    } catch {
+      // no config here
+    }
+  }
+  const newest = times.length > 0 ? Math.max(...times) : (await stat(dir)).mtimeMs;
+  return `dir-${newest}`;
+}
+
+async function isFile(file: string): Promise<boolean> {
+  try {
+    return (await stat(file)).isFile();
+  } catch {
+    return false;
+  }
+}
+
+function isValidTarget(rel: string): boolean {
+  try {
+    return normalizeTarget(rel) === rel;
+  } catch {
+    return false;
+  }
+}
+
+function isInside(root: string, candidate: string): boolean {
+  return candidate === root || candidate.startsWith(root.endsWith(path.sep) ? root : root + path.sep);
+}
+
+/** Extraction errors do not know the target: prefix it so logs and clients see which model failed. */
+function withTarget(err: unknown, target: string): ServingError {
+  if (err instanceof ServingError) {
+    if (err.message.startsWith(`model '${target}'`)) return err;
+    return new ServingError(err.code, `model '${target}': ${err.message}`, {
+      model: target,
+      cause: err,
+      ...(err.details === undefined ? {} : { details: err.details }),
+    });
+  }
+  return new ServingError('INTERNAL', `model '${target}': ${messageOf(err)}`, { model: target, cause: err });
+}
+
+function abortable<T>(work: Promise<T>, signal: AbortSignal | undefined, target: string): Promise<T> {
+  if (!signal) return work;
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(cancelled(target, signal));
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err);
+      },
+    );
+  });
+}
+
+function cancelled(target: string, signal: AbortSignal): ServingError {
+  const reason: unknown = signal.reason;
+  if (reason instanceof ServingError) return reason;
+  if (reason instanceof Error && reason.name === 'TimeoutError') {
+    return new ServingError('TIMEOUT', `model '${target}': localizing timed out`, { model: target, cause: reason });
+  }
+  return new ServingError('CANCELLED', `model '${target}': localizing was cancelled`, { model: target, cause: reason });
+}
+
+function errorCode(err: unknown): string | undefined {
+  if (typeof err !== 'object' || err === null || !('code' in err)) return undefined;
+  const code = (err as { code: unknown }).code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

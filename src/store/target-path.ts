@@ -1,0 +1,63 @@
+/**
+ * @module store/target-path
+ * Validation of client-supplied targets (the relative path in
+ * X-Amzn-SageMaker-Target-Model or a load request). A target is joined onto the
+ * model source root and used to name cache entries, so anything that could
+ * climb out of the root, mean different things on different platforms, or hide
+ * in logs is refused here, before any file system access.
+ */
+
+import { ServingError } from '../errors.js';
+
+export const MAX_TARGET_LENGTH = 1024;
+/** Linux NAME_MAX; a longer segment could never exist, so say so up front. */
+const MAX_SEGMENT_BYTES = 255;
+/**
+ * Control, format (zero-width, bidi overrides), surrogate, private-use,
+ * unassigned and line/paragraph separator code points: none belongs in a file
+ * name and several can make a log line lie about the name.
+ */
+const NON_PRINTABLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}]/u;
+
+/**
+ * Returns the canonical form of `raw` (leading `./` removed) or throws
+ * ServingError INVALID_TARGET naming the target and the reason.
+ */
+export function normalizeTarget(raw: string): string {
+  const reject = (reason: string): never => {
+    throw new ServingError('INVALID_TARGET', `invalid target ${quoteTarget(raw)}: ${reason}`, {
+      model: String(raw).slice(0, 200),
+    });
+  };
+
+  if (typeof raw !== 'string' || raw.length === 0) return reject('it is empty');
+  if (raw.length > MAX_TARGET_LENGTH) {
+    return reject(`it is ${raw.length} characters long, over the limit of ${MAX_TARGET_LENGTH}`);
+  }
+  if (raw.includes('\0')) return reject('it contains a NUL character');
+  if (NON_PRINTABLE.test(raw)) return reject('it contains a non-printable character');
+  if (raw.includes('\\')) return reject('it contains a backslash; use "/" between segments');
+  if (raw.startsWith('/')) return reject('it is an absolute path; give a path relative to the model source');
+  if (/^[A-Za-z]:/.test(raw)) return reject('it starts with a drive letter; give a relative path');
+
+  let target = raw;
+  while (target.startsWith('./')) target = target.slice(2);
+  if (target.length === 0) return reject('it names the model source root itself');
+
+  for (const segment of target.split('/')) {
+    if (segment === '') return reject('it contains an empty path segment');
+    if (segment === '..') return reject('it contains a ".." segment');
+    if (segment === '.') return reject('it contains a "." segment');
+    if (Buffer.byteLength(segment, 'utf8') > MAX_SEGMENT_BYTES) {
+      return reject(`a path segment is longer than ${MAX_SEGMENT_BYTES} bytes`);
+    }
+  }
+  return target;
+}
+
+/** JSON quoting shows control characters as escapes; long targets are cut for the log line. */
+function quoteTarget(raw: unknown): string {
+  const text = typeof raw === 'string' ? raw : String(raw);
+  const shown = text.length > 200 ? `${text.slice(0, 200)}…` : text;
+  return JSON.stringify(shown);
+}

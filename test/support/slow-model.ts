@@ -1,0 +1,34 @@
+/**
+ * @module test/support/slow-model
+ * A model that takes a noticeable, CPU-bound time per request while the
+ * request itself stays tiny: the input row is expanded to `rows` rows inside
+ * the graph, pushed through `layers` MatMuls with one shared weight (so the
+ * file stays small), and averaged back to one row. Used to keep requests in
+ * flight during unload and SIGTERM tests without sleeping.
+ */
+import { attr, buildModel, node, tensor, valueInfo } from '../../examples/models/onnx-builder.js';
+import { configText, type ZooModel } from '../../examples/models/zoo.js';
+
+export function slowModel(options: { width?: number; rows?: number; layers?: number } = {}): ZooModel {
+  const width = options.width ?? 512;
+  const rows = options.rows ?? 2048;
+  const layers = options.layers ?? 32;
+  // Near-identity weights keep values bounded through many layers.
+  const w = new Float32Array(width * width);
+  for (let i = 0; i < width; i++) w[i * width + i] = 1 / 1.001;
+  const nodes = [node('Expand', ['INPUT0', 'shape'], ['h0'])];
+  for (let i = 0; i < layers; i++) nodes.push(node('MatMul', [`h${i}`, 'W'], [`h${i + 1}`]));
+  nodes.push(node('ReduceMean', [`h${layers}`], ['OUTPUT0'], { attributes: { axes: attr.ints([0]), keepdims: attr.int(1) } }));
+  const onnx = buildModel({
+    inputs: [valueInfo('INPUT0', 'FP32', [1, width])],
+    outputs: [valueInfo('OUTPUT0', 'FP32', [1, width])],
+    nodes,
+    initializers: [tensor('W', 'FP32', [width, width], w), tensor('shape', 'INT64', [2], [rows, width])],
+  });
+  const config = configText({
+    maxBatchSize: 0,
+    inputs: [{ name: 'INPUT0', dataType: 'FP32', dims: [1, width] }],
+    outputs: [{ name: 'OUTPUT0', dataType: 'FP32', dims: [1, width] }],
+  });
+  return { onnx, config };
+}
