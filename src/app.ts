@@ -20,6 +20,8 @@ export interface AppDeps {
   readonly bodyLimitBytes: number;
   /** True once SIGTERM arrived: new inference work is refused with 503. */
   readonly isShuttingDown: () => boolean;
+  /** HTTP requests between arrival and the end of their response; shutdown drains this to zero. */
+  readonly inflight: { count: number };
 }
 
 /** Paths we serve, for telling 404 from 405. */
@@ -54,6 +56,9 @@ export function createApp(deps: AppDeps): express.Express {
   app.use((req, res, next) => {
     const ctx = createRequestContext(req, res, deps.logger);
     res.locals['ctx'] = ctx;
+    deps.inflight.count++;
+    res.once('close', () => deps.inflight.count--);
+    if (req.path !== '/ping') ctx.log.debug({ method: req.method, path: req.path }, 'request received');
     res.on('finish', () => {
       const ms = Number(process.hrtime.bigint() - ctx.startedAt) / 1e6;
       deps.metrics.httpRequests.inc({ route: routeLabel(req), status: String(res.statusCode) });

@@ -49,7 +49,8 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
   });
   const service = new InferenceService({ registry, metrics, maxInflight: config.maxInflightRequests });
   let shuttingDown = false;
-  const app = createApp({ service, metrics, logger, bodyLimitBytes: config.bodyLimitBytes, isShuttingDown: () => shuttingDown });
+  const inflight = { count: 0 };
+  const app = createApp({ service, metrics, logger, bodyLimitBytes: config.bodyLimitBytes, isShuttingDown: () => shuttingDown, inflight });
 
   const server = await new Promise<Server>((resolve, reject) => {
     const s = app.listen(config.port, config.host, () => resolve(s));
@@ -79,12 +80,12 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
   const shutdown = (reason: string): Promise<void> =>
     (stopping ??= (async () => {
       shuttingDown = true;
-      logger.info({ reason, inflight: service.inflightCount }, 'shutting down: draining in-flight requests');
+      logger.info({ reason, inflight: inflight.count }, 'shutting down: draining in-flight requests');
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
       const deadline = Date.now() + config.shutdownTimeoutMs;
-      while (service.inflightCount > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-      if (service.inflightCount > 0) logger.warn({ inflight: service.inflightCount }, 'shutdown deadline reached with requests still running');
+      while (inflight.count > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      if (inflight.count > 0) logger.warn({ inflight: inflight.count }, 'shutdown deadline reached with requests still running');
       server.closeAllConnections();
       await closed;
       await registry.close();

@@ -1,0 +1,172 @@
+/**
+ * The process as SageMaker runs it: `serve` started as a child process,
+ * SIGTERM while a request is in flight (it finishes, new connections are
+ * refused, the process exits 0 well within 30 s), single-flight loading of a
+ * cold target, and the default model for /invocations without a header.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { after, describe, it } from 'node:test';
+import { addSub, packTarGz, writeModelDir } from '../../examples/models/zoo.js';
+import { slowModel } from '../support/slow-model.js';
+import { tempDir } from '../support/temp-dir.js';
+import { input, request, startTestServer } from '../support/test-server.js';
+
+const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+after(async () => {
+  for (const fn of ctx.cleanups.reverse()) await fn();
+});
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+const seq16 = Array.from({ length: 16 }, (_, i) => i);
+const addSubBody = { inputs: [input('INPUT0', 'FP32', [1, 16], seq16), input('INPUT1', 'FP32', [1, 16], seq16)] };
+
+interface Child {
+  readonly proc: ChildProcess;
+  readonly port: number;
+  readonly lines: Record<string, unknown>[];
+}
+
+async function startServe(env: Record<string, string>): Promise<Child> {
+  const proc = spawn(path.join(repoRoot, 'serve'), ['serve'], {
+    env: { ...process.env, SAGEMAKER_BIND_TO_PORT: '0', MME_HOST: '127.0.0.1', MME_LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const lines: Record<string, unknown>[] = [];
+  const rl = createInterface({ input: proc.stdout! });
+  const port = await new Promise<number>((resolve, reject) => {
+    rl.on('line', (line) => {
+      const rec = JSON.parse(line) as Record<string, unknown>;
+      lines.push(rec);
+      if (rec['msg'] === 'onnx-mme listening') resolve(rec['port'] as number);
+    });
+    proc.once('exit', (code) => reject(new Error(`serve exited early with code ${code}`)));
+  });
+  return { proc, port, lines };
+}
+
+describe('serve as a process', () => {
+  it('SIGTERM: the in-flight request finishes, new ones are refused, exit code 0', async () => {
+    const root = await tempDir(ctx);
+    await writeModelDir(path.join(root, 'models'), 'slow', slowModel({ layers: 64 }));
+    const child = await startServe({ MME_MODEL_SOURCE: path.join(root, 'models'), MME_CACHE_DIR: path.join(root, 'cache'), MME_LOG_LEVEL: 'debug' });
+    const url = `http://127.0.0.1:${child.port}`;
+    const body = { inputs: [input('INPUT0', 'FP32', [1, 512], new Array(512).fill(1))] };
+    // Load first, so the request below spends its time running, not loading.
+    assert.equal((await request(`${url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': 'slow' }, json: body })).status, 200);
+
+    const inflight = request(`${url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': 'slow' }, json: body });
+    // SIGTERM only once the server has the second request in hand.
+    while (child.lines.filter((l) => l['msg'] === 'request received' && l['path'] === '/invocations').length < 2) {
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    const exited = once(child.proc, 'exit');
+    child.proc.kill('SIGTERM');
+    const started = Date.now();
+    const r = await inflight;
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.body.outputs[0].shape.join(','), '1,512');
+    const [code] = (await exited) as [number | null];
+    assert.equal(code, 0);
+    assert.ok(Date.now() - started < 30_000);
+    await assert.rejects(fetch(`${url}/ping`), 'no one listens after shutdown');
+    const msgs = child.lines.map((l) => l['msg']);
+    assert.ok(msgs.includes('shutting down: draining in-flight requests'));
+    assert.ok(msgs.includes('model unloaded'));
+    assert.equal(msgs.at(-1), 'shutdown complete');
+  });
+
+  it('SIGTERM while idle exits promptly', async () => {
+    const root = await tempDir(ctx);
+    const child = await startServe({ MME_MODEL_SOURCE: root, MME_CACHE_DIR: path.join(root, 'cache') });
+    const exited = once(child.proc, 'exit');
+    child.proc.kill('SIGTERM');
+    const [code] = (await exited) as [number | null];
+    assert.equal(code, 0);
+  });
+
+  it('a bad environment stops startup with every problem listed (exit 2)', async () => {
+    const proc = spawn(path.join(repoRoot, 'serve'), [], {
+      env: { ...process.env, SAGEMAKER_BIND_TO_PORT: 'eighty', MME_EXECUTION_PROVIDERS: 'cuda,quantum' },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    const [code] = (await once(proc, 'exit')) as [number | null];
+    assert.equal(code, 2);
+    assert.match(stderr, /SAGEMAKER_BIND_TO_PORT/);
+    assert.match(stderr, /unknown provider 'quantum'/);
+  });
+});
+
+describe('loading', () => {
+  it('concurrent requests for one cold target share one extraction and one load', async () => {
+    const root = await tempDir(ctx);
+    await writeModelDir(path.join(root, 'work'), 'add_sub', addSub());
+    await packTarGz(path.join(root, 'work'), path.join(root, 'models', 'add_sub.tar.gz'));
+    const s = await startTestServer({ modelSource: path.join(root, 'models'), cacheDir: path.join(root, 'cache') });
+    try {
+      const replies = await Promise.all(
+        Array.from({ length: 16 }, () =>
+          request(`${s.url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': 'add_sub.tar.gz' }, json: addSubBody }),
+        ),
+      );
+      for (const r of replies) assert.equal(r.status, 200, r.text);
+      assert.equal(s.logs.filter((l) => l['msg'] === 'extracted model archive').length, 1);
+      assert.equal(s.logs.filter((l) => l['msg'] === 'model loaded').length, 1);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe('the default model (no target header)', () => {
+  it('single-model mode: /opt/ml/model holding one model directory', async () => {
+    const root = await tempDir(ctx);
+    await writeModelDir(path.join(root, 'opt-ml-model'), 'add_sub', addSub());
+    const s = await startTestServer({ modelSource: path.join(root, 'opt-ml-model'), cacheDir: path.join(root, 'cache') });
+    try {
+      const r = await request(`${s.url}/invocations`, { method: 'POST', json: addSubBody });
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.body.model_name, 'add_sub');
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('MME_DEFAULT_MODEL names a model directory inside a repository, or a target of the source', async () => {
+    const root = await tempDir(ctx);
+    const repo = path.join(root, 'repo');
+    await writeModelDir(repo, 'a', addSub());
+    await writeModelDir(repo, 'b', addSub());
+    await writeModelDir(path.join(root, 'work'), 'c', addSub());
+    await packTarGz(path.join(root, 'work'), path.join(repo, 'c.tar.gz'));
+    for (const [env, expected] of [
+      [{ MME_DEFAULT_MODEL: 'b' }, 'b'],
+      [{ SAGEMAKER_TRITON_DEFAULT_MODEL_NAME: 'a' }, 'a'],
+      [{ MME_DEFAULT_MODEL: 'c.tar.gz' }, 'c'],
+    ] as const) {
+      const s = await startTestServer({ modelSource: repo, cacheDir: path.join(root, `cache-${expected}`), env });
+      try {
+        const r = await request(`${s.url}/invocations`, { method: 'POST', json: addSubBody });
+        assert.equal(r.status, 200, r.text);
+        assert.equal(r.body.model_name, expected);
+      } finally {
+        await s.close();
+      }
+    }
+    // Two models and no default: a clear error telling how to choose.
+    const s = await startTestServer({ modelSource: repo, cacheDir: path.join(root, 'cache-none') });
+    try {
+      const r = await request(`${s.url}/invocations`, { method: 'POST', json: addSubBody });
+      assert.equal(r.status, 400);
+      assert.match(r.body.error, /cannot choose the entry model.*MME_DEFAULT_MODEL/);
+    } finally {
+      await s.close();
+    }
+  });
+});
