@@ -1,0 +1,94 @@
+/**
+ * @module test/support/check-imports
+ * Enforces the architecture's import directions (README "Architecture"):
+ * transport → service → scheduler/ensemble → registry → runtime/store, with
+ * express only in the HTTP layer, onnxruntime only in runtime/, archives and
+ * the AWS SDK only in store/. Run by `npm run lint` and by a unit test.
+ */
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** Which src folders each folder may import. Root files (app, server, main, errors) are listed by name. */
+const ALLOWED: Readonly<Record<string, readonly string[]>> = {
+  errors: [],
+  protocol: ['protocol', 'errors'],
+  config: ['config', 'protocol', 'errors'],
+  observability: ['observability', 'config', 'errors'],
+  store: ['store', 'config', 'observability', 'errors'],
+  runtime: ['runtime', 'config', 'protocol', 'observability', 'errors'],
+  scheduler: ['scheduler', 'protocol', 'config', 'observability', 'errors'],
+  ensemble: ['ensemble', 'scheduler', 'protocol', 'config', 'errors'],
+  registry: ['registry', 'store', 'runtime', 'scheduler', 'ensemble', 'config', 'protocol', 'observability', 'errors'],
+  service: ['service', 'registry', 'ensemble', 'scheduler', 'store', 'protocol', 'config', 'observability', 'errors'],
+  http: ['http', 'service', 'registry', 'protocol', 'config', 'observability', 'errors'],
+  app: ['http', 'service', 'protocol', 'observability', 'errors'],
+  server: ['*'],
+  main: ['*'],
+};
+
+/** Packages confined to one layer. */
+const PACKAGE_OWNERS: Readonly<Record<string, readonly string[]>> = {
+  express: ['http', 'app'],
+  'onnxruntime-node': ['runtime'],
+  tar: ['store'],
+  '@aws-sdk/client-s3': ['store'],
+};
+
+function layerOf(srcRel: string): string {
+  const first = srcRel.split('/')[0]!;
+  return first.replace(/\.(ts|js)$/, '');
+}
+
+async function tsFiles(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const e of await readdir(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) out.push(...(await tsFiles(p)));
+    else if (e.name.endsWith('.ts')) out.push(p);
+  }
+  return out;
+}
+
+const IMPORT = /(?:^|\n)\s*(?:import|export)\s[^'"]*?from\s+['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g;
+
+export async function findViolations(repoRoot: string): Promise<string[]> {
+  const srcDir = path.join(repoRoot, 'src');
+  const problems: string[] = [];
+  for (const file of await tsFiles(srcDir)) {
+    const rel = path.relative(srcDir, file).split(path.sep).join('/');
+    const layer = layerOf(rel);
+    const allowed = ALLOWED[layer];
+    if (!allowed) {
+      problems.push(`src/${rel}: folder '${layer}' has no import rule; add it to test/support/check-imports.ts`);
+      continue;
+    }
+    const text = await readFile(file, 'utf8');
+    for (const m of text.matchAll(IMPORT)) {
+      const spec = m[1] ?? m[2]!;
+      if (spec.startsWith('.')) {
+        const target = path.relative(srcDir, path.resolve(path.dirname(file), spec)).split(path.sep).join('/');
+        if (target.startsWith('..')) {
+          problems.push(`src/${rel}: imports '${spec}' from outside src/`);
+          continue;
+        }
+        const targetLayer = layerOf(target);
+        if (!allowed.includes('*') && !allowed.includes(targetLayer)) problems.push(`src/${rel}: '${layer}' must not import '${targetLayer}' ('${spec}')`);
+      } else {
+        const pkg = spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0]!;
+        const owners = PACKAGE_OWNERS[pkg];
+        if (owners && !owners.includes(layer)) problems.push(`src/${rel}: only ${owners.join(', ')} may import '${pkg}'`);
+      }
+    }
+  }
+  return problems;
+}
+
+const self = fileURLToPath(import.meta.url);
+if (process.argv[1] && path.resolve(process.argv[1]) === self) {
+  const repoRoot = path.resolve(path.dirname(self), '..', '..', '..');
+  const problems = await findViolations(repoRoot);
+  for (const p of problems) process.stderr.write(`${p}\n`);
+  process.stdout.write(problems.length === 0 ? 'import directions: ok\n' : `import directions: ${problems.length} violation(s)\n`);
+  process.exit(problems.length === 0 ? 0 : 1);
+}
