@@ -22,13 +22,11 @@ async function main(): Promise<void> {
   const running = await startServer(config, logger);
   const onSignal = (signal: NodeJS.Signals): void => {
     running.shutdown(signal).then(
-      () => {
-        logger.flush();
-        process.exit(0);
-      },
+      // The destination is asynchronous: exit only once the last lines are written.
+      () => logger.flush(() => process.exit(0)),
       (err: unknown) => {
         logger.error({ err }, 'shutdown failed');
-        process.exit(1);
+        logger.flush(() => process.exit(1));
       },
     );
   };

@@ -49,7 +49,8 @@ type AnySetting = { [K in keyof ServerConfig]: Setting<K> }[keyof ServerConfig];
 const MIB = 1024 * 1024;
 
 function int(name: string, raw: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
-  const n = Number(raw.trim());
+  // Number('') is 0: an empty variable must not silently mean port 0 or a 0 s timeout.
+  const n = /^\s*-?\d+\s*$/.test(raw) ? Number(raw.trim()) : Number.NaN;
   if (!Number.isInteger(n) || n < min || n > max) {
     throw new Error(`${name} must be an integer in [${min}, ${max}], got '${raw}'`);
   }
@@ -112,7 +113,7 @@ export const SETTINGS: readonly AnySetting[] = [
   {
     key: 'cacheDir',
     env: ['MME_CACHE_DIR'],
-    defaultText: '<tmpdir>/onnx-mme-cache',
+    defaultText: '$TMPDIR/onnx-mme-cache (os.tmpdir())',
     description: 'Writable directory where archives are extracted (never /opt/ml/model, which is read-only).',
     parse: (raw) => localPath('MME_CACHE_DIR', raw ?? path.join(os.tmpdir(), 'onnx-mme-cache')),
   },

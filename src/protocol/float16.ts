@@ -7,30 +7,47 @@
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
 
+/** Round half to even; `q` is exact because it comes from power-of-two scaling. */
+function roundHalfEven(q: number): number {
+  const f = Math.floor(q);
+  const d = q - f;
+  if (d > 0.5) return f + 1;
+  if (d < 0.5) return f;
+  return f % 2 === 0 ? f : f + 1;
+}
+
+/**
+ * Round a JS number once, directly to a small binary float (no detour through
+ * float32, which would round twice). Returns the bit pattern.
+ */
+function toSmallFloatBits(value: number, expBits: number, mantBits: number): number {
+  const bias = (1 << (expBits - 1)) - 1;
+  const expMax = (1 << expBits) - 1;
+  const sign = value < 0 || Object.is(value, -0) ? 1 << (expBits + mantBits) : 0;
+  if (Number.isNaN(value)) return (expMax << mantBits) | (1 << (mantBits - 1));
+  const a = Math.abs(value);
+  const inf = sign | (expMax << mantBits);
+  if (a === Infinity) return inf;
+  const minNormal = 2 ** (1 - bias);
+  if (a < minNormal) {
+    // Subnormal (or zero): units of the smallest subnormal; may round up into the first normal.
+    return sign | roundHalfEven(a / 2 ** (1 - bias - mantBits));
+  }
+  let e = Math.floor(Math.log2(a));
+  if (2 ** e > a) e--;
+  else if (2 ** (e + 1) <= a) e++;
+  let m = roundHalfEven((a / 2 ** e - 1) * 2 ** mantBits);
+  if (m === 2 ** mantBits) {
+    m = 0;
+    e++;
+  }
+  if (e + bias >= expMax) return inf;
+  return sign | ((e + bias) << mantBits) | m;
+}
+
 /** Round-to-nearest-even conversion of a JS number to half-precision bits. */
 export function toFloat16Bits(value: number): number {
-  f32[0] = value;
-  const x = u32[0]!;
-  const sign = (x >>> 16) & 0x8000;
-  const exp = (x >>> 23) & 0xff;
-  let mant = x & 0x7fffff;
-  if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0); // Inf / NaN
-  let e = exp - 127 + 15;
-  if (e >= 0x1f) return sign | 0x7c00; // overflow → Inf
-  if (e <= 0) {
-    if (e < -10) return sign; // underflow → ±0
-    mant |= 0x800000;
-    const shift = 14 - e;
-    let half = mant >>> shift;
-    const rem = mant & ((1 << shift) - 1);
-    const mid = 1 << (shift - 1);
-    if (rem > mid || (rem === mid && (half & 1))) half++;
-    return sign | half;
-  }
-  let half = (e << 10) | (mant >>> 13);
-  const rem = mant & 0x1fff;
-  if (rem > 0x1000 || (rem === 0x1000 && (half & 1))) half++;
-  return sign | half;
+  return toSmallFloatBits(value, 5, 10);
 }
 
 export function fromFloat16Bits(bits: number): number {
@@ -49,9 +66,5 @@ export function fromBFloat16Bits(bits: number): number {
 }
 
 export function toBFloat16Bits(value: number): number {
-  f32[0] = value;
-  const x = u32[0]!;
-  if (Number.isNaN(value)) return 0x7fc0;
-  // round to nearest even on the dropped 16 bits
-  return ((x + 0x7fff + ((x >>> 16) & 1)) >>> 16) & 0xffff;
+  return toSmallFloatBits(value, 8, 7);
 }

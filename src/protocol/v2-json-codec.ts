@@ -278,6 +278,7 @@ export function encodeInferResponse(response: InferResponse): string {
       `{"name":${JSON.stringify(name)},"datatype":"${t.datatype}","shape":[${t.shape.join(',')}],"data":${tensorDataToJson(t)}}`,
     );
   }
-  const id = response.id === undefined ? '' : `"id":${JSON.stringify(response.id)},`;
+  // Triton writes the id only when the request had a non-empty one.
+  const id = response.id ? `"id":${JSON.stringify(response.id)},` : '';
   return `{${id}"model_name":${JSON.stringify(response.modelName)},"model_version":${JSON.stringify(response.modelVersion)},"outputs":[${parts.join(',')}]}`;
 }
