@@ -4,7 +4,7 @@
  * directories. Results are compared with a direct onnxruntime-node run.
  */
 import assert from 'node:assert/strict';
-import { readdir } from 'node:fs/promises';
+import { readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import * as ort from 'onnxruntime-node';
@@ -211,6 +211,10 @@ describe('bad input gets a clear error and loses nothing', () => {
     },
     { name: 'a file that is not ONNX', target: 'not_onnx', body: addSubBody(), status: 400, code: 'INVALID_MODEL', match: /onnxruntime cannot load/ },
     { name: 'corrupt archive', target: 'corrupt.tar.gz', body: addSubBody(), status: 400, code: 'ARCHIVE_REJECTED', match: /corrupt/ },
+    { name: 'archive entry climbing out with ..', target: 'traversal.tar.gz', body: addSubBody(), status: 400, code: 'ARCHIVE_REJECTED', match: /\.\.\/\.\.\/escaped\.txt/ },
+    { name: 'archive entry with an absolute path', target: 'absolute.tar.gz', body: addSubBody(), status: 400, code: 'ARCHIVE_REJECTED', match: /onnx-mme-absolute-escape/ },
+    { name: 'archive symlink to /etc/passwd', target: 'symlink.tar.gz', body: addSubBody(), status: 400, code: 'ARCHIVE_REJECTED', match: /model\.onnx/ },
+    { name: 'archive with a device file', target: 'device.tar.gz', body: addSubBody(), status: 400, code: 'ARCHIVE_REJECTED', match: /m\/dev/ },
   ];
   for (const c of cases) {
     it(`${c.name} → ${c.status} ${c.code}, and the server keeps serving`, async () => {
@@ -248,9 +252,11 @@ describe('bad input gets a clear error and loses nothing', () => {
     }
   });
 
-  it('failed loads leave nothing half-written in the cache', async () => {
+  it('failed loads leave nothing half-written in the cache, and nothing escaped', async () => {
     const entries = await readdir(cacheDir);
-    assert.ok(!entries.some((e) => e.includes('corrupt')), entries.join(','));
+    for (const bad of ['corrupt', 'traversal', 'absolute', 'symlink', 'device']) assert.ok(!entries.some((e) => e.includes(bad)), entries.join(','));
+    await assert.rejects(stat(path.join(cacheDir, '..', 'escaped.txt')), { code: 'ENOENT' });
+    await assert.rejects(stat('/tmp/onnx-mme-absolute-escape.txt'), { code: 'ENOENT' });
     assert.ok(entries.every((e) => !e.startsWith('.tmp-')), entries.join(','));
   });
 

@@ -20,6 +20,7 @@ import {
   type DenseModel,
   type EnsembleRepository,
 } from '../../examples/models/zoo.js';
+import { tgz } from './raw-tar.js';
 
 export interface SourceFixture {
   readonly root: string;
@@ -66,6 +67,12 @@ export async function buildModelSource(root: string, work: string): Promise<Sour
   await mkdir(path.join(root, 'not_onnx', '1'), { recursive: true });
   await writeFile(path.join(root, 'not_onnx', '1', 'model.onnx'), 'this is not a protobuf');
   await writeFile(path.join(root, 'corrupt.tar.gz'), Buffer.from('1f8b0800000000000003ffffffff', 'hex'));
+  // Hostile archives: a path that climbs out, an absolute path, a link to /etc/passwd, a device.
+  const cfg = addSub().config!;
+  await writeFile(path.join(root, 'traversal.tar.gz'), tgz([{ name: 'm/config.pbtxt', body: cfg }, { name: '../../escaped.txt', body: 'pwned' }]));
+  await writeFile(path.join(root, 'absolute.tar.gz'), tgz([{ name: '/tmp/onnx-mme-absolute-escape.txt', body: 'pwned' }]));
+  await writeFile(path.join(root, 'symlink.tar.gz'), tgz([{ name: 'm/config.pbtxt', body: cfg }, { name: 'm/1/model.onnx', type: '2', linkname: '/etc/passwd' }]));
+  await writeFile(path.join(root, 'device.tar.gz'), tgz([{ name: 'm/config.pbtxt', body: cfg }, { name: 'm/dev', type: '3' }]));
   return { root, mlp: m, mlpOnnx: m.onnx, ensemble: ens };
 }
 
