@@ -36,6 +36,7 @@ import { createGunzip } from 'node:zlib';
 import { Parser, type ReadEntry } from 'tar';
 import { ServingError } from '../errors.js';
 import type { ExtractLimits } from './extract-limits.js';
+import { errorCode, messageOf } from './node-error.js';
 
 export type { ExtractLimits } from './extract-limits.js';
 export { DEFAULT_EXTRACT_LIMITS } from './extract-limits.js';
@@ -496,15 +497,6 @@ function isTarError(err: unknown): boolean {
   return typeof err === 'object' && err !== null && 'tarCode' in err;
 }
 
-function errorCode(err: unknown): string | undefined {
-  if (typeof err !== 'object' || err === null || !('code' in err)) return undefined;
-  const code = (err as { code: unknown }).code;
-  return typeof code === 'string' ? code : undefined;
-}
-
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
 
 /** Entry paths come from the archive: escape control characters before they reach a log line. */
 function printable(text: string): string {

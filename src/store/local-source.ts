@@ -21,6 +21,7 @@ import { extractArchive } from './extract-archive.js';
 import type { ExtractLimits } from './extract-limits.js';
 import type { LocalModel, ModelSource, SourceEntry } from './model-source.js';
 import { normalizeTarget } from './target-path.js';
+import { errorCode, messageOf } from './node-error.js';
 
 /** How deep list() looks for archives and model directories (path segments of a target). */
 export const MAX_LIST_DEPTH = 4;
@@ -358,12 +359,3 @@ function cancelled(target: string, signal: AbortSignal): ServingError {
   return new ServingError('CANCELLED', `model '${target}': localizing was cancelled`, { model: target, cause: reason });
 }
 
-function errorCode(err: unknown): string | undefined {
-  if (typeof err !== 'object' || err === null || !('code' in err)) return undefined;
-  const code = (err as { code: unknown }).code;
-  return typeof code === 'string' ? code : undefined;
-}
-
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
