@@ -8,7 +8,7 @@
  */
 import { loadServerConfig, type ServerConfig } from './config/server-config.js';
 import { createLogger } from './observability/logger.js';
-import { startServer } from './server.js';
+import { startServer, type RunningServer } from './server.js';
 
 async function main(): Promise<void> {
   let config: ServerConfig;
@@ -19,8 +19,18 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const logger = createLogger(config.logLevel);
-  const running = await startServer(config, logger);
+  // Handlers go in before startup: a SIGTERM that arrives while models or the
+  // socket are still being set up must still end in an orderly exit.
+  let running: RunningServer | undefined;
+  let stopping = false;
   const onSignal = (signal: NodeJS.Signals): void => {
+    if (stopping) return;
+    stopping = true;
+    if (!running) {
+      logger.info({ reason: signal }, 'signal before startup finished: exiting');
+      logger.flush(() => process.exit(0));
+      return;
+    }
     running.shutdown(signal).then(
       // The destination is asynchronous: exit only once the last lines are written.
       () => logger.flush(() => process.exit(0)),
@@ -30,8 +40,9 @@ async function main(): Promise<void> {
       },
     );
   };
-  process.once('SIGTERM', onSignal);
-  process.once('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  running = await startServer(config, logger);
 }
 
 main().catch((err: unknown) => {

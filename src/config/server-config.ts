@@ -66,7 +66,13 @@ function bool(name: string, raw: string): boolean {
 
 function localPath(name: string, raw: string): string {
   const v = raw.trim();
-  if (v.startsWith('file://')) return fileURLToPath(v);
+  if (v.startsWith('file:')) {
+    try {
+      return fileURLToPath(v);
+    } catch (err) {
+      throw new Error(`${name}: '${raw}' is not a usable file URL (${(err as Error).message}); use file:///absolute/path or a plain path`);
+    }
+  }
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(v)) {
     throw new Error(`${name}: unsupported scheme in '${raw}' (use a local directory or file:// URL)`);
   }

@@ -61,7 +61,8 @@ export async function runPlan(
       const v = tensors.get(t);
       if (v) feeds.set(modelIn, v);
     }
-    return s.scheduler.schedule(feeds, outputs, signal).then(
+    // Through an async function, so a scheduler that throws synchronously is wrapped like any failure.
+    return (async () => s.scheduler.schedule(feeds, outputs, signal))().then(
       (result) => {
         for (const [modelOut, t] of s.outputMap) {
           const v = result.get(modelOut);

@@ -9,9 +9,11 @@ type Json = Record<string, unknown>;
 
 export function selectVersions(available: readonly number[], policy: unknown, label: string): number[] {
   const sorted = [...available].sort((a, b) => a - b);
-  const p = (policy ?? {}) as Json;
+  // Absent → latest 1 (Triton's normalisation); present but with no choice set → all (Triton's VersionsToLoad).
+  const p = (policy ?? { latest: {} }) as Json;
+  const none = p['all'] === undefined && p['specific'] === undefined && p['latest'] === undefined;
   let chosen: number[];
-  if (p['all'] !== undefined) {
+  if (p['all'] !== undefined || none) {
     chosen = sorted;
   } else if (p['specific'] !== undefined) {
     const wanted = ((p['specific'] as Json)['versions'] as number[] | undefined) ?? [];

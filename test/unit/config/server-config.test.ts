@@ -88,14 +88,15 @@ describe('loadServerConfig: each variable', () => {
     expectProblem({ SAGEMAKER_BIND_TO_PORT: 'http' }, `SAGEMAKER_BIND_TO_PORT must be an integer in [0, 65535], got 'http'`);
   });
 
-  test(
-    'an empty integer variable is not silently read as 0',
-    { todo: "bug: int() in server-config.ts uses Number(raw.trim()), so '' and '  ' parse as 0 (SAGEMAKER_BIND_TO_PORT='' → port 0, MME_SHUTDOWN_TIMEOUT_SECONDS='' → 0 ms)" },
-    () => {
-      expectProblem({ SAGEMAKER_BIND_TO_PORT: '' }, `SAGEMAKER_BIND_TO_PORT must be an integer in [0, 65535], got ''`);
-      expectProblem({ MME_SHUTDOWN_TIMEOUT_SECONDS: ' ' }, `MME_SHUTDOWN_TIMEOUT_SECONDS must be an integer in [0, 3600], got ' '`);
-    },
-  );
+  test('an empty integer variable is an error, not 0', () => {
+    expectProblem({ SAGEMAKER_BIND_TO_PORT: '' }, `SAGEMAKER_BIND_TO_PORT must be an integer in [0, 65535], got ''`);
+    expectProblem({ MME_SHUTDOWN_TIMEOUT_SECONDS: ' ' }, `MME_SHUTDOWN_TIMEOUT_SECONDS must be an integer in [0, 3600], got ' '`);
+  });
+
+  test('integers must be plain decimal digits (no hex, exponent or sign-less junk)', () => {
+    expectProblem({ SAGEMAKER_BIND_TO_PORT: '0x1F90' }, `SAGEMAKER_BIND_TO_PORT must be an integer in [0, 65535], got '0x1F90'`);
+    expectProblem({ MME_MAX_INFLIGHT_REQUESTS: '1e3' }, `MME_MAX_INFLIGHT_REQUESTS must be an integer in [1, 9007199254740991], got '1e3'`);
+  });
 
   test('SAGEMAKER_MULTI_MODEL: true/1/yes/on and false/0/no/off/empty, any case', () => {
     for (const v of ['true', 'TRUE', '1', 'yes', 'On', ' true ']) assert.equal(load({ SAGEMAKER_MULTI_MODEL: v }).multiModel, true, v);
@@ -125,6 +126,19 @@ describe('loadServerConfig: each variable', () => {
       expectProblem({ [name]: 'HTTPS://host/x' }, `${name}: unsupported scheme in 'HTTPS://host/x' (use a local directory or file:// URL)`);
     });
   }
+
+  test('file://localhost/ URLs are local paths too', () => {
+    assert.equal(load({ MME_MODEL_SOURCE: 'file://localhost/srv/x' }).modelSource, '/srv/x');
+  });
+
+  test(
+    'a malformed file:// URL is reported with the variable name and value',
+    () => {
+      const message = configError({ MME_MODEL_SOURCE: 'file://models' });
+      assert.ok(message.includes('MME_MODEL_SOURCE'), message);
+      assert.ok(message.includes('file://models'), message);
+    },
+  );
 
   test('MME_DEFAULT_MODEL: trimmed; blank means none', () => {
     assert.equal(load({ MME_DEFAULT_MODEL: ' resnet ' }).defaultModel, 'resnet');

@@ -1,0 +1,79 @@
+/**
+ * @module bench/lib/baselines
+ * Parent-side launchers for everything the bench measures, each in its own
+ * child process (compiled entries next to this module in dist/bench/lib):
+ *
+ * - onnx-mme: the real server (onnx-mme-server.js).
+ * - express: the hand-written express + onnxruntime server (express-server.js).
+ * - bare-http: node:http that parses the JSON and answers a fixed body, the
+ *   HTTP limit (bare-http-server.js).
+ * - raw-ort: session.run back to back in one process, the onnxruntime
+ *   limit (raw-ort-loop.js).
+ */
+import { childPort, spawnChild, type BenchChild } from './child.js';
+
+export interface HttpTarget {
+  readonly name: string;
+  /** Full URL to POST to. */
+  readonly url: string;
+  readonly headers: Readonly<Record<string, string>>;
+  /** What the child reported at start (settings worth recording). */
+  readonly info: Readonly<Record<string, unknown>>;
+  stop(): Promise<void>;
+}
+
+function httpTarget(name: string, child: BenchChild, path: string, headers: Record<string, string> = {}): HttpTarget {
+  return {
+    name,
+    url: `http://127.0.0.1:${childPort(child)}${path}`,
+    headers,
+    info: child.hello,
+    stop: () => child.stop(),
+  };
+}
+
+/** The onnx-mme server as one process, serving `modelSource` (a directory of targets). */
+export async function startOnnxMme(modelSource: string, cacheDir: string): Promise<{ port: number; info: Readonly<Record<string, unknown>>; target(model: string): HttpTarget; stop(): Promise<void> }> {
+  const child = await spawnChild('onnx-mme', new URL('./onnx-mme-server.js', import.meta.url), [], {
+    MME_MODEL_SOURCE: modelSource,
+    MME_CACHE_DIR: cacheDir,
+  });
+  const { port: _port, ...info } = child.hello;
+  return {
+    port: childPort(child),
+    info,
+    target: (model) => httpTarget('onnx-mme', child, '/invocations', { 'X-Amzn-SageMaker-Target-Model': model }),
+    stop: () => child.stop(),
+  };
+}
+
+/** The hand-written express + onnxruntime baseline for one model file. */
+export async function startExpressBaseline(modelFile: string): Promise<HttpTarget> {
+  return httpTarget('express', await spawnChild('express', new URL('./express-server.js', import.meta.url), [modelFile]), '/invocations');
+}
+
+/** The bare node:http server: JSON.parse and a fixed answer. */
+export async function startBareHttp(): Promise<HttpTarget> {
+  return httpTarget('bare-http', await spawnChild('bare-http', new URL('./bare-http-server.js', import.meta.url)), '/invocations');
+}
+
+export interface RawOrtResult {
+  readonly runsPerSec: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly runs: number;
+}
+
+export interface RawOrtLoop {
+  measure(options: { concurrency: number; durationS: number; warmupS?: number }): Promise<RawOrtResult>;
+  stop(): Promise<void>;
+}
+
+/** session.run back to back on one session of `modelFile`, batch 1 × `features`. */
+export async function startRawOrtLoop(modelFile: string, features: number): Promise<RawOrtLoop> {
+  const child = await spawnChild('raw-ort', new URL('./raw-ort-loop.js', import.meta.url), [modelFile, String(features)]);
+  return {
+    measure: (options) => child.request<RawOrtResult>(options),
+    stop: () => child.stop(),
+  };
+}

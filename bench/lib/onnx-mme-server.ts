@@ -1,0 +1,31 @@
+/**
+ * @module bench/lib/onnx-mme-server
+ * Child-process entry: the real onnx-mme server (startServer, as main.ts
+ * uses it) on 127.0.0.1, port 0, silent logging. MME_MODEL_SOURCE and
+ * MME_CACHE_DIR come from the environment the parent sets; other MME_*
+ * settings pass through, so `MME_RUNTIME_WORKERS=1 npm run bench` works.
+ * Prints `{"port": n, ...}` when listening; drains and exits when stdin ends.
+ */
+import { loadServerConfig } from '../../src/config/server-config.js';
+import { silentLogger } from '../../src/observability/logger.js';
+import { createMetrics } from '../../src/observability/metrics.js';
+import { startServer } from '../../src/server.js';
+import { announce, serveCommands } from './child.js';
+
+const config = loadServerConfig({
+  ...process.env,
+  MME_HOST: '127.0.0.1',
+  SAGEMAKER_BIND_TO_PORT: '0',
+  MME_LOG_LEVEL: 'silent',
+});
+const running = await startServer(config, silentLogger(), createMetrics({ collectProcessMetrics: true }));
+announce({
+  port: running.port,
+  runtimeWorkers: config.runtimeWorkers,
+  intraOpThreads: config.intraOpThreads ?? 'onnxruntime default',
+  maxInflightRequests: config.maxInflightRequests,
+});
+serveCommands(
+  async () => ({}),
+  () => running.shutdown('bench finished'),
+);

@@ -1,0 +1,403 @@
+/**
+ * @module test/unit/runtime/onnx-session
+ * createModelSession on real zoo models through a real runtime pool (this
+ * machine has no GPU and a CPU-only onnxruntime-node, so CUDA must fall back
+ * to CPU), exact run results, error mapping; and, with a fake pool, the
+ * fallback chain and the error codes that need a native failure to happen.
+ */
+import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import type { ElementType } from '../../../examples/models/onnx-builder.js';
+import { addSub, IDENTITY_TYPES, identity } from '../../../examples/models/zoo.js';
+import { ServingError, type ErrorCode } from '../../../src/errors.js';
+import { createLogger, silentLogger, type Logger } from '../../../src/observability/logger.js';
+import type { Tensor, TensorData } from '../../../src/protocol/tensor.js';
+import type { ProviderChoice } from '../../../src/runtime/execution-providers.js';
+import { createModelSession, isAllocationFailure, type SessionOptions } from '../../../src/runtime/onnx-session.js';
+import { RuntimePool, type PooledSession } from '../../../src/runtime/runtime-pool.js';
+import type { CreateSessionOptions } from '../../../src/runtime/worker-protocol.js';
+
+const CUDA_THEN_CPU: ProviderChoice = { providers: ['cuda', 'cpu'], warnings: [], deviceId: 0 };
+const CPU_ONLY: ProviderChoice = { providers: ['cpu'], warnings: [], deviceId: 0 };
+
+/** A pino logger whose JSON lines land in `lines`. */
+function capturingLogger(): { logger: Logger; lines: Array<Record<string, unknown>> } {
+  const lines: Array<Record<string, unknown>> = [];
+  const logger = createLogger('warn', { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) });
+  return { logger, lines };
+}
+
+function options(pool: RuntimePool, model: string, providerChoice: ProviderChoice, logger: Logger = silentLogger()): SessionOptions {
+  return { pool, providerChoice, graphLevel: 0, intraOpThreads: 1, interOpThreads: 1, logger, model };
+}
+
+function expectServingError(err: unknown, code: ErrorCode, model: string): ServingError {
+  assert.ok(err instanceof ServingError, `expected ServingError, got ${String(err)}`);
+  assert.equal(err.code, code);
+  assert.equal(err.model, model);
+  return err;
+}
+
+function values(data: TensorData): unknown[] {
+  return Array.from(data as ArrayLike<unknown>);
+}
+
+let dir: string;
+let pool: RuntimePool;
+let addSubPath: string;
+
+before(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), 'onnx-session-test-'));
+  addSubPath = path.join(dir, 'add_sub.onnx');
+  await writeFile(addSubPath, addSub('FP32', 4).onnx);
+  pool = new RuntimePool(1);
+});
+
+after(async () => {
+  await pool.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('createModelSession with onnxruntime (this machine: no GPU, CPU-only build)', () => {
+  test('providers [cuda, cpu] fall back to cpu, with one warning naming the model and cuda', async () => {
+    const { logger, lines } = capturingLogger();
+    const session = await createModelSession(addSubPath, options(pool, 'add_sub', CUDA_THEN_CPU, logger));
+    try {
+      assert.equal(session.provider, 'cpu');
+      logger.flush();
+      const warnings = lines.filter((l) => l['level'] === 'warn');
+      assert.equal(warnings.length, 1);
+      assert.equal(warnings[0]!['model'], 'add_sub');
+      assert.equal(warnings[0]!['provider'], 'cuda');
+      assert.equal(warnings[0]!['msg'], 'execution provider unavailable; falling back to the next one');
+    } finally {
+      await session.release();
+    }
+  });
+
+  test('providers [tensorrt, cuda, cpu] fall back to cpu as well', async () => {
+    const session = await createModelSession(addSubPath, options(pool, 'add_sub', { providers: ['tensorrt', 'cuda', 'cpu'], warnings: [], deviceId: 0 }));
+    assert.equal(session.provider, 'cpu');
+    await session.release();
+  });
+
+  test('inputs and outputs metadata: names, datatypes, symbolic batch dim as -1', async () => {
+    const session = await createModelSession(addSubPath, options(pool, 'add_sub', CUDA_THEN_CPU));
+    try {
+      assert.deepEqual(session.inputs, [
+        { name: 'INPUT0', datatype: 'FP32', shape: [-1, 4] },
+        { name: 'INPUT1', datatype: 'FP32', shape: [-1, 4] },
+      ]);
+      assert.deepEqual(session.outputs, [
+        { name: 'OUTPUT0', datatype: 'FP32', shape: [-1, 4] },
+        { name: 'OUTPUT1', datatype: 'FP32', shape: [-1, 4] },
+      ]);
+    } finally {
+      await session.release();
+    }
+  });
+
+  test('run gives exact results, only for the requested outputs', async () => {
+    const session = await createModelSession(addSubPath, options(pool, 'add_sub', CUDA_THEN_CPU));
+    try {
+      const feeds = new Map<string, Tensor>([
+        ['INPUT0', { datatype: 'FP32', shape: [2, 4], data: new Float32Array([1, 2, 3, 4, 0.5, -1, 100, 7]) }],
+        ['INPUT1', { datatype: 'FP32', shape: [2, 4], data: new Float32Array([10, 20, 30, 40, 0.25, 1, -100, 7]) }],
+      ]);
+      const both = await session.run(feeds, ['OUTPUT0', 'OUTPUT1']);
+      assert.deepEqual([...both.keys()], ['OUTPUT0', 'OUTPUT1']);
+      const sum = both.get('OUTPUT0')!;
+      assert.equal(sum.datatype, 'FP32');
+      assert.deepEqual(sum.shape, [2, 4]);
+      assert.ok(sum.data instanceof Float32Array);
+      assert.deepEqual(values(sum.data), [11, 22, 33, 44, 0.75, 0, 0, 14]);
+      assert.deepEqual(values(both.get('OUTPUT1')!.data), [-9, -18, -27, -36, 0.25, -2, 200, 0]);
+
+      const one = await session.run(feeds, ['OUTPUT1']);
+      assert.deepEqual([...one.keys()], ['OUTPUT1']);
+      assert.deepEqual(values(one.get('OUTPUT1')!.data), [-9, -18, -27, -36, 0.25, -2, 200, 0]);
+    } finally {
+      await session.release();
+    }
+  });
+
+  test('INT64 add/sub is exact beyond 2^53', async () => {
+    const file = path.join(dir, 'add_sub_int64.onnx');
+    await writeFile(file, addSub('INT64', 2).onnx);
+    const session = await createModelSession(file, options(pool, 'add_sub_i64', CPU_ONLY));
+    try {
+      const out = await session.run(
+        new Map<string, Tensor>([
+          ['INPUT0', { datatype: 'INT64', shape: [1, 2], data: new BigInt64Array([9007199254740993n, -5n]) }],
+          ['INPUT1', { datatype: 'INT64', shape: [1, 2], data: new BigInt64Array([2n, 9223372036854775000n]) }],
+        ]),
+        ['OUTPUT0', 'OUTPUT1'],
+      );
+      assert.deepEqual(values(out.get('OUTPUT0')!.data), [9007199254740995n, 9223372036854774995n]);
+      assert.deepEqual(values(out.get('OUTPUT1')!.data), [9007199254740991n, -9223372036854775005n]);
+    } finally {
+      await session.release();
+    }
+  });
+
+  const SAMPLE: Readonly<Record<ElementType, () => TensorData>> = {
+    BOOL: () => new Uint8Array([1, 0, 1, 1]),
+    UINT8: () => new Uint8Array([0, 1, 254, 255]),
+    UINT16: () => new Uint16Array([0, 1, 65534, 65535]),
+    UINT32: () => new Uint32Array([0, 1, 4294967294, 4294967295]),
+    UINT64: () => new BigUint64Array([0n, 1n, 9007199254740993n, 18446744073709551615n]),
+    INT8: () => new Int8Array([-128, -1, 0, 127]),
+    INT16: () => new Int16Array([-32768, -1, 0, 32767]),
+    INT32: () => new Int32Array([-2147483648, -1, 0, 2147483647]),
+    INT64: () => new BigInt64Array([-9223372036854775808n, -1n, 9007199254740993n, 9223372036854775807n]),
+    FP16: () => new Uint16Array([0x3c00, 0x8001, 0x7bff, 0xfc00]),
+    FP32: () => new Float32Array([1.5, -0, 3.4028234663852886e38, -Infinity]),
+    FP64: () => new Float64Array([0.1, -5e-324, 1e308, Infinity]),
+    BYTES: () => ['a', '', 'ünï', 'x'.repeat(100)],
+    BF16: () => new Uint16Array(4),
+  };
+
+  for (const dtype of IDENTITY_TYPES) {
+    test(`identity ${dtype}: data comes back unchanged, as our Tensor type`, async () => {
+      const file = path.join(dir, `identity_${dtype}.onnx`);
+      await writeFile(file, identity(dtype, [4]).onnx);
+      const session = await createModelSession(file, options(pool, `identity_${dtype}`, CUDA_THEN_CPU));
+      try {
+        assert.equal(session.provider, 'cpu');
+        assert.deepEqual(session.inputs, [{ name: 'INPUT0', datatype: dtype, shape: [-1, 4] }]);
+        const input = SAMPLE[dtype]();
+        const out = await session.run(new Map<string, Tensor>([['INPUT0', { datatype: dtype, shape: [1, 4], data: input }]]), ['OUTPUT0']);
+        const t = out.get('OUTPUT0')!;
+        assert.equal(t.datatype, dtype);
+        assert.deepEqual(t.shape, [1, 4]);
+        assert.equal(t.data.constructor, SAMPLE[dtype]().constructor);
+        assert.deepEqual(values(t.data), values(SAMPLE[dtype]()));
+      } finally {
+        await session.release();
+      }
+    });
+  }
+
+  test('a run error (wrong shape) is INTERNAL naming the model', async () => {
+    const session = await createModelSession(addSubPath, options(pool, 'add_sub', CPU_ONLY));
+    try {
+      await assert.rejects(
+        session.run(
+          new Map<string, Tensor>([
+            ['INPUT0', { datatype: 'FP32', shape: [1, 3], data: new Float32Array(3) }],
+            ['INPUT1', { datatype: 'FP32', shape: [1, 3], data: new Float32Array(3) }],
+          ]),
+          ['OUTPUT0'],
+        ),
+        (err: unknown) => {
+          const e = expectServingError(err, 'INTERNAL', 'add_sub');
+          assert.ok(e.message.startsWith(`model 'add_sub': onnxruntime failed: `), e.message);
+          return true;
+        },
+      );
+      // The session still works after a failed run.
+      const ok = await session.run(
+        new Map<string, Tensor>([
+          ['INPUT0', { datatype: 'FP32', shape: [1, 4], data: new Float32Array([1, 1, 1, 1]) }],
+          ['INPUT1', { datatype: 'FP32', shape: [1, 4], data: new Float32Array([1, 2, 3, 4]) }],
+        ]),
+        ['OUTPUT0'],
+      );
+      assert.deepEqual(values(ok.get('OUTPUT0')!.data), [2, 3, 4, 5]);
+    } finally {
+      await session.release();
+    }
+  });
+
+  test('run after release is INTERNAL; release twice is harmless', async () => {
+    const session = await createModelSession(addSubPath, options(pool, 'add_sub', CPU_ONLY));
+    await session.release();
+    await session.release();
+    await assert.rejects(session.run(new Map(), ['OUTPUT0']), (err: unknown) => {
+      const e = expectServingError(err, 'INTERNAL', 'add_sub');
+      assert.equal(e.message, `model 'add_sub': session used after release`);
+      return true;
+    });
+  });
+
+  test('an invalid model file is INVALID_MODEL naming the model and the path (after the cuda fallback)', async () => {
+    const file = path.join(dir, 'broken.onnx');
+    await writeFile(file, 'this is not an onnx model');
+    for (const choice of [CUDA_THEN_CPU, CPU_ONLY]) {
+      await assert.rejects(createModelSession(file, options(pool, 'broken', choice)), (err: unknown) => {
+        const e = expectServingError(err, 'INVALID_MODEL', 'broken');
+        assert.ok(e.message.startsWith(`model 'broken': onnxruntime cannot load ${file}: `), e.message);
+        assert.ok(e.cause instanceof Error);
+        return true;
+      });
+    }
+  });
+
+  test('a missing model file is INVALID_MODEL naming the model', async () => {
+    const file = path.join(dir, 'does-not-exist.onnx');
+    await assert.rejects(createModelSession(file, options(pool, 'ghost', CPU_ONLY)), (err: unknown) => {
+      const e = expectServingError(err, 'INVALID_MODEL', 'ghost');
+      assert.ok(e.message.startsWith(`model 'ghost': onnxruntime cannot load ${file}: `), e.message);
+      return true;
+    });
+  });
+});
+
+// ------------------------------------------------------------------ fake pool
+
+interface FakePool {
+  readonly pool: RuntimePool;
+  readonly calls: CreateSessionOptions[];
+}
+
+/** A pool whose createSession answers from `behaviour(options, attempt)`. */
+function fakePool(behaviour: (o: CreateSessionOptions, attempt: number) => PooledSession | Error): FakePool {
+  const calls: CreateSessionOptions[] = [];
+  const pool = {
+    createSession: async (_path: string, o: CreateSessionOptions): Promise<PooledSession> => {
+      calls.push({ ...o, providers: [...o.providers] });
+      const r = behaviour(o, calls.length - 1);
+      if (r instanceof Error) throw r;
+      return r;
+    },
+  } as unknown as RuntimePool;
+  return { pool, calls };
+}
+
+function fakeSession(run: PooledSession['run']): PooledSession {
+  return { inputs: [{ name: 'x', datatype: 'FP32', shape: [-1] }], outputs: [], run, release: async () => {} };
+}
+
+const PROVIDER_ERROR = 'OrtSessionOptionsAppendExecutionProvider_Cuda: Failed to load shared library';
+
+describe('createModelSession with a fake pool', () => {
+  test('drops providers one at a time while they fail to load; keeps deviceId', async () => {
+    const { pool, calls } = fakePool((o) => (o.providers[0] === 'cpu' ? fakeSession(async () => new Map()) : new Error(PROVIDER_ERROR)));
+    const session = await createModelSession('/m.onnx', {
+      ...options(pool, 'm', { providers: ['tensorrt', 'cuda', 'cpu'], warnings: [], deviceId: 3 }),
+    });
+    assert.equal(session.provider, 'cpu');
+    assert.deepEqual(
+      calls.map((c) => [c.providers, c.deviceId]),
+      [
+        [['tensorrt', 'cuda', 'cpu'], 3],
+        [['cuda', 'cpu'], 3],
+        [['cpu'], 3],
+      ],
+    );
+    assert.deepEqual(session.inputs, [{ name: 'x', datatype: 'FP32', shape: [-1] }]);
+  });
+
+  test('the first provider that loads is the session provider', async () => {
+    const { pool } = fakePool((o) => (o.providers[0] === 'tensorrt' ? new Error(PROVIDER_ERROR) : fakeSession(async () => new Map())));
+    const session = await createModelSession('/m.onnx', options(pool, 'm', { providers: ['tensorrt', 'cuda', 'cpu'], warnings: [], deviceId: 0 }));
+    assert.equal(session.provider, 'cuda');
+  });
+
+  test('graph level, thread counts: Triton graph levels map to onnxruntime names', async () => {
+    const levels: Array<[number, string]> = [
+      [0, 'all'],
+      [-1, 'basic'],
+      [1, 'extended'],
+      [2, 'disabled'],
+      [7, 'all'],
+    ];
+    for (const [graphLevel, name] of levels) {
+      const { pool, calls } = fakePool(() => fakeSession(async () => new Map()));
+      await createModelSession('/m.onnx', { ...options(pool, 'm', CPU_ONLY), graphLevel, intraOpThreads: 3, interOpThreads: undefined });
+      assert.equal(calls[0]!.graphOptimizationLevel, name, `level ${graphLevel}`);
+      assert.equal(calls[0]!.intraOpThreads, 3);
+      assert.equal(calls[0]!.interOpThreads, undefined);
+    }
+  });
+
+  test('a provider-load error on cpu itself is not retried: INVALID_MODEL', async () => {
+    const { pool, calls } = fakePool(() => new Error(PROVIDER_ERROR));
+    await assert.rejects(createModelSession('/m.onnx', options(pool, 'm', CPU_ONLY)), (err: unknown) => {
+      const e = expectServingError(err, 'INVALID_MODEL', 'm');
+      assert.equal(e.message, `model 'm': onnxruntime cannot load /m.onnx: ${PROVIDER_ERROR}`);
+      return true;
+    });
+    assert.equal(calls.length, 1);
+  });
+
+  test('a non-provider error on cuda is not retried on cpu: INVALID_MODEL', async () => {
+    const { pool, calls } = fakePool(() => new Error('Failed to load model because protobuf parsing failed.'));
+    await assert.rejects(createModelSession('/m.onnx', options(pool, 'm', CUDA_THEN_CPU)), (err: unknown) => {
+      expectServingError(err, 'INVALID_MODEL', 'm');
+      return true;
+    });
+    assert.equal(calls.length, 1);
+  });
+
+  test('an allocation failure while creating the session is INSUFFICIENT_MEMORY', async () => {
+    const { pool } = fakePool(() => new Error('[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Failed to allocate memory for requested buffer of size 4096'));
+    await assert.rejects(createModelSession('/m.onnx', options(pool, 'big', CPU_ONLY)), (err: unknown) => {
+      const e = expectServingError(err, 'INSUFFICIENT_MEMORY', 'big');
+      assert.equal(
+        e.message,
+        `model 'big': out of memory while creating the session: [ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Failed to allocate memory for requested buffer of size 4096`,
+      );
+      return true;
+    });
+  });
+
+  test('run errors: allocation failure → INSUFFICIENT_MEMORY, ServingError unchanged, other → INTERNAL', async () => {
+    const passThrough = new ServingError('CANCELLED', 'gone', { model: 'm' });
+    const errors: unknown[] = [new Error('CUDA failure 2: out of memory'), passThrough, new Error('boom'), 'plain string'];
+    let i = 0;
+    const { pool } = fakePool(() =>
+      fakeSession(async () => {
+        throw errors[i++];
+      }),
+    );
+    const session = await createModelSession('/m.onnx', options(pool, 'm', CPU_ONLY));
+    await assert.rejects(session.run(new Map(), ['y']), (err: unknown) => {
+      const e = expectServingError(err, 'INSUFFICIENT_MEMORY', 'm');
+      assert.equal(e.message, `model 'm': out of memory while running: CUDA failure 2: out of memory`);
+      return true;
+    });
+    await assert.rejects(session.run(new Map(), ['y']), (err: unknown) => err === passThrough);
+    await assert.rejects(session.run(new Map(), ['y']), (err: unknown) => {
+      const e = expectServingError(err, 'INTERNAL', 'm');
+      assert.equal(e.message, `model 'm': onnxruntime failed: boom`);
+      return true;
+    });
+    await assert.rejects(session.run(new Map(), ['y']), (err: unknown) => {
+      const e = expectServingError(err, 'INTERNAL', 'm');
+      assert.equal(e.message, `model 'm': onnxruntime failed: plain string`);
+      return true;
+    });
+  });
+});
+
+describe('isAllocationFailure', () => {
+  test('onnxruntime / CUDA memory failures', () => {
+    const messages = [
+      'CUDA failure 2: out of memory ; GPU=0',
+      'CUDA error cudaErrorMemoryAllocation: Out Of Memory',
+      'OutOfMemory',
+      'CUDA_OUT_OF_MEMORY',
+      '[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Failed to allocate memory for requested buffer of size 1048576',
+      'BFCArena: failed to allocate memory',
+      'std::bad_alloc',
+      'CUBLAS_STATUS_ALLOC_FAILED',
+      'CNMEM_STATUS_OUT_OF_MEMORY',
+      'write failed: No space left on device',
+    ];
+    for (const m of messages) {
+      assert.equal(isAllocationFailure(new Error(m)), true, m);
+      assert.equal(isAllocationFailure(m), true, m);
+    }
+  });
+
+  test('other errors are not allocation failures', () => {
+    for (const m of ['Failed to load model because protobuf parsing failed.', 'Failed to load shared library', 'shape mismatch', 'memory', '']) {
+      assert.equal(isAllocationFailure(new Error(m)), false, m);
+    }
+    assert.equal(isAllocationFailure(undefined), false);
+  });
+});
