@@ -62,25 +62,23 @@ export interface DataTypeInfo {
   readonly arrayType: TypedArrayConstructor | undefined;
   /** config.pbtxt enum name. */
   readonly configName: string;
-  /** Whether JSON numbers are BigInts in the typed array. */
-  readonly bigint: boolean;
 }
 
 export const DATA_TYPE_INFO: Readonly<Record<DataType, DataTypeInfo>> = Object.freeze({
-  BOOL: { byteSize: 1, arrayType: Uint8Array, configName: 'TYPE_BOOL', bigint: false },
-  UINT8: { byteSize: 1, arrayType: Uint8Array, configName: 'TYPE_UINT8', bigint: false },
-  UINT16: { byteSize: 2, arrayType: Uint16Array, configName: 'TYPE_UINT16', bigint: false },
-  UINT32: { byteSize: 4, arrayType: Uint32Array, configName: 'TYPE_UINT32', bigint: false },
-  UINT64: { byteSize: 8, arrayType: BigUint64Array, configName: 'TYPE_UINT64', bigint: true },
-  INT8: { byteSize: 1, arrayType: Int8Array, configName: 'TYPE_INT8', bigint: false },
-  INT16: { byteSize: 2, arrayType: Int16Array, configName: 'TYPE_INT16', bigint: false },
-  INT32: { byteSize: 4, arrayType: Int32Array, configName: 'TYPE_INT32', bigint: false },
-  INT64: { byteSize: 8, arrayType: BigInt64Array, configName: 'TYPE_INT64', bigint: true },
-  FP16: { byteSize: 2, arrayType: Uint16Array, configName: 'TYPE_FP16', bigint: false },
-  FP32: { byteSize: 4, arrayType: Float32Array, configName: 'TYPE_FP32', bigint: false },
-  FP64: { byteSize: 8, arrayType: Float64Array, configName: 'TYPE_FP64', bigint: false },
-  BYTES: { byteSize: 0, arrayType: undefined, configName: 'TYPE_STRING', bigint: false },
-  BF16: { byteSize: 2, arrayType: Uint16Array, configName: 'TYPE_BF16', bigint: false },
+  BOOL: { byteSize: 1, arrayType: Uint8Array, configName: 'TYPE_BOOL' },
+  UINT8: { byteSize: 1, arrayType: Uint8Array, configName: 'TYPE_UINT8' },
+  UINT16: { byteSize: 2, arrayType: Uint16Array, configName: 'TYPE_UINT16' },
+  UINT32: { byteSize: 4, arrayType: Uint32Array, configName: 'TYPE_UINT32' },
+  UINT64: { byteSize: 8, arrayType: BigUint64Array, configName: 'TYPE_UINT64' },
+  INT8: { byteSize: 1, arrayType: Int8Array, configName: 'TYPE_INT8' },
+  INT16: { byteSize: 2, arrayType: Int16Array, configName: 'TYPE_INT16' },
+  INT32: { byteSize: 4, arrayType: Int32Array, configName: 'TYPE_INT32' },
+  INT64: { byteSize: 8, arrayType: BigInt64Array, configName: 'TYPE_INT64' },
+  FP16: { byteSize: 2, arrayType: Uint16Array, configName: 'TYPE_FP16' },
+  FP32: { byteSize: 4, arrayType: Float32Array, configName: 'TYPE_FP32' },
+  FP64: { byteSize: 8, arrayType: Float64Array, configName: 'TYPE_FP64' },
+  BYTES: { byteSize: 0, arrayType: undefined, configName: 'TYPE_STRING' },
+  BF16: { byteSize: 2, arrayType: Uint16Array, configName: 'TYPE_BF16' },
 } satisfies Record<DataType, DataTypeInfo>);
 
 const BY_CONFIG_NAME: ReadonlyMap<string, DataType> = new Map(
