@@ -1,0 +1,757 @@
+/**
+ * @module store/s3-source
+ * A model source backed by S3 (MME_MODEL_SOURCE=s3://bucket/prefix/). A target
+ * (`model_a.tar.gz`, `team/b.tar.gz`) is the object `prefix + target`; a target
+ * without an archive suffix is looked up as `target.tar.gz`, then `target.tgz`.
+ *
+ * Localizing: HeadObject gives the object's ETag, the cache `version`. A
+ * complete cache entry for that ETag is reused with no GetObject. Otherwise the
+ * object is streamed GetObject → gunzip → untar → temporary directory → atomic
+ * rename (publishDirectory), so memory stays flat whatever the archive size, and
+ * entries of older ETags are removed. Concurrent calls for one target share one
+ * HeadObject, one GetObject and one extraction (single flight); a caller's
+ * AbortSignal only stops that caller waiting (SageMaker retries a slow load, and
+ * the retry must find the work done, not restarted).
+ *
+ * Failures: a missing object is MODEL_NOT_FOUND naming the target and the s3://
+ * URI; 401/403 is ACCESS_DENIED; unreachable, 5xx, throttling, request timeouts
+ * and a connection cut (or stalled) mid-stream are retried with exponential
+ * backoff, at most `retry.attempts` attempts and at most `retry.maxTotalMs`
+ * without progress, then UPSTREAM_UNAVAILABLE with the cause; corrupt or hostile
+ * archives are ARCHIVE_REJECTED; a full disk is INSUFFICIENT_STORAGE. Whatever
+ * fails, no half-written entry is left in the cache.
+ *
+ * Revalidation: `head(target)` returns the object's current ETag; a resident
+ * model whose `LocalModel.version` differs is stale, and `localize` (which
+ * always asks S3 for the current ETag) fetches the new version.
+ *
+ * No environment reads here: the composition root passes `region`/`endpoint`
+ * (the SDK's default credential chain still applies to the default client).
+ */
+
+import { Readable, Transform, type TransformCallback } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  S3Client,
+  type HeadObjectCommandOutput,
+  type ListObjectsV2CommandOutput,
+} from '@aws-sdk/client-s3';
+import type { Logger } from 'pino';
+import { ServingError } from '../errors.js';
+import { findCacheEntry, publishDirectory, removeOtherVersions } from './cache-publish.js';
+import { extractArchive } from './extract-archive.js';
+import type { ExtractLimits } from './extract-limits.js';
+import { isArchiveName } from './local-source.js';
+import type { LocalModel, ModelSource, SourceEntry } from './model-source.js';
+import { parseS3Uri, s3ObjectUri } from './s3-uri.js';
+import { normalizeTarget } from './target-path.js';
+
+const ARCHIVE_SUFFIXES = ['.tar.gz', '.tgz'] as const;
+
+export interface S3RetryOptions {
+  /** Most attempts per operation (1 = no retry). */
+  readonly attempts: number;
+  /** First backoff delay; doubled each retry (with jitter). */
+  readonly baseDelayMs: number;
+  /**
+   * Longest time spent failing: no retry starts, and no request waits for an
+   * answer, past this many ms after the first attempt (or after the last
+   * attempt that received data, so a long healthy download is never cut short).
+   */
+  readonly maxTotalMs: number;
+}
+
+export const DEFAULT_S3_RETRY: S3RetryOptions = Object.freeze({ attempts: 3, baseDelayMs: 200, maxTotalMs: 10_000 });
+/** A body that sends nothing for this long is treated as a cut connection (and retried). */
+export const DEFAULT_S3_IDLE_TIMEOUT_MS = 60_000;
+/** Connection timeout of the default client (the request phase is also bounded by retry.maxTotalMs). */
+const DEFAULT_CONNECTION_TIMEOUT_MS = 5_000;
+/** Even the last attempt gets this long to be answered. */
+const MIN_REQUEST_MS = 250;
+
+/** Reported after each download and extraction (not on cache reuse): for metrics and tests. */
+export interface S3DownloadEvent {
+  readonly target: string;
+  readonly key: string;
+  readonly etag: string;
+  /** Body bytes received for this localization, over every attempt. */
+  readonly bytes: number;
+  readonly durationMs: number;
+  /** GetObject/HeadObject attempts it took (1 = no retry). */
+  readonly attempts: number;
+  readonly files: number;
+  readonly dir: string;
+}
+
+export interface S3ObjectInfo {
+  readonly target: string;
+  readonly key: string;
+  readonly uri: string;
+  /** The ETag without quotes. */
+  readonly etag: string;
+  /** Same as `etag`: what `LocalModel.version` of a copy of this object holds (compare the two to revalidate). */
+  readonly version: string;
+  readonly sizeBytes: number | undefined;
+  readonly lastModified: Date | undefined;
+}
+
+export interface S3ModelSourceOptions {
+  /** `s3://bucket/prefix/` (prefix may be empty). */
+  readonly uri: string;
+  readonly cacheDir: string;
+  readonly limits: ExtractLimits;
+  /** A ready client; otherwise one is built from `region`/`endpoint` and the default credential chain. */
+  readonly client?: S3Client;
+  /** For the default client; when absent the SDK's own resolution (AWS_REGION, profile) applies. */
+  readonly region?: string;
+  /** S3-compatible endpoint (e.g. from AWS_ENDPOINT_URL_S3); enables path-style addressing. */
+  readonly endpoint?: string;
+  readonly retry?: Partial<S3RetryOptions>;
+  /** Body idle timeout in ms (0 disables); default DEFAULT_S3_IDLE_TIMEOUT_MS. */
+  readonly idleTimeoutMs?: number;
+  /** ListObjectsV2 MaxKeys (page size); default the server's (1000 on S3). */
+  readonly listPageSize?: number;
+  readonly logger?: Logger;
+  readonly onDownload?: (event: S3DownloadEvent) => void;
+}
+
+interface Attempt {
+  readonly number: number;
+  /** performance.now() after which a request is no longer waited for. */
+  readonly deadline: number;
+  /** Set when the attempt received body bytes: the next retry gets a fresh time budget. */
+  progressed: boolean;
+}
+
+interface Localized {
+  readonly dir: string;
+  readonly version: string;
+}
+
+/** ServingErrors worth another attempt (network, 5xx, throttling, a cut stream). */
+const retryable = new WeakSet<ServingError>();
+
+export class S3ModelSource implements ModelSource {
+  readonly description: string;
+  readonly bucket: string;
+  readonly prefix: string;
+  private readonly client: S3Client;
+  private readonly cacheDir: string;
+  private readonly limits: ExtractLimits;
+  private readonly retry: S3RetryOptions;
+  private readonly idleTimeoutMs: number;
+  private readonly listPageSize: number | undefined;
+  private readonly logger: Logger | undefined;
+  private readonly onDownload: ((event: S3DownloadEvent) => void) | undefined;
+  /** In-flight localizations keyed by normalised target. */
+  private readonly flights = new Map<string, Promise<Localized>>();
+  private downloaded = 0;
+
+  constructor(options: S3ModelSourceOptions) {
+    const location = parseS3Uri(options.uri);
+    this.bucket = location.bucket;
+    this.prefix = location.prefix;
+    this.description = location.uri;
+    this.cacheDir = options.cacheDir;
+    this.limits = options.limits;
+    this.retry = resolveRetry(options.retry);
+    this.idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_S3_IDLE_TIMEOUT_MS;
+    if (options.listPageSize !== undefined && !(Number.isInteger(options.listPageSize) && options.listPageSize >= 1)) {
+      throw new RangeError(`listPageSize must be a positive integer, got ${options.listPageSize}`);
+    }
+    this.listPageSize = options.listPageSize;
+    this.logger = options.logger;
+    this.onDownload = options.onDownload;
+    this.client =
+      options.client ??
+      new S3Client({
+        ...(options.region ? { region: options.region } : {}),
+        ...(options.endpoint ? { endpoint: options.endpoint, forcePathStyle: true } : {}),
+        // Our retry loop is the one policy, so the total time stays bounded.
+        maxAttempts: 1,
+        requestHandler: { connectionTimeout: DEFAULT_CONNECTION_TIMEOUT_MS },
+      });
+  }
+
+  /** Body bytes received from S3 since this source was created (every attempt). */
+  get bytesDownloaded(): number {
+    return this.downloaded;
+  }
+
+  async localize(rawTarget: string, signal?: AbortSignal): Promise<LocalModel> {
+    const target = normalizeTarget(rawTarget);
+    if (signal?.aborted) throw cancelled(target, signal);
+    let flight = this.flights.get(target);
+    if (!flight) {
+      const started = this.localizeObject(target);
+      flight = started.finally(() => {
+        if (this.flights.get(target) === flight) this.flights.delete(target);
+      });
+      this.flights.set(target, flight);
+    }
+    const { dir, version } = await abortable(flight, signal, target);
+    return { target, dir, version };
+  }
+
+  /**
+   * The object's current identity, or undefined when it does not exist. For
+   * revalidation: a resident model whose `version` differs from `etag` is stale.
+   */
+  async head(rawTarget: string, signal?: AbortSignal): Promise<S3ObjectInfo | undefined> {
+    const target = normalizeTarget(rawTarget);
+    return this.withRetry(target, this.describeTarget(target), (attempt) => this.headTarget(target, attempt, signal), signal);
+  }
+
+  async list(): Promise<readonly SourceEntry[]> {
+    const found: SourceEntry[] = [];
+    let token: string | undefined;
+    const what = `listing ${this.description}`;
+    do {
+      const continuation = token;
+      const page = await this.withRetry(undefined, what, (attempt) =>
+        this.request(
+          attempt,
+          undefined,
+          (abortSignal) =>
+            this.client.send(
+              new ListObjectsV2Command({
+                Bucket: this.bucket,
+                ...(this.prefix === '' ? {} : { Prefix: this.prefix }),
+                ...(continuation === undefined ? {} : { ContinuationToken: continuation }),
+                ...(this.listPageSize === undefined ? {} : { MaxKeys: this.listPageSize }),
+              }),
+              { abortSignal },
+            ),
+          (err) => s3Failure(err, { action: what, uri: this.description, bucket: this.bucket }),
+        ),
+      );
+      collect(page, this.prefix, found);
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token !== undefined && token !== '');
+    return found.sort((a, b) => (a.target < b.target ? -1 : a.target > b.target ? 1 : 0));
+  }
+
+  private describeTarget(target: string): string {
+    return `model '${target}' (${s3ObjectUri(this.bucket, this.prefix + target)})`;
+  }
+
+  private async localizeObject(target: string): Promise<Localized> {
+    const startedAt = performance.now();
+    let received = 0;
+    let attempts = 0;
+    let info: S3ObjectInfo | undefined;
+    const published = await this.withRetry(target, this.describeTarget(target), async (attempt) => {
+      attempts = attempt.number;
+      const found = await this.headTarget(target, attempt, undefined);
+      if (!found) throw notFound(target, this.candidateUris(target));
+      info = found;
+      const cacheId = found.uri;
+      const cached = await findCacheEntry(this.cacheDir, cacheId, found.etag);
+      if (cached) return { dir: cached.contentDir, entryDir: cached.dir, reused: true, files: 0 };
+      this.logger?.info(
+        { model: target, uri: found.uri, etag: found.etag, bytes: found.sizeBytes, attempt: attempt.number },
+        'downloading model archive from S3',
+      );
+      const result = await publishDirectory({
+        cacheDir: this.cacheDir,
+        target: cacheId,
+        version: found.etag,
+        fill: (contentDir) =>
+          this.download(found, contentDir, attempt, (bytes) => {
+            received += bytes;
+          }),
+      });
+      return { dir: result.contentDir, entryDir: result.dir, reused: result.reused, files: result.metadata.files };
+    });
+    if (!info) throw new ServingError('INTERNAL', `model '${target}': no object information`, { model: target });
+    const { key, etag, uri } = info;
+    if (!published.reused) {
+      const durationMs = performance.now() - startedAt;
+      this.logger?.info(
+        { model: target, uri, etag, bytes: received, files: published.files, attempts, durationMs },
+        'downloaded and extracted model archive',
+      );
+      this.onDownload?.({
+        target,
+        key,
+        etag,
+        bytes: received,
+        durationMs,
+        attempts,
+        files: published.files,
+        dir: published.dir,
+      });
+    }
+    try {
+      const removed = await removeOtherVersions(this.cacheDir, uri, published.entryDir);
+      if (removed.length > 0) this.logger?.info({ model: target, removed }, 'removed superseded model cache entries');
+    } catch (err) {
+      // Stale entries only cost disk space; the current version is ready to serve.
+      this.logger?.warn({ model: target, err }, 'could not remove superseded model cache entries');
+    }
+    return { dir: published.dir, version: etag };
+  }
+
+  private candidateKeys(target: string): string[] {
+    const names = isArchiveName(target) ? [target] : ARCHIVE_SUFFIXES.map((suffix) => `${target}${suffix}`);
+    return names.map((name) => this.prefix + name);
+  }
+
+  private candidateUris(target: string): string[] {
+    return this.candidateKeys(target).map((key) => s3ObjectUri(this.bucket, key));
+  }
+
+  /** HeadObject on each candidate key; undefined when none exists. */
+  private async headTarget(target: string, attempt: Attempt, signal: AbortSignal | undefined): Promise<S3ObjectInfo | undefined> {
+    for (const key of this.candidateKeys(target)) {
+      const uri = s3ObjectUri(this.bucket, key);
+      let head: HeadObjectCommandOutput;
+      try {
+        head = await this.request(
+          attempt,
+          signal,
+          (abortSignal) => this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }), { abortSignal }),
+          (err) => s3Failure(err, { target, action: `reading ${uri}`, uri, bucket: this.bucket }),
+        );
+      } catch (err) {
+        if (err instanceof ServingError && err.code === 'MODEL_NOT_FOUND') continue;
+        throw err;
+      }
+      const etag = unquoteEtag(head.ETag);
+      if (etag === undefined) {
+        throw new ServingError('UPSTREAM_UNAVAILABLE', `model '${target}': ${uri} has no ETag`, { model: target });
+      }
+      return { target, key, uri, etag, version: etag, sizeBytes: head.ContentLength, lastModified: head.LastModified };
+    }
+    return undefined;
+  }
+
+  /** GetObject (for exactly the ETag we cache it under) streamed into `contentDir`. */
+  private async download(
+    info: S3ObjectInfo,
+    contentDir: string,
+    attempt: Attempt,
+    onBytes: (bytes: number) => void,
+  ): Promise<{ bytes: number; files: number }> {
+    const { target, key, uri } = info;
+    const context = { target, action: `downloading ${uri}`, uri, bucket: this.bucket };
+    const response = await this.request(
+      attempt,
+      undefined,
+      (abortSignal) =>
+        this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key, IfMatch: `"${info.etag}"` }), {
+          abortSignal,
+        }),
+      (err) => s3Failure(err, context),
+    );
+    const body: unknown = response.Body;
+    if (!(body instanceof Readable)) {
+      throw new ServingError('INTERNAL', `model '${target}': the S3 client returned no Node.js stream for ${uri}`, {
+        model: target,
+      });
+    }
+    const etag = unquoteEtag(response.ETag);
+    if (etag !== undefined && etag !== info.etag) {
+      body.destroy();
+      throw markRetryable(
+        new ServingError('UPSTREAM_UNAVAILABLE', `model '${target}': ${uri} changed during the download`, {
+          model: target,
+        }),
+      );
+    }
+    const meter = new DownloadMeter(response.ContentLength, this.idleTimeoutMs, (bytes) => {
+      attempt.progressed = true;
+      this.downloaded += bytes;
+      onBytes(bytes);
+    });
+    // Not stream.pipeline: an error the extraction destroys `meter` with must
+    // not look like an upstream failure. Body errors (a cut connection) do.
+    body.on('error', (err: Error) => meter.fail(err));
+    meter.on('close', () => {
+      if (!body.readableEnded && !body.destroyed) body.destroy();
+    });
+    body.pipe(meter);
+    try {
+      return await extractArchive(meter, contentDir, this.limits);
+    } catch (err) {
+      if (err instanceof ServingError && err.code === 'UPSTREAM_UNAVAILABLE') {
+        throw markRetryable(prefixed(err, target, `downloading ${uri} failed: `));
+      }
+      if (meter.failure && !(err instanceof ServingError && err.code !== 'INTERNAL')) {
+        // The stream broke first; whatever the extraction said is a consequence.
+        throw markRetryable(
+          new ServingError('UPSTREAM_UNAVAILABLE', `model '${target}': downloading ${uri} failed: ${messageOf(meter.failure)}`, {
+            model: target,
+            cause: meter.failure,
+          }),
+        );
+      }
+      throw err instanceof ServingError ? prefixed(err, target, '') : err;
+    } finally {
+      if (!meter.destroyed) meter.destroy();
+      if (!body.readableEnded && !body.destroyed) body.destroy();
+    }
+  }
+
+  /**
+   * One S3 call, answered before the attempt's deadline (the call is aborted
+   * then; a streamed body is not: only the headers are waited for here).
+   */
+  private async request<T>(
+    attempt: Attempt,
+    signal: AbortSignal | undefined,
+    call: (abortSignal: AbortSignal) => Promise<T>,
+    failure: (err: unknown) => ServingError,
+  ): Promise<T> {
+    const controller = new AbortController();
+    const budget = Math.max(attempt.deadline - performance.now(), MIN_REQUEST_MS);
+    const timer = setTimeout(() => controller.abort(), budget);
+    const onAbort = (): void => controller.abort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      return await call(controller.signal);
+    } catch (err) {
+      if (signal?.aborted) throw cancelled(undefined, signal);
+      if (controller.signal.aborted) {
+        const timeout = new Error(`S3 did not answer within ${Math.round(budget)} ms`);
+        timeout.name = 'TimeoutError';
+        throw failure(timeout);
+      }
+      throw failure(err);
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /**
+   * Runs `op` until it succeeds, fails for good, or the retry budget is spent.
+   * `op` throws ServingErrors; those in `retryable` are tried again.
+   */
+  private async withRetry<T>(
+    model: string | undefined,
+    what: string,
+    op: (attempt: Attempt) => Promise<T>,
+    signal?: AbortSignal,
+  ): Promise<T> {
+    const { attempts, baseDelayMs, maxTotalMs } = this.retry;
+    const firstStart = performance.now();
+    let windowStart = firstStart;
+    for (let number = 1; ; number++) {
+      if (signal?.aborted) throw cancelled(model, signal);
+      const attempt: Attempt = { number, deadline: windowStart + maxTotalMs, progressed: false };
+      let failure: ServingError;
+      try {
+        return await op(attempt);
+      } catch (err) {
+        if (!(err instanceof ServingError)) {
+          throw new ServingError('INTERNAL', `${what}: ${messageOf(err)}`, { cause: err, ...(model ? { model } : {}) });
+        }
+        if (!retryable.has(err)) throw err;
+        failure = err;
+      }
+      if (attempt.progressed) windowStart = performance.now();
+      const delay = backoffDelay(baseDelayMs, number);
+      const spent = performance.now() - windowStart;
+      if (number >= attempts || spent + delay >= maxTotalMs) {
+        const elapsed = Math.round(performance.now() - firstStart);
+        throw new ServingError(
+          'UPSTREAM_UNAVAILABLE',
+          `${failure.message} (gave up after ${number} attempt${number === 1 ? '' : 's'} in ${elapsed} ms)`,
+          { cause: failure, ...(model ? { model } : {}), details: { attempts: number, elapsedMs: elapsed } },
+        );
+      }
+      this.logger?.warn(
+        { model, attempt: number, delayMs: Math.round(delay), err: failure.message },
+        `${what}: S3 request failed, retrying`,
+      );
+      try {
+        await sleep(delay, undefined, signal ? { signal } : undefined);
+      } catch {
+        throw cancelled(model, signal);
+      }
+    }
+  }
+}
+
+/**
+ * Counts body bytes, detects a body shorter than Content-Length (a connection
+ * closed early) and a body that stops sending, and fails the stream for both.
+ */
+class DownloadMeter extends Transform {
+  bytes = 0;
+  failure: Error | undefined;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly expected: number | undefined,
+    private readonly idleMs: number,
+    private readonly onBytes: (bytes: number) => void,
+  ) {
+    super();
+    this.arm();
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    this.bytes += chunk.length;
+    this.onBytes(chunk.length);
+    this.arm();
+    callback(null, chunk);
+  }
+
+  override _flush(callback: TransformCallback): void {
+    this.disarm();
+    if (this.expected !== undefined && this.bytes !== this.expected) {
+      const err = Object.assign(
+        new Error(`the connection closed after ${this.bytes} of ${this.expected} bytes`),
+        { code: 'ECONNRESET' },
+      );
+      this.failure ??= err;
+      callback(err);
+      return;
+    }
+    callback();
+  }
+
+  /** The download failed upstream (cut, stalled, truncated): fail the stream with it. */
+  fail(err: Error): void {
+    this.failure ??= err;
+    this.destroy(err);
+  }
+
+  override _destroy(err: Error | null, callback: (error?: Error | null) => void): void {
+    this.disarm();
+    callback(err);
+  }
+
+  private arm(): void {
+    this.disarm();
+    if (this.idleMs <= 0) return;
+    this.timer = setTimeout(() => {
+      this.fail(Object.assign(new Error(`no data received from S3 for ${this.idleMs} ms`), { code: 'ETIMEDOUT' }));
+    }, this.idleMs);
+    this.timer.unref();
+  }
+
+  private disarm(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Error classification
+
+const NOT_FOUND_NAMES = new Set(['NoSuchKey', 'NotFound']);
+const DENIED_NAMES = new Set([
+  'AccessDenied',
+  'Forbidden',
+  'InvalidAccessKeyId',
+  'SignatureDoesNotMatch',
+  'ExpiredToken',
+  'InvalidToken',
+  'TokenRefreshRequired',
+  'AllAccessDisabled',
+  'AccountProblem',
+]);
+const RETRYABLE_NAMES = new Set([
+  'SlowDown',
+  'Throttling',
+  'ThrottlingException',
+  'ThrottledException',
+  'RequestThrottled',
+  'RequestThrottledException',
+  'TooManyRequestsException',
+  'RequestLimitExceeded',
+  'BandwidthLimitExceeded',
+  'RequestTimeout',
+  'RequestTimeoutException',
+  'InternalError',
+  'ServiceUnavailable',
+  'PreconditionFailed', // the object was replaced between HeadObject and GetObject
+  'TimeoutError',
+]);
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'EHOSTDOWN',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'ERR_STREAM_PREMATURE_CLOSE',
+]);
+
+interface FailureContext {
+  readonly target?: string;
+  /** e.g. `downloading s3://b/k` */
+  readonly action: string;
+  readonly uri: string;
+  readonly bucket: string;
+}
+
+/** Maps an SDK or network error to a ServingError; transient ones are marked retryable. */
+function s3Failure(err: unknown, context: FailureContext): ServingError {
+  if (err instanceof ServingError) return err;
+  const { target, action, uri, bucket } = context;
+  const status = httpStatusOf(err);
+  const name = err instanceof Error ? err.name : 'Error';
+  const about = target === undefined ? '' : `model '${target}': `;
+  const options = { cause: err, ...(target === undefined ? {} : { model: target }) };
+  const cause = describe(err, status);
+
+  if (name === 'NoSuchBucket') {
+    return new ServingError('UPSTREAM_UNAVAILABLE', `${about}${action} failed: the bucket '${bucket}' does not exist`, options);
+  }
+  if (NOT_FOUND_NAMES.has(name) || status === 404) {
+    if (target === undefined) return new ServingError('UPSTREAM_UNAVAILABLE', `${action} failed: ${cause}`, options);
+    return new ServingError('MODEL_NOT_FOUND', `model '${target}' not found: no object ${uri}`, options);
+  }
+  if (DENIED_NAMES.has(name) || status === 401 || status === 403) {
+    return new ServingError('ACCESS_DENIED', `${about}access denied ${action}: ${cause}`, options);
+  }
+  const transient =
+    (status !== undefined && (status >= 500 || status === 429 || status === 412 || status === 408)) ||
+    RETRYABLE_NAMES.has(name) ||
+    (status === undefined && (NETWORK_CODES.has(errorCode(err) ?? '') || isMarkedRetryable(err)));
+  const failure = new ServingError('UPSTREAM_UNAVAILABLE', `${about}${action} failed: ${cause}`, options);
+  return transient ? markRetryable(failure) : failure;
+}
+
+function markRetryable(err: ServingError): ServingError {
+  retryable.add(err);
+  return err;
+}
+
+function isMarkedRetryable(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as { $retryable?: unknown }).$retryable !== undefined;
+}
+
+function httpStatusOf(err: unknown): number | undefined {
+  if (typeof err !== 'object' || err === null) return undefined;
+  const status = (err as { $metadata?: { httpStatusCode?: unknown } }).$metadata?.httpStatusCode;
+  return typeof status === 'number' ? status : undefined;
+}
+
+/** SDK errors for bodiless responses (HEAD) say only "UnknownError": show name and status too. */
+function describe(err: unknown, status: number | undefined): string {
+  if (status !== undefined && ['UnknownError', 'Unknown', ''].includes(messageOf(err))) {
+    const name = err instanceof Error && !['Unknown', 'UnknownError', 'Error'].includes(err.name) ? ` ${err.name}` : '';
+    return `HTTP ${status}${name}`;
+  }
+  const message = messageOf(err);
+  const name = err instanceof Error ? err.name : '';
+  const code = errorCode(err);
+  const parts = [name && name !== 'Error' && !message.includes(name) ? `${name}: ${message}` : message];
+  if (status !== undefined) parts.push(`(HTTP ${status})`);
+  else if (code !== undefined && !message.includes(code)) parts.push(`(${code})`);
+  return parts.join(' ');
+}
+
+function notFound(target: string, uris: readonly string[]): ServingError {
+  const where = uris.length === 1 ? `no object ${uris[0]}` : `none of ${uris.join(', ')} exists`;
+  return new ServingError('MODEL_NOT_FOUND', `model '${target}' not found: ${where}`, {
+    model: target,
+    details: { uris },
+  });
+}
+
+/** Extraction errors do not know the target: prefix it so logs and clients see which model failed. */
+function prefixed(err: ServingError, target: string, context: string): ServingError {
+  if (err.message.startsWith(`model '${target}'`)) return err;
+  return new ServingError(err.code, `model '${target}': ${context}${err.message}`, {
+    model: target,
+    cause: err,
+    ...(err.details === undefined ? {} : { details: err.details }),
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Helpers
+
+function resolveRetry(partial: Partial<S3RetryOptions> | undefined): S3RetryOptions {
+  const retry = { ...DEFAULT_S3_RETRY, ...partial };
+  if (!Number.isInteger(retry.attempts) || retry.attempts < 1) {
+    throw new RangeError(`retry.attempts must be a positive integer, got ${retry.attempts}`);
+  }
+  if (!(retry.baseDelayMs >= 0) || !(retry.maxTotalMs > 0)) {
+    throw new RangeError('retry.baseDelayMs must be >= 0 and retry.maxTotalMs > 0');
+  }
+  return Object.freeze(retry);
+}
+
+/** Exponential backoff with jitter: base·2^(n-1) scaled by [0.5, 1). */
+function backoffDelay(baseDelayMs: number, attempt: number): number {
+  return baseDelayMs * 2 ** (attempt - 1) * (0.5 + Math.random() / 2);
+}
+
+function unquoteEtag(etag: string | undefined): string | undefined {
+  if (etag === undefined) return undefined;
+  const trimmed = etag.trim().replace(/^W\//, '');
+  const bare = trimmed.startsWith('"') && trimmed.endsWith('"') && trimmed.length >= 2 ? trimmed.slice(1, -1) : trimmed;
+  return bare === '' ? undefined : bare;
+}
+
+function collect(page: ListObjectsV2CommandOutput, prefix: string, out: SourceEntry[]): void {
+  for (const object of page.Contents ?? []) {
+    const key = object.Key;
+    if (key === undefined || !key.startsWith(prefix)) continue;
+    const rel = key.slice(prefix.length);
+    if (!isArchiveName(rel) || !isValidTarget(rel)) continue;
+    out.push({ target: rel, sizeBytes: object.Size, lastModified: object.LastModified });
+  }
+}
+
+function isValidTarget(rel: string): boolean {
+  try {
+    return normalizeTarget(rel) === rel;
+  } catch {
+    return false;
+  }
+}
+
+function abortable<T>(work: Promise<T>, signal: AbortSignal | undefined, target: string): Promise<T> {
+  if (!signal) return work;
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(cancelled(target, signal));
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err);
+      },
+    );
+  });
+}
+
+function cancelled(target: string | undefined, signal: AbortSignal | undefined): ServingError {
+  const reason: unknown = signal?.reason;
+  if (reason instanceof ServingError) return reason;
+  const about = target === undefined ? 'S3 request' : `model '${target}': localizing`;
+  const options = { cause: reason, ...(target === undefined ? {} : { model: target }) };
+  if (reason instanceof Error && reason.name === 'TimeoutError') {
+    return new ServingError('TIMEOUT', `${about} timed out`, options);
+  }
+  return new ServingError('CANCELLED', `${about} was cancelled`, options);
+}
+
+function errorCode(err: unknown): string | undefined {
+  if (typeof err !== 'object' || err === null || !('code' in err)) return undefined;
+  const code = (err as { code: unknown }).code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
