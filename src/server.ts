@@ -15,7 +15,10 @@ import { detectHostCapabilities } from './runtime/execution-providers.js';
 import { RuntimePool } from './runtime/runtime-pool.js';
 import { InferenceService } from './service/inference-service.js';
 import { cleanCacheDir } from './store/cache-publish.js';
+import { isS3Uri } from './config/s3-uri.js';
 import { LocalModelSource } from './store/local-source.js';
+import type { ModelSource } from './store/model-source.js';
+import { S3ModelSource } from './store/s3-source.js';
 
 export interface RunningServer {
   readonly server: Server;
@@ -27,21 +30,31 @@ export interface RunningServer {
   shutdown(reason: string): Promise<void>;
 }
 
+function createModelSource(config: ServerConfig, logger: Logger): ModelSource {
+  const limits = { maxBytes: config.archiveMaxBytes, maxEntries: config.archiveMaxEntries };
+  if (!isS3Uri(config.modelSource)) return new LocalModelSource({ root: config.modelSource, cacheDir: config.cacheDir, limits, logger });
+  const region = config.awsRegion ?? (config.s3Endpoint ? 'us-east-1' : undefined);
+  return new S3ModelSource({
+    uri: config.modelSource,
+    cacheDir: config.cacheDir,
+    limits,
+    logger,
+    ...(region === undefined ? {} : { region }),
+    ...(config.s3Endpoint === undefined ? {} : { endpoint: config.s3Endpoint }),
+  });
+}
+
 export async function startServer(config: ServerConfig, logger: Logger, metrics: Metrics = createMetrics({ collectProcessMetrics: true })): Promise<RunningServer> {
   await mkdir(config.cacheDir, { recursive: true });
   const cleaned = await cleanCacheDir(config.cacheDir);
   logger.debug({ cacheDir: config.cacheDir, cleaned }, 'cache directory ready');
   const host = detectHostCapabilities();
   const pool = new RuntimePool(config.runtimeWorkers);
-  const source = new LocalModelSource({
-    root: config.modelSource,
-    cacheDir: config.cacheDir,
-    limits: { maxBytes: config.archiveMaxBytes, maxEntries: config.archiveMaxEntries },
-    logger,
-  });
+  const source = createModelSource(config, logger);
   const registry = new ModelRegistry({
     source,
-    defaultRoot: config.modelSource,
+    // An S3 prefix is not a repository: without a header only MME_DEFAULT_MODEL (a target) can be served.
+    defaultRoot: isS3Uri(config.modelSource) ? undefined : config.modelSource,
     defaultModel: config.defaultModel,
     loadDeps: { pool, intraOpThreads: config.intraOpThreads, logger, host, serverProviders: config.executionProviders },
     logger,

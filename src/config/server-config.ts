@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ServingError } from '../errors.js';
+import { isS3Uri, parseS3Uri } from './s3-uri.js';
 
 export type ProviderName = 'tensorrt' | 'cuda' | 'cpu';
 export const PROVIDER_NAMES: readonly ProviderName[] = ['tensorrt', 'cuda', 'cpu'];
@@ -20,8 +21,12 @@ export interface ServerConfig {
   readonly port: number;
   readonly multiModel: boolean;
   readonly bodyLimitBytes: number;
-  /** Local directory the model source reads (file:// URLs are converted). */
+  /** `s3://bucket/prefix/`, or a local directory (file:// URLs are converted). */
   readonly modelSource: string;
+  /** AWS region for S3 (else the SDK's own resolution: profile, instance metadata). */
+  readonly awsRegion: string | undefined;
+  /** S3-compatible endpoint; turns on path-style addressing. */
+  readonly s3Endpoint: string | undefined;
   readonly cacheDir: string;
   readonly defaultModel: string | undefined;
   /** undefined = automatic (CUDA when its provider library and a GPU are present, else CPU). */
@@ -113,8 +118,35 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['MME_MODEL_SOURCE'],
     defaultText: '/opt/ml/model',
     description:
-      'Where targets are resolved: a local directory or file:// URL holding .tar.gz archives and/or model directories.',
-    parse: (raw) => localPath('MME_MODEL_SOURCE', raw ?? '/opt/ml/model'),
+      'Where targets are resolved: `s3://bucket/prefix/`, or a local directory or file:// URL holding .tar.gz archives and/or model directories.',
+    parse: (raw) => {
+      const v = (raw ?? '/opt/ml/model').trim();
+      if (!isS3Uri(v)) return localPath('MME_MODEL_SOURCE', v);
+      try {
+        return parseS3Uri(v).uri;
+      } catch (err) {
+        throw new Error(`MME_MODEL_SOURCE: ${(err as Error).message}`);
+      }
+    },
+  },
+  {
+    key: 'awsRegion',
+    env: ['AWS_REGION', 'AWS_DEFAULT_REGION'],
+    defaultText: "(SDK default; us-east-1 with an endpoint)",
+    description: 'Region of the S3 bucket. With AWS_ENDPOINT_URL_S3 and no region, us-east-1.',
+    parse: (raw) => (raw?.trim() ? raw.trim() : undefined),
+  },
+  {
+    key: 's3Endpoint',
+    env: ['AWS_ENDPOINT_URL_S3', 'AWS_ENDPOINT_URL'],
+    defaultText: '(AWS)',
+    description: 'S3-compatible endpoint URL (MinIO, LocalStack, s3rver); enables path-style addressing. Credentials come from the standard AWS chain.',
+    parse: (raw) => {
+      if (!raw?.trim()) return undefined;
+      const v = raw.trim();
+      if (!/^https?:\/\/[^\s]+$/i.test(v)) throw new Error(`AWS_ENDPOINT_URL_S3 must be an http(s) URL, got '${raw}'`);
+      return v;
+    },
   },
   {
     key: 'cacheDir',

@@ -53,8 +53,8 @@ interface Entry {
 
 export interface RegistryOptions {
   readonly source: ModelSource;
-  /** Local directory treated as a repository for requests without a target (single-model mode). */
-  readonly defaultRoot: string;
+  /** Local directory treated as a repository for requests without a target (single-model mode); undefined for remote sources. */
+  readonly defaultRoot: string | undefined;
   readonly defaultModel: string | undefined;
   readonly loadDeps: PackageLoadDeps;
   readonly logger: Logger;
@@ -94,6 +94,14 @@ export class ModelRegistry {
         if (!(err instanceof ServingError) || (err.code !== 'MODEL_NOT_FOUND' && err.code !== 'INVALID_TARGET')) throw err;
         // Not a target of the source: it names a model directory inside the source root (Triton's single-model mode).
       }
+    }
+    if (defaultRoot === undefined) {
+      throw new ServingError(
+        'MODEL_NOT_FOUND',
+        defaultModel === undefined
+          ? `no default model: send the X-Amzn-SageMaker-Target-Model header naming an archive in ${source.description}, or set MME_DEFAULT_MODEL`
+          : `default model '${defaultModel}' not found in ${source.description}`,
+      );
     }
     const label = defaultModel ?? path.basename(defaultRoot);
     return this.acquireOrLoad('default', 'default', label, async () => {

@@ -46,7 +46,7 @@ import { extractArchive } from './extract-archive.js';
 import type { ExtractLimits } from './extract-limits.js';
 import { isArchiveName } from './local-source.js';
 import type { LocalModel, ModelSource, SourceEntry } from './model-source.js';
-import { parseS3Uri, s3ObjectUri } from './s3-uri.js';
+import { parseS3Uri, s3ObjectUri } from '../config/s3-uri.js';
 import { normalizeTarget } from './target-path.js';
 
 const ARCHIVE_SUFFIXES = ['.tar.gz', '.tgz'] as const;

@@ -12,7 +12,6 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import http from 'node:http';
-import { createRequire } from 'node:module';
 import net, { type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -22,16 +21,9 @@ import { addSub, packTarGz, writeModelDir } from '../../examples/models/zoo.js';
 import { ServingError, type ErrorCode } from '../../src/errors.js';
 import type { ExtractLimits } from '../../src/store/extract-limits.js';
 import { S3ModelSource, type S3DownloadEvent, type S3ModelSourceOptions } from '../../src/store/s3-source.js';
-import { isS3Uri, parseS3Uri } from '../../src/store/s3-uri.js';
+import { isS3Uri, parseS3Uri } from '../../src/config/s3-uri.js';
 import { tgz } from '../support/raw-tar.js';
-
-interface S3rverInstance {
-  run(): Promise<AddressInfo>;
-  close(): Promise<void>;
-}
-type S3rverConstructor = new (options: Record<string, unknown>) => S3rverInstance;
-// s3rver ships no type declarations.
-const S3rver = createRequire(import.meta.url)('s3rver') as S3rverConstructor;
+import { allowS3rverContinuationTokens, S3rver, type S3rverInstance } from '../support/s3rver.js';
 
 const BUCKET = 'models';
 const PREFIX = 'prefix/';
@@ -571,40 +563,6 @@ describe('S3ModelSource', () => {
     }
   });
 });
-
-/**
- * s3rver encrypts ListObjectsV2 continuation tokens with DES, which OpenSSL 3
- * (Node >= 17) only offers through its legacy provider, so every truncated
- * listing is a 500. Where DES is unavailable, `des` ciphers become the identity
- * function for this test process (s3rver is the only user of DES here): tokens
- * are then opaque base64 of the IV and the key, and pagination works.
- */
-function allowS3rverContinuationTokens(): () => void {
-  interface PassThroughCipher {
-    update(data: string | Buffer, encoding?: BufferEncoding): Buffer;
-    final(): Buffer;
-  }
-  type Factory = (algorithm: string, ...rest: unknown[]) => unknown;
-  const crypto = createRequire(import.meta.url)('node:crypto') as Record<'createCipheriv' | 'createDecipheriv', Factory>;
-  try {
-    crypto.createCipheriv('des', Buffer.alloc(8), Buffer.alloc(8));
-    return () => undefined; // DES works: nothing to do
-  } catch {
-    // ERR_OSSL_EVP_UNSUPPORTED
-  }
-  const identity = (): PassThroughCipher => ({
-    update: (data, encoding) => (typeof data === 'string' ? Buffer.from(data, encoding ?? 'utf8') : Buffer.from(data)),
-    final: () => Buffer.alloc(0),
-  });
-  const { createCipheriv, createDecipheriv } = crypto;
-  crypto.createCipheriv = (algorithm, ...rest) => (algorithm === 'des' ? identity() : createCipheriv(algorithm, ...rest));
-  crypto.createDecipheriv = (algorithm, ...rest) =>
-    algorithm === 'des' ? identity() : createDecipheriv(algorithm, ...rest);
-  return () => {
-    crypto.createCipheriv = createCipheriv;
-    crypto.createDecipheriv = createDecipheriv;
-  };
-}
 
 function restoreEnv(name: string, value: string | undefined): void {
   if (value === undefined) delete process.env[name];

@@ -122,10 +122,27 @@ describe('loadServerConfig: each variable', () => {
       assert.equal(load({ [name]: 'rel/dir' })[key], path.resolve('rel/dir'));
       assert.equal(load({ [name]: 'file:///srv/my%20models' })[key], '/srv/my models');
       assert.equal(load({ [name]: 'file:///srv/models/' })[key], '/srv/models/');
-      expectProblem({ [name]: 's3://bucket/prefix' }, `${name}: unsupported scheme in 's3://bucket/prefix' (use a local directory or file:// URL)`);
+      if (name === 'MME_CACHE_DIR') {
+        expectProblem({ [name]: 's3://bucket/prefix' }, `${name}: unsupported scheme in 's3://bucket/prefix' (use a local directory or file:// URL)`);
+      }
       expectProblem({ [name]: 'HTTPS://host/x' }, `${name}: unsupported scheme in 'HTTPS://host/x' (use a local directory or file:// URL)`);
     });
   }
+
+  test('MME_MODEL_SOURCE: s3://bucket/prefix is kept as a normalised S3 URI; a bad bucket is reported', () => {
+    assert.equal(load({ MME_MODEL_SOURCE: 's3://bucket/prefix' }).modelSource, 's3://bucket/prefix/');
+    assert.equal(load({ MME_MODEL_SOURCE: 's3://my-bucket/' }).modelSource, 's3://my-bucket/');
+    expectProblem({ MME_MODEL_SOURCE: 's3://b/p' }, `MME_MODEL_SOURCE: invalid S3 location "s3://b/p": bad bucket name 'b': it must be 3 to 63 characters long`);
+  });
+
+  test('AWS_REGION / AWS_DEFAULT_REGION and AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL', () => {
+    assert.equal(load({}).awsRegion, undefined);
+    assert.equal(load({ AWS_DEFAULT_REGION: 'eu-west-1' }).awsRegion, 'eu-west-1');
+    assert.equal(load({ AWS_REGION: 'us-west-2', AWS_DEFAULT_REGION: 'eu-west-1' }).awsRegion, 'us-west-2');
+    assert.equal(load({ AWS_ENDPOINT_URL: 'http://127.0.0.1:9000' }).s3Endpoint, 'http://127.0.0.1:9000');
+    assert.equal(load({ AWS_ENDPOINT_URL_S3: 'https://s3.local', AWS_ENDPOINT_URL: 'http://x' }).s3Endpoint, 'https://s3.local');
+    expectProblem({ AWS_ENDPOINT_URL_S3: 'localhost:9000' }, `AWS_ENDPOINT_URL_S3 must be an http(s) URL, got 'localhost:9000'`);
+  });
 
   test('file://localhost/ URLs are local paths too', () => {
     assert.equal(load({ MME_MODEL_SOURCE: 'file://localhost/srv/x' }).modelSource, '/srv/x');
@@ -195,7 +212,7 @@ describe('loadServerConfig: errors and result', () => {
       MME_MAX_INFLIGHT_REQUESTS: '-3',
       SAGEMAKER_BIND_TO_PORT: 'x',
       MME_LOG_LEVEL: 'loud',
-      MME_MODEL_SOURCE: 's3://b/p',
+      MME_MODEL_SOURCE: 'gs://b/p',
       SAGEMAKER_MULTI_MODEL: 'perhaps',
       MME_EXECUTION_PROVIDERS: 'gpu',
       MME_HOST: 'fine.example',
@@ -206,7 +223,7 @@ describe('loadServerConfig: errors and result', () => {
         [
           `SAGEMAKER_BIND_TO_PORT must be an integer in [0, 65535], got 'x'`,
           `SAGEMAKER_MULTI_MODEL must be true or false, got 'perhaps'`,
-          `MME_MODEL_SOURCE: unsupported scheme in 's3://b/p' (use a local directory or file:// URL)`,
+          `MME_MODEL_SOURCE: unsupported scheme in 'gs://b/p' (use a local directory or file:// URL)`,
           `MME_EXECUTION_PROVIDERS: unknown provider 'gpu' (known: tensorrt, cuda, cpu, auto)`,
           `MME_LOG_LEVEL: unknown level 'loud'`,
           `MME_MAX_INFLIGHT_REQUESTS must be an integer in [1, 9007199254740991], got '-3'`,
