@@ -22,6 +22,7 @@ import type { ExtractLimits } from './extract-limits.js';
 import type { LocalModel, ModelSource, SourceEntry } from './model-source.js';
 import { normalizeTarget } from './target-path.js';
 import { errorCode, messageOf } from './node-error.js';
+import { abortable, cancelled } from './abort.js';
 
 /** How deep list() looks for archives and model directories (path segments of a target). */
 export const MAX_LIST_DEPTH = 4;
@@ -330,32 +331,5 @@ function withTarget(err: unknown, target: string): ServingError {
     });
   }
   return new ServingError('INTERNAL', `model '${target}': ${messageOf(err)}`, { model: target, cause: err });
-}
-
-function abortable<T>(work: Promise<T>, signal: AbortSignal | undefined, target: string): Promise<T> {
-  if (!signal) return work;
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(cancelled(target, signal));
-    signal.addEventListener('abort', onAbort, { once: true });
-    work.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(err);
-      },
-    );
-  });
-}
-
-function cancelled(target: string, signal: AbortSignal): ServingError {
-  const reason: unknown = signal.reason;
-  if (reason instanceof ServingError) return reason;
-  if (reason instanceof Error && reason.name === 'TimeoutError') {
-    return new ServingError('TIMEOUT', `model '${target}': localizing timed out`, { model: target, cause: reason });
-  }
-  return new ServingError('CANCELLED', `model '${target}': localizing was cancelled`, { model: target, cause: reason });
 }
 

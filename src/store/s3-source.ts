@@ -48,6 +48,8 @@ import { isArchiveName } from './local-source.js';
 import type { LocalModel, ModelSource, SourceEntry } from './model-source.js';
 import { parseS3Uri, s3ObjectUri } from '../config/s3-uri.js';
 import { normalizeTarget } from './target-path.js';
+import { abortable, cancelled } from './abort.js';
+import { errorCode, messageOf } from './node-error.js';
 
 const ARCHIVE_SUFFIXES = ['.tar.gz', '.tgz'] as const;
 
@@ -717,41 +719,3 @@ function isValidTarget(rel: string): boolean {
   }
 }
 
-function abortable<T>(work: Promise<T>, signal: AbortSignal | undefined, target: string): Promise<T> {
-  if (!signal) return work;
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(cancelled(target, signal));
-    signal.addEventListener('abort', onAbort, { once: true });
-    work.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(err);
-      },
-    );
-  });
-}
-
-function cancelled(target: string | undefined, signal: AbortSignal | undefined): ServingError {
-  const reason: unknown = signal?.reason;
-  if (reason instanceof ServingError) return reason;
-  const about = target === undefined ? 'S3 request' : `model '${target}': localizing`;
-  const options = { cause: reason, ...(target === undefined ? {} : { model: target }) };
-  if (reason instanceof Error && reason.name === 'TimeoutError') {
-    return new ServingError('TIMEOUT', `${about} timed out`, options);
-  }
-  return new ServingError('CANCELLED', `${about} was cancelled`, options);
-}
-
-function errorCode(err: unknown): string | undefined {
-  if (typeof err !== 'object' || err === null || !('code' in err)) return undefined;
-  const code = (err as { code: unknown }).code;
-  return typeof code === 'string' ? code : undefined;
-}
-
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
