@@ -11,6 +11,7 @@
  * `STRING`, as in Triton's mapping.
  */
 import onnxProto from 'onnx-proto';
+import { DATA_TYPES, type DataType } from '../../src/protocol/tensor.js';
 
 // onnx-proto is CommonJS whose exports cjs-module-lexer cannot see, so under
 // ESM only the default export (module.exports) carries the `onnx` namespace.
@@ -22,39 +23,9 @@ export type OnnxValueInfoProto = onnxProto.onnx.IValueInfoProto;
 export type OnnxNodeProto = onnxProto.onnx.INodeProto;
 export type OnnxAttributeProto = onnxProto.onnx.IAttributeProto;
 
-/** KServe v2 datatype names (config.pbtxt's `TYPE_STRING` is `BYTES`). */
-export type ElementType =
-  | 'BOOL'
-  | 'UINT8'
-  | 'UINT16'
-  | 'UINT32'
-  | 'UINT64'
-  | 'INT8'
-  | 'INT16'
-  | 'INT32'
-  | 'INT64'
-  | 'FP16'
-  | 'FP32'
-  | 'FP64'
-  | 'BYTES'
-  | 'BF16';
-
-export const ELEMENT_TYPES: readonly ElementType[] = Object.freeze([
-  'BOOL',
-  'UINT8',
-  'UINT16',
-  'UINT32',
-  'UINT64',
-  'INT8',
-  'INT16',
-  'INT32',
-  'INT64',
-  'FP16',
-  'FP32',
-  'FP64',
-  'BYTES',
-  'BF16',
-]);
+/** KServe v2 datatype names (config.pbtxt's `TYPE_STRING` is `BYTES`): the server's own list. */
+export type ElementType = DataType;
+export const ELEMENT_TYPES: readonly ElementType[] = DATA_TYPES;
 
 /** ONNX `TensorProto.DataType` numbers, spelled out so callers need not import onnx-proto. */
 export const OnnxDataType = Object.freeze({

@@ -18,6 +18,7 @@ import path from 'node:path';
 import * as tar from 'tar';
 import {
   attr,
+  ELEMENT_TYPES,
   buildModel,
   node,
   tensor,
@@ -212,19 +213,9 @@ function denseModel(layers: readonly DenseLayer[], docString: string): DenseMode
  */
 export type AddSubType = Exclude<ElementType, 'BOOL' | 'BYTES' | 'BF16'>;
 
-export const ADD_SUB_TYPES: readonly AddSubType[] = Object.freeze([
-  'UINT8',
-  'UINT16',
-  'UINT32',
-  'UINT64',
-  'INT8',
-  'INT16',
-  'INT32',
-  'INT64',
-  'FP16',
-  'FP32',
-  'FP64',
-]);
+export const ADD_SUB_TYPES: readonly AddSubType[] = Object.freeze(
+  ELEMENT_TYPES.filter((t): t is AddSubType => t !== 'BOOL' && t !== 'BYTES' && t !== 'BF16'),
+);
 
 /**
  * Triton's classic "simple" model: OUTPUT0 = INPUT0 + INPUT1,
@@ -253,21 +244,8 @@ export function addSub(dtype: AddSubType = 'FP32', dims = 16): ZooModel {
  * session whose inputs or outputs are BF16 rejects with `Unsupported data
  * type: 16`, because the JS binding has no tensor type for it.
  */
-export const IDENTITY_TYPES: readonly ElementType[] = Object.freeze([
-  'BOOL',
-  'UINT8',
-  'UINT16',
-  'UINT32',
-  'UINT64',
-  'INT8',
-  'INT16',
-  'INT32',
-  'INT64',
-  'FP16',
-  'FP32',
-  'FP64',
-  'BYTES',
-]);
+/** Every datatype but BF16, which onnxruntime-node 1.30 cannot hold. */
+export const IDENTITY_TYPES: readonly ElementType[] = Object.freeze(ELEMENT_TYPES.filter((t) => t !== 'BF16'));
 
 /** OUTPUT0 = Identity(INPUT0), `[-1, ...dims]` of `dtype`, max_batch_size 8. */
 export function identity(dtype: ElementType = 'FP32', dims: readonly number[] = [4]): ZooModel {
