@@ -31,7 +31,8 @@ const ORT_TO_DATATYPE: Readonly<Record<string, DataType>> = {
   string: 'BYTES',
 };
 
-const DATATYPE_TO_ORT: Readonly<Record<DataType, ort.Tensor.Type | undefined>> = {
+/** Our datatype → onnxruntime-node tensor type (undefined: not representable). */
+export const DATATYPE_TO_ORT: Readonly<Record<DataType, ort.Tensor.Type | undefined>> = {
   BOOL: 'bool',
   UINT8: 'uint8',
   UINT16: 'uint16',

@@ -42,24 +42,12 @@ import {
   writeModelDir,
   writeRepository,
 } from '../../../examples/models/zoo.js';
+import { DATATYPE_TO_ORT } from '../../../src/runtime/onnx-io.js';
 
 type OrtType = ort.Tensor.Type;
 
-const ORT_TYPE: Readonly<Record<Exclude<ElementType, 'BF16'>, OrtType>> = {
-  BOOL: 'bool',
-  UINT8: 'uint8',
-  UINT16: 'uint16',
-  UINT32: 'uint32',
-  UINT64: 'uint64',
-  INT8: 'int8',
-  INT16: 'int16',
-  INT32: 'int32',
-  INT64: 'int64',
-  FP16: 'float16',
-  FP32: 'float32',
-  FP64: 'float64',
-  BYTES: 'string',
-};
+/** The server's own mapping, so the zoo is checked against what the runtime will send. */
+const ORT_TYPE = DATATYPE_TO_ORT as Readonly<Record<Exclude<ElementType, 'BF16'>, OrtType>>;
 
 async function session(bytes: Uint8Array): Promise<ort.InferenceSession> {
   return ort.InferenceSession.create(bytes);

@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { fromBFloat16Bits, fromFloat16Bits, toBFloat16Bits, toFloat16Bits } from '../../../src/protocol/float16.js';
+import { seededRandom } from '../../../examples/models/zoo.js';
 
 const hex = (n: number): string => `0x${n.toString(16).padStart(4, '0')}`;
 
@@ -95,17 +96,6 @@ describe('toFloat16Bits', () => {
   });
 });
 
-/** mulberry32: a tiny seeded PRNG for reproducible property tests. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * Checks that `bits` is the round-to-nearest-even encoding of `x`: no neighbouring
@@ -126,7 +116,7 @@ function assertNearestEven(x: number, bits: number, decode: (b: number) => numbe
 
 describe('round-to-nearest-even property on random doubles', () => {
   test('toFloat16Bits over the whole finite range, subnormals included', () => {
-    const rand = seeded(16);
+    const rand = seededRandom(16);
     for (let i = 0; i < 50_000; i++) {
       // Log-uniform magnitudes from 2^-26 to 2^15.99, random sign.
       const x = (rand() < 0.5 ? -1 : 1) * 2 ** (rand() * 41.99 - 26);
@@ -135,7 +125,7 @@ describe('round-to-nearest-even property on random doubles', () => {
   });
 
   test('toBFloat16Bits over normal magnitudes', () => {
-    const rand = seeded(7);
+    const rand = seededRandom(7);
     for (let i = 0; i < 50_000; i++) {
       const x = (rand() < 0.5 ? -1 : 1) * 2 ** (rand() * 200 - 100);
       assertNearestEven(x, toBFloat16Bits(x), fromBFloat16Bits, 0x8000, 0x7f7f, 'toBFloat16Bits');

@@ -19,6 +19,7 @@ import { ServingError, type ErrorCode } from '../../../src/errors.js';
 import { publishDirectory } from '../../../src/store/cache-publish.js';
 import { extractArchive, type ExtractLimits } from '../../../src/store/extract-archive.js';
 import { tarBytes, tgz, type RawEntry } from '../../support/raw-tar.js';
+import { isServingError } from '../../support/serving-error.js';
 
 const LIMITS: ExtractLimits = { maxBytes: 64 * 1024 * 1024, maxEntries: 1000 };
 const sandboxes: string[] = [];
@@ -43,15 +44,6 @@ async function listTree(dir: string, prefix = ''): Promise<string[]> {
     if (dirent.isDirectory()) out.push(...(await listTree(path.join(dir, dirent.name), rel)));
   }
   return out.sort();
-}
-
-function isServingError(code: ErrorCode, pattern: RegExp) {
-  return (err: unknown): boolean => {
-    assert.ok(err instanceof ServingError, `expected a ServingError, got ${String(err)}`);
-    assert.equal(err.code, code, err.message);
-    assert.match(err.message, pattern);
-    return true;
-  };
 }
 
 /**

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { after, describe, it } from 'node:test';
 import * as tar from 'tar';
-import { ServingError, type ErrorCode } from '../../../src/errors.js';
+import { ServingError } from '../../../src/errors.js';
 import {
   cacheEntryName,
   cleanCacheDir,
@@ -24,6 +24,7 @@ import {
 } from '../../../src/store/cache-publish.js';
 import type { ExtractLimits } from '../../../src/store/extract-limits.js';
 import { LocalModelSource, type ExtractionEvent } from '../../../src/store/local-source.js';
+import { isServingError } from '../../support/serving-error.js';
 
 const LIMITS: ExtractLimits = { maxBytes: 64 * 1024 * 1024, maxEntries: 1000 };
 const sandboxes: string[] = [];
@@ -73,15 +74,6 @@ async function writeArchive(root: string, rel: string, files: Files, mtime?: Dat
 
 function tritonFiles(weights: Buffer | string = randomBytes(50_000)): Files {
   return { 'mymodel/config.pbtxt': 'name: "mymodel"\n', 'mymodel/1/model.onnx': weights };
-}
-
-function isServingError(code: ErrorCode, pattern: RegExp) {
-  return (err: unknown): boolean => {
-    assert.ok(err instanceof ServingError, `expected a ServingError, got ${String(err)}`);
-    assert.equal(err.code, code, err.message);
-    assert.match(err.message, pattern);
-    return true;
-  };
 }
 
 describe('LocalModelSource: archives', () => {
