@@ -6,15 +6,19 @@
  */
 import type { Server } from 'node:http';
 import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
 import { createApp } from './app.js';
+import { createMetricsListener } from './http/metrics-listener.js';
 import type { ServerConfig } from './config/server-config.js';
 import type { Logger } from './observability/logger.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
+import { MemoryManager } from './registry/memory-manager.js';
 import { ModelRegistry } from './registry/model-registry.js';
+import { gpuMemory, hostMemoryBytes } from './runtime/memory-usage.js';
 import { detectHostCapabilities } from './runtime/execution-providers.js';
 import { RuntimePool } from './runtime/runtime-pool.js';
 import { InferenceService } from './service/inference-service.js';
-import { cleanCacheDir } from './store/cache-publish.js';
+import { DiskCache } from './store/disk-cache.js';
 import { isS3Uri } from './config/s3-uri.js';
 import { LocalModelSource } from './store/local-source.js';
 import type { ModelSource } from './store/model-source.js';
@@ -23,6 +27,8 @@ import { S3ModelSource } from './store/s3-source.js';
 export interface RunningServer {
   readonly server: Server;
   readonly port: number;
+  /** The separate /metrics listener's port (MME_METRICS_PORT), when there is one. */
+  readonly metricsPort: number | undefined;
   readonly registry: ModelRegistry;
   readonly metrics: Metrics;
   readonly service: InferenceService;
@@ -30,40 +36,71 @@ export interface RunningServer {
   shutdown(reason: string): Promise<void>;
 }
 
-function createModelSource(config: ServerConfig, logger: Logger): ModelSource {
+function createModelSource(config: ServerConfig, logger: Logger, cache: DiskCache, metrics: Metrics): ModelSource {
   const limits = { maxBytes: config.archiveMaxBytes, maxEntries: config.archiveMaxEntries };
-  if (!isS3Uri(config.modelSource)) return new LocalModelSource({ root: config.modelSource, cacheDir: config.cacheDir, limits, logger });
-  const region = config.awsRegion ?? (config.s3Endpoint ? 'us-east-1' : undefined);
+  if (!isS3Uri(config.modelSource)) return new LocalModelSource({ root: config.modelSource, cacheDir: config.cacheDir, cache, limits, logger });
   return new S3ModelSource({
     uri: config.modelSource,
     cacheDir: config.cacheDir,
+    cache,
     limits,
     logger,
-    ...(region === undefined ? {} : { region }),
+    onDownload: (event) => {
+      metrics.modelDownloads.inc({ outcome: 'success' });
+      metrics.modelDownloadBytes.inc(event.bytes);
+    },
+    ...(config.awsRegion === undefined ? {} : { region: config.awsRegion }),
     ...(config.s3Endpoint === undefined ? {} : { endpoint: config.s3Endpoint }),
   });
 }
 
 export async function startServer(config: ServerConfig, logger: Logger, metrics: Metrics = createMetrics({ collectProcessMetrics: true })): Promise<RunningServer> {
   await mkdir(config.cacheDir, { recursive: true });
-  const cleaned = await cleanCacheDir(config.cacheDir);
-  logger.debug({ cacheDir: config.cacheDir, cleaned }, 'cache directory ready');
+  // Sweeps what a crash left half-written and indexes complete entries for reuse, before serving.
+  const cache = new DiskCache({ dir: config.cacheDir, maxBytes: config.cacheMaxBytes, logger, metrics });
+  await cache.open();
   const host = detectHostCapabilities();
-  const pool = new RuntimePool(config.runtimeWorkers);
-  const source = createModelSource(config, logger);
+  const pool = new RuntimePool(config.runtimeWorkers, { tensorrtCacheDir: path.join(config.cacheDir, '.tensorrt') });
+  const source = createModelSource(config, logger, cache, metrics);
+  const budget = await memoryBudget(config, host, logger);
+  const memory = new MemoryManager({ budgetBytes: budget.bytes, maxModels: config.maxLoadedModels, waitMs: config.memoryWaitMs, logger, metrics });
   const registry = new ModelRegistry({
     source,
     // An S3 prefix is not a repository: without a header only MME_DEFAULT_MODEL (a target) can be served.
     defaultRoot: isS3Uri(config.modelSource) ? undefined : config.modelSource,
     defaultModel: config.defaultModel,
-    loadDeps: { pool, intraOpThreads: config.intraOpThreads, logger, host, serverProviders: config.executionProviders },
+    revalidateMs: config.revalidateMs,
+    memory,
+    gpuVisible: host.gpuVisible,
+    loadDeps: {
+      pool,
+      intraOpThreads: config.intraOpThreads,
+      logger,
+      host,
+      serverProviders: config.executionProviders,
+      batching: {
+        enabled: config.dynamicBatching,
+        maxQueueDelayUs: config.batchMaxDelayUs,
+        maxBatchSize: config.batchMaxSize,
+        maxQueueSize: config.maxQueueSize,
+      },
+      metrics,
+    },
     logger,
     metrics,
   });
   const service = new InferenceService({ registry, metrics, maxInflight: config.maxInflightRequests });
   let shuttingDown = false;
   const inflight = { count: 0 };
-  const app = createApp({ service, metrics, logger, bodyLimitBytes: config.bodyLimitBytes, isShuttingDown: () => shuttingDown, inflight });
+  const app = createApp({
+    service,
+    metrics,
+    logger,
+    bodyLimitBytes: config.bodyLimitBytes,
+    defaultAccept: config.defaultAccept,
+    isShuttingDown: () => shuttingDown,
+    inflight,
+  });
 
   const server = await new Promise<Server>((resolve, reject) => {
     const s = app.listen(config.port, config.host, () => resolve(s));
@@ -73,26 +110,54 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
   server.keepAliveTimeout = 65_000;
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
+  // MME_METRICS_PORT: a second listener for scrapers (inside SAGEMAKER_SAFE_PORT_RANGE, checked at config time).
+  let metricsServer: Server | undefined;
+  let metricsPort: number | undefined;
+  if (config.metricsPort !== undefined) {
+    const listener = createMetricsListener(metrics, logger);
+    try {
+      await new Promise<void>((resolve, reject) => {
+        listener.once('error', reject);
+        listener.listen(config.metricsPort, config.host, () => resolve());
+      });
+    } catch (err) {
+      // Nothing half-started: the main listener and the workers go too, and startup fails with the cause.
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await pool.close();
+      throw err;
+    }
+    metricsServer = listener;
+    const a = listener.address();
+    metricsPort = typeof a === 'object' && a ? a.port : config.metricsPort;
+  }
   logger.info(
     {
       port,
+      metricsPort,
       source: source.description,
       cacheDir: config.cacheDir,
       multiModel: config.multiModel,
       defaultModel: config.defaultModel,
       providers: config.executionProviders ?? 'auto',
       runtimeWorkers: pool.size,
+      memoryBudgetBytes: budget.bytes,
+      memoryBudgetFrom: budget.from,
+      maxLoadedModels: config.maxLoadedModels,
       intraOpThreads: config.intraOpThreads ?? 'onnxruntime default',
+      dynamicBatching: config.dynamicBatching,
       gpuVisible: host.gpuVisible,
       installedProviders: [...host.installed],
     },
     'onnx-mme listening',
   );
 
+  const preloading = preload(config.preload, registry, logger);
+
   let stopping: Promise<void> | undefined;
   const shutdown = (reason: string): Promise<void> =>
     (stopping ??= (async () => {
       shuttingDown = true;
+      preloading.abort();
       logger.info({ reason, inflight: inflight.count }, 'shutting down: draining in-flight requests');
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
@@ -101,11 +166,67 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
       if (inflight.count > 0) logger.warn({ inflight: inflight.count }, 'shutdown deadline reached with requests still running');
       server.closeAllConnections();
       await closed;
+      // Scrapers could still read the metrics while requests drained; now that listener goes too.
+      if (metricsServer) {
+        const m = metricsServer;
+        const metricsClosed = new Promise<void>((resolve) => m.close(() => resolve()));
+        m.closeAllConnections();
+        await metricsClosed;
+      }
       await registry.close();
       await pool.close();
       logger.info('shutdown complete');
     })());
 
-  return { server, port, registry, metrics, service, shutdown };
+  return { server, port, metricsPort, registry, metrics, service, shutdown };
 }
 
+
+/** Most preloads in progress at once: enough to overlap downloads, few enough not to starve requests. */
+const PRELOAD_CONCURRENCY = 2;
+
+/**
+ * MME_PRELOAD: fetch and load targets in the background after listening, so
+ * /ping answers at once (SageMaker's health check) while the first requests for
+ * these models find them warm. A failure is logged and the target is simply
+ * loaded on demand later.
+ */
+function preload(targets: readonly string[], registry: ModelRegistry, logger: Logger): AbortController {
+  const controller = new AbortController();
+  const queue = [...targets];
+  const next = async (): Promise<void> => {
+    for (let target = queue.shift(); target !== undefined && !controller.signal.aborted; target = queue.shift()) {
+      const started = performance.now();
+      try {
+        const lease = await registry.acquireTarget(target, controller.signal);
+        lease.release();
+        logger.info({ model: target, durationMs: Math.round(performance.now() - started) }, 'preloaded model');
+      } catch (err) {
+        if (controller.signal.aborted) return;
+        logger.warn({ model: target, err: (err as Error).message }, 'preloading model failed; it will be loaded on first use');
+      }
+    }
+  };
+  for (let i = 0; i < Math.min(PRELOAD_CONCURRENCY, queue.length); i++) void next();
+  return controller;
+}
+
+/** Share of the host's (container's) memory the default budget gives models; the rest is the server, requests and the allocator's slack. */
+const HOST_MEMORY_SHARE = 0.7;
+/** Share of GPU memory when sessions run on CUDA by default (CUDA context and workspaces need the rest). */
+const GPU_MEMORY_SHARE = 0.8;
+
+/**
+ * MME_MEMORY_BUDGET_BYTES, else a share of the memory the models will live in:
+ * GPU memory when sessions default to CUDA here, else the container limit (or RAM).
+ */
+async function memoryBudget(config: ServerConfig, host: ReturnType<typeof detectHostCapabilities>, logger: Logger): Promise<{ bytes: number; from: string }> {
+  if (config.memoryBudgetBytes !== undefined) return { bytes: config.memoryBudgetBytes, from: 'MME_MEMORY_BUDGET_BYTES' };
+  const wantsGpu = (config.executionProviders ?? ['cuda']).some((p) => p !== 'cpu');
+  if (wantsGpu && host.gpuVisible && host.installed.has('cuda')) {
+    const gpu = await gpuMemory(0);
+    if (gpu) return { bytes: Math.floor(gpu.totalBytes * GPU_MEMORY_SHARE), from: 'GPU memory (nvidia-smi)' };
+    logger.warn('a GPU is visible but nvidia-smi did not answer: the memory budget falls back to host memory');
+  }
+  return { bytes: Math.floor(hostMemoryBytes() * HOST_MEMORY_SHARE), from: 'host memory (cgroup limit or RAM)' };
+}

@@ -28,6 +28,18 @@ export interface ServerConfig {
   /** S3-compatible endpoint; turns on path-style addressing. */
   readonly s3Endpoint: string | undefined;
   readonly cacheDir: string;
+  /** Disk cache byte budget; undefined = 80% of the cache volume's free space (plus what the cache already holds) at startup. */
+  readonly cacheMaxBytes: number | undefined;
+  /** How long a loaded target is trusted before its source object is checked again; 0 = never. */
+  readonly revalidateMs: number;
+  /** Targets fetched and loaded in the background at startup. */
+  readonly preload: readonly string[];
+  /** Memory budget for resident models; undefined = a share of the container's (or GPU's) memory. */
+  readonly memoryBudgetBytes: number | undefined;
+  /** Most model packages resident at once; undefined = no count cap. */
+  readonly maxLoadedModels: number | undefined;
+  /** How long a load waits for memory held by models in use before 507. */
+  readonly memoryWaitMs: number;
   readonly defaultModel: string | undefined;
   /** undefined = automatic (CUDA when its provider library and a GPU are present, else CPU). */
   readonly executionProviders: readonly ProviderName[] | undefined;
@@ -38,6 +50,32 @@ export interface ServerConfig {
   readonly maxInflightRequests: number;
   readonly runtimeWorkers: number;
   readonly intraOpThreads: number | undefined;
+  /** MME_DYNAMIC_BATCHING: false = every request runs alone (config dynamic_batching blocks included). */
+  readonly dynamicBatching: boolean;
+  /** Queue delay for batching models without a dynamic_batching block, in microseconds. */
+  readonly batchMaxDelayUs: number;
+  /** Most rows per batch for batching models without a dynamic_batching block; undefined = the model's max_batch_size. */
+  readonly batchMaxSize: number | undefined;
+  /** Waiting requests per model (and priority level) where config.pbtxt sets no max_queue_size. */
+  readonly maxQueueSize: number;
+  /** Inclusive range SageMaker allows for extra ports (SAGEMAKER_SAFE_PORT_RANGE). */
+  readonly safePortRange: { readonly min: number; readonly max: number } | undefined;
+  /** Separate /metrics listener; undefined = only on the main port; 0 = any free port (tests). */
+  readonly metricsPort: number | undefined;
+  /** Response content type when Accept is missing or * / *. */
+  readonly defaultAccept: DefaultAccept;
+}
+
+export type DefaultAccept = 'application/json' | 'text/csv' | 'application/x-npy';
+export const DEFAULT_ACCEPT_TYPES: readonly DefaultAccept[] = ['application/json', 'text/csv', 'application/x-npy'];
+
+/** `"23000-23999"` → {min, max}; throws on anything else. */
+function portRange(name: string, raw: string): { min: number; max: number } {
+  const m = /^\s*(\d{1,5})\s*-\s*(\d{1,5})\s*$/.exec(raw);
+  const min = m ? Number(m[1]) : Number.NaN;
+  const max = m ? Number(m[2]) : Number.NaN;
+  if (!(min >= 1 && max <= 65535 && min <= max)) throw new Error(`${name} must be an inclusive port range 'MIN-MAX' within 1-65535, got '${raw}'`);
+  return { min, max };
 }
 
 interface Setting<K extends keyof ServerConfig> {
@@ -156,6 +194,56 @@ export const SETTINGS: readonly AnySetting[] = [
     parse: (raw) => localPath('MME_CACHE_DIR', raw ?? path.join(os.tmpdir(), 'onnx-mme-cache')),
   },
   {
+    key: 'cacheMaxBytes',
+    env: ['MME_CACHE_MAX_BYTES'],
+    defaultText: '80% of the cache volume (free space + what the cache holds) at startup',
+    description:
+      'Byte budget of the disk cache of extracted models. When a new model needs room, least recently used models that are not loaded in memory are removed; a model that cannot fit gets 507.',
+    parse: (raw) => (raw === undefined || raw.trim() === '' ? undefined : int('MME_CACHE_MAX_BYTES', raw, 1)),
+  },
+  {
+    key: 'revalidateMs',
+    env: ['MME_REVALIDATE_SECONDS'],
+    defaultText: '60',
+    description:
+      "After this many seconds a loaded target's source object is checked again (one HeadObject, or a stat locally) on its next request; a changed object is reloaded, a deleted one becomes unknown (404). 0 = never. Fractions allowed.",
+    parse: (raw) => {
+      if (raw === undefined) return 60_000;
+      const n = /^\s*\d+(\.\d+)?\s*$/.test(raw) ? Number(raw.trim()) : Number.NaN;
+      if (!Number.isFinite(n) || n < 0 || n > 31_536_000) throw new Error(`MME_REVALIDATE_SECONDS must be a number of seconds >= 0, got '${raw}'`);
+      return Math.round(n * 1000);
+    },
+  },
+  {
+    key: 'memoryBudgetBytes',
+    env: ['MME_MEMORY_BUDGET_BYTES'],
+    defaultText: '70% of the container memory limit (cgroups) or of RAM; 80% of GPU memory when sessions run on CUDA',
+    description:
+      'Bytes resident models may use. Each load reserves its predicted size (its files), corrected up by the measured footprint after load and warm-up; idle models are evicted least recently used first to make room; 507 only when a model cannot fit.',
+    parse: (raw) => (raw === undefined || raw.trim() === '' ? undefined : int('MME_MEMORY_BUDGET_BYTES', raw, 1)),
+  },
+  {
+    key: 'maxLoadedModels',
+    env: ['MME_MAX_LOADED_MODELS'],
+    defaultText: '(no cap)',
+    description: 'Most model packages resident at once (an ensemble and its steps count as one); beyond it the least recently used idle one is evicted.',
+    parse: (raw) => (raw === undefined || raw.trim() === '' ? undefined : int('MME_MAX_LOADED_MODELS', raw, 1)),
+  },
+  {
+    key: 'memoryWaitMs',
+    env: ['MME_MEMORY_WAIT_SECONDS'],
+    defaultText: '30',
+    description: 'How long a load waits for memory held by models with requests in flight (they are never evicted mid-request) before answering 507.',
+    parse: (raw) => (raw === undefined ? 30_000 : int('MME_MEMORY_WAIT_SECONDS', raw, 0, 3600) * 1000),
+  },
+  {
+    key: 'preload',
+    env: ['MME_PRELOAD'],
+    defaultText: '(none)',
+    description: 'Comma-separated targets fetched and loaded at startup, in the background (/ping answers at once).',
+    parse: (raw) => [...new Set((raw ?? '').split(',').map((s) => s.trim()).filter(Boolean))],
+  },
+  {
     key: 'defaultModel',
     env: ['MME_DEFAULT_MODEL', 'SAGEMAKER_TRITON_DEFAULT_MODEL_NAME'],
     defaultText: '(none)',
@@ -243,6 +331,97 @@ export const SETTINGS: readonly AnySetting[] = [
       const cores = os.availableParallelism();
       const workers = workersRaw !== undefined && /^\d+$/.test(workersRaw.trim()) ? Math.max(1, Number(workersRaw)) : Math.max(1, Math.min(8, cores));
       return Math.max(1, Math.floor(cores / workers));
+    },
+  },
+  {
+    key: 'dynamicBatching',
+    env: ['MME_DYNAMIC_BATCHING'],
+    defaultText: 'true',
+    description:
+      'Dynamic batching on or off server-wide. `false`: every request runs alone (each model still queues, bounded, and runs up to its instance count at once), e.g. to benchmark without batching.',
+    parse: (raw) => (raw === undefined ? true : bool('MME_DYNAMIC_BATCHING', raw)),
+  },
+  {
+    key: 'batchMaxDelayUs',
+    env: ['MME_BATCH_MAX_DELAY_US', 'SAGEMAKER_TS_MAX_BATCH_DELAY'],
+    defaultText: '0',
+    description:
+      "How long (µs) a batch may wait for more rows, for models with max_batch_size > 0 and no `dynamic_batching` block; 0 = never wait (requests that queue while a batch runs join the next one). TorchServe's `SAGEMAKER_TS_MAX_BATCH_DELAY` is accepted instead, in **milliseconds** as TorchServe reads it. At most 10 s.",
+    parse: (raw, env) => {
+      if (raw === undefined) return 0;
+      const micros = env['MME_BATCH_MAX_DELAY_US'] !== undefined;
+      const name = micros ? 'MME_BATCH_MAX_DELAY_US' : 'SAGEMAKER_TS_MAX_BATCH_DELAY';
+      const limit = micros ? 10_000_000 : 10_000;
+      const n = /^\s*\d+\s*$/.test(raw) ? Number(raw.trim()) : Number.NaN;
+      if (!Number.isSafeInteger(n) || n > limit) {
+        // TorchServe's variable is milliseconds; some guides say microseconds, and 100000 would then mean 100 s.
+        throw new Error(`${name} must be an integer in [0, ${limit}] (${micros ? 'microseconds' : 'milliseconds'}, at most 10 s), got '${raw}'`);
+      }
+      return micros ? n : n * 1000;
+    },
+  },
+  {
+    key: 'batchMaxSize',
+    env: ['MME_BATCH_MAX_SIZE', 'SAGEMAKER_TS_BATCH_SIZE'],
+    defaultText: "(the model's max_batch_size)",
+    description:
+      "Most rows in one batch for models with no `dynamic_batching` block (capped by max_batch_size; a request with more rows still runs, alone). TorchServe's `SAGEMAKER_TS_BATCH_SIZE` is accepted instead (TorchServe counts requests; with one row per request that is the same).",
+    parse: (raw, env) => {
+      if (raw === undefined || raw.trim() === '') return undefined;
+      return int(env['MME_BATCH_MAX_SIZE'] !== undefined ? 'MME_BATCH_MAX_SIZE' : 'SAGEMAKER_TS_BATCH_SIZE', raw, 1);
+    },
+  },
+  {
+    key: 'maxQueueSize',
+    env: ['MME_MAX_QUEUE_SIZE'],
+    defaultText: '1024',
+    description:
+      "Requests that may wait in one model's queue (per priority level) where its config.pbtxt sets no `max_queue_size` (Triton's 0 = unbounded is never used); beyond it requests get 429.",
+    parse: (raw) => (raw === undefined ? 1024 : int('MME_MAX_QUEUE_SIZE', raw, 1)),
+  },
+  {
+    key: 'safePortRange',
+    env: ['SAGEMAKER_SAFE_PORT_RANGE'],
+    defaultText: '(none)',
+    description: 'Set by SageMaker: the inclusive range (`MIN-MAX`) any extra port must lie in; `MME_METRICS_PORT` outside it stops startup.',
+    parse: (raw) => (raw === undefined || raw.trim() === '' ? undefined : portRange('SAGEMAKER_SAFE_PORT_RANGE', raw)),
+  },
+  {
+    key: 'metricsPort',
+    env: ['MME_METRICS_PORT'],
+    defaultText: '(none: /metrics on the main port only)',
+    description: 'Also serve `GET /metrics` on this port (a separate listener, nothing else on it); must lie inside `SAGEMAKER_SAFE_PORT_RANGE` when that is set. 0 = any free port.',
+    parse: (raw, env) => {
+      if (raw === undefined || raw.trim() === '') return undefined;
+      const port = int('MME_METRICS_PORT', raw, 0, 65535);
+      const rangeRaw = env['SAGEMAKER_SAFE_PORT_RANGE'];
+      let range: { min: number; max: number } | undefined;
+      try {
+        range = rangeRaw === undefined || rangeRaw.trim() === '' ? undefined : portRange('SAGEMAKER_SAFE_PORT_RANGE', rangeRaw);
+      } catch {
+        range = undefined; // reported by its own setting
+      }
+      if (range && (port < range.min || port > range.max)) {
+        throw new Error(`MME_METRICS_PORT ${port} is outside SAGEMAKER_SAFE_PORT_RANGE ${range.min}-${range.max} (SageMaker only allows extra ports inside it)`);
+      }
+      const mainRaw = env['SAGEMAKER_BIND_TO_PORT'];
+      const main = mainRaw === undefined ? 8080 : Number(mainRaw.trim());
+      if (port !== 0 && port === main) throw new Error(`MME_METRICS_PORT ${port} is the main port (SAGEMAKER_BIND_TO_PORT); choose another or leave it unset`);
+      return port;
+    },
+  },
+  {
+    key: 'defaultAccept',
+    env: ['SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT'],
+    defaultText: 'application/json',
+    description: 'Response content type for inference requests without `Accept` (or with `*/*`): `application/json`, `text/csv` or `application/x-npy`.',
+    parse: (raw) => {
+      const v = (raw ?? '').trim().toLowerCase();
+      if (v === '') return 'application/json';
+      if (!(DEFAULT_ACCEPT_TYPES as readonly string[]).includes(v)) {
+        throw new Error(`SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT must be one of ${DEFAULT_ACCEPT_TYPES.join(', ')}, got '${raw}'`);
+      }
+      return v as DefaultAccept;
     },
   },
 ];

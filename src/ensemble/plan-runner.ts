@@ -8,6 +8,7 @@
  */
 import { ServingError, toServingError } from '../errors.js';
 import type { Tensor } from '../protocol/tensor.js';
+import type { ScheduleOptions } from '../scheduler/model-scheduler.js';
 import type { ExecutionPlan, PlanStep } from './execution-plan.js';
 
 /** Steps (and per step, outputs) needed to produce `wanted`, by walking producers backwards. */
@@ -49,6 +50,8 @@ export async function runPlan(
   inputs: ReadonlyMap<string, Tensor>,
   wanted: readonly string[],
   signal?: AbortSignal,
+  /** The request's priority and timeout; every step's scheduler gets them (Triton propagates both to steps). */
+  options?: ScheduleOptions,
 ): Promise<Map<string, Tensor>> {
   const tensors = new Map(inputs);
   const todo = neededSteps(plan, wanted, new Set(inputs.keys()));
@@ -62,7 +65,7 @@ export async function runPlan(
       if (v) feeds.set(modelIn, v);
     }
     // Through an async function, so a scheduler that throws synchronously is wrapped like any failure.
-    return (async () => s.scheduler.schedule(feeds, outputs, signal))().then(
+    return (async () => s.scheduler.schedule(feeds, outputs, signal, options))().then(
       (result) => {
         for (const [modelOut, t] of s.outputMap) {
           const v = result.get(modelOut);

@@ -60,10 +60,19 @@ export interface ErrorReply {
   readonly error: ServingError;
 }
 
-export function errorReply(err: unknown): ErrorReply {
+/**
+ * On the KServe v2 routes, Triton's clients expect its statuses where they
+ * differ from ours: a full queue and an expired queue timeout are
+ * UNAVAILABLE there (503), not 429 and 504.
+ */
+export function kserveStatusOf(code: ErrorCode): number {
+  return code === 'OVERLOADED' || code === 'TIMEOUT' ? 503 : httpStatusOf(code);
+}
+
+export function errorReply(err: unknown, flavor: 'sagemaker' | 'kserve' = 'sagemaker'): ErrorReply {
   const e = toServingError(err);
   const message = e.message.length > MAX_MESSAGE ? `${e.message.slice(0, MAX_MESSAGE - 3)}...` : e.message;
   const body: Record<string, unknown> = { error: message, code: e.code };
   if (e.details) body['details'] = e.details;
-  return { status: httpStatusOf(e.code), body: JSON.stringify(body), error: e };
+  return { status: flavor === 'kserve' ? kserveStatusOf(e.code) : httpStatusOf(e.code), body: JSON.stringify(body), error: e };
 }

@@ -6,7 +6,14 @@
 import type { IncomingMessage } from 'node:http';
 import { ServingError } from '../errors.js';
 
-export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+/**
+ * `alignAfter`: the request announced a JSON header of this many bytes before
+ * binary tensor data. The body is then laid out so that the byte after the
+ * header sits at an 8-byte-aligned address, so numeric tensors become
+ * typed-array views on it instead of copies (the chunks are copied into one
+ * buffer once either way).
+ */
+export async function readBody(req: IncomingMessage, limit: number, alignAfter?: number): Promise<Buffer> {
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) {
     req.resume(); // drain so the connection can answer
@@ -21,6 +28,16 @@ export async function readBody(req: IncomingMessage, limit: number): Promise<Buf
       throw new ServingError('PAYLOAD_TOO_LARGE', `request body exceeds the limit of ${limit} bytes (SAGEMAKER_MAX_PAYLOAD_IN_MB)`);
     }
     chunks.push(chunk);
+  }
+  if (alignAfter !== undefined && Number.isSafeInteger(alignAfter) && alignAfter >= 0 && alignAfter <= total) {
+    const pad = (8 - (alignAfter % 8)) % 8;
+    const out = Buffer.from(new ArrayBuffer(total + pad), pad, total);
+    let offset = 0;
+    for (const c of chunks) {
+      c.copy(out, offset);
+      offset += c.length;
+    }
+    return out;
   }
   return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
 }

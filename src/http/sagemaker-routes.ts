@@ -6,20 +6,18 @@
  */
 import express, { type Request, type Response, type Router } from 'express';
 import { ServingError } from '../errors.js';
-import { decodeInferRequest, encodeInferResponse, parseJsonBody } from '../protocol/v2-json-codec.js';
+import { parseJsonBody } from '../protocol/v2-json-codec.js';
 import type { ManagedModelInfo } from '../registry/model-registry.js';
-import type { InferenceService, ModelRef } from '../service/inference-service.js';
+import type { ModelRef } from '../service/inference-service.js';
+import { serveInference, type InferRouteDeps } from './infer-route.js';
 import { readBody } from './read-body.js';
 import type { RequestContext } from './request-context.js';
 
-export interface RouteDeps {
-  readonly service: InferenceService;
-  readonly bodyLimitBytes: number;
+export interface RouteDeps extends InferRouteDeps {
   readonly context: (req: Request, res: Response) => RequestContext;
 }
 
 const TARGET_HEADER = 'x-amzn-sagemaker-target-model';
-const CUSTOM_ATTRIBUTES = 'x-amzn-sagemaker-custom-attributes';
 const DEFAULT_LIST_LIMIT = 100;
 const MAX_LIST_LIMIT = 1000;
 
@@ -65,14 +63,8 @@ export function sagemakerRoutes(deps: RouteDeps): Router {
   const router = express.Router();
   const { service } = deps;
 
-  const invoke = async (req: Request, res: Response, ref: ModelRef): Promise<void> => {
-    const ctx = deps.context(req, res);
-    const body = await readBody(req, deps.bodyLimitBytes);
-    const response = await service.infer(ref, (label) => decodeInferRequest(parseJsonBody(body, label), label), ctx);
-    const attrs = header(req, CUSTOM_ATTRIBUTES);
-    if (attrs !== undefined) res.setHeader('X-Amzn-SageMaker-Custom-Attributes', attrs);
-    sendJson(res, 200, encodeInferResponse(response));
-  };
+  // Every SageMaker inference path takes the same content types (JSON, binary+json, CSV, .npy, TF Serving JSON).
+  const invoke = (req: Request, res: Response, ref: ModelRef): Promise<void> => serveInference(deps, req, res, deps.context(req, res), ref, 'sagemaker');
 
   const invocations = async (req: Request, res: Response): Promise<void> => {
     const target = header(req, TARGET_HEADER);

@@ -14,6 +14,10 @@ export interface Metrics {
   readonly requestFailure: Counter<'model' | 'version' | 'reason'>;
   readonly inferenceCount: Counter<'model' | 'version'>;
   readonly execCount: Counter<'model' | 'version'>;
+  /** Time requests spent in a model's scheduler queue before their batch started (Triton's queue duration). */
+  readonly queueDurationUs: Counter<'model' | 'version'>;
+  /** Rows per model execution: how well the dynamic batcher merges (average batch = nv_inference_count / nv_inference_exec_count). */
+  readonly batchSize: Histogram<'model' | 'version'>;
   readonly requestDurationUs: Counter<'model' | 'version'>;
   readonly computeInferDurationUs: Counter<'model' | 'version'>;
   readonly requestDuration: Histogram<'model'>;
@@ -21,9 +25,31 @@ export interface Metrics {
   readonly modelLoadDuration: Histogram<'outcome'>;
   readonly modelUnloadDuration: Histogram;
   readonly loadedModels: Gauge;
+  /** Per model lookup: already in memory, on local disk, or fetched from the source (SageMaker ModelCacheHit). */
+  readonly modelCacheLookups: Counter<'result'>;
+  readonly modelDownloads: Counter<'outcome'>;
+  readonly modelDownloadBytes: Counter;
+  readonly modelRevalidations: Counter<'result'>;
+  readonly diskCacheBytes: Gauge;
+  readonly diskCacheBudgetBytes: Gauge;
+  readonly diskCacheEvictions: Counter;
+  /** Reserved/measured bytes of resident model packages (the memory budget's use). */
+  readonly loadedModelBytes: Gauge;
+  readonly memoryBudgetBytes: Gauge;
+  readonly modelEvictions: Counter;
+  /** How long requests waited for their model to be loaded (SageMaker ModelLoadingWaitTime). */
+  readonly modelLoadingWait: Histogram;
+  /** Requests admitted for a model (its package leased) and not yet finished; see README "Metrics". */
+  readonly pendingRequests: Gauge<'model' | 'version'>;
+  /** Request body → typed tensors, bound and validated against the model (Triton's "compute input"). */
+  readonly computeInputDurationUs: Counter<'model' | 'version'>;
+  /** Output post-processing after the run (classification), before encoding (Triton's "compute output"). */
+  readonly computeOutputDurationUs: Counter<'model' | 'version'>;
 }
 
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+/** Powers of two up to 1024 rows: max_batch_size values in practice. */
+const BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 const LOAD_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
 export function createMetrics(options: { collectProcessMetrics?: boolean } = {}): Metrics {
@@ -54,6 +80,19 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
       name: 'nv_inference_exec_count',
       help: 'Number of model executions performed (does not include cached requests)',
       labelNames: ['model', 'version'],
+      registers,
+    }),
+    queueDurationUs: new Counter({
+      name: 'nv_inference_queue_duration_us',
+      help: 'Cumulative inference queuing duration in microseconds (includes cached requests)',
+      labelNames: ['model', 'version'],
+      registers,
+    }),
+    batchSize: new Histogram({
+      name: 'onnx_mme_batch_size',
+      help: 'Rows per model execution formed by the dynamic batcher (one observation per execution)',
+      labelNames: ['model', 'version'],
+      buckets: BATCH_SIZE_BUCKETS,
       registers,
     }),
     requestDurationUs: new Counter({
@@ -97,6 +136,83 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
     loadedModels: new Gauge({
       name: 'onnx_mme_loaded_models',
       help: 'Model packages resident in memory (SageMaker LoadedModelCount)',
+      registers,
+    }),
+    modelCacheLookups: new Counter({
+      name: 'onnx_mme_model_cache_lookups_total',
+      help: 'Model lookups by where the model was found: memory (already loaded), disk (cached, loaded now) or source (downloaded/extracted now)',
+      labelNames: ['result'],
+      registers,
+    }),
+    modelDownloads: new Counter({
+      name: 'onnx_mme_model_downloads_total',
+      help: 'Model archives fetched and extracted into the disk cache, by outcome',
+      labelNames: ['outcome'],
+      registers,
+    }),
+    modelDownloadBytes: new Counter({
+      name: 'onnx_mme_model_download_bytes_total',
+      help: 'Archive bytes received from the model source',
+      registers,
+    }),
+    modelRevalidations: new Counter({
+      name: 'onnx_mme_model_revalidations_total',
+      help: 'Freshness checks of loaded models against the source: unchanged, changed (reloaded), deleted, error (kept serving the cached copy)',
+      labelNames: ['result'],
+      registers,
+    }),
+    diskCacheBytes: new Gauge({
+      name: 'onnx_mme_disk_cache_bytes',
+      help: 'Bytes of extracted models in the disk cache (MME_CACHE_DIR)',
+      registers,
+    }),
+    diskCacheBudgetBytes: new Gauge({
+      name: 'onnx_mme_disk_cache_budget_bytes',
+      help: 'The disk cache byte budget (MME_CACHE_MAX_BYTES or its default)',
+      registers,
+    }),
+    diskCacheEvictions: new Counter({
+      name: 'onnx_mme_disk_cache_evictions_total',
+      help: 'Cached models removed from disk to make room (least recently used, not loaded in memory)',
+      registers,
+    }),
+    loadedModelBytes: new Gauge({
+      name: 'onnx_mme_loaded_model_bytes',
+      help: 'Memory counted against the budget for resident and loading models (predicted, then measured)',
+      registers,
+    }),
+    memoryBudgetBytes: new Gauge({
+      name: 'onnx_mme_memory_budget_bytes',
+      help: 'The memory budget for resident models (MME_MEMORY_BUDGET_BYTES or its default)',
+      registers,
+    }),
+    modelEvictions: new Counter({
+      name: 'onnx_mme_model_evictions_total',
+      help: 'Idle models released from memory to make room (least recently used first)',
+      registers,
+    }),
+    modelLoadingWait: new Histogram({
+      name: 'onnx_mme_model_loading_wait_seconds',
+      help: 'Time requests waited for their model to be loaded (SageMaker ModelLoadingWaitTime); requests that found it in memory are not counted',
+      buckets: LOAD_BUCKETS,
+      registers,
+    }),
+    pendingRequests: new Gauge({
+      name: 'nv_inference_pending_request_count',
+      help: 'Instantaneous number of requests admitted for the model and not yet completed (queued or executing)',
+      labelNames: ['model', 'version'],
+      registers,
+    }),
+    computeInputDurationUs: new Counter({
+      name: 'nv_inference_compute_input_duration_us',
+      help: 'Cumulative compute input duration in microseconds: request body decoding into tensors and validation against the model',
+      labelNames: ['model', 'version'],
+      registers,
+    }),
+    computeOutputDurationUs: new Counter({
+      name: 'nv_inference_compute_output_duration_us',
+      help: 'Cumulative compute output duration in microseconds: output post-processing (classification) after the run',
+      labelNames: ['model', 'version'],
       registers,
     }),
   };

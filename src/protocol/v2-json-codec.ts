@@ -6,6 +6,7 @@
  * service. Errors name the model and the input, since they reach the client.
  */
 import { ServingError } from '../errors.js';
+import { decodeBinaryTensorData, encodeBinaryTensorData } from './binary-tensor.js';
 import { fromBFloat16Bits, fromFloat16Bits, toBFloat16Bits, toFloat16Bits } from './float16.js';
 import type { InferRequest, InferResponse, Parameters, ParameterValue, RequestedOutput } from './infer-types.js';
 import { DATA_TYPE_INFO, elementCount, formatShape, isDataType, type DataType, type Tensor, type TensorData } from './tensor.js';
@@ -166,7 +167,22 @@ function parseShape(model: string, input: string, raw: unknown): number[] {
   return raw as number[];
 }
 
-function decodeInput(model: string, raw: unknown, index: number): [string, Tensor] {
+/** The binary section of a request (bytes after the JSON header) and how far the inputs have consumed it. */
+interface BinaryCursor {
+  readonly bytes: Uint8Array;
+  offset: number;
+}
+
+function binaryDataSize(model: string, input: string, parameters: Parameters): number | undefined {
+  const v = parameters['binary_data_size'];
+  if (v === undefined) return undefined;
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) {
+    throw badRequest(model, `input '${input}': parameter 'binary_data_size' must be a non-negative integer, got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+function decodeInput(model: string, raw: unknown, index: number, binary: BinaryCursor | undefined): [string, Tensor] {
   if (!isRecord(raw)) throw badRequest(model, `inputs[${index}] must be an object`);
   const name = raw['name'];
   if (typeof name !== 'string' || name === '') throw badRequest(model, `inputs[${index}]: 'name' must be a non-empty string`);
@@ -181,8 +197,31 @@ function decodeInput(model: string, raw: unknown, index: number): [string, Tenso
   } catch (err) {
     throw bad(model, `input '${name}': ${(err as Error).message}`);
   }
+  const size = binaryDataSize(model, name, parseParameters(model, `input '${name}'`, raw['parameters']));
+  if (size !== undefined) {
+    if (binary === undefined) {
+      throw badRequest(
+        model,
+        `input '${name}' has parameter 'binary_data_size' but the request has no binary data: send the JSON length in the Inference-Header-Content-Length header (or content type application/vnd.sagemaker-triton.binary+json;json-header-size=N)`,
+      );
+    }
+    if ('data' in raw) throw badRequest(model, `input '${name}' has both 'data' and 'binary_data_size'; send one or the other`);
+    const left = binary.bytes.length - binary.offset;
+    if (size > left) {
+      throw bad(model, `input '${name}': binary_data_size ${size} runs past the end of the body (${left} bytes of binary data left)`);
+    }
+    const bytes = binary.bytes.subarray(binary.offset, binary.offset + size);
+    binary.offset += size;
+    const data = decodeBinaryTensorData(model, name, datatype, shape, bytes);
+    return [name, Object.freeze({ datatype, shape: Object.freeze(shape.slice()), data })];
+  }
   if (!('data' in raw)) {
-    throw bad(model, `input '${name}': 'data' is missing (binary tensor data needs the binary protocol)`);
+    throw bad(
+      model,
+      binary === undefined
+        ? `input '${name}': 'data' is missing (binary tensor data needs the binary protocol)`
+        : `input '${name}': 'data' is missing and there is no 'binary_data_size' parameter`,
+    );
   }
   const values: unknown[] = [];
   flatten(model, name, raw['data'], values, 0);
@@ -200,22 +239,44 @@ function decodeRequestedOutput(model: string, raw: unknown, index: number): Requ
   if (!isRecord(raw) || typeof raw['name'] !== 'string' || raw['name'] === '') {
     throw badRequest(model, `outputs[${index}] must be an object with a non-empty 'name'`);
   }
-  return Object.freeze({ name: raw['name'], parameters: parseParameters(model, `output '${raw['name']}'`, raw['parameters']) });
+  const name = raw['name'];
+  const parameters = parseParameters(model, `output '${name}'`, raw['parameters']);
+  const binary = parameters['binary_data'];
+  if (binary !== undefined && typeof binary !== 'boolean') {
+    throw badRequest(model, `output '${name}': parameter 'binary_data' must be true or false, got ${JSON.stringify(binary)}`);
+  }
+  const k = parameters['classification'];
+  if (k !== undefined && (typeof k !== 'number' || !Number.isSafeInteger(k) || k < 1)) {
+    throw badRequest(model, `output '${name}': parameter 'classification' must be a positive integer, got ${JSON.stringify(k)}`);
+  }
+  return Object.freeze({ name, parameters });
 }
 
-/** Decode a parsed KServe v2 JSON request body. */
-export function decodeInferRequest(body: unknown, model: string): InferRequest {
+/**
+ * Decode a parsed KServe v2 JSON request body. `binary` is the body after the
+ * JSON header when the binary tensor extension is in use: inputs with
+ * `parameters.binary_data_size` take their bytes from it, in input order,
+ * and every byte must be used.
+ */
+export function decodeInferRequest(body: unknown, model: string, binary?: Uint8Array): InferRequest {
   if (!isRecord(body)) throw badRequest(model, 'request body must be a JSON object with an "inputs" array');
   const rawInputs = body['inputs'];
   if (!Array.isArray(rawInputs) || rawInputs.length === 0) {
     throw badRequest(model, "request must have a non-empty 'inputs' array");
   }
   const inputs = new Map<string, Tensor>();
+  const cursor: BinaryCursor | undefined = binary === undefined ? undefined : { bytes: binary, offset: 0 };
   rawInputs.forEach((raw, i) => {
-    const [name, tensor] = decodeInput(model, raw, i);
+    const [name, tensor] = decodeInput(model, raw, i, cursor);
     if (inputs.has(name)) throw bad(model, `input '${name}' appears more than once`);
     inputs.set(name, tensor);
   });
+  if (cursor && cursor.offset !== cursor.bytes.length) {
+    throw badRequest(
+      model,
+      `unexpected additional input data: ${cursor.bytes.length - cursor.offset} bytes follow the last binary input (the inputs' binary_data_size add up to ${cursor.offset})`,
+    );
+  }
   let outputs: RequestedOutput[] | undefined;
   if (body['outputs'] !== undefined && body['outputs'] !== null) {
     if (!Array.isArray(body['outputs'])) throw badRequest(model, "'outputs' must be an array");
@@ -223,12 +284,27 @@ export function decodeInferRequest(body: unknown, model: string): InferRequest {
   }
   const id = body['id'];
   if (id !== undefined && typeof id !== 'string') throw badRequest(model, "'id' must be a string");
+  const parameters = parseParameters(model, 'request', body['parameters']);
+  const all = parameters['binary_data_output'];
+  if (all !== undefined && typeof all !== 'boolean') {
+    throw badRequest(model, `request parameter 'binary_data_output' must be true or false, got ${JSON.stringify(all)}`);
+  }
   return Object.freeze({
     id,
     inputs,
     outputs: outputs && Object.freeze(outputs),
-    parameters: parseParameters(model, 'request', body['parameters']),
+    parameters,
   });
+}
+
+/**
+ * Whether an output goes back as binary data: its own `binary_data`
+ * parameter, else the request's `binary_data_output` (Triton's rule).
+ */
+export function wantsBinaryOutput(request: Pick<InferRequest, 'outputs' | 'parameters'>, name: string): boolean {
+  const own = request.outputs?.find((o) => o.name === name)?.parameters['binary_data'];
+  if (typeof own === 'boolean') return own;
+  return request.parameters['binary_data_output'] === true;
 }
 
 // ---------------------------------------------------------------- encoding
@@ -270,15 +346,47 @@ export function tensorDataToJson(tensor: Tensor): string {
   }
 }
 
+function outputJson(name: string, t: Tensor, binaryBytes: number | undefined): string {
+  const head = `{"name":${JSON.stringify(name)},"datatype":"${t.datatype}","shape":[${t.shape.join(',')}]`;
+  return binaryBytes === undefined ? `${head},"data":${tensorDataToJson(t)}}` : `${head},"parameters":{"binary_data_size":${binaryBytes}}}`;
+}
+
+function responseJson(response: InferResponse, outputs: readonly string[]): string {
+  // Triton writes the id only when the request had a non-empty one.
+  const id = response.id ? `"id":${JSON.stringify(response.id)},` : '';
+  return `{${id}"model_name":${JSON.stringify(response.modelName)},"model_version":${JSON.stringify(response.modelVersion)},"outputs":[${outputs.join(',')}]}`;
+}
+
 /** Serialise a response as KServe v2 JSON text, built directly for speed and int64 exactness. */
 export function encodeInferResponse(response: InferResponse): string {
   const parts: string[] = [];
+  for (const [name, t] of response.outputs) parts.push(outputJson(name, t, undefined));
+  return responseJson(response, parts);
+}
+
+/** A response under the binary tensor extension: the JSON header, then each binary output's bytes in output order. */
+export interface BinaryInferResponse {
+  readonly json: string;
+  /** Raw tensor bytes, in the order the outputs appear in `json`. Empty when no output is binary. */
+  readonly chunks: readonly Buffer[];
+}
+
+/**
+ * Serialise a response, writing the outputs for which `binary(name)` is true
+ * as raw bytes after the JSON (with `parameters.binary_data_size`), the rest
+ * as JSON `data`.
+ */
+export function encodeInferResponseBinary(response: InferResponse, binary: (name: string) => boolean): BinaryInferResponse {
+  const parts: string[] = [];
+  const chunks: Buffer[] = [];
   for (const [name, t] of response.outputs) {
-    parts.push(
-      `{"name":${JSON.stringify(name)},"datatype":"${t.datatype}","shape":[${t.shape.join(',')}],"data":${tensorDataToJson(t)}}`,
-    );
+    if (binary(name)) {
+      const bytes = encodeBinaryTensorData(t);
+      chunks.push(bytes);
+      parts.push(outputJson(name, t, bytes.length));
+    } else {
+      parts.push(outputJson(name, t, undefined));
+    }
   }
-  // Triton writes the id only when the request had a non-empty one.
-  const id = response.id ? `"id":${JSON.stringify(response.id)},` : '';
-  return `{${id}"model_name":${JSON.stringify(response.modelName)},"model_version":${JSON.stringify(response.modelVersion)},"outputs":[${parts.join(',')}]}`;
+  return { json: responseJson(response, parts), chunks };
 }

@@ -1,9 +1,9 @@
 /**
  * @module registry/loaded-model
- * A model resident in memory: its effective config and one session plus
- * scheduler per served version. The executor applies config `reshape`, so the
- * scheduler and everything above it see tensors exactly as config.pbtxt
- * declares them.
+ * A model resident in memory: its effective config and, per served version,
+ * one session per instance plus the scheduler that batches onto them. The
+ * executor applies config `reshape`, so the scheduler and everything above it
+ * see tensors exactly as config.pbtxt declares them.
  */
 import type { ModelConfig, TensorConfig } from '../config/model-config-types.js';
 import type { Tensor } from '../protocol/tensor.js';
@@ -12,7 +12,10 @@ import type { ModelExecutor, ModelScheduler } from '../scheduler/model-scheduler
 
 export interface LoadedVersion {
   readonly version: number;
+  /** The first instance: the graph the config was checked against. */
   readonly session: ModelSession;
+  /** Every instance (instance_group count), `session` first; each holds its own copy of the weights. */
+  readonly sessions: readonly ModelSession[];
   readonly scheduler: ModelScheduler;
 }
 

@@ -9,14 +9,34 @@
  * Loads are single-flight per key (concurrent requests await one promise) and
  * run in parallel across keys. A lease pins an entry: it is never released
  * while a request holds it, and an unload waits for the last lease.
+ *
+ * Memory: every entry holds a reservation in the MemoryManager (predicted from
+ * its files, corrected up after load and warm-up by the measured footprint).
+ * Idle entries are evicted least recently used first when a load needs room.
+ * A self-managed entry evicted is simply gone (the next request loads it again,
+ * usually from the disk cache); a SageMaker-managed model stays registered
+ * (`GET /models` is SageMaker's list, unchanged) and is paged back in from its
+ * directory on its next invoke.
+ *
+ * Freshness (self-managed entries only): after `revalidateMs` the next request
+ * asks the source for the object's current version (one HeadObject). A changed
+ * or deleted object detaches the entry: new requests load the new version (or
+ * get 404), requests in flight finish on the old one, which is then released
+ * (and its disk copy removed). If the source cannot be reached the cached copy
+ * keeps serving: a model that worked a minute ago is better than a 503.
  */
 import path from 'node:path';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { ModelSource } from '../store/model-source.js';
+import { gpuMemory, processRssBytes } from '../runtime/memory-usage.js';
+import { abortable } from '../store/abort.js';
+import type { LocalModel, ModelSource } from '../store/model-source.js';
 import { normalizeTarget } from '../store/target-path.js';
+import type { MemoryManager, Reservation, Resident } from './memory-manager.js';
 import { loadPackage, type LoadedPackage, type PackageLoadDeps, type PackageLoadRequest } from './package-loader.js';
+import { predictLoadedBytes, predictPackageBytes } from './package-size.js';
+import { warmUpModel } from './warmup.js';
 
 export type EntryKind = 'target' | 'managed' | 'default';
 export type EntryState = 'LOADING' | 'READY' | 'UNLOADING';
@@ -37,6 +57,17 @@ export interface ManagedModelInfo {
   readonly loadedAt: string | undefined;
 }
 
+/** One model of the source, with where it is (repository index / listing). */
+export interface RepositoryModel {
+  readonly target: string;
+  readonly sizeBytes: number | undefined;
+  readonly lastModified: string | undefined;
+  /** Extracted on local disk (the current version). */
+  readonly cached: boolean;
+  /** In memory: READY, or LOADING/UNLOADING while that happens; undefined when not loaded. */
+  readonly state: EntryState | undefined;
+}
+
 interface Entry {
   readonly key: string;
   readonly kind: EntryKind;
@@ -49,6 +80,27 @@ interface Entry {
   inflight: number;
   idle: (() => void) | undefined;
   loadedAt: Date | undefined;
+  /** The source's copy the package was loaded from (self-managed entries); released with the entry. */
+  local: LocalModel | undefined;
+  /** performance.now() of the last confirmation that `local.version` is current. */
+  checkedAt: number;
+  revalidating: Promise<void> | undefined;
+  /** This entry's share of the memory budget, from just before its load until its release. */
+  reservation: Reservation | undefined;
+  /** The handle the memory manager evicts it through. */
+  readonly resident: Resident;
+}
+
+/** What SageMaker loaded with POST /models: outlives page-outs of the entry's sessions. */
+interface ManagedRecord {
+  readonly modelName: string;
+  readonly dir: string;
+  readonly targetHeader: string | undefined;
+  readonly label: string;
+  readonly loadedAt: Date;
+  readonly entryModel: string;
+  /** Versions of the entry model at the first load (for readiness while paged out). */
+  readonly versions: readonly number[];
 }
 
 export interface RegistryOptions {
@@ -56,12 +108,22 @@ export interface RegistryOptions {
   /** Local directory treated as a repository for requests without a target (single-model mode); undefined for remote sources. */
   readonly defaultRoot: string | undefined;
   readonly defaultModel: string | undefined;
+  /** Revalidate a self-managed target after this many ms; 0 = never. */
+  readonly revalidateMs?: number;
   readonly loadDeps: PackageLoadDeps;
+  readonly memory: MemoryManager;
+  /** Whether GPU memory can be measured (a GPU is visible): packages on CUDA are measured there. */
+  readonly gpuVisible?: boolean;
   readonly logger: Logger;
   readonly metrics: Metrics;
 }
 
 const FORBIDDEN_URL_ROOTS = ['/dev', '/proc', '/sys'];
+
+/** `team/b.tar.gz` → `team/b`: the same model addressed without its suffix. */
+function archiveStem(target: string): string {
+  return target.replace(/\.(tar\.gz|tgz)$/i, '');
+}
 
 function archiveBaseName(target: string): string {
   return path.posix.basename(target).replace(/\.(tar\.gz|tgz)$/i, '') || target;
@@ -69,6 +131,10 @@ function archiveBaseName(target: string): string {
 
 export class ModelRegistry {
   private readonly entries = new Map<string, Entry>();
+  /** SageMaker-managed models by model_name (the source of truth for GET /models). */
+  private readonly managed = new Map<string, ManagedRecord>();
+  /** Loads in progress, for telling whether a memory measurement was disturbed by another load. */
+  private readonly measuring = new Set<{ overlapped: boolean }>();
   private closing = false;
 
   constructor(private readonly options: RegistryOptions) {}
@@ -78,9 +144,36 @@ export class ModelRegistry {
   /** Lease the package for a target, loading it from the source on first use. */
   async acquireTarget(rawTarget: string, signal?: AbortSignal): Promise<Lease> {
     const target = normalizeTarget(rawTarget);
-    return this.acquireOrLoad(`target:${target}`, 'target', target, async () => {
-      const local = await this.options.source.localize(target, signal);
-      return this.load({ dir: local.dir, label: target, fallbackName: archiveBaseName(target) });
+    const key = `target:${target}`;
+    const existing = this.entries.get(key);
+    if (existing?.state === 'READY' && this.isStale(existing)) await abortable(this.revalidate(existing), signal, target);
+    return this.acquireOrLoad(key, 'target', target, signal, async (entry) => {
+      // Not the caller's signal: the load is shared, one caller leaving must not fail the others.
+      const local = await this.options.source.localize(target);
+      try {
+        const pkg = await this.load(entry, { dir: local.dir, label: target, fallbackName: archiveBaseName(target) });
+        entry.local = local;
+        entry.checkedAt = performance.now();
+        return pkg;
+      } catch (err) {
+        local.release();
+        throw err;
+      }
+    });
+  }
+
+  /** The source's models with their disk and memory state (the repository index). */
+  async repositoryIndex(): Promise<RepositoryModel[]> {
+    const listed = await this.options.source.list();
+    return listed.map((m) => {
+      const entry = this.entries.get(`target:${m.target}`) ?? this.entries.get(`target:${archiveStem(m.target)}`);
+      return {
+        target: m.target,
+        sizeBytes: m.sizeBytes,
+        lastModified: m.lastModified?.toISOString(),
+        cached: m.cached,
+        state: entry?.state,
+      };
     });
   }
 
@@ -104,9 +197,9 @@ export class ModelRegistry {
       );
     }
     const label = defaultModel ?? path.basename(defaultRoot);
-    return this.acquireOrLoad('default', 'default', label, async () => {
+    return this.acquireOrLoad('default', 'default', label, signal, async (entry) => {
       try {
-        return await this.load({
+        return await this.load(entry, {
           dir: defaultRoot,
           label,
           fallbackName: defaultModel ?? 'model',
@@ -129,7 +222,7 @@ export class ModelRegistry {
   async loadManaged(modelName: string, url: string, targetHeader: string | undefined): Promise<ManagedModelInfo> {
     if (this.closing) throw new ServingError('SHUTTING_DOWN', 'the server is shutting down');
     const key = `managed:${modelName}`;
-    if (this.entries.has(key)) {
+    if (this.managed.has(modelName) || this.entries.has(key)) {
       throw new ServingError('MODEL_ALREADY_LOADED', `model '${modelName}' is already loaded`, { model: modelName });
     }
     const dir = path.resolve(url);
@@ -139,43 +232,62 @@ export class ModelRegistry {
       });
     }
     const label = targetHeader ?? modelName;
-    const entry = this.startLoad(key, 'managed', label, { url: dir, targetHeader }, () =>
-      this.load({ dir, label, fallbackName: targetHeader ? archiveBaseName(targetHeader) : modelName }),
-    );
-    await entry.ready;
-    return this.info(entry);
+    const fallbackName = targetHeader ? archiveBaseName(targetHeader) : modelName;
+    const entry = this.startLoad(key, 'managed', label, { url: dir, targetHeader }, (e) => this.load(e, { dir, label, fallbackName }));
+    const pkg = await entry.ready;
+    const versions = [...pkg.entry.versions.keys()];
+    const record: ManagedRecord = { modelName, dir, targetHeader, label, loadedAt: new Date(), entryModel: pkg.entry.name, versions };
+    this.managed.set(modelName, record);
+    return this.info(record);
   }
 
-  async acquireManaged(modelName: string, targetHeader: string | undefined): Promise<Lease> {
-    const entry = this.entries.get(`managed:${modelName}`);
-    if (!entry || entry.state === 'UNLOADING') {
-      throw new ServingError('MODEL_NOT_FOUND', `model '${modelName}' is not loaded`, { model: modelName });
-    }
-    this.checkHeader(entry, modelName, targetHeader);
-    return this.lease(entry, await entry.ready);
+  /** Lease a SageMaker-loaded model, paging its sessions back in if the LRU paged them out. */
+  async acquireManaged(modelName: string, targetHeader: string | undefined, signal?: AbortSignal): Promise<Lease> {
+    const record = this.managed.get(modelName);
+    if (!record) throw new ServingError('MODEL_NOT_FOUND', `model '${modelName}' is not loaded`, { model: modelName });
+    this.checkHeader(record, targetHeader);
+    const fallbackName = record.targetHeader ? archiveBaseName(record.targetHeader) : modelName;
+    return this.acquireOrLoad(`managed:${modelName}`, 'managed', record.label, signal, (e) => this.load(e, { dir: record.dir, label: record.label, fallbackName }), {
+      url: record.dir,
+      targetHeader: record.targetHeader,
+    });
   }
 
   /** Unload and free memory before returning; waits for requests that hold the model. */
   async unloadManaged(modelName: string, targetHeader: string | undefined): Promise<void> {
+    const record = this.managed.get(modelName);
+    if (!record) throw new ServingError('MODEL_NOT_FOUND', `model '${modelName}' is not loaded`, { model: modelName });
+    this.checkHeader(record, targetHeader);
+    this.managed.delete(modelName);
     const entry = this.entries.get(`managed:${modelName}`);
-    if (!entry || entry.state === 'UNLOADING') {
-      throw new ServingError('MODEL_NOT_FOUND', `model '${modelName}' is not loaded`, { model: modelName });
-    }
-    this.checkHeader(entry, modelName, targetHeader);
-    await this.unload(entry);
+    if (entry) await this.unload(entry);
   }
 
   listManaged(): ManagedModelInfo[] {
-    return [...this.entries.values()]
-      .filter((e) => e.kind === 'managed' && e.state === 'READY')
-      .map((e) => this.info(e))
+    return [...this.managed.values()]
+      .map((r) => this.info(r))
       .sort((a, b) => (a.modelName < b.modelName ? -1 : a.modelName > b.modelName ? 1 : 0));
   }
 
   describeManaged(modelName: string): ManagedModelInfo {
-    const entry = this.entries.get(`managed:${modelName}`);
-    if (!entry || entry.state !== 'READY') throw new ServingError('MODEL_NOT_FOUND', `model '${modelName}' is not loaded`, { model: modelName });
-    return this.info(entry);
+    const record = this.managed.get(modelName);
+    if (!record) throw new ServingError('MODEL_NOT_FOUND', `model '${modelName}' is not loaded`, { model: modelName });
+    return this.info(record);
+  }
+
+  /** Whether SageMaker loaded a model of this name (resident or paged out). */
+  isManaged(modelName: string): boolean {
+    return this.managed.has(modelName);
+  }
+
+  /** Versions a SageMaker-managed model serves (known even while it is paged out); undefined when not loaded. */
+  managedVersions(modelName: string): readonly number[] | undefined {
+    return this.managed.get(modelName)?.versions;
+  }
+
+  /** Whether a SageMaker-managed model's sessions are in memory now (false after a page-out). */
+  isManagedResident(modelName: string): boolean {
+    return this.entries.get(`managed:${modelName}`)?.state === 'READY';
   }
 
   /** Packages currently resident (self-managed and managed). */
@@ -186,47 +298,130 @@ export class ModelRegistry {
   /** Release every session, waiting for requests that still hold one. */
   async close(): Promise<void> {
     this.closing = true;
+    this.managed.clear();
     await Promise.allSettled([...this.entries.values()].map((e) => this.unload(e)));
   }
 
   // ---------------------------------------------------------------- internals
 
-  private checkHeader(entry: Entry, modelName: string, header: string | undefined): void {
-    if (header !== undefined && entry.targetHeader !== undefined && header !== entry.targetHeader) {
+  private checkHeader(record: ManagedRecord, header: string | undefined): void {
+    if (header !== undefined && record.targetHeader !== undefined && header !== record.targetHeader) {
       throw new ServingError(
         'TARGET_MISMATCH',
-        `X-Amzn-SageMaker-Target-Model header '${header}' does not match the model requested in the URL ('${modelName}' was loaded as '${entry.targetHeader}')`,
-        { model: modelName },
+        `X-Amzn-SageMaker-Target-Model header '${header}' does not match the model requested in the URL ('${record.modelName}' was loaded as '${record.targetHeader}')`,
+        { model: record.modelName },
       );
     }
   }
 
-  private info(e: Entry): ManagedModelInfo {
+  private isStale(entry: Entry): boolean {
+    const ms = this.options.revalidateMs ?? 0;
+    return ms > 0 && entry.kind === 'target' && entry.local !== undefined && performance.now() - entry.checkedAt >= ms;
+  }
+
+  /** One freshness check per entry at a time; every request that found it stale waits for it. */
+  private revalidate(entry: Entry): Promise<void> {
+    entry.revalidating ??= this.checkFreshness(entry).finally(() => {
+      entry.revalidating = undefined;
+    });
+    return entry.revalidating;
+  }
+
+  private async checkFreshness(entry: Entry): Promise<void> {
+    const { source, metrics, logger } = this.options;
+    const loadedVersion = entry.local?.version;
+    let current: string | undefined;
+    try {
+      current = await source.currentVersion(entry.label);
+    } catch (err) {
+      entry.checkedAt = performance.now();
+      metrics.modelRevalidations.inc({ result: 'error' });
+      logger.warn({ model: entry.label, err: (err as Error).message }, 'could not check the model source; serving the cached copy');
+      return;
+    }
+    entry.checkedAt = performance.now();
+    if (current === loadedVersion) {
+      metrics.modelRevalidations.inc({ result: 'unchanged' });
+      return;
+    }
+    metrics.modelRevalidations.inc({ result: current === undefined ? 'deleted' : 'changed' });
+    logger.info(
+      { model: entry.label, loadedVersion, currentVersion: current, inflight: entry.inflight },
+      current === undefined ? 'model was deleted from the source; unloading it' : 'model changed in the source; loading the new version',
+    );
+    // Detach first: the next request starts a fresh load; this one drains and goes.
+    if (this.entries.get(entry.key) === entry) this.entries.delete(entry.key);
+    this.unload(entry).catch((err: unknown) => logger.warn({ model: entry.label, err }, 'unloading the superseded version failed'));
+  }
+
+  private info(r: ManagedRecord): ManagedModelInfo {
     return {
-      modelName: e.key.slice('managed:'.length),
-      modelUrl: e.url ?? '',
-      targetModel: e.targetHeader,
-      state: e.state,
-      entryModel: e.pkg?.entry.name,
-      loadedAt: e.loadedAt?.toISOString(),
+      modelName: r.modelName,
+      modelUrl: r.dir,
+      targetModel: r.targetHeader,
+      state: 'READY',
+      entryModel: r.entryModel,
+      loadedAt: r.loadedAt.toISOString(),
     };
   }
 
-  private async load(request: PackageLoadRequest): Promise<LoadedPackage> {
+  /**
+   * Reserve memory (predicted from the files), load the package, warm it up,
+   * measure its footprint and correct the reservation. On any failure the
+   * sessions and the reservation are released before the error propagates.
+   */
+  private async load(entry: Entry, request: PackageLoadRequest): Promise<LoadedPackage> {
+    const { memory, metrics, logger } = this.options;
     const started = process.hrtime.bigint();
+    const elapsedMs = (): number => Math.round(Number(process.hrtime.bigint() - started) / 1e6);
+    let pkg: LoadedPackage | undefined;
     try {
-      const pkg = await loadPackage(request, this.options.loadDeps);
-      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      this.options.metrics.modelLoadDuration.observe({ outcome: 'success' }, seconds);
-      this.options.logger.info(
-        { model: request.label, entryModel: pkg.entry.name, models: [...pkg.models.keys()], durationMs: Math.round(seconds * 1000) },
+      const predicted = await predictPackageBytes(request.dir);
+      entry.reservation = await memory.reserve(request.label, predicted);
+      const probe = { overlapped: this.measuring.size > 0 };
+      for (const other of this.measuring) other.overlapped = true;
+      this.measuring.add(probe);
+      const gpuBefore = this.options.gpuVisible ? await gpuMemory(0) : undefined;
+      const rssBefore = processRssBytes();
+      try {
+        pkg = await loadPackage(request, this.options.loadDeps);
+        for (const model of pkg.models.values()) await warmUpModel(model, request.label, logger);
+      } finally {
+        this.measuring.delete(probe);
+      }
+      const onGpu = [...pkg.models.values()].some((m) => [...m.versions.values()].some((v) => v.session.provider !== 'cpu'));
+      const gpuAfter = onGpu && gpuBefore ? await gpuMemory(0) : undefined;
+      const measured = onGpu ? (gpuAfter && gpuBefore ? gpuAfter.usedBytes - gpuBefore.usedBytes : undefined) : processRssBytes() - rssBefore;
+      // Another load at the same time makes a process-wide delta meaningless: keep the prediction then.
+      const trusted = measured !== undefined && !probe.overlapped;
+      // Now exact about what was loaded (versions served, one weight copy per instance); a trusted measurement can only raise it.
+      const loadedPrediction = await predictLoadedBytes(pkg);
+      const bytes = Math.max(loadedPrediction, trusted ? measured : 0);
+      if (bytes !== entry.reservation.bytes) {
+        entry.reservation.resize(bytes);
+        if (bytes > predicted) void memory.trim().catch((err: unknown) => logger.warn({ err }, 'trimming memory after a load failed'));
+      }
+      metrics.modelLoadDuration.observe({ outcome: 'success' }, elapsedMs() / 1000);
+      logger.info(
+        {
+          model: request.label,
+          entryModel: pkg.entry.name,
+          models: [...pkg.models.keys()],
+          bytes: entry.reservation.bytes,
+          predictedBytes: predicted,
+          measuredBytes: trusted ? measured : undefined,
+          device: onGpu ? 'gpu' : 'cpu',
+          durationMs: elapsedMs(),
+        },
         'model loaded',
       );
       return pkg;
     } catch (err) {
-      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      this.options.metrics.modelLoadDuration.observe({ outcome: 'failure' }, seconds);
-      this.options.logger.warn({ model: request.label, err: (err as Error).message, durationMs: Math.round(seconds * 1000) }, 'model load failed');
+      await pkg?.release();
+      entry.reservation?.release();
+      entry.reservation = undefined;
+      metrics.modelLoadDuration.observe({ outcome: 'failure' }, elapsedMs() / 1000);
+      logger.warn({ model: request.label, err: (err as Error).message, durationMs: elapsedMs() }, 'model load failed');
       throw err;
     }
   }
@@ -236,7 +431,7 @@ export class ModelRegistry {
     kind: EntryKind,
     label: string,
     extra: { url: string | undefined; targetHeader: string | undefined },
-    loader: () => Promise<LoadedPackage>,
+    loader: (entry: Entry) => Promise<LoadedPackage>,
   ): Entry {
     const entry: Entry = {
       key,
@@ -245,18 +440,35 @@ export class ModelRegistry {
       url: extra.url,
       targetHeader: extra.targetHeader,
       state: 'LOADING',
-      ready: loader(),
+      // On the next microtask, so the loader can record what it localizes on the entry.
+      ready: Promise.resolve().then(() => loader(entry)),
       pkg: undefined,
       inflight: 0,
       idle: undefined,
       loadedAt: undefined,
+      local: undefined,
+      checkedAt: performance.now(),
+      revalidating: undefined,
+      reservation: undefined,
+      resident: {
+        key,
+        label,
+        get bytes() {
+          return entry.reservation?.bytes ?? 0;
+        },
+        pinned: () => entry.inflight > 0 || entry.state !== 'READY',
+        evict: () => this.evict(entry),
+      },
     };
     this.entries.set(key, entry);
     entry.ready.then(
       (pkg) => {
         entry.pkg = pkg;
         entry.loadedAt = new Date();
-        if (entry.state === 'LOADING') entry.state = 'READY';
+        if (entry.state === 'LOADING') {
+          entry.state = 'READY';
+          this.options.memory.track(entry.resident);
+        }
         this.options.metrics.loadedModels.set(this.loadedCount());
       },
       () => {
@@ -267,21 +479,34 @@ export class ModelRegistry {
     return entry;
   }
 
-  private async acquireOrLoad(key: string, kind: EntryKind, label: string, loader: () => Promise<LoadedPackage>): Promise<Lease> {
+  private async acquireOrLoad(
+    key: string,
+    kind: EntryKind,
+    label: string,
+    signal: AbortSignal | undefined,
+    loader: (entry: Entry) => Promise<LoadedPackage>,
+    extra: { url: string | undefined; targetHeader: string | undefined } = { url: undefined, targetHeader: undefined },
+  ): Promise<Lease> {
     if (this.closing) throw new ServingError('SHUTTING_DOWN', 'the server is shutting down');
     let entry = this.entries.get(key);
     if (entry?.state === 'UNLOADING') {
       await entry.ready.catch(() => undefined);
-      entry = undefined;
+      entry = this.entries.get(key);
+      if (entry?.state === 'UNLOADING') entry = undefined;
     }
-    entry ??= this.startLoad(key, kind, label, { url: undefined, targetHeader: undefined }, loader);
-    const pkg = await entry.ready;
+    const waitStarted = performance.now();
+    const resident = entry?.state === 'READY';
+    if (resident) this.options.metrics.modelCacheLookups.inc({ result: 'memory' });
+    entry ??= this.startLoad(key, kind, label, extra, loader);
+    const pkg = await abortable(entry.ready, signal, label);
+    if (!resident) this.options.metrics.modelLoadingWait.observe((performance.now() - waitStarted) / 1000);
     if (entry.state === 'UNLOADING') throw new ServingError('MODEL_NOT_FOUND', `model '${label}' was unloaded`, { model: label });
     return this.lease(entry, pkg);
   }
 
   private lease(entry: Entry, pkg: LoadedPackage): Lease {
     entry.inflight++;
+    this.options.memory.touch(entry.key);
     let released = false;
     return {
       pkg,
@@ -290,9 +515,19 @@ export class ModelRegistry {
         if (released) return;
         released = true;
         entry.inflight--;
-        if (entry.inflight === 0) entry.idle?.();
+        if (entry.inflight === 0) {
+          entry.idle?.();
+          // It may now be evicted: a load waiting for memory looks again.
+          this.options.memory.notify();
+        }
       },
     };
+  }
+
+  /** The memory manager chose this idle entry: release it (a managed model stays registered, paged out). */
+  private async evict(entry: Entry): Promise<void> {
+    if (entry.kind === 'managed') this.options.logger.info({ model: entry.label }, 'paging out a SageMaker-managed model (it stays loaded for SageMaker)');
+    await this.unload(entry);
   }
 
   private async unload(entry: Entry): Promise<void> {
@@ -305,10 +540,34 @@ export class ModelRegistry {
       });
     }
     await pkg?.release();
+    entry.local?.release();
+    this.options.memory.forget(entry.resident);
+    const bytes = entry.reservation?.bytes;
+    entry.reservation?.release();
+    entry.reservation = undefined;
     if (this.entries.get(entry.key) === entry) this.entries.delete(entry.key);
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     this.options.metrics.modelUnloadDuration.observe(seconds);
     this.options.metrics.loadedModels.set(this.loadedCount());
-    if (pkg) this.options.logger.info({ model: entry.label, durationMs: Math.round(seconds * 1000) }, 'model unloaded');
+    if (pkg) this.options.logger.info({ model: entry.label, bytes, durationMs: Math.round(seconds * 1000) }, 'model unloaded');
+  }
+
+  // ---------------------------------------------------------------------------
+  // Added for the KServe v2 routes (issue 7, owned by the HTTP work): look at a
+  // resident entry without loading it (model readiness), and unload a
+  // self-managed target on request (POST /v2/repository/models/{m}/unload).
+
+  /** A resident entry's state and package, without loading anything; undefined when not resident. */
+  peekResident(kind: 'target' | 'managed', name: string): { readonly state: EntryState; readonly pkg: LoadedPackage | undefined } | undefined {
+    const entry = this.entries.get(kind === 'target' ? `target:${normalizeTarget(name)}` : `managed:${name}`);
+    return entry === undefined ? undefined : { state: entry.state, pkg: entry.pkg };
+  }
+
+  /** Unload a resident self-managed target, waiting for its requests; MODEL_NOT_FOUND when it is not resident. */
+  async unloadTarget(rawTarget: string): Promise<void> {
+    const target = normalizeTarget(rawTarget);
+    const entry = this.entries.get(`target:${target}`);
+    if (!entry || entry.state === 'UNLOADING') throw new ServingError('MODEL_NOT_FOUND', `model '${target}' is not loaded`, { model: target });
+    await this.unload(entry);
   }
 }

@@ -18,7 +18,8 @@ import type { Logger } from '../observability/logger.js';
 import { chooseProviders, type HostCapabilities } from '../runtime/execution-providers.js';
 import { createModelSession, type ModelSession } from '../runtime/onnx-session.js';
 import type { RuntimePool } from '../runtime/runtime-pool.js';
-import { DirectScheduler } from '../scheduler/direct-scheduler.js';
+import { DEFAULT_BATCHING, requestedInstances, resolveBatchPolicy, type BatchingDefaults, type BatchPolicy } from '../scheduler/batch-policy.js';
+import { DynamicBatcher, type SchedulerMetrics } from '../scheduler/dynamic-batcher.js';
 import { checkConfigAgainstGraph } from './config-check.js';
 import { latestVersion, SessionExecutor, type LoadedModel, type LoadedVersion } from './loaded-model.js';
 import { chooseEntryModel, scanRepository, type ModelDirectory, type RepositoryLayout } from './repository-layout.js';
@@ -42,6 +43,10 @@ export interface PackageLoadDeps {
   readonly logger: Logger;
   readonly host: HostCapabilities;
   readonly serverProviders: readonly ProviderName[] | undefined;
+  /** Server-wide batching defaults (env); DEFAULT_BATCHING when omitted. */
+  readonly batching?: BatchingDefaults;
+  /** Where schedulers count executions, rows, queue time and batch sizes; omitted = not counted. */
+  readonly metrics?: SchedulerMetrics;
 }
 
 export interface PackageLoadRequest {
@@ -71,7 +76,8 @@ async function modelFilePath(md: ModelDirectory, version: number, fileName: stri
   }
 }
 
-class PackageBuilder {
+/** Exported for registry/package-check (the `onnx-mme validate` collecting mode); the server only uses loadPackage. */
+export class PackageBuilder {
   private readonly models = new Map<string, LoadedModel>();
   private readonly sessions: ModelSession[] = [];
   private readonly loading = new Set<string>();
@@ -89,12 +95,22 @@ class PackageBuilder {
       throw new ServingError('INVALID_MODEL', `model '${this.label}': ensemble steps refer back to '${md.name}' (a cycle)`, { model: this.label });
     }
     this.loading.add(md.name);
-    const sourceName = `${md.name}/config.pbtxt`;
-    const raw = md.configText === undefined ? {} : parseModelConfigJson(md.configText, sourceName);
-    const model = isEnsemble(raw) ? await this.loadEnsemble(md, raw, sourceName) : await this.loadOnnx(md, raw, sourceName);
-    this.models.set(md.name, model);
-    this.loading.delete(md.name);
-    return model;
+    // finally: a model that failed may be asked for again (the collecting check
+    // goes on after a failure) and must not then look like a cycle.
+    try {
+      const sourceName = `${md.name}/config.pbtxt`;
+      const raw = md.configText === undefined ? {} : parseModelConfigJson(md.configText, sourceName);
+      const model = isEnsemble(raw) ? await this.loadEnsemble(md, raw, sourceName) : await this.loadOnnx(md, raw, sourceName);
+      this.models.set(md.name, model);
+      return model;
+    } finally {
+      this.loading.delete(md.name);
+    }
+  }
+
+  /** Models loaded so far, by directory name. */
+  get loaded(): ReadonlyMap<string, LoadedModel> {
+    return this.models;
   }
 
   private async loadEnsemble(md: ModelDirectory, raw: Record<string, unknown>, sourceName: string): Promise<LoadedModel> {
@@ -113,19 +129,22 @@ class PackageBuilder {
     const providerChoice = chooseProviders(providerHintsFromJson(raw), this.deps.serverProviders, this.deps.host);
     for (const w of providerChoice.warnings) this.deps.logger.warn({ model: modelLabel }, w);
 
+    const sessionOptions = {
+      pool: this.deps.pool,
+      providerChoice,
+      graphLevel: graphLevelFromJson(raw),
+      intraOpThreads: threadParameter(raw, 'intra_op_thread_count', modelLabel) ?? this.deps.intraOpThreads,
+      interOpThreads: threadParameter(raw, 'inter_op_thread_count', modelLabel),
+      logger: this.deps.logger,
+      model: modelLabel,
+    };
     let config: ModelConfig | undefined;
+    let policy: BatchPolicy | undefined;
+    let instances = 1;
     const loaded = new Map<number, LoadedVersion>();
     for (const version of versions) {
       const file = await modelFilePath(md, version, fileName, modelLabel);
-      const session = await createModelSession(file, {
-        pool: this.deps.pool,
-        providerChoice,
-        graphLevel: graphLevelFromJson(raw),
-        intraOpThreads: threadParameter(raw, 'intra_op_thread_count', modelLabel) ?? this.deps.intraOpThreads,
-        interOpThreads: threadParameter(raw, 'inter_op_thread_count', modelLabel),
-        logger: this.deps.logger,
-        model: modelLabel,
-      });
+      const session = await createModelSession(file, sessionOptions);
       this.sessions.push(session);
       if (!config) {
         // Auto-complete from the first loaded version's graph, as Triton does.
@@ -140,12 +159,60 @@ class PackageBuilder {
         }
       }
       checkConfigAgainstGraph(config, session, `${modelLabel} version ${version}`);
-      const scheduler = new DirectScheduler(new SessionExecutor(session, config), modelLabel);
-      loaded.set(version, { version, session, scheduler });
+      // The user's own dynamic_batching block is Triton's knobs; none (or auto-complete's empty one) gets the server default.
+      policy ??= resolveBatchPolicy(config, raw['dynamic_batching'] !== undefined, this.deps.batching ?? DEFAULT_BATCHING);
+      if (loaded.size === 0) instances = this.instanceCount(config, session, modelLabel);
+      // One session per instance, each on its own worker: a worker runs one session at a
+      // time and one session never overlaps its own runs (README, "the instance experiment").
+      const sessions = [session];
+      while (sessions.length < instances) {
+        const more = await createModelSession(file, { ...sessionOptions, avoidWorkers: new Set(sessions.map((s) => s.worker)) });
+        this.sessions.push(more);
+        sessions.push(more);
+      }
+      const cfg = config;
+      const scheduler = new DynamicBatcher({
+        model: modelLabel,
+        policy,
+        instances: sessions.map((s) => new SessionExecutor(s, cfg)),
+        logger: this.deps.logger,
+        ...(this.deps.metrics ? { metrics: { sink: this.deps.metrics, labels: { model: md.name, version: String(version) } } } : {}),
+      });
+      loaded.set(version, { version, session, sessions, scheduler });
     }
-    if (!config) throw new ServingError('INVALID_MODEL', `model '${modelLabel}': no version to load`, { model: modelLabel });
-    this.deps.logger.debug({ model: modelLabel, versions, provider: loaded.values().next().value?.session.provider }, 'model sessions created');
+    if (!config || !policy) throw new ServingError('INVALID_MODEL', `model '${modelLabel}': no version to load`, { model: modelLabel });
+    this.deps.logger.debug(
+      {
+        model: modelLabel,
+        versions,
+        provider: loaded.values().next().value?.session.provider,
+        instances,
+        workers: loaded.values().next().value?.sessions.map((s) => s.worker),
+        batching: policy.source,
+        maxBatchSize: policy.maxBatchSize,
+        preferredBatchSizes: policy.preferredBatchSizes,
+        maxQueueDelayUs: policy.maxQueueDelayUs,
+      },
+      'model sessions created',
+    );
     return { name: md.name, dir: md.dir, config, versions: loaded };
+  }
+
+  /**
+   * Sessions per version: what instance_group asks for, at most one per
+   * runtime worker, since instances on one worker would take turns and only
+   * add memory.
+   */
+  private instanceCount(config: ModelConfig, session: ModelSession, label: string): number {
+    const wanted = requestedInstances(config.instanceGroup, session.provider === 'cpu');
+    const workers = Math.max(1, this.deps.pool.size);
+    if (wanted <= workers) return wanted;
+    this.deps.logger.warn(
+      { model: label, instances: wanted, workers },
+      `instance_group asks for ${wanted} instances but there are ${workers} runtime workers (MME_RUNTIME_WORKERS); ` +
+        `loading ${workers}: a worker runs one session at a time, so more would only take memory`,
+    );
+    return workers;
   }
 
   plan(entry: LoadedModel): ExecutionPlan {
@@ -178,6 +245,12 @@ class PackageBuilder {
   async abort(): Promise<void> {
     await Promise.allSettled(this.sessions.map((s) => s.release()));
   }
+
+  /** Stop the schedulers of every loaded model, then release every session created (loaded or not). */
+  async releaseAll(): Promise<void> {
+    await releaseModels(this.models);
+    await this.abort();
+  }
 }
 
 /** Triton's onnxruntime backend keys: `parameters { key: "intra_op_thread_count" value: { string_value: "2" } }`; 0 = onnxruntime's default. */
@@ -201,7 +274,7 @@ function graphLevelFromJson(raw: Record<string, unknown>): number {
 async function releaseModels(models: ReadonlyMap<string, LoadedModel>): Promise<void> {
   const all = [...models.values()].flatMap((m) => [...m.versions.values()]);
   await Promise.allSettled(all.map((v) => v.scheduler.close()));
-  await Promise.allSettled(all.map((v) => v.session.release()));
+  await Promise.allSettled(all.flatMap((v) => v.sessions.map((s) => s.release())));
 }
 
 export async function loadPackage(request: PackageLoadRequest, deps: PackageLoadDeps): Promise<LoadedPackage> {
@@ -212,7 +285,8 @@ export async function loadPackage(request: PackageLoadRequest, deps: PackageLoad
     const entry = await builder.load(entryDir);
     return builder.packaged(entry, layout.root);
   } catch (err) {
-    await builder.abort();
+    // Step models that loaded before the failure have schedulers too: stop them, then free every session.
+    await builder.releaseAll();
     throw err;
   }
 }

@@ -17,6 +17,8 @@ import type { PooledSession, RuntimePool } from './runtime-pool.js';
 export type { OnnxIoInfo } from './onnx-io.js';
 
 export interface ModelSession {
+  /** The runtime worker that holds it. */
+  readonly worker: number;
   readonly inputs: readonly OnnxIoInfo[];
   readonly outputs: readonly OnnxIoInfo[];
   readonly provider: ProviderName;
@@ -34,6 +36,8 @@ export interface SessionOptions {
   readonly logger: Logger;
   /** Label for error messages. */
   readonly model: string;
+  /** Workers to keep away from if another has room: those holding the model's other instances. */
+  readonly avoidWorkers?: ReadonlySet<number>;
 }
 
 /** Memory trouble as onnxruntime (CPU or CUDA) reports it; Triton's list, matched at the runtime boundary only. */
@@ -69,6 +73,10 @@ class PooledModelSession implements ModelSession {
     private readonly model: string,
   ) {}
 
+  get worker(): number {
+    return this.session.worker;
+  }
+
   get inputs(): readonly OnnxIoInfo[] {
     return this.session.inputs;
   }
@@ -103,13 +111,17 @@ export async function createModelSession(modelPath: string, options: SessionOpti
   let providers = [...providerChoice.providers];
   for (;;) {
     try {
-      const session = await options.pool.createSession(modelPath, {
-        providers,
-        deviceId: providerChoice.deviceId,
-        graphOptimizationLevel: GRAPH_LEVELS[options.graphLevel] ?? 'all',
-        intraOpThreads: options.intraOpThreads,
-        interOpThreads: options.interOpThreads,
-      });
+      const session = await options.pool.createSession(
+        modelPath,
+        {
+          providers,
+          deviceId: providerChoice.deviceId,
+          graphOptimizationLevel: GRAPH_LEVELS[options.graphLevel] ?? 'all',
+          intraOpThreads: options.intraOpThreads,
+          interOpThreads: options.interOpThreads,
+        },
+        options.avoidWorkers,
+      );
       return new PooledModelSession(session, providers[0] ?? 'cpu', model);
     } catch (err) {
       const first = providers[0];

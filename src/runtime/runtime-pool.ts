@@ -18,6 +18,12 @@ interface Pending {
   reject(err: Error): void;
 }
 
+/** Process-wide settings every runtime worker starts with. */
+export interface WorkerSettings {
+  /** Where TensorRT keeps built engines and timing caches, so a reload skips the build (under the disk cache). */
+  readonly tensorrtCacheDir?: string;
+}
+
 class RuntimeWorker {
   readonly worker: Worker;
   sessions = 0;
@@ -25,8 +31,11 @@ class RuntimeWorker {
   private readonly pending = new Map<number, Pending>();
   private dead: Error | undefined;
 
-  constructor(readonly index: number) {
-    this.worker = new Worker(new URL('./session-worker.js', import.meta.url), { name: `onnx-mme-runtime-${index}` });
+  constructor(
+    readonly index: number,
+    settings: WorkerSettings,
+  ) {
+    this.worker = new Worker(new URL('./session-worker.js', import.meta.url), { name: `onnx-mme-runtime-${index}`, workerData: settings });
     // Idle workers must not keep the process alive; a pending call refs them.
     this.worker.unref();
     this.worker.on('message', (reply: WorkerReply) => {
@@ -57,6 +66,8 @@ class RuntimeWorker {
 }
 
 export interface PooledSession {
+  /** Index of the worker thread that holds the session (runs on different workers proceed in parallel). */
+  readonly worker: number;
   readonly inputs: readonly OnnxIoInfo[];
   readonly outputs: readonly OnnxIoInfo[];
   run(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[]): Promise<Map<string, Tensor>>;
@@ -75,14 +86,23 @@ export class RuntimePool {
   private readonly workers: RuntimeWorker[];
   private closed = false;
 
-  constructor(readonly size: number) {
-    this.workers = Array.from({ length: Math.max(1, size) }, (_, i) => new RuntimeWorker(i));
+  constructor(
+    readonly size: number,
+    settings: WorkerSettings = {},
+  ) {
+    this.workers = Array.from({ length: Math.max(1, size) }, (_, i) => new RuntimeWorker(i, settings));
   }
 
-  /** Create a session in the least-loaded worker. Rejects with RuntimeCallError carrying onnxruntime's message. */
-  async createSession(path: string, options: CreateSessionOptions): Promise<PooledSession> {
+  /**
+   * Create a session in the least-loaded worker, preferring workers not in
+   * `avoid` (the instances of one model go to different workers, or they
+   * could not run at the same time). Rejects with RuntimeCallError carrying
+   * onnxruntime's message.
+   */
+  async createSession(path: string, options: CreateSessionOptions, avoid: ReadonlySet<number> = new Set()): Promise<PooledSession> {
     if (this.closed) throw new Error('runtime pool is closed');
-    const worker = this.workers.reduce((a, b) => (b.sessions < a.sessions ? b : a));
+    const open = this.workers.filter((w) => !avoid.has(w.index));
+    const worker = (open.length > 0 ? open : this.workers).reduce((a, b) => (b.sessions < a.sessions ? b : a));
     worker.sessions++;
     let reply;
     try {
@@ -95,6 +115,7 @@ export class RuntimePool {
     const session = reply.session;
     let released = false;
     return {
+      worker: worker.index,
       inputs: reply.inputs,
       outputs: reply.outputs,
       run: async (feeds, outputNames) => {

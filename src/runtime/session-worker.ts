@@ -6,24 +6,23 @@
  * every load and every inference. Each worker owns a set of sessions and
  * handles one message at a time; different workers run in parallel.
  */
-import { parentPort } from 'node:worker_threads';
+import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import type { Tensor } from '../protocol/tensor.js';
 import { fromOrtTensor, ioInfo, toOrtTensor } from './onnx-io.js';
+import { providerOption } from './provider-options.js';
+import type { WorkerSettings } from './runtime-pool.js';
 import type { CreateSessionOptions, WorkerReply, WorkerRequest } from './worker-protocol.js';
 
 const sessions = new Map<number, ort.InferenceSession>();
 let nextSession = 1;
 
-function providerOption(name: string, deviceId: number): ort.InferenceSession.ExecutionProviderConfig {
-  if (name === 'cuda') return { name: 'cuda', deviceId };
-  if (name === 'tensorrt') return { name: 'tensorrt', deviceId };
-  return { name: 'cpu' };
-}
+const settings = (workerData ?? {}) as WorkerSettings;
+
 
 async function create(path: string, o: CreateSessionOptions): Promise<WorkerReply & { op: 'create' }> {
   const session = await ort.InferenceSession.create(path, {
-    executionProviders: o.providers.map((p) => providerOption(p, o.deviceId)),
+    executionProviders: o.providers.map((p) => providerOption(p, o.deviceId, settings.tensorrtCacheDir)),
     graphOptimizationLevel: o.graphOptimizationLevel,
     logSeverityLevel: 3,
     ...(o.intraOpThreads === undefined ? {} : { intraOpNumThreads: o.intraOpThreads }),

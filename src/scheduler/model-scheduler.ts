@@ -2,7 +2,7 @@
  * @module scheduler/model-scheduler
  * The interface every model step is run through. The ensemble runner only
  * sees this; whether a call runs at once or is merged into a batch is the
- * scheduler's business (the dynamic batcher implements the same interface).
+ * scheduler's business (scheduler/dynamic-batcher.ts implements it).
  */
 import type { Tensor } from '../protocol/tensor.js';
 
@@ -11,8 +11,21 @@ export interface ModelExecutor {
   execute(inputs: ReadonlyMap<string, Tensor>, outputNames: readonly string[]): Promise<Map<string, Tensor>>;
 }
 
+/** Per-request scheduling wishes (KServe v2 request parameters `priority` and `timeout`). */
+export interface ScheduleOptions {
+  /** Priority level, 1 = highest; 0 or a level the model does not have = the model's default level. */
+  readonly priority?: number;
+  /** Queue timeout in microseconds; honoured only where the queue policy has allow_timeout_override. */
+  readonly timeoutUs?: number;
+}
+
 export interface ModelScheduler {
-  schedule(inputs: ReadonlyMap<string, Tensor>, outputNames: readonly string[], signal?: AbortSignal): Promise<Map<string, Tensor>>;
-  /** Stop accepting work and wait for what is running. */
+  schedule(
+    inputs: ReadonlyMap<string, Tensor>,
+    outputNames: readonly string[],
+    signal?: AbortSignal,
+    options?: ScheduleOptions,
+  ): Promise<Map<string, Tensor>>;
+  /** Stop accepting work and wait for what is queued and running. */
   close(): Promise<void>;
 }

@@ -6,14 +6,20 @@
  * lease the package → validate against the entry model → run the plan (one
  * step for a single model) → release the lease.
  */
+import type { ModelConfig } from '../config/model-config-types.js';
 import { ServingError, toServingError } from '../errors.js';
+import { singleModelPlan, type ExecutionPlan } from '../ensemble/execution-plan.js';
 import { runPlan } from '../ensemble/plan-runner.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
+import { checkClassifiable, classificationOf, classify } from '../protocol/classification.js';
 import type { InferRequest, InferResponse } from '../protocol/infer-types.js';
-import { latestVersion } from '../registry/loaded-model.js';
+import type { Tensor } from '../protocol/tensor.js';
+import { latestVersion, type LoadedModel } from '../registry/loaded-model.js';
 import type { Lease, ManagedModelInfo, ModelRegistry } from '../registry/model-registry.js';
+import { scheduleOptionsFrom } from '../scheduler/schedule-options.js';
 import { normalizeTarget } from '../store/target-path.js';
+import { outputLabels } from './output-labels.js';
 import { validateRequest } from './validate-request.js';
 
 /** Which model a request addresses. */
@@ -27,8 +33,50 @@ export interface InferContext {
   readonly log: Logger;
 }
 
-/** Decodes a request body once the model is known (protocols may need the model's config). */
-export type RequestDecoder = (label: string) => InferRequest;
+/**
+ * A body that becomes a request only against the entry model's config (CSV,
+ * .npy, TF Serving JSON, raw binary: input names and datatypes come from the
+ * model). Its syntax was already checked before anything was loaded.
+ */
+export interface RequestBinder {
+  bindToModel(config: ModelConfig, label: string): InferRequest;
+}
+
+/**
+ * Decodes a request body before the model is leased (so a malformed body
+ * never causes a load); returns the request, or a binder when the protocol
+ * needs the model's config.
+ */
+export type RequestDecoder = (label: string) => InferRequest | RequestBinder;
+
+export interface InferOptions {
+  /** Run this version of the entry model (KServe v2 `/versions/{v}`); default: the highest loaded version. */
+  readonly version?: number;
+}
+
+function isBinder(d: InferRequest | RequestBinder): d is RequestBinder {
+  return typeof (d as RequestBinder).bindToModel === 'function';
+}
+
+type OutputStep = (outputs: Map<string, Tensor>) => Map<string, Tensor>;
+
+/**
+ * The version a request runs and its plan: the package's plan for the
+ * highest loaded version, or a one-step plan on another loaded version.
+ * Ensembles (no sessions of their own) serve only the version they report.
+ */
+function servedVersion(entry: LoadedModel, plan: ExecutionPlan, requested: number | undefined, label: string): { version: string; plan: ExecutionPlan } {
+  const latest = latestVersion(entry)?.version ?? 1;
+  if (requested === undefined || requested === latest) return { version: String(latest), plan };
+  const v = entry.versions.get(requested);
+  if (!v) {
+    const loaded = entry.versions.size > 0 ? [...entry.versions.keys()].sort((a, b) => a - b) : [latest];
+    throw new ServingError('MODEL_NOT_FOUND', `model '${label}': version ${requested} is not available (loaded versions: ${loaded.join(', ')})`, {
+      model: label,
+    });
+  }
+  return { version: String(requested), plan: singleModelPlan(entry.name, { config: entry.config, version: requested, scheduler: v.scheduler }) };
+}
 
 export interface InferenceServiceOptions {
   readonly registry: ModelRegistry;
@@ -62,13 +110,13 @@ export class InferenceService {
       case 'target':
         return registry.acquireTarget(ref.target, signal);
       case 'managed':
-        return registry.acquireManaged(ref.name, ref.targetHeader);
+        return registry.acquireManaged(ref.name, ref.targetHeader, signal);
       case 'default':
         return registry.acquireDefault(signal);
     }
   }
 
-  async infer(ref: ModelRef, decode: RequestDecoder, ctx: InferContext): Promise<InferResponse> {
+  async infer(ref: ModelRef, decode: RequestDecoder, ctx: InferContext, options: InferOptions = {}): Promise<InferResponse> {
     if (this.inflight >= this.options.maxInflight) {
       throw new ServingError('OVERLOADED', `server is at its limit of ${this.options.maxInflight} requests in progress; retry later`, {
         model: refLabel(ref),
@@ -79,21 +127,34 @@ export class InferenceService {
     let lease: Lease | undefined;
     let modelName = refLabel(ref);
     let version = '';
+    let pending: { model: string; version: string } | undefined;
     try {
       // Reject a bad target, then a malformed body, before anything is loaded.
       if (ref.kind === 'target') normalizeTarget(ref.target);
-      const request = decode(refLabel(ref));
+      const decodeStart = process.hrtime.bigint();
+      const decoded = decode(refLabel(ref));
+      let inputNs = process.hrtime.bigint() - decodeStart;
       lease = await this.acquire(ref, ctx.signal);
       const { pkg } = lease;
       const entry = pkg.entry;
       modelName = entry.name;
-      version = String(latestVersion(entry)?.version ?? 1);
+      const served = servedVersion(entry, pkg.plan, options.version, lease.label);
+      version = served.version;
+      const bindStart = process.hrtime.bigint();
+      const request = isBinder(decoded) ? decoded.bindToModel(entry.config, lease.label) : decoded;
       const batch = validateRequest(request, entry.config, lease.label);
+      const postProcess = await this.prepareOutputs(request, entry, lease.label);
+      inputNs += process.hrtime.bigint() - bindStart;
       const wanted = request.outputs?.map((o) => o.name) ?? entry.config.output.map((t) => t.name);
+      pending = { model: modelName, version };
+      this.options.metrics.pendingRequests.inc(pending);
       const computeStart = process.hrtime.bigint();
-      const outputs = await runPlan(pkg.plan, request.inputs, wanted, ctx.signal);
+      const raw = await runPlan(served.plan, request.inputs, wanted, ctx.signal, scheduleOptionsFrom(request.parameters, lease.label));
       const computeUs = Number(process.hrtime.bigint() - computeStart) / 1000;
-      this.record(modelName, version, batch, computeUs, started);
+      const outputStart = process.hrtime.bigint();
+      const outputs = postProcess(raw);
+      this.recordPhases(pending, inputNs, process.hrtime.bigint() - outputStart);
+      this.record(modelName, version, batch, computeUs, started, entry.config.platform === 'ensemble');
       return { id: request.id, modelName, modelVersion: version, outputs };
     } catch (err) {
       const e = toServingError(err, lease?.label ?? refLabel(ref));
@@ -101,20 +162,60 @@ export class InferenceService {
       if (lease) this.options.metrics.requestFailure.inc({ model: modelName, version, reason });
       throw e;
     } finally {
+      if (pending) this.options.metrics.pendingRequests.dec(pending);
       lease?.release();
       this.inflight--;
     }
   }
 
-  private record(model: string, version: string, batch: number, computeUs: number, started: bigint): void {
+  /** Triton's compute-input and compute-output phases (see metrics.ts for what they cover here). */
+  private recordPhases(labels: { model: string; version: string }, inputNs: bigint, outputNs: bigint): void {
+    this.options.metrics.computeInputDurationUs.inc(labels, Number(inputNs) / 1000);
+    this.options.metrics.computeOutputDurationUs.inc(labels, Number(outputNs) / 1000);
+  }
+
+  /**
+   * Checks the classification requests before the model runs (datatype,
+   * label file) and returns the step that turns the raw outputs into the
+   * answer's outputs.
+   */
+  private async prepareOutputs(request: InferRequest, entry: LoadedModel, label: string): Promise<OutputStep> {
+    const asked = (request.outputs ?? []).filter((o) => classificationOf(o) !== undefined);
+    if (asked.length === 0) return (outputs) => outputs;
+    const batching = entry.config.maxBatchSize > 0;
+    const jobs = await Promise.all(
+      asked.map(async (o) => {
+        const declared = entry.config.output.find((t) => t.name === o.name);
+        if (declared) checkClassifiable(label, o.name, declared.dataType);
+        return { name: o.name, k: classificationOf(o)!, labels: await outputLabels(entry, o.name, label) };
+      }),
+    );
+    return (outputs) => {
+      for (const job of jobs) {
+        const t = outputs.get(job.name);
+        if (t) outputs.set(job.name, classify(label, job.name, t, job.k, batching, job.labels));
+      }
+      return outputs;
+    };
+  }
+
+  /**
+   * Per-request counters. A model's executions, rows and compute time are
+   * counted by its scheduler, once per batch (so nv_inference_exec_count counts
+   * batches and nv_inference_count rows); an ensemble has no scheduler of its
+   * own, so here each request is one execution of it.
+   */
+  private record(model: string, version: string, batch: number, computeUs: number, started: bigint, ensemble: boolean): void {
     const m = this.options.metrics;
     const totalUs = Number(process.hrtime.bigint() - started) / 1000;
     const labels = { model, version };
     m.requestSuccess.inc(labels);
-    m.inferenceCount.inc(labels, batch);
-    m.execCount.inc(labels);
+    if (ensemble) {
+      m.inferenceCount.inc(labels, batch);
+      m.execCount.inc(labels);
+      m.computeInferDurationUs.inc(labels, computeUs);
+    }
     m.requestDurationUs.inc(labels, totalUs);
-    m.computeInferDurationUs.inc(labels, computeUs);
     m.requestDuration.observe({ model }, totalUs / 1e6);
   }
 
@@ -141,4 +242,129 @@ export class InferenceService {
     const more = from + limit < all.length;
     return { models: page, next: more ? page[page.length - 1]?.modelName : undefined };
   }
+
+  // ------------------------------------------------------------ KServe v2
+
+  /**
+   * How a KServe v2 model name resolves: the SageMaker-managed model of that
+   * name when SageMaker loaded one (resident or paged out), else a target of the model source (`tiny`,
+   * `add_sub.tar.gz`, `team/b.tar.gz` URL-encoded), loaded on first use just
+   * like X-Amzn-SageMaker-Target-Model.
+   */
+  resolveModelName(name: string): ModelRef {
+    if (this.options.registry.isManaged(name)) return { kind: 'managed', name, targetHeader: undefined };
+    return { kind: 'target', target: name };
+  }
+
+  /** Lease the model (loading a target on first use), read its entry model, release. */
+  private async inspect<T>(ref: ModelRef, version: number | undefined, signal: AbortSignal | undefined, read: (entry: LoadedModel, version: string) => T): Promise<T> {
+    if (ref.kind === 'target') normalizeTarget(ref.target);
+    const lease = await this.acquire(ref, signal);
+    try {
+      const entry = lease.pkg.entry;
+      return read(entry, servedVersion(entry, lease.pkg.plan, version, lease.label).version);
+    } finally {
+      lease.release();
+    }
+  }
+
+  /** KServe v2 model metadata: name, versions, platform, and tensors with -1 for the batch dimension. */
+  modelMetadata(ref: ModelRef, version: number | undefined, signal?: AbortSignal): Promise<ModelMetadata> {
+    return this.inspect(ref, version, signal, (entry, served) => {
+      const { config } = entry;
+      const tensor = (t: { name: string; dataType: string; dims: readonly number[] }): TensorMetadata => ({
+        name: t.name,
+        datatype: t.dataType,
+        shape: config.maxBatchSize > 0 ? [-1, ...t.dims] : [...t.dims],
+      });
+      const loaded = [...entry.versions.keys()].sort((a, b) => a - b).map(String);
+      return {
+        name: entry.name,
+        versions: version !== undefined ? [served] : loaded.length > 0 ? loaded : [served],
+        platform: config.platform || config.backend,
+        inputs: config.input.map(tensor),
+        outputs: config.output.map(tensor),
+      };
+    });
+  }
+
+  /** The entry model's effective config in Triton's JSON form (GET .../config). */
+  modelConfig(ref: ModelRef, version: number | undefined, signal?: AbortSignal): Promise<Readonly<Record<string, unknown>>> {
+    return this.inspect(ref, version, signal, (entry) => entry.config.json);
+  }
+
+  /** Whether the model (and version) is ready: a resident target, or a model SageMaker loaded; never loads anything. */
+  modelReady(ref: ModelRef, version: number | undefined): boolean {
+    if (ref.kind === 'managed') {
+      // Paged out under the memory LRU it is still ready: the next request pages it back in.
+      const versions = this.options.registry.managedVersions(ref.name);
+      if (versions === undefined) return false;
+      return version === undefined || versions.includes(version) || (versions.length === 0 && version === 1);
+    }
+    const r = ref.kind === 'target' ? this.options.registry.peekResident('target', ref.target) : undefined;
+    if (r?.state !== 'READY' || r.pkg === undefined) return false;
+    if (version === undefined) return true;
+    const entry = r.pkg.entry;
+    return entry.versions.has(version) || (entry.versions.size === 0 && version === (latestVersion(entry)?.version ?? 1));
+  }
+
+  /** Load a model by name (a target is loaded and kept resident; a managed model is already loaded). */
+  async loadByName(ref: ModelRef, signal?: AbortSignal): Promise<void> {
+    await this.inspect(ref, undefined, signal, () => undefined);
+  }
+
+  /** Unload a model by name (waits for its requests); MODEL_NOT_FOUND when it is not resident. */
+  unloadByName(ref: ModelRef): Promise<void> {
+    if (ref.kind === 'managed') return this.options.registry.unloadManaged(ref.name, ref.targetHeader);
+    if (ref.kind === 'target') return this.options.registry.unloadTarget(ref.target);
+    return Promise.reject(new ServingError('UNSUPPORTED', 'the default model cannot be unloaded by name'));
+  }
+
+  /**
+   * The repository index: SageMaker-managed models, then every target of the
+   * model source with its state (UNAVAILABLE = not loaded). `readyOnly` keeps
+   * the READY ones.
+   */
+  async repositoryIndex(readyOnly: boolean): Promise<RepositoryIndexEntry[]> {
+    const { registry } = this.options;
+    const rows: RepositoryIndexEntry[] = [];
+    const versionOf = (pkg: { entry: LoadedModel } | undefined): string | undefined => (pkg ? String(latestVersion(pkg.entry)?.version ?? 1) : undefined);
+    for (const m of registry.listManaged()) {
+      const versions = registry.managedVersions(m.modelName) ?? [];
+      const latest = versions.length > 0 ? String(Math.max(...versions)) : versionOf(registry.peekResident('managed', m.modelName)?.pkg);
+      rows.push({ name: m.modelName, version: latest, state: m.state, reason: '', cached: undefined, sizeBytes: undefined });
+    }
+    for (const t of await registry.repositoryIndex()) {
+      // A target may be resident under its archive name or its stem (`add_sub.tar.gz` / `add_sub`).
+      const resident = t.state === 'READY' ? (registry.peekResident('target', t.target) ?? registry.peekResident('target', t.target.replace(/\.(tar\.gz|tgz)$/i, ''))) : undefined;
+      const version = versionOf(resident?.pkg);
+      rows.push({ name: t.target, version, state: t.state ?? 'UNAVAILABLE', reason: t.state === undefined ? 'not loaded' : '', cached: t.cached, sizeBytes: t.sizeBytes });
+    }
+    return readyOnly ? rows.filter((r) => r.state === 'READY') : rows;
+  }
+}
+
+export interface TensorMetadata {
+  readonly name: string;
+  readonly datatype: string;
+  readonly shape: readonly number[];
+}
+
+export interface ModelMetadata {
+  readonly name: string;
+  readonly versions: readonly string[];
+  readonly platform: string;
+  readonly inputs: readonly TensorMetadata[];
+  readonly outputs: readonly TensorMetadata[];
+}
+
+export interface RepositoryIndexEntry {
+  readonly name: string;
+  readonly version: string | undefined;
+  readonly state: 'READY' | 'LOADING' | 'UNLOADING' | 'UNAVAILABLE';
+  readonly reason: string;
+  /** Targets of the model source: extracted on local disk (the current version). */
+  readonly cached: boolean | undefined;
+  /** Targets of the model source: the archive's size. */
+  readonly sizeBytes: number | undefined;
 }

@@ -356,6 +356,10 @@ class Extraction {
       entry.resume();
       throw totalTooLarge(entry.path, this.limits.maxBytes);
     }
+    if (this.limits.storageBytes !== undefined && this.bytes + declared > this.limits.storageBytes) {
+      entry.resume();
+      throw noRoom(this.limits.storageBytes);
+    }
     await this.ensureDir(path.dirname(abs));
     const mode = (entry.mode ?? 0o644) & 0o111 ? 0o755 : 0o644;
     const handle = await open(abs, FILE_OPEN_FLAGS, mode);
@@ -378,6 +382,11 @@ class Extraction {
           if (this.bytes > this.limits.maxBytes) {
             entry.pause();
             reject(totalTooLarge(entry.path, this.limits.maxBytes));
+            return;
+          }
+          if (this.limits.storageBytes !== undefined && this.bytes > this.limits.storageBytes) {
+            entry.pause();
+            reject(noRoom(this.limits.storageBytes));
             return;
           }
           entry.pause();
@@ -471,6 +480,12 @@ function totalTooLarge(entryPath: string, limit: number): ServingError {
     `model archive expands to more than ${limit} bytes (limit reached at entry '${printable(entryPath)}')`,
     { details: { entry: printable(entryPath), limitBytes: limit } },
   );
+}
+
+function noRoom(limit: number): ServingError {
+  return new ServingError('INSUFFICIENT_STORAGE', `the model expands to more than the ${limit} bytes of disk cache available to it`, {
+    details: { storageLimitBytes: limit },
+  });
 }
 
 function corrupt(err: unknown): ServingError {

@@ -10,6 +10,12 @@ export interface ExtractLimits {
   readonly maxBytes: number;
   /** Most archive entries (files, directories, links, skipped junk) accepted. */
   readonly maxEntries: number;
+  /**
+   * Room the disk cache can give this model (its budget minus what is in use).
+   * Past it extraction stops with INSUFFICIENT_STORAGE (507), not
+   * ARCHIVE_REJECTED: the archive is fine, the cache is too small for it.
+   */
+  readonly storageBytes?: number;
 }
 
 /** Generous enough for large ONNX models with external data, small enough to stop a bomb. */

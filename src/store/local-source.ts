@@ -16,13 +16,14 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
 import { ServingError } from '../errors.js';
-import { findCacheEntry, publishDirectory, removeOtherVersions } from './cache-publish.js';
+import { DiskCache } from './disk-cache.js';
+import { PinnedFlights, type PinnedResult } from './pinned-flights.js';
 import { extractArchive } from './extract-archive.js';
 import type { ExtractLimits } from './extract-limits.js';
 import type { LocalModel, ModelSource, SourceEntry } from './model-source.js';
 import { normalizeTarget } from './target-path.js';
 import { errorCode, messageOf } from './node-error.js';
-import { abortable, cancelled } from './abort.js';
+import { cancelled } from './abort.js';
 
 /** How deep list() looks for archives and model directories (path segments of a target). */
 export const MAX_LIST_DEPTH = 4;
@@ -43,6 +44,8 @@ export interface LocalModelSourceOptions {
   /** Directory path or `file://` URL. */
   readonly root: string;
   readonly cacheDir: string;
+  /** The disk cache (with its byte budget); default: one over `cacheDir` with the default budget. */
+  readonly cache?: DiskCache;
   readonly limits: ExtractLimits;
   readonly logger?: Logger;
   readonly onExtract?: (event: ExtractionEvent) => void;
@@ -70,13 +73,16 @@ export class LocalModelSource implements ModelSource {
   private readonly limits: ExtractLimits;
   private readonly logger: Logger | undefined;
   private readonly onExtract: ((event: ExtractionEvent) => void) | undefined;
+  readonly cache: DiskCache;
   /** In-flight archive localizations keyed by the archive's source-relative path. */
-  private readonly flights = new Map<string, Promise<{ dir: string; version: string }>>();
+  private readonly flights: PinnedFlights;
   private realRootPromise: Promise<string> | undefined;
 
   constructor(options: LocalModelSourceOptions) {
     this.root = path.resolve(options.root.startsWith('file:') ? fileURLToPath(options.root) : options.root);
     this.cacheDir = path.resolve(options.cacheDir);
+    this.cache = options.cache ?? new DiskCache({ dir: this.cacheDir, logger: options.logger });
+    this.flights = new PinnedFlights(this.cache);
     this.limits = options.limits;
     this.logger = options.logger;
     this.onExtract = options.onExtract;
@@ -88,24 +94,32 @@ export class LocalModelSource implements ModelSource {
     if (signal?.aborted) throw cancelled(target, signal);
     const resolved = await this.resolve(target);
     if (resolved.kind === 'directory') {
-      return { target, dir: resolved.realPath, version: await directoryVersion(resolved.realPath) };
+      return { target, dir: resolved.realPath, version: await directoryVersion(resolved.realPath), release: () => undefined };
     }
-    let flight = this.flights.get(resolved.rel);
-    if (!flight) {
-      const started = this.localizeArchive(resolved.rel, resolved.realPath, target);
-      flight = started.finally(() => {
-        if (this.flights.get(resolved.rel) === flight) this.flights.delete(resolved.rel);
-      });
-      this.flights.set(resolved.rel, flight);
+    return this.flights.run(resolved.rel, target, signal, () => this.localizeArchive(resolved.rel, resolved.realPath, target));
+  }
+
+  async currentVersion(rawTarget: string): Promise<string | undefined> {
+    const target = normalizeTarget(rawTarget);
+    let resolved: Resolved;
+    try {
+      resolved = await this.resolve(target);
+    } catch (err) {
+      if (!(err instanceof ServingError) || err.code !== 'MODEL_NOT_FOUND') throw err;
+      const names = isArchiveName(target) ? [target] : ARCHIVE_SUFFIXES.map((suffix) => `${target}${suffix}`);
+      for (const rel of names) await this.cache.retireOthers(rel, undefined);
+      return undefined;
     }
-    // The shared extraction is not tied to any one caller's signal: a caller
-    // that gives up stops waiting, and the others (or SageMaker's retry) still
-    // get the finished entry.
-    const { dir, version } = await abortable(flight, signal, target);
-    return { target, dir, version };
+    if (resolved.kind === 'directory') return directoryVersion(resolved.realPath);
+    try {
+      return archiveVersion(await stat(resolved.realPath));
+    } catch {
+      return undefined;
+    }
   }
 
   async list(): Promise<readonly SourceEntry[]> {
+    await this.cache.open();
     const realRoot = await this.realRoot();
     // A cache dir inside the root must not show up as models.
     const skip = await realpath(this.cacheDir).catch(() => this.cacheDir);
@@ -171,7 +185,7 @@ export class LocalModelSource implements ModelSource {
     rel: string,
     archivePath: string,
     target: string,
-  ): Promise<{ dir: string; version: string }> {
+  ): Promise<PinnedResult> {
     let stats: Stats;
     try {
       stats = await stat(archivePath);
@@ -179,21 +193,20 @@ export class LocalModelSource implements ModelSource {
       const message = `model '${target}' not found in ${this.description} (${messageOf(err)})`;
       throw new ServingError('MODEL_NOT_FOUND', message, { model: target, cause: err });
     }
-    // size+mtime is what we can know without reading the file; a replaced
-    // archive virtually always changes one of them.
-    const version = `${stats.size}-${stats.mtimeMs}`;
-    const cached = await findCacheEntry(this.cacheDir, rel, version);
-    if (cached) return { dir: cached.contentDir, version };
+    const version = archiveVersion(stats);
+    const cached = await this.cache.lookup(rel, version);
+    if (cached) return { pin: cached, version };
 
     const startedAt = performance.now();
     this.logger?.info({ model: target, archive: rel, version, bytes: stats.size }, 'extracting model archive');
     let published;
     try {
-      published = await publishDirectory({
-        cacheDir: this.cacheDir,
+      published = await this.cache.publish({
         target: rel,
+        model: target,
         version,
-        fill: (contentDir) => extractArchive(archivePath, contentDir, this.limits),
+        expectedBytes: stats.size,
+        fill: (contentDir, storageBytes) => extractArchive(archivePath, contentDir, { ...this.limits, storageBytes }),
       });
     } catch (err) {
       throw withTarget(err, target);
@@ -202,16 +215,11 @@ export class LocalModelSource implements ModelSource {
     if (!published.reused) {
       const { files, bytes } = published.metadata;
       this.logger?.info({ model: target, archive: rel, version, files, bytes, durationMs }, 'extracted model archive');
-      this.onExtract?.({ archive: rel, version, dir: published.contentDir, files, bytes, durationMs });
+      this.onExtract?.({ archive: rel, version, dir: published.pin.entry.contentDir, files, bytes, durationMs });
     }
-    try {
-      const removed = await removeOtherVersions(this.cacheDir, rel, published.dir);
-      if (removed.length > 0) this.logger?.info({ model: target, removed }, 'removed superseded model cache entries');
-    } catch (err) {
-      // Stale entries only cost disk space; the new version is ready to serve.
-      this.logger?.warn({ model: target, err }, 'could not remove superseded model cache entries');
-    }
-    return { dir: published.contentDir, version };
+    // Older versions go as soon as no loaded model uses them.
+    await this.cache.retireOthers(rel, published.pin.entry.dir);
+    return { pin: published.pin, version };
   }
 
   private async walk(walk: WalkContext, absDir: string, relDir: string, depth: number): Promise<void> {
@@ -241,16 +249,24 @@ export class LocalModelSource implements ModelSource {
         continue;
       }
       if (stats.isFile() && isArchiveName(dirent.name)) {
-        out.push({ target: rel, sizeBytes: stats.size, lastModified: stats.mtime });
+        out.push({ target: rel, sizeBytes: stats.size, lastModified: stats.mtime, cached: this.cache.has(rel, archiveVersion(stats)) });
       } else if (stats.isDirectory() && real !== skip) {
         if (await looksLikeModel(abs)) {
-          out.push({ target: rel, sizeBytes: undefined, lastModified: stats.mtime });
+          out.push({ target: rel, sizeBytes: undefined, lastModified: stats.mtime, cached: true });
         } else if (depth < MAX_LIST_DEPTH) {
           await this.walk(walk, abs, rel, depth + 1);
         }
       }
     }
   }
+}
+
+/**
+ * size+mtime is what we can know without reading the file; a replaced archive
+ * virtually always changes one of them.
+ */
+function archiveVersion(stats: Stats): string {
+  return `${stats.size}-${stats.mtimeMs}`;
 }
 
 /**

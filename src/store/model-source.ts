@@ -17,12 +17,20 @@ export interface LocalModel {
    * size+mtime for local files). Changes when the object is replaced.
    */
   readonly version: string;
+  /**
+   * Lets go of the directory: until then the disk cache keeps it (a model
+   * loaded from it may still read files). Idempotent; a no-op for directories
+   * used in place.
+   */
+  release(): void;
 }
 
 export interface SourceEntry {
   readonly target: string;
   readonly sizeBytes: number | undefined;
   readonly lastModified: Date | undefined;
+  /** Whether the disk cache holds the current version (in-place directories: always). */
+  readonly cached: boolean;
 }
 
 export interface ModelSource {
@@ -34,6 +42,12 @@ export interface ModelSource {
    * INVALID_TARGET, ARCHIVE_REJECTED, INSUFFICIENT_STORAGE, UPSTREAM_UNAVAILABLE.
    */
   localize(target: string, signal?: AbortSignal): Promise<LocalModel>;
+  /**
+   * The current `version` of the object behind `target` (one HeadObject, or a
+   * stat), or undefined when it no longer exists; then its cached copies are
+   * retired. For revalidating loaded models.
+   */
+  currentVersion(target: string, signal?: AbortSignal): Promise<string | undefined>;
   /** Targets available in the source (archives and model directories). */
   list(): Promise<readonly SourceEntry[]>;
 }

@@ -41,14 +41,16 @@ import {
 } from '@aws-sdk/client-s3';
 import type { Logger } from 'pino';
 import { ServingError } from '../errors.js';
-import { findCacheEntry, publishDirectory, removeOtherVersions } from './cache-publish.js';
+import { DiskCache } from './disk-cache.js';
+import { createS3Client } from './s3-client.js';
+import { PinnedFlights, type PinnedResult } from './pinned-flights.js';
 import { extractArchive } from './extract-archive.js';
 import type { ExtractLimits } from './extract-limits.js';
 import { isArchiveName } from './local-source.js';
 import type { LocalModel, ModelSource, SourceEntry } from './model-source.js';
 import { parseS3Uri, s3ObjectUri } from '../config/s3-uri.js';
 import { normalizeTarget } from './target-path.js';
-import { abortable, cancelled } from './abort.js';
+import { cancelled } from './abort.js';
 import { errorCode, messageOf } from './node-error.js';
 
 const ARCHIVE_SUFFIXES = ['.tar.gz', '.tgz'] as const;
@@ -104,6 +106,8 @@ export interface S3ModelSourceOptions {
   /** `s3://bucket/prefix/` (prefix may be empty). */
   readonly uri: string;
   readonly cacheDir: string;
+  /** The disk cache (with its byte budget); default: one over `cacheDir` with the default budget. */
+  readonly cache?: DiskCache;
   readonly limits: ExtractLimits;
   /** A ready client; otherwise one is built from `region`/`endpoint` and the default credential chain. */
   readonly client?: S3Client;
@@ -128,11 +132,6 @@ interface Attempt {
   progressed: boolean;
 }
 
-interface Localized {
-  readonly dir: string;
-  readonly version: string;
-}
-
 /** ServingErrors worth another attempt (network, 5xx, throttling, a cut stream). */
 const retryable = new WeakSet<ServingError>();
 
@@ -141,7 +140,7 @@ export class S3ModelSource implements ModelSource {
   readonly bucket: string;
   readonly prefix: string;
   private readonly client: S3Client;
-  private readonly cacheDir: string;
+  readonly cache: DiskCache;
   private readonly limits: ExtractLimits;
   private readonly retry: S3RetryOptions;
   private readonly idleTimeoutMs: number;
@@ -149,7 +148,7 @@ export class S3ModelSource implements ModelSource {
   private readonly logger: Logger | undefined;
   private readonly onDownload: ((event: S3DownloadEvent) => void) | undefined;
   /** In-flight localizations keyed by normalised target. */
-  private readonly flights = new Map<string, Promise<Localized>>();
+  private readonly flights: PinnedFlights;
   private downloaded = 0;
 
   constructor(options: S3ModelSourceOptions) {
@@ -157,7 +156,8 @@ export class S3ModelSource implements ModelSource {
     this.bucket = location.bucket;
     this.prefix = location.prefix;
     this.description = location.uri;
-    this.cacheDir = options.cacheDir;
+    this.cache = options.cache ?? new DiskCache({ dir: options.cacheDir, logger: options.logger });
+    this.flights = new PinnedFlights(this.cache);
     this.limits = options.limits;
     this.retry = resolveRetry(options.retry);
     this.idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_S3_IDLE_TIMEOUT_MS;
@@ -169,13 +169,11 @@ export class S3ModelSource implements ModelSource {
     this.onDownload = options.onDownload;
     this.client =
       options.client ??
-      new S3Client({
-        ...(options.region ? { region: options.region } : {}),
-        ...(options.endpoint ? { endpoint: options.endpoint, forcePathStyle: true } : {}),
+      createS3Client(
+        { region: options.region, endpoint: options.endpoint },
         // Our retry loop is the one policy, so the total time stays bounded.
-        maxAttempts: 1,
-        requestHandler: { connectionTimeout: DEFAULT_CONNECTION_TIMEOUT_MS },
-      });
+        { maxAttempts: 1, requestHandler: { connectionTimeout: DEFAULT_CONNECTION_TIMEOUT_MS } },
+      );
   }
 
   /** Body bytes received from S3 since this source was created (every attempt). */
@@ -185,17 +183,17 @@ export class S3ModelSource implements ModelSource {
 
   async localize(rawTarget: string, signal?: AbortSignal): Promise<LocalModel> {
     const target = normalizeTarget(rawTarget);
-    if (signal?.aborted) throw cancelled(target, signal);
-    let flight = this.flights.get(target);
-    if (!flight) {
-      const started = this.localizeObject(target);
-      flight = started.finally(() => {
-        if (this.flights.get(target) === flight) this.flights.delete(target);
-      });
-      this.flights.set(target, flight);
+    return this.flights.run(target, target, signal, () => this.localizeObject(target));
+  }
+
+  async currentVersion(rawTarget: string, signal?: AbortSignal): Promise<string | undefined> {
+    const target = normalizeTarget(rawTarget);
+    const info = await this.head(target, signal);
+    if (info === undefined) {
+      // Deleted from the prefix: its cached copies go as soon as nothing uses them.
+      for (const uri of this.candidateUris(target)) await this.cache.retireOthers(uri, undefined);
     }
-    const { dir, version } = await abortable(flight, signal, target);
-    return { target, dir, version };
+    return info?.etag;
   }
 
   /**
@@ -208,6 +206,7 @@ export class S3ModelSource implements ModelSource {
   }
 
   async list(): Promise<readonly SourceEntry[]> {
+    await this.cache.open();
     const found: SourceEntry[] = [];
     let token: string | undefined;
     const what = `listing ${this.description}`;
@@ -230,7 +229,7 @@ export class S3ModelSource implements ModelSource {
           (err) => s3Failure(err, { action: what, uri: this.description, bucket: this.bucket }),
         ),
       );
-      collect(page, this.prefix, found);
+      collect(page, this.prefix, found, (key, etag) => etag !== undefined && this.cache.has(s3ObjectUri(this.bucket, key), etag));
       token = page.IsTruncated ? page.NextContinuationToken : undefined;
     } while (token !== undefined && token !== '');
     return found.sort((a, b) => (a.target < b.target ? -1 : a.target > b.target ? 1 : 0));
@@ -240,7 +239,7 @@ export class S3ModelSource implements ModelSource {
     return `model '${target}' (${s3ObjectUri(this.bucket, this.prefix + target)})`;
   }
 
-  private async localizeObject(target: string): Promise<Localized> {
+  private async localizeObject(target: string): Promise<PinnedResult> {
     const startedAt = performance.now();
     let received = 0;
     let attempts = 0;
@@ -251,24 +250,28 @@ export class S3ModelSource implements ModelSource {
       if (!found) throw notFound(target, this.candidateUris(target));
       info = found;
       const cacheId = found.uri;
-      const cached = await findCacheEntry(this.cacheDir, cacheId, found.etag);
-      if (cached) return { dir: cached.contentDir, entryDir: cached.dir, reused: true, files: 0 };
+      const cached = await this.cache.lookup(cacheId, found.etag);
+      if (cached) return { pin: cached, reused: true, files: 0 };
       this.logger?.info(
         { model: target, uri: found.uri, etag: found.etag, bytes: found.sizeBytes, attempt: attempt.number },
         'downloading model archive from S3',
       );
-      const result = await publishDirectory({
-        cacheDir: this.cacheDir,
+      const result = await this.cache.publish({
         target: cacheId,
+        model: target,
         version: found.etag,
-        fill: (contentDir) =>
-          this.download(found, contentDir, attempt, (bytes) => {
+        expectedBytes: found.sizeBytes,
+        fill: (contentDir, storageBytes) =>
+          this.download(found, contentDir, attempt, storageBytes, (bytes) => {
             received += bytes;
           }),
       });
-      return { dir: result.contentDir, entryDir: result.dir, reused: result.reused, files: result.metadata.files };
+      return { pin: result.pin, reused: result.reused, files: result.metadata.files };
     });
-    if (!info) throw new ServingError('INTERNAL', `model '${target}': no object information`, { model: target });
+    if (!info) {
+      published.pin.release();
+      throw new ServingError('INTERNAL', `model '${target}': no object information`, { model: target });
+    }
     const { key, etag, uri } = info;
     if (!published.reused) {
       const durationMs = performance.now() - startedAt;
@@ -284,17 +287,12 @@ export class S3ModelSource implements ModelSource {
         durationMs,
         attempts,
         files: published.files,
-        dir: published.dir,
+        dir: published.pin.entry.contentDir,
       });
     }
-    try {
-      const removed = await removeOtherVersions(this.cacheDir, uri, published.entryDir);
-      if (removed.length > 0) this.logger?.info({ model: target, removed }, 'removed superseded model cache entries');
-    } catch (err) {
-      // Stale entries only cost disk space; the current version is ready to serve.
-      this.logger?.warn({ model: target, err }, 'could not remove superseded model cache entries');
-    }
-    return { dir: published.dir, version: etag };
+    // Older versions go as soon as no loaded model uses them (requests in flight finish on their files).
+    await this.cache.retireOthers(uri, published.pin.entry.dir);
+    return { pin: published.pin, version: etag };
   }
 
   private candidateKeys(target: string): string[] {
@@ -336,6 +334,7 @@ export class S3ModelSource implements ModelSource {
     info: S3ObjectInfo,
     contentDir: string,
     attempt: Attempt,
+    storageBytes: number,
     onBytes: (bytes: number) => void,
   ): Promise<{ bytes: number; files: number }> {
     const { target, key, uri } = info;
@@ -377,7 +376,7 @@ export class S3ModelSource implements ModelSource {
     });
     body.pipe(meter);
     try {
-      return await extractArchive(meter, contentDir, this.limits);
+      return await extractArchive(meter, contentDir, { ...this.limits, storageBytes });
     } catch (err) {
       if (err instanceof ServingError && err.code === 'UPSTREAM_UNAVAILABLE') {
         throw markRetryable(prefixed(err, target, `downloading ${uri} failed: `));
@@ -701,13 +700,19 @@ function unquoteEtag(etag: string | undefined): string | undefined {
   return bare === '' ? undefined : bare;
 }
 
-function collect(page: ListObjectsV2CommandOutput, prefix: string, out: SourceEntry[]): void {
+function collect(
+  page: ListObjectsV2CommandOutput,
+  prefix: string,
+  out: SourceEntry[],
+  isCached: (key: string, etag: string | undefined) => boolean,
+): void {
   for (const object of page.Contents ?? []) {
     const key = object.Key;
     if (key === undefined || !key.startsWith(prefix)) continue;
     const rel = key.slice(prefix.length);
     if (!isArchiveName(rel) || !isValidTarget(rel)) continue;
-    out.push({ target: rel, sizeBytes: object.Size, lastModified: object.LastModified });
+    const cached = isCached(key, unquoteEtag(object.ETag));
+    out.push({ target: rel, sizeBytes: object.Size, lastModified: object.LastModified, cached });
   }
 }
 

@@ -19,10 +19,12 @@ import { after, before, describe, it } from 'node:test';
 import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { addSub, packTarGz, writeModelDir } from '../../examples/models/zoo.js';
 import { ServingError, type ErrorCode } from '../../src/errors.js';
+import { DiskCache } from '../../src/store/disk-cache.js';
 import type { ExtractLimits } from '../../src/store/extract-limits.js';
 import { S3ModelSource, type S3DownloadEvent, type S3ModelSourceOptions } from '../../src/store/s3-source.js';
 import { isS3Uri, parseS3Uri } from '../../src/config/s3-uri.js';
 import { tgz } from '../support/raw-tar.js';
+import { S3Proxy } from '../support/s3-proxy.js';
 import { allowS3rverContinuationTokens, S3rver, type S3rverInstance } from '../support/s3rver.js';
 
 const BUCKET = 'models';
@@ -32,108 +34,6 @@ const LIMITS: ExtractLimits = { maxBytes: 64 * 1024 * 1024, maxEntries: 1000 };
 const CREDENTIALS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' };
 /** Small delays so failure tests stay fast. */
 const FAST_RETRY = { attempts: 3, baseDelayMs: 20, maxTotalMs: 3_000 };
-
-// ---------------------------------------------------------------------------
-// A counting, fault-injecting proxy in front of s3rver
-
-interface SeenRequest {
-  readonly method: string;
-  readonly url: string;
-}
-
-class S3Proxy {
-  readonly requests: SeenRequest[] = [];
-  /** The next N object GETs forward the headers and `cutAfterBytes` of the body, then drop the connection. */
-  cutNextGets = 0;
-  cutAfterBytes = 200 * 1024;
-  /** With a cut: keep the connection open, silent, instead of dropping it. */
-  stallInsteadOfCut = false;
-  /** The next N requests (any kind) get 503 SlowDown. */
-  failNext = 0;
-  private server: http.Server | undefined;
-
-  constructor(private readonly upstreamPort: number) {}
-
-  get url(): string {
-    const address = this.server?.address() as AddressInfo;
-    return `http://127.0.0.1:${address.port}`;
-  }
-
-  /** Object GETs (not listings) the server received, optionally for one key. */
-  gets(key?: string): number {
-    return this.requests.filter((r) => r.method === 'GET' && isObjectRequest(r.url, key)).length;
-  }
-
-  heads(key?: string): number {
-    return this.requests.filter((r) => r.method === 'HEAD' && isObjectRequest(r.url, key)).length;
-  }
-
-  listings(): number {
-    return this.requests.filter((r) => r.method === 'GET' && r.url.includes('list-type=2')).length;
-  }
-
-  async start(): Promise<void> {
-    const server = http.createServer((req, res) => this.handle(req, res));
-    this.server = server;
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  }
-
-  async close(): Promise<void> {
-    const server = this.server;
-    if (!server) return;
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  }
-
-  private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
-    const method = req.method ?? 'GET';
-    const url = req.url ?? '/';
-    this.requests.push({ method, url });
-    if (this.failNext > 0) {
-      this.failNext -= 1;
-      req.resume();
-      res.writeHead(503, { 'content-type': 'application/xml' });
-      res.end('<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>');
-      return;
-    }
-    const cut = method === 'GET' && isObjectRequest(url) && this.cutNextGets > 0;
-    if (cut) this.cutNextGets -= 1;
-    const upstream = http.request(
-      { host: '127.0.0.1', port: this.upstreamPort, method, path: url, headers: req.headers },
-      (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        if (!cut) {
-          answer.pipe(res);
-          return;
-        }
-        let sent = 0;
-        answer.on('data', (chunk: Buffer) => {
-          if (sent >= this.cutAfterBytes) return;
-          const part = chunk.subarray(0, this.cutAfterBytes - sent);
-          sent += part.length;
-          if (sent >= this.cutAfterBytes) {
-            const stall = this.stallInsteadOfCut;
-            res.on('close', () => answer.destroy());
-            res.write(part, () => {
-              if (!stall) res.socket?.destroy();
-            });
-          } else {
-            res.write(part);
-          }
-        });
-      },
-    );
-    upstream.on('error', () => res.destroy());
-    req.pipe(upstream);
-  }
-}
-
-function isObjectRequest(url: string, key?: string): boolean {
-  const pathname = url.split('?')[0] ?? '';
-  if (url.includes('list-type=')) return false;
-  if (key === undefined) return pathname.startsWith(`/${BUCKET}/`) && pathname.length > BUCKET.length + 2;
-  return pathname === `/${BUCKET}/${key.split('/').map(encodeURIComponent).join('/')}`;
-}
 
 // ---------------------------------------------------------------------------
 // Fixture
@@ -158,7 +58,7 @@ before(async () => {
     configureBuckets: [{ name: BUCKET }],
   });
   const address = await s3.run();
-  proxy = new S3Proxy(address.port);
+  proxy = new S3Proxy(address.port, BUCKET);
   await proxy.start();
   admin = s3Client(`http://127.0.0.1:${address.port}`);
 
@@ -348,7 +248,7 @@ describe('S3ModelSource', () => {
     await rejectsWith(source.localize('../etc/passwd'), 'INVALID_TARGET');
   });
 
-  it('a new object under the same key has a new ETag: head() tells, localize() fetches it and drops the old entry', async () => {
+  it('a new object under the same key has a new ETag: head() tells, localize() fetches it and drops the old entry once released', async () => {
     const key = `${PREFIX}versioned.tar.gz`;
     await upload(key, archive('add_sub'));
     const { source, cacheDir, downloads } = harness();
@@ -366,7 +266,10 @@ describe('S3ModelSource', () => {
     assert.equal(downloads.length, 2);
     await assertTritonLayout(v2.dir);
     assert.match(await readFile(path.join(v2.dir, 'config.pbtxt'), 'utf8'), /dims: \[ 8 \]/);
-    assert.ok(!existsSync(path.dirname(v1.dir)), 'the superseded entry is removed');
+    assert.ok(existsSync(v1.dir), 'the superseded entry stays while a loaded model uses it');
+    v1.release();
+    await source.cache.settled();
+    assert.ok(!existsSync(path.dirname(v1.dir)), 'the superseded entry is removed once released');
     assert.equal((await cacheContents(cacheDir)).length, 1);
   });
 
@@ -546,6 +449,67 @@ describe('S3ModelSource', () => {
       assert.equal(entry.sizeBytes, sizes.get(entry.target));
       assert.ok(entry.lastModified instanceof Date);
     }
+  });
+
+  it('different targets extracted at the same time never mix files', async () => {
+    const names = ['mix-a', 'mix-b', 'mix-c', 'mix-d'];
+    const bodies = names.map((_, i) => randomBytes(256 * 1024 + i));
+    for (const [i, name] of names.entries()) {
+      await upload(`${PREFIX}${name}.tar.gz`, tgz([
+        { name: `${name}/config.pbtxt`, body: `name: "${name}"` },
+        { name: `${name}/1/model.onnx`, body: bodies[i]! },
+        { name: `${name}/1/only-in-${name}.txt`, body: name },
+      ]));
+    }
+    const { source } = harness();
+    const locals = await Promise.all(names.map((name) => source.localize(`${name}.tar.gz`)));
+    for (const [i, local] of locals.entries()) {
+      const name = names[i]!;
+      assert.deepEqual((await readdir(local.dir)).sort(), [name]);
+      assert.deepEqual((await readdir(path.join(local.dir, name, '1'))).sort(), ['model.onnx', `only-in-${name}.txt`]);
+      assert.ok((await readFile(path.join(local.dir, name, '1', 'model.onnx'))).equals(bodies[i]!), `${name} holds its own bytes`);
+      local.release();
+    }
+  });
+
+  it('list() tells which archives are cached at their current ETag', async () => {
+    await upload(`${PREFIX}listed/one.tar.gz`, archive('add_sub'));
+    await upload(`${PREFIX}listed/two.tar.gz`, archive('add_sub'));
+    const { source } = harness({ uri: `s3://${BUCKET}/${PREFIX}listed/` });
+    const one = await source.localize('one.tar.gz');
+    const cachedOf = async () => Object.fromEntries((await source.list()).map((e) => [e.target, e.cached]));
+    assert.deepEqual(await cachedOf(), { 'one.tar.gz': true, 'two.tar.gz': false });
+    await upload(`${PREFIX}listed/one.tar.gz`, archive('add_sub_8'));
+    assert.deepEqual(await cachedOf(), { 'one.tar.gz': false, 'two.tar.gz': false }, 'a replaced object is no longer cached at its ETag');
+    one.release();
+  });
+
+  it('under a byte budget, released models are evicted least recently used first and fetched again on demand', async () => {
+    const names = ['lru-a', 'lru-b', 'lru-c'];
+    for (const name of names) await upload(`${PREFIX}${name}.tar.gz`, archive('big'));
+    const entryBytes = await (async () => {
+      const probe = harness();
+      const local = await probe.source.localize('lru-a.tar.gz');
+      local.release();
+      return probe.source.cache.usedBytes;
+    })();
+    // Room for two extracted copies, not three.
+    const cacheDir = path.join(work, 'lru-cache');
+    const cache = new DiskCache({ dir: cacheDir, maxBytes: Math.floor(entryBytes * 2.5) });
+    const { source } = harness({ cache, cacheDir });
+    const getsBefore = (name: string) => proxy.gets(`${PREFIX}${name}.tar.gz`);
+    const before = names.map(getsBefore);
+    for (const name of ['lru-a', 'lru-b']) (await source.localize(`${name}.tar.gz`)).release();
+    (await source.localize('lru-a.tar.gz')).release(); // a is now more recently used than b
+    const held = await source.localize('lru-c.tar.gz');
+    await cache.settled();
+    assert.equal(cache.hasAny(`s3://${BUCKET}/${PREFIX}lru-b.tar.gz`), false, 'b, least recently used, was evicted');
+    assert.equal(cache.hasAny(`s3://${BUCKET}/${PREFIX}lru-a.tar.gz`), true);
+    assert.ok(cache.usedBytes <= cache.maxBytes);
+    // b comes back with a new download; a, still cached, does not need one.
+    (await source.localize('lru-b.tar.gz')).release();
+    assert.deepEqual(names.map(getsBefore), [before[0]! + 1, before[1]! + 2, before[2]! + 1]);
+    held.release();
   });
 
   it('builds its own client from endpoint/region (path-style) with the default credential chain', async () => {

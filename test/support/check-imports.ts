@@ -25,14 +25,17 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   app: ['http', 'service', 'protocol', 'observability', 'errors'],
   server: ['*'],
   main: ['*'],
+  // The command line is an entry point like main: it composes the layers (validate = registry, pack/push = archives and S3).
+  cli: ['*'],
 };
 
 /** Packages confined to one layer. */
 const PACKAGE_OWNERS: Readonly<Record<string, readonly string[]>> = {
   express: ['http', 'app'],
   'onnxruntime-node': ['runtime'],
-  tar: ['store'],
-  '@aws-sdk/client-s3': ['store'],
+  tar: ['store', 'cli'],
+  '@aws-sdk/client-s3': ['store', 'cli'],
+  '@aws-sdk/lib-storage': ['cli'],
 };
 
 function layerOf(srcRel: string): string {

@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 
 export interface S3rverInstance {
   run(): Promise<AddressInfo>;
@@ -23,6 +23,7 @@ export const S3RVER_CREDENTIALS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3R
 export interface LoopbackS3 {
   readonly endpoint: string;
   upload(key: string, body: Buffer): Promise<void>;
+  remove(key: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -39,6 +40,9 @@ export async function startLoopbackS3(buckets: readonly string[]): Promise<Loopb
     endpoint,
     upload: async (key, body) => {
       await admin.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body }));
+    },
+    remove: async (key) => {
+      await admin.send(new DeleteObjectCommand({ Bucket: bucket, Key: key }));
     },
     close: async () => {
       admin.destroy();

@@ -9,7 +9,12 @@
 import { attr, buildModel, node, tensor, valueInfo } from '../../examples/models/onnx-builder.js';
 import { configText, type ZooModel } from '../../examples/models/zoo.js';
 
-export function slowModel(options: { width?: number; rows?: number; layers?: number } = {}): ZooModel {
+/**
+ * With `rowsInput`, the expansion shape is a request input `SHAPE` (INT64
+ * [2] = [rows, width]) instead of a constant: each request chooses its cost,
+ * and the load's implicit warm-up (zeros, an invalid shape) costs nothing.
+ */
+export function slowModel(options: { width?: number; rows?: number; layers?: number; rowsInput?: boolean } = {}): ZooModel {
   const width = options.width ?? 512;
   const rows = options.rows ?? 2048;
   const layers = options.layers ?? 32;
@@ -19,15 +24,17 @@ export function slowModel(options: { width?: number; rows?: number; layers?: num
   const nodes = [node('Expand', ['INPUT0', 'shape'], ['h0'])];
   for (let i = 0; i < layers; i++) nodes.push(node('MatMul', [`h${i}`, 'W'], [`h${i + 1}`]));
   nodes.push(node('ReduceMean', [`h${layers}`], ['OUTPUT0'], { attributes: { axes: attr.ints([0]), keepdims: attr.int(1) } }));
+  const shapeName = options.rowsInput ? 'SHAPE' : 'shape';
+  nodes[0] = node('Expand', ['INPUT0', shapeName], ['h0']);
   const onnx = buildModel({
-    inputs: [valueInfo('INPUT0', 'FP32', [1, width])],
+    inputs: [valueInfo('INPUT0', 'FP32', [1, width]), ...(options.rowsInput ? [valueInfo('SHAPE', 'INT64', [2])] : [])],
     outputs: [valueInfo('OUTPUT0', 'FP32', [1, width])],
     nodes,
-    initializers: [tensor('W', 'FP32', [width, width], w), tensor('shape', 'INT64', [2], [rows, width])],
+    initializers: [tensor('W', 'FP32', [width, width], w), ...(options.rowsInput ? [] : [tensor('shape', 'INT64', [2], [rows, width])])],
   });
   const config = configText({
     maxBatchSize: 0,
-    inputs: [{ name: 'INPUT0', dataType: 'FP32', dims: [1, width] }],
+    inputs: [{ name: 'INPUT0', dataType: 'FP32', dims: [1, width] }, ...(options.rowsInput ? [{ name: 'SHAPE', dataType: 'INT64' as const, dims: [2] }] : [])],
     outputs: [{ name: 'OUTPUT0', dataType: 'FP32', dims: [1, width] }],
   });
   return { onnx, config };

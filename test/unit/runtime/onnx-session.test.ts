@@ -268,7 +268,7 @@ function fakePool(behaviour: (o: CreateSessionOptions, attempt: number) => Poole
 }
 
 function fakeSession(run: PooledSession['run']): PooledSession {
-  return { inputs: [{ name: 'x', datatype: 'FP32', shape: [-1] }], outputs: [], run, release: async () => {} };
+  return { worker: 0, inputs: [{ name: 'x', datatype: 'FP32', shape: [-1] }], outputs: [], run, release: async () => {} };
 }
 
 const PROVIDER_ERROR = 'OrtSessionOptionsAppendExecutionProvider_Cuda: Failed to load shared library';

@@ -119,7 +119,7 @@ describe('LocalModelSource: archives', () => {
     assert.equal((await readdir(f.cacheDir)).length, 1, 'one entry, no temp leftovers');
   });
 
-  it('extracts a changed archive to a new entry and removes the old one', async () => {
+  it('extracts a changed archive to a new entry and removes the old one once released', async () => {
     const f = await fixture();
     const file = await writeArchive(f.root, 'm.tar.gz', tritonFiles('version one'), new Date('2024-01-01T00:00:00Z'));
     const first = await f.source.localize('m.tar.gz');
@@ -130,6 +130,9 @@ describe('LocalModelSource: archives', () => {
     assert.notEqual(second.dir, first.dir);
     assert.equal(await readFile(path.join(second.dir, 'mymodel/1/model.onnx'), 'utf8'), 'version two, longer');
     assert.equal(f.extractions.length, 2);
+    assert.equal((await readdir(f.cacheDir)).length, 2, 'the old entry stays while a loaded model uses it');
+    first.release();
+    await f.source.cache.settled();
     assert.deepEqual(await readdir(f.cacheDir), [path.basename(path.dirname(second.dir))]);
   });
 

@@ -1,0 +1,262 @@
+/**
+ * @module bench/s3-cold-start
+ * The S3 path's two costs, against reference points measured in the same run:
+ *
+ * 1. Cold start of a ~50 MB model tarball: time from the first request for a
+ *    target the container has never seen to its successful answer, against the
+ *    sum of the same work done step by step in one process (GetObject to a
+ *    file, extraction, InferenceSession.create, one run). Goal: ratio ≤ 1.15;
+ *    the container streams the extraction while downloading, so it can beat
+ *    the sum.
+ * 2. Peak RSS while downloading and extracting a ~300 MB tarball (a small
+ *    model plus a large incompressible extra file, so the session stays small):
+ *    goal ≤ 100 MB above the container's idle RSS. Linux only (/proc).
+ *
+ * s3rver runs in its own child process, the server in another (the real
+ * startServer with a fresh cache directory per cold start).
+ */
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdir, mkdtemp, open, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { randomFillSync } from 'node:crypto';
+import { GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import ort from 'onnxruntime-node';
+import * as tar from 'tar';
+import { packTarGz, scale, sizedModel, writeModelDir } from '../examples/models/zoo.js';
+import { S3RVER_CREDENTIALS } from '../test/support/s3rver.js';
+import { childPort, spawnChild, type BenchChild } from './lib/child.js';
+import { markdownTable, textTable, type BenchReport, type Table } from './lib/report.js';
+import { benchSettings } from './lib/settings.js';
+import { median } from './lib/stats.js';
+
+const BUCKET = 'bench';
+const MIB = 1024 * 1024;
+const COLD_MODEL_BYTES = 50 * MIB;
+const RSS_EXTRA_BYTES = 300 * MIB;
+const INPUT = { inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }] };
+
+interface ColdSample {
+  readonly containerMs: number;
+  readonly partsMs: number;
+  readonly parts: { readonly getObjectMs: number; readonly extractMs: number; readonly createMs: number; readonly runMs: number };
+}
+
+export async function run(): Promise<BenchReport> {
+  const { repeats } = benchSettings();
+  const work = await mkdtemp(path.join(os.tmpdir(), 'onnx-mme-bench-s3-'));
+  const s3 = await spawnChild('s3rver', new URL('./lib/s3-server.js', import.meta.url), [BUCKET]);
+  const endpoint = String(s3.hello['endpoint']);
+  // WHEN_REQUIRED: no aws-chunked streaming checksums, which s3rver would store verbatim.
+  const client = new S3Client({ endpoint, region: 'us-east-1', forcePathStyle: true, credentials: S3RVER_CREDENTIALS, requestChecksumCalculation: 'WHEN_REQUIRED' });
+  try {
+    process.stderr.write('  building and uploading the ~50 MB and ~300 MB tarballs\n');
+    const coldArchive = await buildArchive(work, 'cold', async (dir) => writeModelDir(dir, 'cold', sizedModel(COLD_MODEL_BYTES)));
+    const bigArchive = await buildArchive(work, 'big', async (dir) => {
+      const modelDir = await writeModelDir(dir, 'big', scale(2));
+      await writeRandomFile(path.join(modelDir, '1', 'extra.bin'), RSS_EXTRA_BYTES);
+      return modelDir;
+    });
+    await upload(client, 'cold.tar.gz', coldArchive);
+    await upload(client, 'big.tar.gz', bigArchive);
+
+    const serverEnv = {
+      MME_MODEL_SOURCE: `s3://${BUCKET}/`,
+      AWS_ENDPOINT_URL_S3: endpoint,
+      AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
+      AWS_REGION: 'us-east-1',
+    };
+
+    const samples: ColdSample[] = [];
+    for (let i = 0; i < repeats; i++) {
+      process.stderr.write(`  cold start ${i + 1}/${repeats}\n`);
+      // Alternate the order so a warming page cache or a noisy neighbour does not favour one side.
+      const parts = i % 2 === 0 ? await sumOfParts(client, work, i) : undefined;
+      const containerMs = await containerColdStart(work, serverEnv, i);
+      const partsLater = parts ?? (await sumOfParts(client, work, i));
+      samples.push({ containerMs, partsMs: total(partsLater), parts: partsLater });
+    }
+
+    process.stderr.write('  peak RSS while fetching the ~300 MB tarball\n');
+    const rss = await peakRss(work, serverEnv);
+
+    const containerMedian = median(samples.map((s) => s.containerMs));
+    const partsMedian = median(samples.map((s) => s.partsMs));
+    const ratio = containerMedian / partsMedian;
+    const coldTable: Table = {
+      headers: ['cold start, ~50 MB tarball', 'median ms', 'runs (ms)'],
+      rows: [
+        ['onnx-mme: first request → answer', containerMedian.toFixed(0), samples.map((s) => s.containerMs.toFixed(0)).join(', ')],
+        ['sum of parts (one process)', partsMedian.toFixed(0), samples.map((s) => s.partsMs.toFixed(0)).join(', ')],
+        ['  GetObject → file', median(samples.map((s) => s.parts.getObjectMs)).toFixed(0), ''],
+        ['  extraction (tar x)', median(samples.map((s) => s.parts.extractMs)).toFixed(0), ''],
+        ['  InferenceSession.create', median(samples.map((s) => s.parts.createMs)).toFixed(0), ''],
+        ['  one run', median(samples.map((s) => s.parts.runMs)).toFixed(1), ''],
+        ['ratio onnx-mme / sum (goal ≤ 1.15)', ratio.toFixed(2), ratio <= 1.15 ? 'met' : 'NOT met'],
+      ],
+    };
+    const rssTable: Table = {
+      headers: ['peak RSS, ~300 MB tarball', 'MiB'],
+      rows: [
+        ['archive size', (bigArchive.bytes / MIB).toFixed(0)],
+        ['idle RSS', (rss.idleKb / 1024).toFixed(0)],
+        ['peak RSS during download + extraction + load', (rss.peakKb / 1024).toFixed(0)],
+        [`peak − idle (goal ≤ 100): ${rss.peakKb - rss.idleKb <= 100 * 1024 ? 'met' : 'NOT met'}`, ((rss.peakKb - rss.idleKb) / 1024).toFixed(0)],
+      ],
+    };
+    return {
+      name: 's3-cold-start',
+      title: 'S3 cold start and memory while fetching',
+      settings: { repeats, coldArchiveBytes: coldArchive.bytes, rssArchiveBytes: bigArchive.bytes, peakMethod: rss.method },
+      text: `${textTable(coldTable)}\n\n${textTable(rssTable)}`,
+      markdown: `${markdownTable(coldTable)}\n\n${markdownTable(rssTable)}`,
+      data: { samples, containerMedianMs: containerMedian, partsMedianMs: partsMedian, ratio, rss },
+    };
+  } finally {
+    client.destroy();
+    await s3.stop();
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+function total(p: ColdSample['parts']): number {
+  return p.getObjectMs + p.extractMs + p.createMs + p.runMs;
+}
+
+async function buildArchive(work: string, name: string, write: (dir: string) => Promise<string>): Promise<{ file: string; bytes: number }> {
+  const staging = path.join(work, `staging-${name}`);
+  const modelDir = await write(staging);
+  const file = path.join(work, `${name}.tar.gz`);
+  await packTarGz(modelDir, file);
+  await rm(staging, { recursive: true, force: true });
+  return { file, bytes: (await stat(file)).size };
+}
+
+/** Incompressible bytes, written in chunks so the bench itself stays small. */
+async function writeRandomFile(file: string, bytes: number): Promise<void> {
+  const handle = await open(file, 'w');
+  const chunk = Buffer.alloc(8 * MIB);
+  try {
+    for (let written = 0; written < bytes; written += chunk.length) {
+      randomFillSync(chunk);
+      await handle.write(chunk, 0, Math.min(chunk.length, bytes - written));
+    }
+  } finally {
+    await handle.close();
+  }
+}
+
+async function upload(client: S3Client, key: string, archive: { file: string; bytes: number }): Promise<void> {
+  await client.send(
+    new PutObjectCommand({ Bucket: BUCKET, Key: key, Body: createReadStream(archive.file), ContentLength: archive.bytes }),
+  );
+}
+
+/** The same work as a cold start, one step after another, in this process. */
+async function sumOfParts(client: S3Client, work: string, i: number): Promise<ColdSample['parts']> {
+  const dir = path.join(work, `parts-${i}`);
+  await mkdir(dir, { recursive: true });
+  const file = path.join(dir, 'cold.tar.gz');
+  let t = performance.now();
+  const object = await client.send(new GetObjectCommand({ Bucket: BUCKET, Key: 'cold.tar.gz' }));
+  await pipeline(object.Body as NodeJS.ReadableStream, createWriteStream(file));
+  const getObjectMs = performance.now() - t;
+  t = performance.now();
+  await tar.x({ file, cwd: dir });
+  const extractMs = performance.now() - t;
+  t = performance.now();
+  // The server's defaults on this machine: one intra-op thread per runtime worker.
+  const session = await ort.InferenceSession.create(path.join(dir, '1', 'model.onnx'), { intraOpNumThreads: 1 });
+  const createMs = performance.now() - t;
+  t = performance.now();
+  const out = await session.run({ INPUT0: new ort.Tensor('float32', Float32Array.from([1, 2, 3, 4]), [1, 4]) });
+  const runMs = performance.now() - t;
+  if (!out['OUTPUT0']) throw new Error('the reference run produced no OUTPUT0');
+  await session.release();
+  await rm(dir, { recursive: true, force: true });
+  return { getObjectMs, extractMs, createMs, runMs };
+}
+
+async function startServer(work: string, env: Record<string, string>, name: string): Promise<BenchChild> {
+  const cacheDir = path.join(work, `cache-${name}`);
+  await rm(cacheDir, { recursive: true, force: true });
+  return spawnChild(`onnx-mme (${name})`, new URL('./lib/onnx-mme-server.js', import.meta.url), [], { ...env, MME_CACHE_DIR: cacheDir });
+}
+
+async function invoke(port: number, target: string): Promise<void> {
+  const response = await fetch(`http://127.0.0.1:${port}/invocations`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'X-Amzn-SageMaker-Target-Model': target },
+    body: JSON.stringify(INPUT),
+  });
+  const text = await response.text();
+  if (response.status !== 200) throw new Error(`${target}: HTTP ${response.status}: ${text}`);
+}
+
+async function containerColdStart(work: string, env: Record<string, string>, i: number): Promise<number> {
+  const server = await startServer(work, env, `cold-${i}`);
+  try {
+    const port = childPort(server);
+    const t = performance.now();
+    await invoke(port, 'cold.tar.gz');
+    return performance.now() - t;
+  } finally {
+    await server.stop();
+  }
+}
+
+interface RssResult {
+  readonly idleKb: number;
+  readonly peakKb: number;
+  /** `VmHWM after clear_refs` (exact) or `sampled VmRSS` (every 5 ms, may miss a short spike). */
+  readonly method: string;
+}
+
+async function procStatus(pid: number): Promise<Record<string, number>> {
+  const text = await readFile(`/proc/${pid}/status`, 'utf8');
+  const out: Record<string, number> = {};
+  for (const line of text.split('\n')) {
+    const m = /^(Vm\w+):\s+(\d+) kB/.exec(line);
+    if (m) out[m[1]!] = Number(m[2]);
+  }
+  return out;
+}
+
+async function peakRss(work: string, env: Record<string, string>): Promise<RssResult> {
+  const server = await startServer(work, env, 'rss');
+  try {
+    const pid = server.pid;
+    if (pid === undefined) throw new Error('no pid for the server child');
+    const port = childPort(server);
+    // Settle: the first requests of a process allocate once (HTTP parser, JIT).
+    await fetch(`http://127.0.0.1:${port}/ping`);
+    await new Promise((r) => setTimeout(r, 1000));
+    const idleKb = (await procStatus(pid))['VmRSS'] ?? 0;
+    // Reset the high-water mark so VmHWM covers exactly the fetch (Linux ≥ 4.0).
+    let method = 'VmHWM after clear_refs';
+    try {
+      await writeFile(`/proc/${pid}/clear_refs`, '5');
+    } catch {
+      method = 'sampled VmRSS';
+    }
+    let sampledKb = idleKb;
+    const sampler = setInterval(() => {
+      procStatus(pid).then(
+        (s) => (sampledKb = Math.max(sampledKb, s['VmRSS'] ?? 0)),
+        () => undefined,
+      );
+    }, 5);
+    try {
+      await invoke(port, 'big.tar.gz');
+    } finally {
+      clearInterval(sampler);
+    }
+    const after = await procStatus(pid);
+    const peakKb = method === 'sampled VmRSS' ? sampledKb : Math.max(after['VmHWM'] ?? 0, sampledKb);
+    return { idleKb, peakKb, method };
+  } finally {
+    await server.stop();
+  }
+}

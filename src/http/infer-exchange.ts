@@ -1,0 +1,291 @@
+/**
+ * @module http/infer-exchange
+ * One inference over HTTP, whatever the wire format: which body format the
+ * headers announce, which answer format Accept allows, the decoder handed to
+ * InferenceService (syntax checked before any model is loaded, bound to the
+ * model's config when the format needs it), and the answer written back.
+ *
+ * Request formats (same on every inference route):
+ *  - KServe v2 JSON, or TF Serving JSON (`instances` / non-tensor `inputs`);
+ *  - KServe v2 JSON + binary tensors, the JSON length in
+ *    `Inference-Header-Content-Length` or in the content type
+ *    `application/vnd.sagemaker-triton.binary+json;json-header-size=N`
+ *    (SageMaker strips custom headers); length 0 = raw tensor bytes;
+ *  - text/csv and application/x-npy, for models with one input.
+ * Answers: JSON (v2, with binary outputs when asked, or TF Serving style),
+ * text/csv or application/x-npy for one output tensor.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import type { ModelConfig } from '../config/model-config-types.js';
+import type { DefaultAccept } from '../config/server-config.js';
+import { ServingError } from '../errors.js';
+import { decodeBinaryTensorData, HEADER_LENGTH_HEADER, parseHeaderLength, rawBinaryShape, SAGEMAKER_BINARY_CONTENT_TYPE, SAGEMAKER_HEADER_SIZE_PARAM } from '../protocol/binary-tensor.js';
+import { CSV_CONTENT_TYPE, csvToTensor, encodeCsv, parseCsv, type CsvTable } from '../protocol/csv-codec.js';
+import type { InferRequest, InferResponse } from '../protocol/infer-types.js';
+import { decodeNpy, encodeNpy, NPY_CONTENT_TYPE, type NpyArray } from '../protocol/npy-codec.js';
+import type { Tensor } from '../protocol/tensor.js';
+import { detectTfServing, encodeTfServingResponse, tfServingInputs, type TfStyle } from '../protocol/tfserving-codec.js';
+import { decodeInferRequest, encodeInferResponse, encodeInferResponseBinary, parseJsonBody, wantsBinaryOutput } from '../protocol/v2-json-codec.js';
+import type { RequestBinder, RequestDecoder } from '../service/inference-service.js';
+import { negotiate, parseMediaType } from './media-type.js';
+
+/** SageMaker routes answer binary data with SageMaker's content type; KServe routes with Triton's. */
+export type RouteFamily = 'sagemaker' | 'kserve';
+
+export type ResponseType = DefaultAccept;
+
+const RESPONSE_TYPES: readonly ResponseType[] = ['application/json', CSV_CONTENT_TYPE, NPY_CONTENT_TYPE];
+
+/** Accept ranges that mean "the JSON answer": binary outputs are asked for in the JSON itself. */
+const JSON_ALIASES: Readonly<Record<string, string>> = {
+  'text/json': 'application/json',
+  'application/octet-stream': 'application/json',
+  [SAGEMAKER_BINARY_CONTENT_TYPE]: 'application/json',
+};
+
+/** Content types read as JSON. curl -d sends form-urlencoded and fetch sends text/plain by default. */
+const JSON_LIKE = new Set(['application/json', 'text/json', 'application/x-www-form-urlencoded', 'text/plain']);
+
+export const ACCEPTED_CONTENT_TYPES = [
+  'application/json',
+  `${SAGEMAKER_BINARY_CONTENT_TYPE};${SAGEMAKER_HEADER_SIZE_PARAM}=N`,
+  `application/octet-stream (JSON, or binary tensors with ${HEADER_LENGTH_HEADER})`,
+  CSV_CONTENT_TYPE,
+  NPY_CONTENT_TYPE,
+];
+
+type BodyKind =
+  /** `octetStream`: sent as application/octet-stream (the AWS SDKs' default), read as JSON like Triton's SageMaker frontend does. */
+  | { readonly kind: 'json'; readonly octetStream: boolean }
+  | { readonly kind: 'binary'; readonly headerLength: number }
+  | { readonly kind: 'csv' }
+  | { readonly kind: 'npy' };
+
+function header(headers: IncomingHttpHeaders, name: string): string | undefined {
+  const v = headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function unsupported(label: string, what: string): ServingError {
+  return new ServingError('UNSUPPORTED_MEDIA_TYPE', `model '${label}': ${what}; accepted: ${ACCEPTED_CONTENT_TYPES.join(', ')}`, { model: label });
+}
+
+function lengthOf(raw: string, bodyLength: number, where: string, label: string): number {
+  return parseHeaderLength(raw, bodyLength, where, label);
+}
+
+/** Which body format the headers announce; 415 for what we do not read. */
+function bodyKind(headers: IncomingHttpHeaders, bodyLength: number, label: string): BodyKind {
+  const ct = header(headers, 'content-type');
+  const lengthHeader = header(headers, HEADER_LENGTH_HEADER.toLowerCase());
+  const media = ct === undefined || ct.trim() === '' ? undefined : parseMediaType(ct);
+  if (ct !== undefined && ct.trim() !== '' && media === undefined) throw unsupported(label, `malformed Content-Type '${ct.slice(0, 100)}'`);
+  const type = media?.type;
+  if (type === SAGEMAKER_BINARY_CONTENT_TYPE) {
+    const size = media!.params.get(SAGEMAKER_HEADER_SIZE_PARAM);
+    if (size === undefined) {
+      throw new ServingError('INVALID_REQUEST', `model '${label}': Content-Type ${SAGEMAKER_BINARY_CONTENT_TYPE} needs the parameter ${SAGEMAKER_HEADER_SIZE_PARAM}=<length of the JSON header>`, { model: label });
+    }
+    const n = lengthOf(size, bodyLength, `${SAGEMAKER_HEADER_SIZE_PARAM} in the Content-Type`, label);
+    if (lengthHeader !== undefined && lengthOf(lengthHeader, bodyLength, HEADER_LENGTH_HEADER, label) !== n) {
+      throw new ServingError('INVALID_REQUEST', `model '${label}': ${HEADER_LENGTH_HEADER} (${lengthHeader}) contradicts ${SAGEMAKER_HEADER_SIZE_PARAM}=${size}`, { model: label });
+    }
+    return { kind: 'binary', headerLength: n };
+  }
+  if (type === CSV_CONTENT_TYPE) return { kind: 'csv' };
+  if (type === NPY_CONTENT_TYPE || type === 'application/npy') return { kind: 'npy' };
+  const jsonLike = type === undefined || JSON_LIKE.has(type) || type.endsWith('+json');
+  if (lengthHeader !== undefined && (jsonLike || type === 'application/octet-stream')) {
+    return { kind: 'binary', headerLength: lengthOf(lengthHeader, bodyLength, HEADER_LENGTH_HEADER, label) };
+  }
+  if (jsonLike) return { kind: 'json', octetStream: false };
+  if (type === 'application/octet-stream') return { kind: 'json', octetStream: true };
+  throw unsupported(label, `content type '${type}' is not accepted`);
+}
+
+/**
+ * The JSON header length a binary request announces, read leniently before
+ * the body arrives (only to lay the body out aligned; bodyKind validates it).
+ */
+export function announcedHeaderLength(headers: IncomingHttpHeaders): number | undefined {
+  const fromHeader = header(headers, HEADER_LENGTH_HEADER.toLowerCase());
+  const ct = header(headers, 'content-type');
+  const media = ct === undefined ? undefined : parseMediaType(ct);
+  const raw = fromHeader ?? (media?.type === SAGEMAKER_BINARY_CONTENT_TYPE ? media.params.get(SAGEMAKER_HEADER_SIZE_PARAM) : undefined);
+  return raw !== undefined && /^\s*\d{1,15}\s*$/.test(raw) ? Number(raw) : undefined;
+}
+
+/**
+ * The answer format Accept allows: the configured default when Accept is
+ * missing or `*\/*`, else the best match; 406 when nothing matches.
+ */
+export function responseTypeFor(accept: string | undefined, defaultType: ResponseType, label: string): ResponseType {
+  const offers = [defaultType, ...RESPONSE_TYPES.filter((t) => t !== defaultType)];
+  const chosen = negotiate(accept, offers, JSON_ALIASES);
+  if (chosen === undefined) {
+    throw new ServingError('NOT_ACCEPTABLE', `model '${label}': cannot answer in any type of Accept '${(accept ?? '').slice(0, 200)}'; available: ${RESPONSE_TYPES.join(', ')}`, {
+      model: label,
+    });
+  }
+  return chosen as ResponseType;
+}
+
+function onlyInput(config: ModelConfig, label: string, format: string): ModelConfig['input'][number] {
+  const [first, ...more] = config.input;
+  if (!first || more.length > 0) {
+    throw new ServingError('INVALID_INPUT', `model '${label}': ${format} needs a model with exactly one input; this one has ${config.input.map((t) => `'${t.name}'`).join(', ')} (send KServe v2 JSON instead)`, {
+      model: label,
+    });
+  }
+  return first;
+}
+
+function plainRequest(inputs: ReadonlyMap<string, Tensor>, parameters: InferRequest['parameters'] = {}): InferRequest {
+  return Object.freeze({ id: undefined, inputs, outputs: undefined, parameters });
+}
+
+/** The shape a CSV table takes for the model's one input. */
+function csvShape(config: ModelConfig, dims: readonly number[], table: CsvTable): number[] {
+  const fixed = dims.every((d) => d >= 0);
+  const perRow = dims.reduce((a, b) => a * b, 1);
+  if (config.maxBatchSize > 0) return fixed && dims.length > 1 && perRow === table.columns ? [table.rows, ...dims] : [table.rows, table.columns];
+  if (dims.length !== 2 && table.rows === 1 && fixed && perRow === table.columns) return [...dims];
+  return [table.rows, table.columns];
+}
+
+function csvBinder(table: CsvTable): RequestBinder {
+  return {
+    bindToModel(config, label) {
+      const input = onlyInput(config, label, 'text/csv');
+      const tensor = csvToTensor(label, input.name, input.dataType, csvShape(config, input.dims, table), table);
+      return plainRequest(new Map([[input.name, tensor]]));
+    },
+  };
+}
+
+function npyBinder(array: NpyArray): RequestBinder {
+  return {
+    bindToModel(config, label) {
+      const input = onlyInput(config, label, NPY_CONTENT_TYPE);
+      return plainRequest(new Map([[input.name, Object.freeze({ datatype: array.datatype, shape: array.shape, data: array.data })]]));
+    },
+  };
+}
+
+function tfBinder(style: TfStyle, body: Record<string, unknown>): RequestBinder {
+  return { bindToModel: (config, label) => plainRequest(tfServingInputs(label, style, body, config.input)) };
+}
+
+/** Triton's raw binary request: no JSON, the body is the one input's bytes, batch 1, every output binary. */
+function rawBinder(body: Uint8Array): RequestBinder {
+  return {
+    bindToModel(config, label) {
+      const input = onlyInput(config, label, 'a raw binary request (header length 0)');
+      const dims = config.maxBatchSize > 0 ? [1, ...input.dims] : [...input.dims];
+      const shape = rawBinaryShape(label, input.name, input.dataType, dims, body);
+      const data = decodeBinaryTensorData(label, input.name, input.dataType, shape, body);
+      return plainRequest(new Map([[input.name, Object.freeze({ datatype: input.dataType, shape: Object.freeze(shape), data })]]), { binary_data_output: true });
+    },
+  };
+}
+
+export interface HttpAnswer {
+  readonly contentType: string;
+  readonly headers: Readonly<Record<string, string>>;
+  /** Text, or byte chunks written in order (binary tensors straight from their typed arrays). */
+  readonly body: string | readonly Buffer[];
+}
+
+export interface Exchange {
+  readonly decode: RequestDecoder;
+  answer(response: InferResponse): HttpAnswer;
+}
+
+/**
+ * Set up one inference: the decoder for InferenceService.infer and the
+ * writer of its answer. Throws 415 (content type) or 400 (header lengths)
+ * before anything is loaded.
+ */
+export function prepareExchange(headers: IncomingHttpHeaders, body: Buffer, family: RouteFamily, responseType: ResponseType, label: string): Exchange {
+  const kind = bodyKind(headers, body.length, label);
+  let bound: InferRequest | undefined;
+  let tfStyle: TfStyle | undefined;
+
+  const parse = (model: string): InferRequest | RequestBinder => {
+    switch (kind.kind) {
+      case 'csv':
+        return csvBinder(parseCsv(model, body));
+      case 'npy':
+        return npyBinder(decodeNpy(model, body));
+      case 'binary': {
+        if (kind.headerLength === 0) return rawBinder(body);
+        const json = parseJsonBody(body.subarray(0, kind.headerLength), model);
+        if (detectTfServing(json) !== undefined) {
+          throw new ServingError('INVALID_REQUEST', `model '${model}': binary tensor data needs a KServe v2 JSON header ("inputs": [{"name", "datatype", "shape", "parameters": {"binary_data_size"}}])`, { model });
+        }
+        return decodeInferRequest(json, model, body.subarray(kind.headerLength));
+      }
+      case 'json': {
+        let json: unknown;
+        try {
+          json = parseJsonBody(body, model);
+        } catch (err) {
+          if (!kind.octetStream || !(err instanceof ServingError)) throw err;
+          throw new ServingError(
+            err.code,
+            `${err.message} (an application/octet-stream body is read as JSON; for binary tensor data send the JSON length in ${HEADER_LENGTH_HEADER} or use ${SAGEMAKER_BINARY_CONTENT_TYPE};${SAGEMAKER_HEADER_SIZE_PARAM}=N)`,
+            { model },
+          );
+        }
+        tfStyle = detectTfServing(json);
+        return tfStyle === undefined ? decodeInferRequest(json, model) : tfBinder(tfStyle, json as Record<string, unknown>);
+      }
+    }
+  };
+
+  const decode: RequestDecoder = (model) => {
+    const decoded = parse(model);
+    // Always bind: the bound request decides the answer (binary outputs), and CSV/.npy answers need one output.
+    return {
+      bindToModel(config, modelLabel) {
+        const request = 'bindToModel' in decoded ? decoded.bindToModel(config, modelLabel) : decoded;
+        if (responseType !== 'application/json') {
+          const outputs = request.outputs?.map((o) => o.name) ?? config.output.map((t) => t.name);
+          if (outputs.length !== 1) {
+            throw new ServingError(
+              'NOT_ACCEPTABLE',
+              `model '${modelLabel}': ${responseType} carries one tensor but the request gets ${outputs.length} outputs (${outputs.map((o) => `'${o}'`).join(', ')}); ask for one output ("outputs": [{"name": ...}] in a KServe v2 request) or accept application/json`,
+              { model: modelLabel },
+            );
+          }
+        }
+        bound = request;
+        return request;
+      },
+    };
+  };
+
+  const answer = (response: InferResponse): HttpAnswer => {
+    if (responseType === CSV_CONTENT_TYPE || responseType === NPY_CONTENT_TYPE) {
+      const [tensor] = response.outputs.values();
+      if (!tensor) throw new ServingError('INTERNAL', `model '${response.modelName}': the model produced no output`, { model: response.modelName });
+      return responseType === CSV_CONTENT_TYPE
+        ? { contentType: CSV_CONTENT_TYPE, headers: {}, body: encodeCsv(tensor) }
+        : { contentType: NPY_CONTENT_TYPE, headers: {}, body: encodeNpy(tensor) };
+    }
+    if (tfStyle !== undefined) return { contentType: 'application/json', headers: {}, body: encodeTfServingResponse(response.modelName, tfStyle, response.outputs) };
+    const request = bound;
+    const binary = request ? (name: string) => wantsBinaryOutput(request, name) : () => false;
+    if (![...response.outputs.keys()].some(binary)) return { contentType: 'application/json', headers: {}, body: encodeInferResponse(response) };
+    const encoded = encodeInferResponseBinary(response, binary);
+    const json = Buffer.from(encoded.json, 'utf8');
+    const headerLength = String(json.length);
+    return {
+      contentType: family === 'sagemaker' ? `${SAGEMAKER_BINARY_CONTENT_TYPE};${SAGEMAKER_HEADER_SIZE_PARAM}=${headerLength}` : 'application/octet-stream',
+      headers: { [HEADER_LENGTH_HEADER]: headerLength },
+      body: [json, ...encoded.chunks],
+    };
+  };
+
+  return { decode, answer };
+}

@@ -1,0 +1,163 @@
+/**
+ * @module http/v2-routes
+ * The KServe v2 / Triton HTTP routes over the same models as the SageMaker
+ * routes, so tritonclient, perf_analyzer and KServe can talk to the
+ * container: health, server and model metadata, model readiness, inference
+ * (JSON, binary tensors, the other content types), config, and the model
+ * repository extension (index, load, unload).
+ *
+ * Name resolution (InferenceService.resolveModelName): `{m}` is the
+ * SageMaker-managed model of that name when one is resident, else a target
+ * of MME_MODEL_SOURCE (`tiny`, `add_sub.tar.gz`, `team%2Fb.tar.gz`), loaded
+ * on first use exactly like X-Amzn-SageMaker-Target-Model. Readiness never
+ * loads anything; metadata, config, infer and load do.
+ */
+import express, { type Request, type Response, type Router } from 'express';
+import { ServingError } from '../errors.js';
+import { parseJsonBody } from '../protocol/v2-json-codec.js';
+import type { ModelRef } from '../service/inference-service.js';
+import { serveInference, type InferRouteDeps } from './infer-route.js';
+import { readBody } from './read-body.js';
+import type { RequestContext } from './request-context.js';
+
+/** Server metadata (GET /v2). Kept equal to package.json's version by a unit test. */
+export const SERVER_NAME = 'onnx-mme';
+export const SERVER_VERSION = '0.1.0';
+/** Only what this server implements (Triton lists more; shared memory, statistics and tracing are not here). */
+export const V2_EXTENSIONS = ['binary_tensor_data', 'classification', 'model_configuration', 'model_repository', 'model_repository(unload_dependents)'];
+
+export interface V2RouteDeps extends InferRouteDeps {
+  readonly context: (req: Request, res: Response) => RequestContext;
+  readonly isShuttingDown: () => boolean;
+}
+
+/** Path patterns for 404-versus-405 (the app's fallback handler). */
+export const V2_PATHS: readonly RegExp[] = [
+  /^\/v2$/,
+  /^\/v2\/health\/(live|ready)$/,
+  /^\/v2\/models\/[^/]+(\/versions\/[^/]+)?(\/(ready|infer|config))?$/,
+  /^\/v2\/repository\/index$/,
+  /^\/v2\/repository\/models\/[^/]+\/(load|unload)$/,
+];
+
+function sendJson(res: Response, status: number, body: unknown): void {
+  res.status(status).type('application/json').send(JSON.stringify(body));
+}
+
+/** Triton answers health and readiness with an empty 200, and 400 with an error body when the answer is no. */
+function yes(res: Response): void {
+  res.status(200).type('text/plain').end();
+}
+
+function no(res: Response, message: string): void {
+  sendJson(res, 400, { error: message });
+}
+
+function versionParam(req: Request): number | undefined {
+  const raw = req.params['version'];
+  if (raw === undefined) return undefined;
+  const v = /^\d{1,15}$/.test(String(raw)) ? Number(raw) : Number.NaN;
+  if (!Number.isSafeInteger(v) || v < 1) {
+    throw new ServingError('INVALID_REQUEST', `model version must be a positive integer, got '${String(raw).slice(0, 40)}'`);
+  }
+  return v;
+}
+
+/** An optional JSON body: empty means `{}`. */
+async function optionalJson(req: Request, limit: number, label: string): Promise<Record<string, unknown>> {
+  const body = await readBody(req, limit);
+  if (body.length === 0 || body.toString('utf8').trim() === '') return {};
+  const parsed = parseJsonBody(body, label);
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new ServingError('INVALID_REQUEST', `model '${label}': the request body must be a JSON object`, { model: label });
+  }
+  return parsed as Record<string, unknown>;
+}
+
+export function v2Routes(deps: V2RouteDeps): Router {
+  const router = express.Router();
+  const { service } = deps;
+  const refOf = (req: Request): ModelRef => service.resolveModelName(String(req.params['model']));
+
+  router.get('/v2/health/live', (_req, res) => yes(res));
+  router.get('/v2/health/ready', (_req, res) => (deps.isShuttingDown() ? no(res, 'the server is shutting down') : yes(res)));
+  router.get('/v2', (_req, res) => sendJson(res, 200, { name: SERVER_NAME, version: SERVER_VERSION, extensions: V2_EXTENSIONS }));
+
+  const metadata = async (req: Request, res: Response): Promise<void> => {
+    const ctx = deps.context(req, res);
+    sendJson(res, 200, await service.modelMetadata(refOf(req), versionParam(req), ctx.signal));
+  };
+  router.get('/v2/models/:model', metadata);
+  router.get('/v2/models/:model/versions/:version', metadata);
+
+  const ready = (req: Request, res: Response): void => {
+    const name = String(req.params['model']);
+    const version = versionParam(req);
+    if (service.modelReady(refOf(req), version)) yes(res);
+    else no(res, `model '${name}'${version === undefined ? '' : ` version ${version}`} is not ready (not loaded: it loads on its first inference or on POST /v2/repository/models/${name}/load)`);
+  };
+  router.get('/v2/models/:model/ready', ready);
+  router.get('/v2/models/:model/versions/:version/ready', ready);
+
+  const infer = async (req: Request, res: Response): Promise<void> => {
+    const version = versionParam(req);
+    await serveInference(deps, req, res, deps.context(req, res), refOf(req), 'kserve', version);
+  };
+  router.post('/v2/models/:model/infer', infer);
+  router.post('/v2/models/:model/versions/:version/infer', infer);
+
+  const config = async (req: Request, res: Response): Promise<void> => {
+    const ctx = deps.context(req, res);
+    sendJson(res, 200, await service.modelConfig(refOf(req), versionParam(req), ctx.signal));
+  };
+  router.get('/v2/models/:model/config', config);
+  router.get('/v2/models/:model/versions/:version/config', config);
+
+  router.post('/v2/repository/index', async (req, res) => {
+    const body = await optionalJson(req, deps.bodyLimitBytes, 'repository');
+    const readyOnly = body['ready'];
+    if (readyOnly !== undefined && typeof readyOnly !== 'boolean') throw new ServingError('INVALID_REQUEST', `'ready' must be true or false, got ${JSON.stringify(readyOnly)}`);
+    const rows = await service.repositoryIndex(readyOnly === true);
+    sendJson(
+      res,
+      200,
+      // Triton's fields, plus where a source model is: on local disk (`cached`) and how big its archive is.
+      rows.map((r) => ({
+        name: r.name,
+        ...(r.version === undefined ? {} : { version: r.version }),
+        state: r.state,
+        reason: r.reason,
+        ...(r.cached === undefined ? {} : { cached: r.cached }),
+        ...(r.sizeBytes === undefined ? {} : { size_bytes: r.sizeBytes }),
+      })),
+    );
+  });
+
+  router.post('/v2/repository/models/:model/load', async (req, res) => {
+    const name = String(req.params['model']);
+    const body = await optionalJson(req, deps.bodyLimitBytes, name);
+    const params = body['parameters'];
+    if (params !== undefined && (typeof params !== 'object' || params === null || Array.isArray(params))) {
+      throw new ServingError('INVALID_REQUEST', `model '${name}': 'parameters' must be an object`, { model: name });
+    }
+    const overrides = Object.keys((params ?? {}) as Record<string, unknown>).filter((k) => k === 'config' || k.startsWith('file:'));
+    if (overrides.length > 0) {
+      throw new ServingError('UNSUPPORTED', `model '${name}': load parameters ${overrides.map((k) => `'${k}'`).join(', ')} are not supported: models load from the model source as they are`, { model: name });
+    }
+    const ctx = deps.context(req, res);
+    ctx.log.info({ model: name }, 'load requested (v2 repository)');
+    await service.loadByName(refOf(req), ctx.signal);
+    yes(res);
+  });
+
+  router.post('/v2/repository/models/:model/unload', async (req, res) => {
+    const name = String(req.params['model']);
+    await optionalJson(req, deps.bodyLimitBytes, name); // unload_dependents is always true here: a package's step models go with it
+    const ctx = deps.context(req, res);
+    ctx.log.info({ model: name }, 'unload requested (v2 repository)');
+    await service.unloadByName(refOf(req));
+    yes(res);
+  });
+
+  return router;
+}

@@ -1,0 +1,231 @@
+/**
+ * @module registry/memory-manager
+ * The memory budget of resident models and the LRU that enforces it.
+ *
+ * Every model package in memory (or being loaded) holds a reservation: first
+ * its predicted size (from its files), then, after its load and warm-up, its
+ * measured footprint if that is larger. When a load needs room, idle residents
+ * are evicted least recently used first (lru-cache keeps the order). A
+ * resident with requests in flight is pinned and never evicted; its bytes stay
+ * counted until its release completes. If the room is held by pinned
+ * residents, the load waits for requests to finish (bounded), so more models
+ * requested at once than fit still all succeed, one after another. It fails
+ * with 507 only when the model is larger than the whole budget, or when no
+ * room could be made within the wait.
+ *
+ * The manager knows nothing of packages or sessions: residents are opaque
+ * handles with `pinned()` and `evict()`, supplied by the registry.
+ */
+import { LRUCache } from 'lru-cache';
+import { ServingError } from '../errors.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+
+export interface Resident {
+  readonly key: string;
+  /** Name for messages and logs. */
+  readonly label: string;
+  /** Its current reservation. */
+  readonly bytes: number;
+  /** True while requests hold it or it is not fully loaded: never evicted then. */
+  pinned(): boolean;
+  /** Release it (the registry unloads it); resolves when its memory is freed. */
+  evict(): Promise<void>;
+}
+
+export interface MemoryManagerOptions {
+  /** Bytes the resident models may use (MME_MEMORY_BUDGET_BYTES or its default). */
+  readonly budgetBytes: number;
+  /** Most resident packages (MME_MAX_LOADED_MODELS); undefined = no count cap. */
+  readonly maxModels: number | undefined;
+  /** How long a load waits for pinned models to become evictable before 507. */
+  readonly waitMs: number;
+  readonly logger: Logger;
+  readonly metrics: Pick<Metrics, 'loadedModelBytes' | 'memoryBudgetBytes' | 'modelEvictions'>;
+}
+
+/** A model's share of the budget; release() gives it back (idempotent). */
+export interface Reservation {
+  readonly bytes: number;
+  /** Set the reservation to `bytes` (after measuring); may put the budget over until idle models are trimmed. */
+  resize(bytes: number): void;
+  release(): void;
+}
+
+export class MemoryManager {
+  readonly budgetBytes: number;
+  readonly maxModels: number | undefined;
+  private used = 0;
+  private count = 0;
+  /** Residents that can be evicted, least recently used first (the cache is only an ordered index). */
+  private readonly lru = new LRUCache<string, Resident>({ max: 1_000_000 });
+  /** Resolved and replaced whenever memory may have been freed or a pin dropped. */
+  private wake: { promise: Promise<void>; resolve: () => void } = deferred();
+
+  constructor(private readonly options: MemoryManagerOptions) {
+    if (!(options.budgetBytes > 0)) throw new RangeError(`budgetBytes must be positive, got ${options.budgetBytes}`);
+    this.budgetBytes = options.budgetBytes;
+    this.maxModels = options.maxModels;
+    options.metrics.memoryBudgetBytes.set(this.budgetBytes);
+  }
+
+  get usedBytes(): number {
+    return this.used;
+  }
+
+  get reservations(): number {
+    return this.count;
+  }
+
+  /**
+   * Reserve `bytes` for `label`, evicting idle residents (LRU first) and, if
+   * pinned ones hold the room, waiting for them. Throws INSUFFICIENT_MEMORY.
+   */
+  async reserve(label: string, bytes: number, signal?: AbortSignal): Promise<Reservation> {
+    const need = Math.max(0, Math.ceil(bytes));
+    if (need > this.budgetBytes) {
+      throw new ServingError(
+        'INSUFFICIENT_MEMORY',
+        `model '${label}' needs about ${need} bytes of memory, more than the whole memory budget of ${this.budgetBytes} bytes (MME_MEMORY_BUDGET_BYTES)`,
+        { model: label, details: { needBytes: need, budgetBytes: this.budgetBytes } },
+      );
+    }
+    const deadline = performance.now() + this.options.waitMs;
+    let waited = false;
+    for (;;) {
+      if (signal?.aborted) throw new ServingError('CANCELLED', `model '${label}': cancelled while waiting for memory`, { model: label });
+      const bytesOver = this.used + need - this.budgetBytes;
+      const countOver = this.maxModels === undefined ? 0 : this.count + 1 - this.maxModels;
+      if (bytesOver <= 0 && countOver <= 0) return this.grant(label, need, waited);
+      const victims = this.pickVictims(bytesOver, countOver);
+      if (victims.length > 0) {
+        await Promise.all(victims.map((v) => this.evict(v, `to make room for '${label}'`)));
+        continue;
+      }
+      const left = deadline - performance.now();
+      if (left <= 0) {
+        const why =
+          countOver > 0 && bytesOver <= 0
+            ? `all ${this.count} model slots (MME_MAX_LOADED_MODELS) are held by models with requests in flight or loading`
+            : `${this.used} of the ${this.budgetBytes}-byte memory budget (MME_MEMORY_BUDGET_BYTES) are held by models with requests in flight or loading`;
+        throw new ServingError('INSUFFICIENT_MEMORY', `model '${label}' needs about ${need} bytes but ${why}; retry later`, {
+          model: label,
+          details: { needBytes: need, budgetBytes: this.budgetBytes, usedBytes: this.used },
+        });
+      }
+      if (!waited) this.options.logger.info({ model: label, needBytes: need, usedBytes: this.used }, 'waiting for memory held by models in use');
+      waited = true;
+      await waitFor(this.wake.promise, left, signal);
+    }
+  }
+
+  /** A resident became idle-capable: track it for eviction (most recently used). */
+  track(resident: Resident): void {
+    this.lru.set(resident.key, resident);
+  }
+
+  /** Mark a use (moves it to most recently used). */
+  touch(key: string): void {
+    this.lru.get(key);
+  }
+
+  /** It is leaving memory by other means (unload, revalidation). A newer resident under the same key stays. */
+  forget(resident: Resident): void {
+    if (this.lru.peek(resident.key) === resident) this.lru.delete(resident.key);
+  }
+
+  /** Something was unpinned or released: waiting loads look again. */
+  notify(): void {
+    const { resolve } = this.wake;
+    this.wake = deferred();
+    resolve();
+  }
+
+  /** Evict idle residents until within budget (after a reservation grew past it). */
+  async trim(): Promise<void> {
+    const bytesOver = this.used - this.budgetBytes;
+    const countOver = this.maxModels === undefined ? 0 : this.count - this.maxModels;
+    if (bytesOver <= 0 && countOver <= 0) return;
+    await Promise.all(this.pickVictims(bytesOver, countOver).map((v) => this.evict(v, 'over the memory budget after measuring')));
+  }
+
+  private pickVictims(bytesOver: number, countOver: number): Resident[] {
+    const victims: Resident[] = [];
+    let freed = 0;
+    for (const key of [...this.lru.rkeys()]) {
+      if (freed >= bytesOver && victims.length >= countOver) break;
+      const resident = this.lru.peek(key);
+      if (!resident || resident.pinned()) continue;
+      victims.push(resident);
+      freed += resident.bytes;
+    }
+    return victims;
+  }
+
+  private async evict(resident: Resident, why: string): Promise<void> {
+    this.forget(resident);
+    const bytes = resident.bytes;
+    const started = performance.now();
+    this.options.metrics.modelEvictions.inc();
+    await resident.evict();
+    this.options.logger.info(
+      { model: resident.label, bytes, durationMs: Math.round(performance.now() - started), reason: why },
+      'evicted model from memory',
+    );
+  }
+
+  private grant(label: string, bytes: number, waited: boolean): Reservation {
+    this.used += bytes;
+    this.count += 1;
+    this.report();
+    if (waited) this.options.logger.info({ model: label, bytes }, 'memory became available');
+    let size = bytes;
+    let released = false;
+    return {
+      get bytes() {
+        return size;
+      },
+      resize: (next) => {
+        if (released) return;
+        const n = Math.max(0, Math.ceil(next));
+        const shrank = n < size;
+        this.used += n - size;
+        size = n;
+        this.report();
+        if (shrank) this.notify();
+      },
+      release: () => {
+        if (released) return;
+        released = true;
+        this.used -= size;
+        this.count -= 1;
+        this.report();
+        this.notify();
+      },
+    };
+  }
+
+  private report(): void {
+    this.options.metrics.loadedModelBytes.set(this.used);
+  }
+}
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+/** Resolves when `wake` resolves, `ms` passes, or `signal` aborts (the caller re-checks). */
+function waitFor(wake: Promise<void>, ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+    void wake.then(done);
+  });
+}

@@ -1,0 +1,128 @@
+/**
+ * @module registry/warmup
+ * Runs each freshly loaded session before it takes traffic, so the first
+ * request does not pay onnxruntime's lazy allocations (arena growth, kernel
+ * selection, CUDA/TensorRT initialisation) and the memory measured after the
+ * load includes them.
+ *
+ * With `model_warmup` in config.pbtxt, Triton's semantics: each sample's inputs
+ * (`zero_data`, `random_data`, or `input_data_file` read from the model's
+ * `warmup/` directory, raw little-endian, BYTES as 4-byte length + bytes), with
+ * `batch_size` as the batch dimension when the model batches, run `count`
+ * times (at least once); a failing sample fails the load, naming it. Without
+ * it, one implicit run with zeros (dynamic dims as 1) whose failure is only
+ * logged: some models cannot take zeros, and that is not a load error.
+ */
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { ModelConfig, WarmupConfig, WarmupInputConfig } from '../config/model-config-types.js';
+import { ServingError } from '../errors.js';
+import type { Logger } from '../observability/logger.js';
+import { DATA_TYPE_INFO, type Tensor } from '../protocol/tensor.js';
+import { SessionExecutor, type LoadedModel } from './loaded-model.js';
+
+/** Largest warm-up tensor we build (elements); a sample beyond it is refused rather than allocated. */
+const MAX_WARMUP_ELEMENTS = 64 * 1024 * 1024;
+
+export async function warmUpModel(model: LoadedModel, label: string, logger: Logger): Promise<void> {
+  const config = model.config;
+  if (config.platform === 'ensemble') return;
+  const outputs = config.output.map((o) => o.name);
+  for (const version of model.versions.values()) {
+    // Every instance: each is its own session with its own lazy allocations.
+    for (const session of version.sessions) {
+      const executor = new SessionExecutor(session, config);
+      if (config.modelWarmup.length === 0) {
+        try {
+          await executor.execute(implicitFeeds(config), outputs);
+        } catch (err) {
+          logger.debug({ model: label, version: version.version, err: (err as Error).message }, 'implicit warm-up skipped: the model did not take zero inputs');
+        }
+        continue;
+      }
+      for (const sample of config.modelWarmup) {
+        try {
+          const feeds = await sampleFeeds(sample, config, model.dir, label);
+          for (let i = 0; i < Math.max(1, sample.count); i++) await executor.execute(feeds, outputs);
+        } catch (err) {
+          const message = err instanceof Error ? err.message : String(err);
+          throw new ServingError('INVALID_MODEL', `model '${label}' version ${version.version}: model_warmup '${sample.name}' failed: ${message}`, {
+            model: label,
+            cause: err,
+          });
+        }
+      }
+    }
+  }
+}
+
+function implicitFeeds(config: ModelConfig): Map<string, Tensor> {
+  const feeds = new Map<string, Tensor>();
+  for (const input of config.input) {
+    if (input.optional) continue;
+    const dims = input.dims.map((d) => (d < 0 ? 1 : d));
+    const shape = config.maxBatchSize > 0 ? [1, ...dims] : dims;
+    feeds.set(input.name, filled(input.dataType, shape, 'zero'));
+  }
+  return feeds;
+}
+
+async function sampleFeeds(sample: WarmupConfig, config: ModelConfig, modelDir: string, label: string): Promise<Map<string, Tensor>> {
+  const feeds = new Map<string, Tensor>();
+  for (const [name, spec] of Object.entries(sample.inputs)) {
+    const shape = config.maxBatchSize > 0 ? [Math.max(1, sample.batchSize), ...spec.dims] : [...spec.dims];
+    if (shape.some((d) => !Number.isInteger(d) || d < 0)) throw new Error(`input '${name}' has dims ${JSON.stringify(spec.dims)}: warm-up dims must be fixed`);
+    feeds.set(name, spec.source.kind === 'file' ? await fromFile(spec, shape, path.join(modelDir, 'warmup', spec.source.file), label) : filled(spec.dataType, shape, spec.source.kind));
+  }
+  return feeds;
+}
+
+function count(shape: readonly number[]): number {
+  const n = shape.reduce((a, b) => a * b, 1);
+  if (n > MAX_WARMUP_ELEMENTS) throw new Error(`a warm-up tensor of shape ${JSON.stringify(shape)} is larger than ${MAX_WARMUP_ELEMENTS} elements`);
+  return n;
+}
+
+function filled(datatype: WarmupInputConfig['dataType'], shape: number[], kind: 'zero' | 'random'): Tensor {
+  const n = count(shape);
+  if (datatype === 'BYTES') return { datatype, shape, data: Array.from({ length: n }, () => (kind === 'zero' ? '' : Math.random().toString(36).slice(2))) };
+  const ArrayType = DATA_TYPE_INFO[datatype].arrayType;
+  if (!ArrayType) throw new Error(`datatype ${datatype} cannot be warmed up`);
+  const data = new ArrayType(n);
+  if (kind === 'random') {
+    for (let i = 0; i < n; i++) {
+      if (data instanceof BigInt64Array || data instanceof BigUint64Array) data[i] = BigInt(Math.floor(Math.random() * 100));
+      else if (datatype === 'BOOL') data[i] = Math.random() < 0.5 ? 0 : 1;
+      else if (datatype === 'FP16') data[i] = 0x3c00; // 1.0: random bit patterns could be NaN
+      else (data as Float32Array)[i] = datatype.startsWith('FP') ? Math.random() : Math.floor(Math.random() * 100);
+    }
+  }
+  return { datatype, shape, data };
+}
+
+async function fromFile(spec: WarmupInputConfig, shape: number[], file: string, label: string): Promise<Tensor> {
+  const bytes = await readFile(file).catch((err: unknown) => {
+    throw new Error(`cannot read warm-up data ${file}: ${(err as Error).message} (model '${label}')`);
+  });
+  const n = count(shape);
+  if (spec.dataType === 'BYTES') {
+    const data: string[] = [];
+    let offset = 0;
+    while (data.length < n) {
+      if (offset + 4 > bytes.length) throw new Error(`${file} holds fewer than ${n} BYTES elements`);
+      const len = bytes.readUInt32LE(offset);
+      offset += 4;
+      if (offset + len > bytes.length) throw new Error(`${file}: element ${data.length} runs past the end of the file`);
+      data.push(bytes.subarray(offset, offset + len).toString('utf8'));
+      offset += len;
+    }
+    return { datatype: 'BYTES', shape, data };
+  }
+  const info = DATA_TYPE_INFO[spec.dataType];
+  if (!info.arrayType) throw new Error(`datatype ${spec.dataType} cannot be read from a file`);
+  if (bytes.length !== n * info.byteSize) throw new Error(`${file} is ${bytes.length} bytes; shape ${JSON.stringify(shape)} of ${spec.dataType} needs ${n * info.byteSize}`);
+  // Copy into an aligned buffer: the file's Buffer may start at any offset of a pooled ArrayBuffer.
+  const aligned = new Uint8Array(bytes.length);
+  aligned.set(bytes);
+  return { datatype: spec.dataType, shape, data: new info.arrayType(aligned.buffer, 0, n) };
+}

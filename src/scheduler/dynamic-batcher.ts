@@ -1,0 +1,464 @@
+/**
+ * @module scheduler/dynamic-batcher
+ * The scheduler of every model with sessions: Triton's dynamic batcher
+ * (core `dynamic_batch_scheduler.cc` GetDynamicBatch, `scheduler_utils.cc`
+ * priority queue), with up to `instances.length` batches running at once.
+ *
+ * - Requests wait in a bounded FIFO per priority level (level 1 first).
+ * - When an instance is free, a batch is formed from the front of the queue:
+ *   it grows while the next request has the same signature (inputs,
+ *   datatypes, non-batch dims) and the rows still fit in maxBatchSize. Batches
+ *   count rows, not requests.
+ * - It is sent at once when it reaches a preferred size, when it cannot grow
+ *   (the next request does not match, or would pass the largest preferred
+ *   size), when the delay is 0, or when its oldest request has waited
+ *   maxQueueDelayUs; otherwise the batcher waits for more rows until then.
+ * - Queue policy per level: a full queue refuses at once (OVERLOADED, 429); a
+ *   request that waits past its timeout is refused (REJECT → TIMEOUT, 504) or
+ *   moved behind the others (DELAY). Deadlines are enforced by a timer even
+ *   while every instance is busy. A request whose signal aborts leaves the
+ *   queue (CANCELLED).
+ * - Results are split back row-exactly. A failed batch of several requests is
+ *   re-run one request at a time on the same instance, so one bad request
+ *   fails alone and its batch-mates still get their answers.
+ * - With preserveOrdering, answers go out in dispatch order even when a later
+ *   batch (on another instance) finishes first.
+ *
+ * Time comes from an injected Clock, so tests drive it by hand.
+ */
+import { ServingError } from '../errors.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { Tensor } from '../protocol/tensor.js';
+import { batchSignature, concatInputs, requestRows, splitOutputs } from './batch-merge.js';
+import type { BatchPolicy } from './batch-policy.js';
+import { systemClock, type Clock } from './clock.js';
+import type { ModelExecutor, ModelScheduler, ScheduleOptions } from './model-scheduler.js';
+
+export type SchedulerMetrics = Pick<Metrics, 'execCount' | 'inferenceCount' | 'computeInferDurationUs' | 'queueDurationUs' | 'batchSize'>;
+
+export interface DynamicBatcherOptions {
+  /** The model as messages and logs name it (the package label). */
+  readonly model: string;
+  readonly policy: BatchPolicy;
+  /** One executor per instance (session): at most this many batches run at once. */
+  readonly instances: readonly ModelExecutor[];
+  /** Per-model metrics and their labels (model name, version); omitted in tests that do not look. */
+  readonly metrics?: { readonly sink: SchedulerMetrics; readonly labels: { readonly model: string; readonly version: string } };
+  readonly clock?: Clock;
+  readonly logger?: Logger;
+}
+
+type State = 'queued' | 'delayed' | 'running' | 'settled';
+
+interface Pending {
+  readonly inputs: ReadonlyMap<string, Tensor>;
+  readonly outputs: readonly string[];
+  readonly rows: number;
+  /** undefined: never merged with another request. */
+  readonly signature: string | undefined;
+  readonly enqueuedUs: number;
+  /** Infinity when the request may wait forever (or has been delayed already). */
+  deadlineUs: number;
+  /** 0-based priority level. */
+  readonly level: number;
+  state: State;
+  resolve(outputs: Map<string, Tensor>): void;
+  reject(err: unknown): void;
+  /** Removes the abort listener. */
+  detach(): void;
+}
+
+type Outcome = { readonly ok: true; readonly outputs: Map<string, Tensor> } | { readonly ok: false; readonly error: unknown };
+
+/**
+ * A FIFO whose members are the entries in `state`; entries that left (ran,
+ * timed out, were cancelled, were delayed) are skipped and dropped lazily,
+ * so removal from the middle is O(1).
+ */
+class Fifo {
+  private items: Pending[] = [];
+  private head = 0;
+
+  constructor(private readonly state: State) {}
+
+  push(p: Pending): void {
+    this.items.push(p);
+  }
+
+  *[Symbol.iterator](): Generator<Pending> {
+    for (let i = this.head; i < this.items.length; i++) {
+      const p = this.items[i]!;
+      if (p.state === this.state) yield p;
+    }
+  }
+
+  /** Drop departed entries at the front, and compact once they are most of the array. */
+  trim(): void {
+    while (this.head < this.items.length && this.items[this.head]!.state !== this.state) this.head++;
+    if (this.head === this.items.length) {
+      this.items = [];
+      this.head = 0;
+    } else if (this.head > 64 && this.head * 2 > this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+  }
+}
+
+interface Level {
+  readonly waiting: Fifo;
+  /** Requests past their timeout under timeout_action DELAY: served after every `waiting` one of the level. */
+  readonly delayed: Fifo;
+  /** Queued requests of this level (waiting + delayed): what max_queue_size bounds. */
+  size: number;
+}
+
+type Decision = { readonly kind: 'send'; readonly batch: readonly Pending[] } | { readonly kind: 'wait'; readonly untilUs: number };
+
+export class DynamicBatcher implements ModelScheduler {
+  private readonly model: string;
+  private readonly policy: BatchPolicy;
+  private readonly clock: Clock;
+  private readonly levels: Level[];
+  private readonly preferred: ReadonlySet<number>;
+  private readonly maxPreferred: number;
+  /** Indexes of idle instances. */
+  private readonly free: number[];
+  private queued = 0;
+  private running = 0;
+  private closed = false;
+  private closeWaiters: (() => void)[] = [];
+  private pumpPending = false;
+  private timer: { readonly atUs: number; readonly cancel: () => void } | undefined;
+  /** Earliest deadline among queued requests (may be stale-early: then one extra scan). */
+  private nextDeadlineUs = Number.POSITIVE_INFINITY;
+  /** preserve_ordering: batches are numbered at dispatch and answered in that order. */
+  private nextBatch = 0;
+  private nextToAnswer = 0;
+  private readonly finished = new Map<number, () => void>();
+
+  constructor(private readonly options: DynamicBatcherOptions) {
+    if (options.instances.length === 0) throw new Error(`model '${options.model}': a scheduler needs at least one instance`);
+    this.model = options.model;
+    this.policy = options.policy;
+    this.clock = options.clock ?? systemClock;
+    this.levels = options.policy.levels.map(() => ({ waiting: new Fifo('queued'), delayed: new Fifo('delayed'), size: 0 }));
+    this.preferred = new Set(options.policy.preferredBatchSizes);
+    this.maxPreferred = options.policy.preferredBatchSizes.at(-1) ?? options.policy.maxBatchSize;
+    this.free = options.instances.map((_, i) => options.instances.length - 1 - i);
+  }
+
+  /** Requests waiting (not yet running). */
+  get queueLength(): number {
+    return this.queued;
+  }
+
+  /** Batches executing now. */
+  get inFlight(): number {
+    return this.running;
+  }
+
+  async schedule(
+    inputs: ReadonlyMap<string, Tensor>,
+    outputNames: readonly string[],
+    signal?: AbortSignal,
+    options: ScheduleOptions = {},
+  ): Promise<Map<string, Tensor>> {
+    const model = this.model;
+    if (this.closed) throw new ServingError('MODEL_NOT_FOUND', `model '${model}' is being unloaded`, { model });
+    if (signal?.aborted) throw new ServingError('CANCELLED', `model '${model}': request cancelled before it was queued`, { model });
+    const limit = this.policy.modelMaxBatchSize;
+    const rows = limit > 0 ? requestRows(inputs, limit, model) : 1;
+    const level = this.levelOf(options.priority);
+    const policy = this.policy.levels[level]!;
+    const queue = this.levels[level]!;
+    if (queue.size >= policy.maxQueueSize) {
+      const where = this.levels.length > 1 ? ` at priority ${level + 1}` : '';
+      throw new ServingError(
+        'OVERLOADED',
+        `model '${model}': the queue is full (${queue.size} requests waiting${where}, max_queue_size ${policy.maxQueueSize}); retry later`,
+        { model },
+      );
+    }
+    const now = this.clock.nowUs();
+    let timeoutUs = policy.defaultTimeoutUs;
+    const asked = options.timeoutUs ?? 0;
+    // A request may only shorten the wait (0 = no limit), as Triton documents allow_timeout_override.
+    if (policy.allowTimeoutOverride && asked > 0 && (timeoutUs === 0 || asked < timeoutUs)) timeoutUs = asked;
+    const signature = this.policy.maxBatchSize > 0 && inputs.size > 0 ? batchSignature(inputs) : undefined;
+
+    return new Promise<Map<string, Tensor>>((resolve, reject) => {
+      const p: Pending = {
+        inputs,
+        outputs: outputNames,
+        rows,
+        signature,
+        enqueuedUs: now,
+        deadlineUs: timeoutUs > 0 ? now + timeoutUs : Number.POSITIVE_INFINITY,
+        level,
+        state: 'queued',
+        resolve,
+        reject,
+        detach: () => {},
+      };
+      if (signal) {
+        const onAbort = (): void => this.cancel(p);
+        signal.addEventListener('abort', onAbort, { once: true });
+        p.detach = () => signal.removeEventListener('abort', onAbort);
+      }
+      queue.waiting.push(p);
+      queue.size++;
+      this.queued++;
+      if (p.deadlineUs < this.nextDeadlineUs) this.nextDeadlineUs = p.deadlineUs;
+      this.schedulePump();
+    });
+  }
+
+  close(): Promise<void> {
+    this.closed = true;
+    // Whatever is queued runs now, without waiting for more rows.
+    this.schedulePump();
+    if (this.queued === 0 && this.running === 0) return Promise.resolve();
+    return new Promise((resolve) => this.closeWaiters.push(resolve));
+  }
+
+  // ------------------------------------------------------------------ queue
+
+  private levelOf(priority: number | undefined): number {
+    const n = this.levels.length;
+    // Triton: 0 or a level above priority_levels means the default level.
+    const level = priority === undefined || priority < 1 || priority > n ? this.policy.defaultPriorityLevel : priority;
+    return Math.min(Math.max(1, level), n) - 1;
+  }
+
+  /** Queued requests in service order: level 1 waiting, level 1 delayed, level 2 waiting, … */
+  private *inOrder(): Generator<Pending> {
+    for (const level of this.levels) {
+      yield* level.waiting;
+      yield* level.delayed;
+    }
+  }
+
+  /** Take a queued request out of the queue (it is about to run or be answered). */
+  private leave(p: Pending, next: State): void {
+    const level = this.levels[p.level]!;
+    const from = p.state;
+    p.state = next;
+    p.detach();
+    level.size--;
+    this.queued--;
+    (from === 'delayed' ? level.delayed : level.waiting).trim();
+  }
+
+  private cancel(p: Pending): void {
+    if (p.state !== 'queued' && p.state !== 'delayed') return; // running: it finishes, the transport drops the answer
+    this.leave(p, 'settled');
+    p.reject(new ServingError('CANCELLED', `model '${this.model}': request cancelled while waiting in the queue`, { model: this.model }));
+    this.schedulePump(); // the oldest request may have changed
+    this.notifyIfIdle();
+  }
+
+  /** Apply the queue policy to requests past their deadline. */
+  private expire(now: number): void {
+    let next = Number.POSITIVE_INFINITY;
+    const timedOut: Pending[] = [];
+    for (const p of this.inOrder()) {
+      if (p.deadlineUs <= now) timedOut.push(p);
+      else if (p.deadlineUs < next) next = p.deadlineUs;
+    }
+    for (const p of timedOut) {
+      const policy = this.policy.levels[p.level]!;
+      if (policy.timeoutAction === 'DELAY') {
+        // Behind every request that has not timed out (Triton's delayed queue); it may wait indefinitely now.
+        p.deadlineUs = Number.POSITIVE_INFINITY;
+        p.state = 'delayed';
+        const level = this.levels[p.level]!;
+        level.delayed.push(p);
+        level.waiting.trim();
+        continue;
+      }
+      const waited = Math.round(now - p.enqueuedUs);
+      this.leave(p, 'settled');
+      p.reject(
+        new ServingError(
+          'TIMEOUT',
+          `model '${this.model}': request timed out after waiting ${waited} µs in the queue (queue policy timeout ` +
+            `${Math.round(p.deadlineUs - p.enqueuedUs)} µs); the model is busy, retry later`,
+          { model: this.model },
+        ),
+      );
+    }
+    this.nextDeadlineUs = next;
+    if (timedOut.length > 0) this.notifyIfIdle();
+  }
+
+  // --------------------------------------------------------------- batching
+
+  /** Coalesce: requests enqueued in the same turn are considered together. */
+  private schedulePump(): void {
+    if (this.pumpPending) return;
+    this.pumpPending = true;
+    queueMicrotask(() => {
+      this.pumpPending = false;
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    const now = this.clock.nowUs();
+    if (now >= this.nextDeadlineUs) this.expire(now);
+    let wakeUs = Number.POSITIVE_INFINITY;
+    while (this.free.length > 0 && this.queued > 0) {
+      const decision = this.formBatch(now);
+      if (decision.kind === 'wait') {
+        wakeUs = decision.untilUs;
+        break;
+      }
+      this.dispatch(decision.batch, now);
+    }
+    // Deadlines are enforced even while every instance is busy (a timeout does not wait for a batch to end).
+    if (this.queued > 0) wakeUs = Math.min(wakeUs, this.nextDeadlineUs);
+    this.armTimer(wakeUs, now);
+  }
+
+  /** One timer at most, for the earliest reason to wake up; none while nothing waits. */
+  private armTimer(atUs: number, now: number): void {
+    if (atUs !== Number.POSITIVE_INFINITY && this.timer && this.timer.atUs <= atUs && this.timer.atUs > now) return; // an earlier wake-up is already set
+    this.timer?.cancel();
+    this.timer = undefined;
+    if (atUs === Number.POSITIVE_INFINITY) return;
+    const cancel = this.clock.setTimer(Math.max(0, atUs - now), () => {
+      this.timer = undefined;
+      this.pump();
+    });
+    this.timer = { atUs, cancel };
+  }
+
+  /** Triton's GetDynamicBatch over the front of the queue. */
+  private formBatch(now: number): Decision {
+    const it = this.inOrder();
+    const first = it.next().value as Pending;
+    if (first.signature === undefined) return { kind: 'send', batch: [first] };
+    const maxRows = this.policy.maxBatchSize;
+    const batch: Pending[] = [first];
+    let rows = first.rows;
+    let oldest = first.enqueuedUs;
+    // Requests in the largest preferred-size prefix found (0: none).
+    let best = this.preferred.has(rows) ? 1 : 0;
+    let cannotGrow = false;
+    for (const p of it) {
+      if (p.signature !== first.signature) {
+        cannotGrow = true; // FIFO: a different shape ends the batch, it is not skipped over
+        break;
+      }
+      // The next request would pass the largest preferred size: what is pending is as good as it gets.
+      if (best === 0 && rows + p.rows > this.maxPreferred) best = batch.length;
+      if (rows + p.rows > maxRows) {
+        cannotGrow = true;
+        break;
+      }
+      batch.push(p);
+      rows += p.rows;
+      if (p.enqueuedUs < oldest) oldest = p.enqueuedUs;
+      if (this.preferred.has(rows)) best = batch.length;
+    }
+    const delay = this.policy.maxQueueDelayUs;
+    const delayExceeded = this.closed || (delay > 0 && now - oldest >= delay);
+    if (best > 0 && !delayExceeded) return { kind: 'send', batch: batch.slice(0, best) };
+    if (cannotGrow || delayExceeded || delay === 0 || rows >= this.maxPreferred) return { kind: 'send', batch };
+    return { kind: 'wait', untilUs: oldest + delay };
+  }
+
+  private dispatch(batch: readonly Pending[], now: number): void {
+    const slot = this.free.pop()!;
+    const metrics = this.options.metrics;
+    let queuedUs = 0;
+    for (const p of batch) {
+      this.leave(p, 'running');
+      queuedUs += now - p.enqueuedUs;
+    }
+    metrics?.sink.queueDurationUs.inc(metrics.labels, queuedUs);
+    this.running++;
+    const seq = this.nextBatch++;
+    void this.execute(this.options.instances[slot]!, batch).then((outcomes) => {
+      this.free.push(slot);
+      this.running--;
+      this.answer(seq, batch, outcomes);
+      this.schedulePump();
+      this.notifyIfIdle();
+    });
+  }
+
+  /** Never rejects: every request gets an outcome. */
+  private async execute(executor: ModelExecutor, batch: readonly Pending[]): Promise<Outcome[]> {
+    if (batch.length === 1) return [await this.runAlone(executor, batch[0]!)];
+    // The union of what the requests asked for; each gets back only its own.
+    const names = [...new Set(batch.flatMap((p) => p.outputs))];
+    const rows = batch.map((p) => p.rows);
+    const totalRows = rows.reduce((a, b) => a + b, 0);
+    try {
+      const started = this.clock.nowUs();
+      const outputs = await executor.execute(concatInputs(batch.map((p) => p.inputs)), names);
+      const split = splitOutputs(outputs, rows, batch.map((p) => p.outputs), this.model);
+      this.recordExecution(totalRows, batch.length, this.clock.nowUs() - started);
+      return split.map((o) => ({ ok: true, outputs: o }));
+    } catch (err) {
+      // One bad request must not fail its batch-mates: run each alone, so only the culprit fails.
+      const message = err instanceof Error ? err.message : String(err);
+      this.options.logger?.warn({ model: this.model, requests: batch.length, rows: totalRows, err: message }, 'batch failed; running its requests one at a time');
+      const outcomes: Outcome[] = [];
+      for (const p of batch) outcomes.push(await this.runAlone(executor, p));
+      return outcomes;
+    }
+  }
+
+  private async runAlone(executor: ModelExecutor, p: Pending): Promise<Outcome> {
+    try {
+      const started = this.clock.nowUs();
+      const outputs = await executor.execute(p.inputs, p.outputs);
+      this.recordExecution(p.rows, 1, this.clock.nowUs() - started);
+      return { ok: true, outputs };
+    } catch (error) {
+      return { ok: false, error };
+    }
+  }
+
+  private recordExecution(rows: number, requests: number, computeUs: number): void {
+    const m = this.options.metrics;
+    if (!m) return;
+    m.sink.execCount.inc(m.labels);
+    m.sink.inferenceCount.inc(m.labels, rows);
+    m.sink.batchSize.observe(m.labels, rows);
+    // Triton adds a batch's compute time to each of its requests.
+    m.sink.computeInferDurationUs.inc(m.labels, computeUs * requests);
+  }
+
+  private answer(seq: number, batch: readonly Pending[], outcomes: readonly Outcome[]): void {
+    const deliver = (): void => {
+      batch.forEach((p, i) => {
+        p.state = 'settled';
+        const o = outcomes[i]!;
+        if (o.ok) p.resolve(o.outputs);
+        else p.reject(o.error);
+      });
+    };
+    if (!this.policy.preserveOrdering) {
+      deliver();
+      return;
+    }
+    this.finished.set(seq, deliver);
+    for (let next = this.finished.get(this.nextToAnswer); next; next = this.finished.get(this.nextToAnswer)) {
+      this.finished.delete(this.nextToAnswer);
+      this.nextToAnswer++;
+      next();
+    }
+  }
+
+  private notifyIfIdle(): void {
+    if (!this.closed || this.queued > 0 || this.running > 0) return;
+    this.timer?.cancel();
+    this.timer = undefined;
+    for (const resolve of this.closeWaiters.splice(0)) resolve();
+  }
+}
