@@ -16,7 +16,7 @@
  * startServer with a fresh cache directory per cold start).
  */
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, mkdtemp, open, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, open, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -27,6 +27,7 @@ import * as tar from 'tar';
 import { packTarGz, scale, sizedModel, writeModelDir } from '../examples/models/zoo.js';
 import { S3RVER_CREDENTIALS } from '../test/support/s3rver.js';
 import { childPort, spawnChild, type BenchChild } from './lib/child.js';
+import { procStatusKb, resetPeakRss, RssSampler } from './lib/proc-memory.js';
 import { markdownTable, textTable, type BenchReport, type Table } from './lib/report.js';
 import { benchSettings } from './lib/settings.js';
 import { median } from './lib/stats.js';
@@ -214,16 +215,6 @@ interface RssResult {
   readonly method: string;
 }
 
-async function procStatus(pid: number): Promise<Record<string, number>> {
-  const text = await readFile(`/proc/${pid}/status`, 'utf8');
-  const out: Record<string, number> = {};
-  for (const line of text.split('\n')) {
-    const m = /^(Vm\w+):\s+(\d+) kB/.exec(line);
-    if (m) out[m[1]!] = Number(m[2]);
-  }
-  return out;
-}
-
 async function peakRss(work: string, env: Record<string, string>): Promise<RssResult> {
   const server = await startServer(work, env, 'rss');
   try {
@@ -233,28 +224,18 @@ async function peakRss(work: string, env: Record<string, string>): Promise<RssRe
     // Settle: the first requests of a process allocate once (HTTP parser, JIT).
     await fetch(`http://127.0.0.1:${port}/ping`);
     await new Promise((r) => setTimeout(r, 1000));
-    const idleKb = (await procStatus(pid))['VmRSS'] ?? 0;
-    // Reset the high-water mark so VmHWM covers exactly the fetch (Linux ≥ 4.0).
-    let method = 'VmHWM after clear_refs';
-    try {
-      await writeFile(`/proc/${pid}/clear_refs`, '5');
-    } catch {
-      method = 'sampled VmRSS';
-    }
-    let sampledKb = idleKb;
-    const sampler = setInterval(() => {
-      procStatus(pid).then(
-        (s) => (sampledKb = Math.max(sampledKb, s['VmRSS'] ?? 0)),
-        () => undefined,
-      );
-    }, 5);
+    const idleKb = (await procStatusKb(pid))['VmRSS'] ?? 0;
+    // Reset the high-water mark so VmHWM covers exactly the fetch (Linux ≥ 4.0); else sample VmRSS.
+    const method = (await resetPeakRss(pid)) ? 'VmHWM after clear_refs' : 'sampled VmRSS';
+    const sampler = new RssSampler(pid, 5);
+    sampler.start();
     try {
       await invoke(port, 'big.tar.gz');
     } finally {
-      clearInterval(sampler);
+      sampler.stop();
     }
-    const after = await procStatus(pid);
-    const peakKb = method === 'sampled VmRSS' ? sampledKb : Math.max(after['VmHWM'] ?? 0, sampledKb);
+    const after = await procStatusKb(pid);
+    const peakKb = Math.max(method === 'sampled VmRSS' ? 0 : (after['VmHWM'] ?? 0), sampler.peakKb, idleKb);
     return { idleKb, peakKb, method };
   } finally {
     await server.stop();

@@ -1,13 +1,17 @@
 /**
  * @module app
- * createApp(deps) builds the express application with no side effects (no
- * listen, no env reads), so tests and main.ts assemble it the same way. The
- * core (service and below) never imports express; this file and http/ do.
+ * createApp(deps) builds the server's request listener with no side effects
+ * (no listen, no env reads), so tests and main.ts assemble it the same way:
+ * the lean inference path (http/inference-front.ts) in front of the express
+ * application that serves every route. The core (service and below) never
+ * imports express; this file and http/ do.
  */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { ServingError } from './errors.js';
-import { errorReply } from './http/error-response.js';
-import { createRequestContext, type RequestContext } from './http/request-context.js';
+import { createInferenceFront } from './http/inference-front.js';
+import { openEnvelope, sendError, shutdownRefusal, type Envelope } from './http/request-envelope.js';
+import type { RequestContext } from './http/request-context.js';
 import { sagemakerRoutes } from './http/sagemaker-routes.js';
 import { V2_PATHS, v2Routes } from './http/v2-routes.js';
 import type { Logger } from './observability/logger.js';
@@ -27,6 +31,12 @@ export interface AppDeps {
   readonly inflight: { count: number };
 }
 
+/** The server's request listener, and `listen` as express's app has it (an http.Server on this listener). */
+export interface App {
+  (req: IncomingMessage, res: ServerResponse): void;
+  listen(port: number, host: string, callback: () => void): Server;
+}
+
 /** Paths we serve, for telling 404 from 405. */
 const KNOWN_PATHS = [
   /^\/ping$/,
@@ -39,19 +49,12 @@ const KNOWN_PATHS = [
   ...V2_PATHS,
 ];
 
+function envelopeOf(res: Response): Envelope | undefined {
+  return res.locals['envelope'] as Envelope | undefined;
+}
+
 function ctxOf(res: Response): RequestContext {
-  return res.locals['ctx'] as RequestContext;
-}
-
-function elapsedMs(ctx: RequestContext): number {
-  return Math.round((Number(process.hrtime.bigint() - ctx.startedAt) / 1e6) * 100) / 100;
-}
-
-/** The model a request resolved to (set by the inference handler), for log lines. */
-function modelFields(res: Response): { model?: string; version?: string } {
-  const model = res.locals['model'] as string | undefined;
-  const version = res.locals['modelVersion'] as string | undefined;
-  return { ...(model === undefined ? {} : { model }), ...(version === undefined ? {} : { version }) };
+  return envelopeOf(res)!.ctx;
 }
 
 /** Metric label for a route: the matched pattern, never the raw path (unbounded cardinality). */
@@ -60,36 +63,23 @@ function routeLabel(req: Request): string {
   return typeof route === 'string' ? route : 'unmatched';
 }
 
-/** express and its parsers signal client errors (e.g. a malformed URL) with a 4xx `status`. */
-function fromExpressError(err: unknown): unknown {
-  if (err instanceof ServingError || typeof err !== 'object' || err === null) return err;
-  const status = (err as { status?: unknown }).status;
-  if (typeof status === 'number' && status >= 400 && status < 500) {
-    return new ServingError('INVALID_REQUEST', (err as Error).message || 'bad request');
-  }
-  return err;
-}
-
-export function createApp(deps: AppDeps): express.Express {
+/**
+ * The express application for every route (no side effects: no listen, no
+ * env reads), behind the lean inference path (http/inference-front.ts) that
+ * serves the canonical inference requests without express.
+ */
+export function createApp(deps: AppDeps): App {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('query parser', 'simple');
 
   app.use((req, res, next) => {
-    const ctx = createRequestContext(req, res, deps.logger);
-    res.locals['ctx'] = ctx;
-    deps.inflight.count++;
-    res.once('close', () => deps.inflight.count--);
-    if (req.path !== '/ping') ctx.log.debug({ method: req.method, path: req.path }, 'request received');
-    res.on('finish', () => {
-      deps.metrics.httpRequests.inc({ route: routeLabel(req), status: String(res.statusCode) });
-      if (req.path !== '/ping') {
-        ctx.log.debug({ method: req.method, path: req.path, status: res.statusCode, ...modelFields(res), durationMs: elapsedMs(ctx) }, 'request');
-      }
-    });
-    if (deps.isShuttingDown() && req.method === 'POST' && req.path !== '/ping') {
-      next(new ServingError('SHUTTING_DOWN', 'the server is shutting down; retry on another instance'));
+    const envelope = openEnvelope(req, res, deps, { path: req.path, routeOf: () => routeLabel(req) });
+    res.locals['envelope'] = envelope;
+    const refused = shutdownRefusal(req, req.path, deps);
+    if (refused !== undefined) {
+      next(refused);
       return;
     }
     next();
@@ -114,25 +104,11 @@ export function createApp(deps: AppDeps): express.Express {
 
   // express recognises error handlers by their four parameters.
   app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
-    // KServe clients get Triton's statuses on the v2 routes (error-response.ts).
-    const reply = errorReply(fromExpressError(err), req.path === '/v2' || req.path.startsWith('/v2/') ? 'kserve' : 'sagemaker');
-    const ctx = ctxOf(res);
-    // The closing `request` line names the model too (the label the client used when it never resolved).
-    if (reply.error.model !== undefined && res.locals['model'] === undefined) res.locals['model'] = reply.error.model;
-    const fields = {
-      status: reply.status,
-      code: reply.error.code,
-      ...modelFields(res),
-      method: req.method,
-      path: req.path,
-      durationMs: elapsedMs(ctx),
-      err: reply.error.message,
-    };
-    if (reply.status >= 500) ctx.log.error({ ...fields, stack: reply.error.cause instanceof Error ? reply.error.cause.stack : undefined }, 'request failed');
-    else ctx.log.warn(fields, 'request rejected');
-    if (res.headersSent || res.destroyed) return;
-    res.status(reply.status).type('application/json').send(reply.body);
+    // An error raised before the first middleware (inside express itself) has no envelope yet.
+    sendError(req, res, envelopeOf(res) ?? openEnvelope(req, res, deps, { path: req.path, routeOf: () => routeLabel(req) }), err);
   });
 
-  return app;
+  const front = createInferenceFront(deps, app) as App;
+  front.listen = (port, host, callback) => createServer(front).listen(port, host, callback);
+  return front;
 }

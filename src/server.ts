@@ -85,6 +85,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
         maxQueueSize: config.maxQueueSize,
       },
       metrics,
+      allowJsBackend: config.allowJsBackend,
     },
     logger,
     metrics,

@@ -32,9 +32,30 @@ function httpTarget(name: string, child: BenchChild, path: string, headers: Reco
   };
 }
 
-/** The onnx-mme server as one process, serving `modelSource` (a directory of targets). */
-export async function startOnnxMme(modelSource: string, cacheDir: string): Promise<{ port: number; info: Readonly<Record<string, unknown>>; target(model: string): HttpTarget; stop(): Promise<void> }> {
-  const child = await spawnChild('onnx-mme', new URL('./onnx-mme-server.js', import.meta.url), [], {
+/** Rows and model executions per model since the server started (average batch = rows / executions). */
+export type BatchStats = Readonly<Record<string, { readonly rows: number; readonly executions: number }>>;
+
+export interface OnnxMmeProcess {
+  readonly port: number;
+  readonly info: Readonly<Record<string, unknown>>;
+  target(model: string): HttpTarget;
+  stats(): Promise<BatchStats>;
+  stop(): Promise<void>;
+}
+
+/**
+ * The onnx-mme server as one process, serving `modelSource` (a directory of
+ * targets). `env` adds server settings on top of the bench's environment,
+ * e.g. `{ MME_DYNAMIC_BATCHING: 'false' }`.
+ */
+export async function startOnnxMme(
+  modelSource: string,
+  cacheDir: string,
+  env: Readonly<Record<string, string>> = {},
+  name = 'onnx-mme',
+): Promise<OnnxMmeProcess> {
+  const child = await spawnChild(name, new URL('./onnx-mme-server.js', import.meta.url), [], {
+    ...env,
     MME_MODEL_SOURCE: modelSource,
     MME_CACHE_DIR: cacheDir,
   });
@@ -42,7 +63,8 @@ export async function startOnnxMme(modelSource: string, cacheDir: string): Promi
   return {
     port: childPort(child),
     info,
-    target: (model) => httpTarget('onnx-mme', child, '/invocations', { 'X-Amzn-SageMaker-Target-Model': model }),
+    target: (model) => httpTarget(name, child, '/invocations', { 'X-Amzn-SageMaker-Target-Model': model }),
+    stats: () => child.request<BatchStats>({ stats: true }),
     stop: () => child.stop(),
   };
 }

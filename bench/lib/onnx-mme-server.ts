@@ -4,7 +4,9 @@
  * uses it) on 127.0.0.1, port 0, silent logging. MME_MODEL_SOURCE and
  * MME_CACHE_DIR come from the environment the parent sets; other MME_*
  * settings pass through, so `MME_RUNTIME_WORKERS=1 npm run bench` works.
- * Prints `{"port": n, ...}` when listening; drains and exits when stdin ends.
+ * Prints `{"port": n, ...}` when listening; answers `{"stats": true}` with
+ * rows and executions per model (for the average batch size); drains and
+ * exits when stdin ends.
  */
 import { loadServerConfig } from '../../src/config/server-config.js';
 import { silentLogger } from '../../src/observability/logger.js';
@@ -24,8 +26,24 @@ announce({
   runtimeWorkers: config.runtimeWorkers,
   intraOpThreads: config.intraOpThreads ?? 'onnxruntime default',
   maxInflightRequests: config.maxInflightRequests,
+  dynamicBatching: config.dynamicBatching,
 });
+
+/** `{"stats": true}` → rows and executions per model so far (average batch = rows / executions). */
+async function stats(): Promise<Record<string, { rows: number; executions: number }>> {
+  const out: Record<string, { rows: number; executions: number }> = {};
+  const read = async (metric: typeof running.metrics.inferenceCount, key: 'rows' | 'executions'): Promise<void> => {
+    for (const v of (await metric.get()).values) {
+      const model = String(v.labels['model'] ?? '');
+      (out[model] ??= { rows: 0, executions: 0 })[key] += v.value;
+    }
+  };
+  await read(running.metrics.inferenceCount, 'rows');
+  await read(running.metrics.execCount, 'executions');
+  return out;
+}
+
 serveCommands(
-  async () => ({}),
+  async (command) => ((command as { stats?: boolean }).stats === true ? stats() : {}),
   () => running.shutdown('bench finished'),
 );

@@ -4,8 +4,8 @@
  * package, run before upload. It goes through the server's own code
  * (registry/package-check.ts over the package loader): layout and entry
  * model, every config.pbtxt parsed, every ONNX model loaded in a real
- * onnxruntime session (on CPU) and compared with its config, ensemble plans
- * validated. Every problem is listed; the exit code is 1 when there is one.
+ * onnxruntime session (on CPU) and compared with its config, processing steps
+ * loaded by their backends, ensemble plans validated. Every problem is listed; the exit code is 1 when there is one.
  */
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -125,7 +125,8 @@ export function formatReport(r: ValidationReport): string {
     lines.push(`  ${m.name}: ${m.platform}, ${versions}, max_batch_size ${m.maxBatchSize}${m.autoCompleted ? ', config completed from the ONNX graph' : ''}`);
     for (const t of m.inputs) lines.push(`    input  ${t.name} ${t.datatype} ${shape(t.shape)}`);
     for (const t of m.outputs) lines.push(`    output ${t.name} ${t.datatype} ${shape(t.shape)}`);
-    if (m.platform !== 'ensemble') lines.push(`    model files: ${formatBytes(m.fileBytes)}`);
+    if (m.platform === 'onnxruntime_onnx') lines.push(`    model files: ${formatBytes(m.fileBytes)}`);
+    else if (m.platform !== 'ensemble') lines.push(`    processing step: backend '${m.platform}', runs in the server process${m.fileBytes > 0 ? ` (version files: ${formatBytes(m.fileBytes)})` : ''}`);
   }
   if (r.models.length > 0) {
     lines.push(
@@ -153,8 +154,11 @@ export const validateCommand: CliCommand = {
 Runs the checks the server runs when it loads the package, with the server's
 own code: Triton layout and entry model, every config.pbtxt parsed, every ONNX
 model loaded in a real onnxruntime session (on CPU) and compared with its
-config (tensor names, datatypes, shapes), ensemble steps and tensor wiring
-validated. An archive is extracted with the server's safe extractor and limits.
+config (tensor names, datatypes, shapes), every processing step (image,
+tokenizer, mean_pooling, l2_normalize, softmax, topk, argmax, js) loaded by its
+backend (parameters, tokenizer.json, label files; a js step's model.mjs is
+imported and its initialize() runs), ensemble steps and tensor wiring validated
+(datatypes, shapes, max_batch_size). An archive is extracted with the server's safe extractor and limits.
 Every problem is listed, then the memory estimate.
 
 Options:

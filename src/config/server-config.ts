@@ -52,6 +52,8 @@ export interface ServerConfig {
   readonly intraOpThreads: number | undefined;
   /** MME_DYNAMIC_BATCHING: false = every request runs alone (config dynamic_batching blocks included). */
   readonly dynamicBatching: boolean;
+  /** MME_ALLOW_JS_BACKEND: false refuses packages with a `backend: "js"` step (their code would run in this process). */
+  readonly allowJsBackend: boolean;
   /** Queue delay for batching models without a dynamic_batching block, in microseconds. */
   readonly batchMaxDelayUs: number;
   /** Most rows per batch for batching models without a dynamic_batching block; undefined = the model's max_batch_size. */
@@ -332,6 +334,14 @@ export const SETTINGS: readonly AnySetting[] = [
       const workers = workersRaw !== undefined && /^\d+$/.test(workersRaw.trim()) ? Math.max(1, Number(workersRaw)) : Math.max(1, Math.min(8, cores));
       return Math.max(1, Math.floor(cores / workers));
     },
+  },
+  {
+    key: 'allowJsBackend',
+    env: ['MME_ALLOW_JS_BACKEND'],
+    defaultText: 'true',
+    description:
+      'Allow `backend: "js"` processing steps, whose `model.mjs` runs inside the server process with the container\'s rights (files, network, environment). `false`: packages with a js step are refused (501 `UNSUPPORTED`); built-in steps still load.',
+    parse: (raw) => (raw === undefined ? true : bool('MME_ALLOW_JS_BACKEND', raw)),
   },
   {
     key: 'dynamicBatching',

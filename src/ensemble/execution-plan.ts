@@ -4,10 +4,25 @@
  * model is a plan of one step whose maps are the identity; an ensemble's
  * `ensemble_scheduling` becomes a plan validated once, at load, with every
  * problem reported together.
+ *
+ * What is checked here needs the step models' configs (config.pbtxt
+ * validation already checked the ensemble's own wiring on its own):
+ * - each step names a model of the package (and an existing version);
+ * - every required step input is mapped, every map key is a tensor of the step model;
+ * - every consumed tensor has exactly one producer (an ensemble input or one step output);
+ * - producer and consumer agree on datatype and on shape, compared as full
+ *   shapes (a batching model's shape is `[-1, ...dims]`), `-1` matching anything,
+ *   so a non-batching step may sit in a batching ensemble when its dims spell out
+ *   the batch dim (Triton's rule);
+ * - the ensemble's max_batch_size is ≤ that of each batching step (Triton:
+ *   "ensemble X allows maximum batch size N, but it contains model Y which only
+ *   allows maximum batch size to be M");
+ * - ensemble inputs are used, ensemble outputs are written (with the declared
+ *   datatype and shape), and the steps form no cycle.
  */
 import type { ModelConfig, TensorConfig } from '../config/model-config-types.js';
 import { ServingError } from '../errors.js';
-import type { DataType } from '../protocol/tensor.js';
+import { formatShape, type DataType } from '../protocol/tensor.js';
 import type { ModelScheduler } from '../scheduler/model-scheduler.js';
 
 export interface PlanStep {
@@ -34,6 +49,9 @@ export interface StepModel {
   readonly scheduler: ModelScheduler;
 }
 
+/** The parts of an ensemble config the plan is built from (a typed ModelConfig, or a lenient view of a config that failed validation). */
+export type EnsembleSpec = Pick<ModelConfig, 'name' | 'maxBatchSize' | 'input' | 'output' | 'ensembleSteps'>;
+
 function identity(tensors: readonly TensorConfig[]): Map<string, string> {
   return new Map(tensors.map((t) => [t.name, t.name]));
 }
@@ -56,77 +74,145 @@ export function singleModelPlan(name: string, model: StepModel): ExecutionPlan {
 
 interface Producer {
   readonly dataType: DataType;
+  /** Full shape: the batch dim (-1) first when the producer batches. */
+  readonly shape: readonly number[];
   readonly what: string;
 }
 
+/** The shape a tensor has at run time: `[-1, ...dims]` for a batching model, `dims` otherwise. */
+export function fullShape(dims: readonly number[], maxBatchSize: number): number[] {
+  return maxBatchSize > 0 ? [-1, ...dims] : [...dims];
+}
+
+/** Same rank, and every dim equal or -1 on either side. */
+export function shapesCompatible(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((d, i) => d === -1 || b[i] === -1 || d === b[i]);
+}
+
+export interface PlanValidationOptions {
+  /**
+   * Also check the ensemble's own wiring (producers, cycles, unused inputs,
+   * unwritten outputs). False when config.pbtxt validation already reported
+   * wiring problems and only the checks that need the step models should be
+   * added to them (so a problem is not reported twice in other words).
+   */
+  readonly wiring?: boolean;
+}
+
 /**
- * Build and validate an ensemble plan. `resolve` returns the loaded step model
- * for a (name, version) or undefined when the package has no such model.
+ * Every problem of an ensemble against its step models, in a stable order,
+ * plus the steps that resolved. Never throws.
  */
-export function ensemblePlan(ensemble: ModelConfig, label: string, resolve: (name: string, version: number) => StepModel | undefined): ExecutionPlan {
+export function ensembleProblems(
+  ensemble: EnsembleSpec,
+  resolve: (name: string, version: number) => StepModel | undefined,
+  options: PlanValidationOptions = {},
+): { problems: string[]; steps: PlanStep[] } {
+  const wiring = options.wiring ?? true;
   const problems: string[] = [];
   const steps: PlanStep[] = [];
+  const models = new Map<PlanStep, StepModel>();
   const producers = new Map<string, Producer>();
-  for (const t of ensemble.input) producers.set(t.name, { dataType: t.dataType, what: `ensemble input '${t.name}'` });
+  for (const t of ensemble.input) {
+    producers.set(t.name, { dataType: t.dataType, shape: fullShape(t.dims, ensemble.maxBatchSize), what: `ensemble input '${t.name}'` });
+  }
 
   (ensemble.ensembleSteps ?? []).forEach((s, index) => {
     const where = `step ${index} (model '${s.modelName}')`;
     const model = resolve(s.modelName, s.modelVersion);
     if (!model) {
-      problems.push(`${where}: the package has no model '${s.modelName}'${s.modelVersion >= 0 ? ` version ${s.modelVersion}` : ''}`);
+      problems.push(`${where}: the package has no model '${s.modelName}'${s.modelVersion > 0 ? ` version ${s.modelVersion}` : ''}`);
       return;
+    }
+    const cfg = model.config;
+    if (cfg.maxBatchSize > 0 && ensemble.maxBatchSize > cfg.maxBatchSize) {
+      problems.push(
+        `${where}: ensemble '${ensemble.name}' allows max_batch_size ${ensemble.maxBatchSize}, but model '${s.modelName}' only allows ${cfg.maxBatchSize}`,
+      );
     }
     const inputMap = new Map(Object.entries(s.inputMap));
     const outputMap = new Map(Object.entries(s.outputMap));
-    for (const inp of model.config.input) {
+    for (const inp of cfg.input) {
       if (!inputMap.has(inp.name) && !inp.optional) problems.push(`${where}: input '${inp.name}' is not mapped to any ensemble tensor`);
     }
     for (const key of inputMap.keys()) {
-      if (!model.config.input.some((t) => t.name === key)) problems.push(`${where}: input_map names '${key}', which is not an input of '${s.modelName}'`);
+      if (!cfg.input.some((t) => t.name === key)) problems.push(`${where}: input_map names '${key}', which is not an input of '${s.modelName}'`);
     }
     for (const [key, tensor] of outputMap) {
-      const out = model.config.output.find((t) => t.name === key);
+      const out = cfg.output.find((t) => t.name === key);
       if (!out) {
         problems.push(`${where}: output_map names '${key}', which is not an output of '${s.modelName}'`);
         continue;
       }
       const prev = producers.get(tensor);
-      if (prev) problems.push(`ensemble tensor '${tensor}' is produced twice: by ${prev.what} and by ${where}`);
-      else producers.set(tensor, { dataType: out.dataType, what: where });
+      if (prev) {
+        if (wiring) problems.push(`ensemble tensor '${tensor}' is produced twice: by ${prev.what} and by ${where}`);
+      } else {
+        producers.set(tensor, { dataType: out.dataType, shape: fullShape(out.dims, cfg.maxBatchSize), what: where });
+      }
     }
-    steps.push({ index, modelName: s.modelName, version: model.version, scheduler: model.scheduler, inputMap, outputMap });
+    const step: PlanStep = { index, modelName: s.modelName, version: model.version, scheduler: model.scheduler, inputMap, outputMap };
+    steps.push(step);
+    models.set(step, model);
   });
 
-  // Consumers: every mapped tensor must be produced with the right datatype.
+  // Consumers: every mapped tensor must be produced, with the datatype and a shape the consumer accepts.
   const consumed = new Set<string>();
   for (const step of steps) {
-    const model = resolve(step.modelName, step.version)!;
+    const cfg = models.get(step)!.config;
     for (const [key, tensor] of step.inputMap) {
       consumed.add(tensor);
       const p = producers.get(tensor);
-      const want = model.config.input.find((t) => t.name === key);
-      if (!p) problems.push(`step ${step.index} (model '${step.modelName}'): ensemble tensor '${tensor}' has no producer`);
-      else if (want && p.dataType !== want.dataType) {
-        problems.push(`ensemble tensor '${tensor}': inconsistent data type, ${p.what} gives ${p.dataType} but step ${step.index} (model '${step.modelName}') input '${key}' expects ${want.dataType}`);
+      const want = cfg.input.find((t) => t.name === key);
+      const consumer = `step ${step.index} (model '${step.modelName}') input '${key}'`;
+      if (!p) {
+        if (wiring) problems.push(`step ${step.index} (model '${step.modelName}'): ensemble tensor '${tensor}' has no producer`);
+        continue;
+      }
+      if (!want) continue; // reported above
+      if (p.dataType !== want.dataType) {
+        problems.push(`ensemble tensor '${tensor}': inconsistent data type, ${p.what} gives ${p.dataType} but ${consumer} expects ${want.dataType}`);
+      }
+      const wantShape = fullShape(want.dims, cfg.maxBatchSize);
+      if (!shapesCompatible(p.shape, wantShape)) {
+        problems.push(`ensemble tensor '${tensor}': inconsistent shape, ${p.what} gives ${formatShape(p.shape)} but ${consumer} expects ${formatShape(wantShape)}`);
       }
     }
   }
   for (const t of ensemble.output) {
     const p = producers.get(t.name);
-    if (!p) problems.push(`output '${t.name}' for ensemble '${ensemble.name}' is not written by any step`);
-    else if (p.dataType !== t.dataType) problems.push(`output '${t.name}': ${p.what} gives ${p.dataType} but the ensemble declares ${t.dataType}`);
+    const declared = fullShape(t.dims, ensemble.maxBatchSize);
+    if (!p) {
+      if (wiring) problems.push(`output '${t.name}' for ensemble '${ensemble.name}' is not written by any step`);
+      continue;
+    }
+    if (p.dataType !== t.dataType) problems.push(`output '${t.name}': ${p.what} gives ${p.dataType} but the ensemble declares ${t.dataType}`);
+    if (!shapesCompatible(p.shape, declared)) {
+      problems.push(`output '${t.name}': inconsistent shape, ${p.what} gives ${formatShape(p.shape)} but the ensemble declares ${formatShape(declared)}`);
+    }
   }
-  for (const t of ensemble.input) if (!consumed.has(t.name)) problems.push(`ensemble input '${t.name}' is not used by any step`);
+  if (wiring) for (const t of ensemble.input) if (!consumed.has(t.name)) problems.push(`ensemble input '${t.name}' is not used by any step`);
+  return { problems, steps };
+}
 
+/**
+ * Build and validate an ensemble plan. `resolve` returns the loaded step model
+ * for a (name, version) or undefined when the package has no such model.
+ * Throws INVALID_MODEL listing every problem.
+ */
+export function ensemblePlan(ensemble: EnsembleSpec, label: string, resolve: (name: string, version: number) => StepModel | undefined): ExecutionPlan {
+  const { problems, steps } = ensembleProblems(ensemble, resolve);
   const order = problems.length === 0 ? topologicalOrder(steps, ensemble, problems) : steps;
-  if (problems.length > 0) {
-    throw new ServingError('INVALID_MODEL', `model '${label}': ensemble '${ensemble.name}' is invalid: ${problems.join('; ')}`, { model: label });
-  }
+  if (problems.length > 0) throw invalidEnsemble(ensemble.name, label, problems);
   return Object.freeze({ entry: ensemble.name, steps: Object.freeze(order) });
 }
 
+export function invalidEnsemble(ensembleName: string, label: string, problems: readonly string[]): ServingError {
+  return new ServingError('INVALID_MODEL', `model '${label}': ensemble '${ensembleName}' is invalid: ${problems.join('; ')}`, { model: label });
+}
+
 /** Kahn's algorithm over tensors; leftover steps form a cycle. */
-function topologicalOrder(steps: readonly PlanStep[], ensemble: ModelConfig, problems: string[]): PlanStep[] {
+function topologicalOrder(steps: readonly PlanStep[], ensemble: EnsembleSpec, problems: string[]): PlanStep[] {
   const available = new Set(ensemble.input.map((t) => t.name));
   const remaining = [...steps];
   const order: PlanStep[] = [];

@@ -11,10 +11,41 @@ import type { Tensor } from '../protocol/tensor.js';
 import type { ScheduleOptions } from '../scheduler/model-scheduler.js';
 import type { ExecutionPlan, PlanStep } from './execution-plan.js';
 
+/** What runPlan derives from a plan, computed once per plan (plans are immutable and live as long as their package). */
+interface PlanIndex {
+  readonly producerOf: ReadonlyMap<string, PlanStep>;
+  /** neededSteps by request shape (given inputs + wanted outputs): clients send few distinct shapes. */
+  readonly needed: Map<string, ReadonlyMap<PlanStep, readonly string[]>>;
+}
+
+const INDEX = new WeakMap<ExecutionPlan, PlanIndex>();
+/** Distinct request shapes remembered per plan; beyond it, needed steps are computed per request. */
+const MAX_SHAPES = 64;
+
+function indexOf(plan: ExecutionPlan): PlanIndex {
+  let index = INDEX.get(plan);
+  if (!index) {
+    const producerOf = new Map<string, PlanStep>();
+    for (const s of plan.steps) for (const t of s.outputMap.values()) producerOf.set(t, s);
+    index = { producerOf, needed: new Map() };
+    INDEX.set(plan, index);
+  }
+  return index;
+}
+
+function neededFor(plan: ExecutionPlan, wanted: readonly string[], given: ReadonlySet<string>): ReadonlyMap<PlanStep, readonly string[]> {
+  const index = indexOf(plan);
+  const key = `${[...given].join('\u0000')}\u0001${wanted.join('\u0000')}`;
+  let needed = index.needed.get(key);
+  if (!needed) {
+    needed = neededSteps(index.producerOf, wanted, given);
+    if (index.needed.size < MAX_SHAPES) index.needed.set(key, needed);
+  }
+  return needed;
+}
+
 /** Steps (and per step, outputs) needed to produce `wanted`, by walking producers backwards. */
-function neededSteps(plan: ExecutionPlan, wanted: readonly string[], given: ReadonlySet<string>): Map<PlanStep, string[]> {
-  const producerOf = new Map<string, PlanStep>();
-  for (const s of plan.steps) for (const t of s.outputMap.values()) producerOf.set(t, s);
+function neededSteps(producerOf: ReadonlyMap<string, PlanStep>, wanted: readonly string[], given: ReadonlySet<string>): Map<PlanStep, string[]> {
   const needed = new Map<PlanStep, Set<string>>();
   const stack = [...wanted];
   const seen = new Set<string>();
@@ -54,11 +85,15 @@ export async function runPlan(
   options?: ScheduleOptions,
 ): Promise<Map<string, Tensor>> {
   const tensors = new Map(inputs);
-  const todo = neededSteps(plan, wanted, new Set(inputs.keys()));
+  const { producerOf } = indexOf(plan);
+  const todo = new Map(neededFor(plan, wanted, new Set(inputs.keys())));
   const running = new Map<PlanStep, Promise<void>>();
 
-  const ready = (s: PlanStep): boolean => [...s.inputMap.values()].every((t) => tensors.has(t) || !isProduced(plan, t));
-  const launch = (s: PlanStep, outputs: string[]): Promise<void> => {
+  const ready = (s: PlanStep): boolean => {
+    for (const t of s.inputMap.values()) if (!tensors.has(t) && producerOf.has(t)) return false;
+    return true;
+  };
+  const launch = (s: PlanStep, outputs: readonly string[]): Promise<void> => {
     const feeds = new Map<string, Tensor>();
     for (const [modelIn, t] of s.inputMap) {
       const v = tensors.get(t);
@@ -114,6 +149,3 @@ export async function runPlan(
   return out;
 }
 
-function isProduced(plan: ExecutionPlan, tensor: string): boolean {
-  return plan.steps.some((s) => [...s.outputMap.values()].includes(tensor));
-}

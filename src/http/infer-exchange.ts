@@ -115,13 +115,31 @@ export function announcedHeaderLength(headers: IncomingHttpHeaders): number | un
   return raw !== undefined && /^\s*\d{1,15}\s*$/.test(raw) ? Number(raw) : undefined;
 }
 
+/** Negotiation results of recent Accept strings (clients repeat the same few); bounded like media-type's table. */
+const NEGOTIATED_LIMIT = 256;
+const negotiatedMemo = new Map<string, ResponseType | undefined>();
+
+function negotiated(accept: string, defaultType: ResponseType): ResponseType | undefined {
+  const key = `${defaultType}\n${accept}`;
+  if (accept.length <= 256) {
+    const hit = negotiatedMemo.get(key);
+    if (hit !== undefined || negotiatedMemo.has(key)) return hit;
+  }
+  const offers = [defaultType, ...RESPONSE_TYPES.filter((t) => t !== defaultType)];
+  const chosen = negotiate(accept, offers, JSON_ALIASES) as ResponseType | undefined;
+  if (accept.length <= 256) {
+    if (negotiatedMemo.size >= NEGOTIATED_LIMIT) negotiatedMemo.clear();
+    negotiatedMemo.set(key, chosen);
+  }
+  return chosen;
+}
+
 /**
  * The answer format Accept allows: the configured default when Accept is
  * missing or `*\/*`, else the best match; 406 when nothing matches.
  */
 export function responseTypeFor(accept: string | undefined, defaultType: ResponseType, label: string): ResponseType {
-  const offers = [defaultType, ...RESPONSE_TYPES.filter((t) => t !== defaultType)];
-  const chosen = negotiate(accept, offers, JSON_ALIASES);
+  const chosen = accept === undefined ? defaultType : negotiated(accept, defaultType);
   if (chosen === undefined) {
     throw new ServingError('NOT_ACCEPTABLE', `model '${label}': cannot answer in any type of Accept '${(accept ?? '').slice(0, 200)}'; available: ${RESPONSE_TYPES.join(', ')}`, {
       model: label,

@@ -1,12 +1,15 @@
 /**
  * @module http/infer-route
  * The one inference handler behind /invocations, /endpoints/{e}/invocations,
- * /models/{m}/invoke and /v2/models/{m}[/versions/{v}]/infer: negotiate the
- * answer type (406 before reading the body), read the body under the limit,
- * hand the decoder to InferenceService, write the answer. Binary answers go
- * out as chunks straight from the output tensors' memory.
+ * /models/{m}/invoke and /v2/models/{m}[/versions/{v}]/infer, on plain
+ * node:http objects (the lean path in http/inference-front.ts and the
+ * express routes both call it): negotiate the answer type (406 before reading
+ * the body), read the body under the limit, hand the decoder to
+ * InferenceService, write the answer. Text answers go out as one string, so
+ * node writes the head and the body in a single send; binary answers go out
+ * as chunks straight from the output tensors' memory.
  */
-import type { Request, Response } from 'express';
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { DefaultAccept } from '../config/server-config.js';
 import type { InferenceService, ModelRef } from '../service/inference-service.js';
 import { announcedHeaderLength, prepareExchange, responseTypeFor, type HttpAnswer, type RouteFamily } from './infer-exchange.js';
@@ -21,25 +24,20 @@ export interface InferRouteDeps {
 
 const CUSTOM_ATTRIBUTES = 'x-amzn-sagemaker-custom-attributes';
 
-/** What the request log line reports about the model (names that resolved, never raw input). */
-export function noteModel(res: Response, model: string, version: string): void {
-  res.locals['model'] = model;
-  res.locals['modelVersion'] = version;
-}
-
 export function refLabel(ref: ModelRef): string {
   return ref.kind === 'target' ? ref.target : ref.kind === 'managed' ? ref.name : 'default';
 }
 
-function send(res: Response, answer: HttpAnswer): void {
-  res.status(200);
-  for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value);
+function send(res: ServerResponse, answer: HttpAnswer, extra: OutgoingHttpHeaders): void {
   if (typeof answer.body === 'string') {
-    res.type(answer.contentType).send(answer.body);
+    // What express's res.type(...).send(string) wrote: the type with charset=utf-8 and the byte length.
+    res.writeHead(200, { ...answer.headers, ...extra, 'Content-Type': `${answer.contentType}; charset=utf-8`, 'Content-Length': Buffer.byteLength(answer.body) });
+    res.end(answer.body);
     return;
   }
-  res.setHeader('Content-Type', answer.contentType);
-  res.setHeader('Content-Length', String(answer.body.reduce((n, b) => n + b.length, 0)));
+  let length = 0;
+  for (const b of answer.body) length += b.length;
+  res.writeHead(200, { ...answer.headers, ...extra, 'Content-Type': answer.contentType, 'Content-Length': length });
   res.cork();
   for (const chunk of answer.body) res.write(chunk);
   res.end();
@@ -47,8 +45,8 @@ function send(res: Response, answer: HttpAnswer): void {
 
 export async function serveInference(
   deps: InferRouteDeps,
-  req: Request,
-  res: Response,
+  req: IncomingMessage,
+  res: ServerResponse,
   ctx: RequestContext,
   ref: ModelRef,
   family: RouteFamily,
@@ -60,12 +58,14 @@ export async function serveInference(
   const body = await readBody(req, deps.bodyLimitBytes, announcedHeaderLength(req.headers));
   const exchange = prepareExchange(req.headers, body, family, responseType, label);
   const response = await deps.service.infer(ref, exchange.decode, ctx, version === undefined ? {} : { version });
-  noteModel(res, response.modelName, response.modelVersion);
+  ctx.model = response.modelName;
+  ctx.modelVersion = response.modelVersion;
   const answer = exchange.answer(response);
+  let extra: OutgoingHttpHeaders = {};
   if (family === 'sagemaker') {
     const attrs = req.headers[CUSTOM_ATTRIBUTES];
     const value = Array.isArray(attrs) ? attrs[0] : attrs;
-    if (value !== undefined && value !== '') res.setHeader('X-Amzn-SageMaker-Custom-Attributes', value);
+    if (value !== undefined && value !== '') extra = { 'X-Amzn-SageMaker-Custom-Attributes': value };
   }
-  send(res, answer);
+  send(res, answer, extra);
 }

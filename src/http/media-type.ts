@@ -33,8 +33,29 @@ function splitOutsideQuotes(value: string, sep: string): string[] {
   return out;
 }
 
+/**
+ * Parsed values of recent header strings. Every inference request parses
+ * its Content-Type (twice: for the body layout and for the format) and
+ * clients send the same few strings over and over, so a small table saves
+ * the splitting and regex work per request. Entries are frozen values; the
+ * table is emptied when full, so it stays bounded whatever clients send.
+ */
+const MEMO_LIMIT = 256;
+const MEMO_MAX_LENGTH = 256;
+const memo = new Map<string, MediaType | undefined>();
+
 /** Parse one media type (or Accept range); undefined when malformed. */
 export function parseMediaType(value: string): MediaType | undefined {
+  if (value.length > MEMO_MAX_LENGTH) return parseUncached(value);
+  const hit = memo.get(value);
+  if (hit !== undefined || memo.has(value)) return hit;
+  const parsed = parseUncached(value);
+  if (memo.size >= MEMO_LIMIT) memo.clear();
+  memo.set(value, parsed);
+  return parsed;
+}
+
+function parseUncached(value: string): MediaType | undefined {
   const [head = '', ...rest] = splitOutsideQuotes(value, ';');
   const type = head.trim().toLowerCase();
   const slash = type.indexOf('/');
@@ -50,7 +71,7 @@ export function parseMediaType(value: string): MediaType | undefined {
     if (!TOKEN.test(name)) return undefined;
     params.set(name, v);
   }
-  return { type, params };
+  return Object.freeze({ type, params });
 }
 
 interface AcceptRange {

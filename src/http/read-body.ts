@@ -2,33 +2,24 @@
  * @module http/read-body
  * Reads a request body into one Buffer, enforcing the size limit from the
  * Content-Length header up front and from the bytes actually received.
+ *
+ * Plain `data`/`end` listeners rather than `for await`: the async iterator
+ * allocates an iterator, a promise per chunk and end-of-stream bookkeeping,
+ * which for the usual one-chunk inference body cost more than reading it.
  */
 import type { IncomingMessage } from 'node:http';
 import { ServingError } from '../errors.js';
 
-/**
- * `alignAfter`: the request announced a JSON header of this many bytes before
- * binary tensor data. The body is then laid out so that the byte after the
- * header sits at an 8-byte-aligned address, so numeric tensors become
- * typed-array views on it instead of copies (the chunks are copied into one
- * buffer once either way).
- */
-export async function readBody(req: IncomingMessage, limit: number, alignAfter?: number): Promise<Buffer> {
-  const declared = req.headers['content-length'];
-  if (declared !== undefined && Number(declared) > limit) {
-    req.resume(); // drain so the connection can answer
-    throw new ServingError('PAYLOAD_TOO_LARGE', `request body of ${declared} bytes exceeds the limit of ${limit} bytes (SAGEMAKER_MAX_PAYLOAD_IN_MB)`);
-  }
-  const chunks: Buffer[] = [];
-  let total = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    total += chunk.length;
-    if (total > limit) {
-      req.resume();
-      throw new ServingError('PAYLOAD_TOO_LARGE', `request body exceeds the limit of ${limit} bytes (SAGEMAKER_MAX_PAYLOAD_IN_MB)`);
-    }
-    chunks.push(chunk);
-  }
+function tooLarge(limit: number, declared?: string): ServingError {
+  return new ServingError(
+    'PAYLOAD_TOO_LARGE',
+    declared === undefined
+      ? `request body exceeds the limit of ${limit} bytes (SAGEMAKER_MAX_PAYLOAD_IN_MB)`
+      : `request body of ${declared} bytes exceeds the limit of ${limit} bytes (SAGEMAKER_MAX_PAYLOAD_IN_MB)`,
+  );
+}
+
+function assemble(chunks: readonly Buffer[], total: number, alignAfter: number | undefined): Buffer {
   if (alignAfter !== undefined && Number.isSafeInteger(alignAfter) && alignAfter >= 0 && alignAfter <= total) {
     const pad = (8 - (alignAfter % 8)) % 8;
     const out = Buffer.from(new ArrayBuffer(total + pad), pad, total);
@@ -39,5 +30,66 @@ export async function readBody(req: IncomingMessage, limit: number, alignAfter?:
     }
     return out;
   }
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
+  if (chunks.length === 1) return chunks[0]!;
+  return chunks.length === 0 ? Buffer.alloc(0) : Buffer.concat(chunks, total);
+}
+
+/**
+ * `alignAfter`: the request announced a JSON header of this many bytes before
+ * binary tensor data. The body is then laid out so that the byte after the
+ * header sits at an 8-byte-aligned address, so numeric tensors become
+ * typed-array views on it instead of copies (the chunks are copied into one
+ * buffer once either way).
+ *
+ * A client that goes away before the body ends (a close, or node's
+ * ECONNRESET `aborted` error) rejects with CANCELLED; any other stream error
+ * with that error.
+ */
+export function readBody(req: IncomingMessage, limit: number, alignAfter?: number): Promise<Buffer> {
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > limit) {
+    req.resume(); // drain so the connection can answer
+    return Promise.reject(tooLarge(limit, declared));
+  }
+  return new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    let settled = false;
+    const cleanup = (): void => {
+      settled = true;
+      req.removeListener('data', onData);
+      req.removeListener('end', onEnd);
+      req.removeListener('error', onError);
+      req.removeListener('close', onClose);
+    };
+    const onData = (chunk: Buffer): void => {
+      total += chunk.length;
+      if (total > limit) {
+        cleanup();
+        req.resume(); // keep draining (no listener keeps the bytes) so the connection can answer
+        reject(tooLarge(limit));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = (): void => {
+      cleanup();
+      resolve(assemble(chunks, total, alignAfter));
+    };
+    const cancelled = (): ServingError => new ServingError('CANCELLED', 'the client closed the connection before the request body ended');
+    const onError = (err: Error): void => {
+      cleanup();
+      // node reports a client that hung up mid-body as an ECONNRESET 'aborted' error: that is a cancellation, not a server fault.
+      reject((err as NodeJS.ErrnoException).code === 'ECONNRESET' ? cancelled() : err);
+    };
+    const onClose = (): void => {
+      if (settled) return;
+      cleanup();
+      reject(cancelled());
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+    req.on('close', onClose);
+  });
 }

@@ -2,7 +2,14 @@
  * @module http/request-context
  * Per-request facts every handler needs: a request id (SageMaker's inference
  * id or X-Request-Id when the client sent one), a child logger bound to it,
- * and an AbortSignal that fires when the client goes away before the answer.
+ * an AbortSignal that fires when the client goes away before the answer, and
+ * the model the request resolved to (for the closing log line).
+ *
+ * This runs once per request on the hot path, so what is not always needed
+ * is made on first use: the child logger (pino copies the bindings into a new
+ * object, and at the default `info` level a successful inference logs
+ * nothing). One `close` listener serves both the abort and the caller's own
+ * end-of-request work.
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -13,6 +20,9 @@ export interface RequestContext {
   readonly log: Logger;
   readonly signal: AbortSignal;
   readonly startedAt: bigint;
+  /** The model (and version) the request resolved to, or the label the client used when it never resolved; for log lines. */
+  model: string | undefined;
+  modelVersion: string | undefined;
 }
 
 const ID_PATTERN = /^[\x21-\x7e]{1,128}$/;
@@ -22,14 +32,47 @@ function headerValue(req: IncomingMessage, name: string): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
-export function createRequestContext(req: IncomingMessage, res: ServerResponse, root: Logger): RequestContext {
+class HttpRequestContext implements RequestContext {
+  readonly startedAt = process.hrtime.bigint();
+  readonly controller = new AbortController();
+  model: string | undefined = undefined;
+  modelVersion: string | undefined = undefined;
+  private child: Logger | undefined;
+
+  constructor(
+    readonly id: string,
+    private readonly root: Logger,
+  ) {}
+
+  get log(): Logger {
+    return (this.child ??= this.root.child({ reqId: this.id }));
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+}
+
+/**
+ * `onClose(finished)` runs once when the response closes: `finished` is true
+ * when the whole answer was written, false when the client went away first
+ * (the signal has fired by then).
+ */
+export function createRequestContext(req: IncomingMessage, res: ServerResponse, root: Logger, onClose?: (finished: boolean) => void): RequestContext {
   const given = headerValue(req, 'x-amzn-sagemaker-inference-id') ?? headerValue(req, 'x-request-id');
   // Echo a client id only when it is printable and short: it ends up in logs.
   const id = given !== undefined && ID_PATTERN.test(given) ? given : randomUUID();
-  const controller = new AbortController();
-  res.on('close', () => {
-    if (!res.writableFinished) controller.abort();
+  const ctx = new HttpRequestContext(id, root);
+  res.once('close', () => {
+    const finished = res.writableFinished;
+    if (!finished) ctx.controller.abort();
+    onClose?.(finished);
   });
   res.setHeader('X-Request-Id', id);
-  return { id, log: root.child({ reqId: id }), signal: controller.signal, startedAt: process.hrtime.bigint() };
+  return ctx;
+}
+
+/** Elapsed milliseconds since the request arrived, two decimals (log lines). */
+export function elapsedMs(ctx: RequestContext): number {
+  return Math.round((Number(process.hrtime.bigint() - ctx.startedAt) / 1e6) * 100) / 100;
 }

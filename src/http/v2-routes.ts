@@ -53,14 +53,19 @@ function no(res: Response, message: string): void {
   sendJson(res, 400, { error: message });
 }
 
-function versionParam(req: Request): number | undefined {
-  const raw = req.params['version'];
+/** A `/versions/{v}` path parameter: a positive integer, or undefined when the path has none. */
+export function parseVersion(raw: string | undefined): number | undefined {
   if (raw === undefined) return undefined;
-  const v = /^\d{1,15}$/.test(String(raw)) ? Number(raw) : Number.NaN;
+  const v = /^\d{1,15}$/.test(raw) ? Number(raw) : Number.NaN;
   if (!Number.isSafeInteger(v) || v < 1) {
-    throw new ServingError('INVALID_REQUEST', `model version must be a positive integer, got '${String(raw).slice(0, 40)}'`);
+    throw new ServingError('INVALID_REQUEST', `model version must be a positive integer, got '${raw.slice(0, 40)}'`);
   }
   return v;
+}
+
+function versionParam(req: Request): number | undefined {
+  const raw = req.params['version'];
+  return parseVersion(raw === undefined ? undefined : String(raw));
 }
 
 /** An optional JSON body: empty means `{}`. */

@@ -157,6 +157,48 @@ export function decodeTensorData(model: string, input: string, dt: DataType, val
   }
 }
 
+/**
+ * The common case straight into the typed array: a flat `data` array of
+ * exactly `count` plain numbers for a float or 8-32-bit integer datatype,
+ * each in range. No intermediate array and no per-element dispatch. Anything
+ * else (nesting, strings such as "NaN", BOOL, 64-bit or half types, a wrong
+ * count, a bad value) returns undefined and takes the general path, which
+ * gives the exact error.
+ */
+function decodeFlatNumbers(dt: DataType, data: unknown, count: number): TensorData | undefined {
+  if (!Array.isArray(data) || data.length !== count) return undefined;
+  switch (dt) {
+    case 'FP32':
+    case 'FP64': {
+      const out = dt === 'FP32' ? new Float32Array(count) : new Float64Array(count);
+      for (let i = 0; i < count; i++) {
+        const v: unknown = data[i];
+        if (typeof v !== 'number') return undefined;
+        out[i] = v;
+      }
+      return out;
+    }
+    case 'INT8':
+    case 'INT16':
+    case 'INT32':
+    case 'UINT8':
+    case 'UINT16':
+    case 'UINT32': {
+      const [lo, hi] = INT_RANGES[dt]!;
+      const out = new DATA_TYPE_INFO[dt].arrayType!(count);
+      for (let i = 0; i < count; i++) {
+        const v: unknown = data[i];
+        // v === Math.trunc(v) within [lo, hi]: an integer in range (NaN and ±Infinity fail the comparisons).
+        if (typeof v !== 'number' || !(v >= lo && v <= hi) || Math.trunc(v) !== v) return undefined;
+        out[i] = v;
+      }
+      return out;
+    }
+    default:
+      return undefined;
+  }
+}
+
 function parseShape(model: string, input: string, raw: unknown): number[] {
   if (!Array.isArray(raw)) throw bad(model, `input '${input}': 'shape' must be an array of non-negative integers`);
   for (const d of raw) {
@@ -223,6 +265,8 @@ function decodeInput(model: string, raw: unknown, index: number, binary: BinaryC
         : `input '${name}': 'data' is missing and there is no 'binary_data_size' parameter`,
     );
   }
+  const fast = decodeFlatNumbers(datatype, raw['data'], count);
+  if (fast !== undefined) return [name, Object.freeze({ datatype, shape: Object.freeze(shape.slice()), data: fast })];
   const values: unknown[] = [];
   flatten(model, name, raw['data'], values, 0);
   if (values.length !== count) {

@@ -12,18 +12,24 @@ import type { ModelExecutor, ModelScheduler } from '../scheduler/model-scheduler
 
 export interface LoadedVersion {
   readonly version: number;
-  /** The first instance: the graph the config was checked against. */
-  readonly session: ModelSession;
-  /** Every instance (instance_group count), `session` first; each holds its own copy of the weights. */
+  /** ONNX models: the first instance, the graph the config was checked against. Undefined for processing steps (backends/). */
+  readonly session: ModelSession | undefined;
+  /** Every ONNX instance (instance_group count), `session` first; each holds its own copy of the weights. Empty for processing steps. */
   readonly sessions: readonly ModelSession[];
+  /** One executor per instance: what the scheduler runs batches on, and what warm-up runs. */
+  readonly executors: readonly ModelExecutor[];
   readonly scheduler: ModelScheduler;
+  /** Processing steps: release what the backend holds (e.g. a JS step's finalize()); idempotent. */
+  readonly release?: () => Promise<void>;
+  /** The backend when it is not onnxruntime (a processing step: `image`, `tokenizer`, `js`, ...). */
+  readonly backend?: string;
 }
 
 export interface LoadedModel {
   readonly name: string;
   readonly dir: string;
   readonly config: ModelConfig;
-  /** Empty for ensembles (they have no session of their own). */
+  /** Empty for ensembles (they have no executor of their own). */
   readonly versions: ReadonlyMap<number, LoadedVersion>;
 }
 

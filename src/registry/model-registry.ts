@@ -389,7 +389,7 @@ export class ModelRegistry {
       } finally {
         this.measuring.delete(probe);
       }
-      const onGpu = [...pkg.models.values()].some((m) => [...m.versions.values()].some((v) => v.session.provider !== 'cpu'));
+      const onGpu = [...pkg.models.values()].some((m) => [...m.versions.values()].some((v) => v.sessions.some((s) => s.provider !== 'cpu')));
       const gpuAfter = onGpu && gpuBefore ? await gpuMemory(0) : undefined;
       const measured = onGpu ? (gpuAfter && gpuBefore ? gpuAfter.usedBytes - gpuBefore.usedBytes : undefined) : processRssBytes() - rssBefore;
       // Another load at the same time makes a process-wide delta meaningless: keep the prediction then.

@@ -3,7 +3,9 @@
  * The package loader in collecting mode, for `onnx-mme validate` and `pack`:
  * the steps the server runs at load (layout scan, entry-model choice,
  * config.pbtxt parsing, sessions in runtime workers, config ↔ graph check,
- * ensemble plan validation) through the same PackageBuilder, except that every
+ * processing steps loaded by their backends (tokenizer.json read, label files
+ * found, a JS step's model.mjs imported and initialized), ensemble plan
+ * validation) through the same PackageBuilder, except that every
  * model of the package is checked and every problem is listed instead of
  * stopping at the first. Nothing stays loaded: every scheduler is stopped and
  * every session released before it returns.
@@ -34,14 +36,14 @@ export interface CheckedTensor {
 
 export interface CheckedModel {
   readonly name: string;
-  /** `onnxruntime_onnx` or `ensemble`. */
+  /** `onnxruntime_onnx`, `ensemble`, or a processing step's backend (`image`, `tokenizer`, `mean_pooling`, `js`, ...). */
   readonly platform: string;
   readonly maxBatchSize: number;
   /** Versions the server would load (after the version policy). Empty for ensembles. */
   readonly versions: readonly number[];
   readonly inputs: readonly CheckedTensor[];
   readonly outputs: readonly CheckedTensor[];
-  /** Bytes of the loaded versions' files (model.onnx and any external data beside it). */
+  /** Bytes of the loaded versions' files (model.onnx and any external data beside it; a JS step's model.mjs). */
   readonly fileBytes: number;
   /** True when there is no config.pbtxt and the config was completed from the graph. */
   readonly autoCompleted: boolean;
@@ -103,7 +105,7 @@ async function describe(model: LoadedModel): Promise<CheckedModel> {
   for (const v of versions) fileBytes += await treeBytes(path.join(model.dir, String(v)));
   return {
     name: model.name,
-    platform: config.platform === 'ensemble' ? 'ensemble' : config.platform || 'onnxruntime_onnx',
+    platform: config.platform === 'ensemble' ? 'ensemble' : config.platform || (config.backend && config.backend !== 'onnxruntime' ? config.backend : 'onnxruntime_onnx'),
     maxBatchSize: config.maxBatchSize,
     versions,
     inputs: tensors(config.input, config.maxBatchSize),

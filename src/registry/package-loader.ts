@@ -12,7 +12,9 @@ import { modelConfigFromJson } from '../config/model-config.js';
 import { parseModelConfigJson } from '../config/model-config-text.js';
 import type { ModelConfig } from '../config/model-config-types.js';
 import type { ProviderName } from '../config/server-config.js';
-import { ensemblePlan, singleModelPlan, type ExecutionPlan } from '../ensemble/execution-plan.js';
+import { isStepBackend, loadStep, STEP_BACKENDS, type LoadedStep } from '../backends/step-backend.js';
+import { ensembleSpecFromJson } from '../ensemble/ensemble-spec.js';
+import { ensemblePlan, ensembleProblems, singleModelPlan, type EnsembleSpec, type ExecutionPlan, type StepModel } from '../ensemble/execution-plan.js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import { chooseProviders, type HostCapabilities } from '../runtime/execution-providers.js';
@@ -22,6 +24,7 @@ import { DEFAULT_BATCHING, requestedInstances, resolveBatchPolicy, type Batching
 import { DynamicBatcher, type SchedulerMetrics } from '../scheduler/dynamic-batcher.js';
 import { checkConfigAgainstGraph } from './config-check.js';
 import { latestVersion, SessionExecutor, type LoadedModel, type LoadedVersion } from './loaded-model.js';
+import type { ModelExecutor } from '../scheduler/model-scheduler.js';
 import { chooseEntryModel, scanRepository, type ModelDirectory, type RepositoryLayout } from './repository-layout.js';
 import { providerHintsFromJson } from './provider-hints.js';
 import { selectVersions } from './version-policy.js';
@@ -47,6 +50,8 @@ export interface PackageLoadDeps {
   readonly batching?: BatchingDefaults;
   /** Where schedulers count executions, rows, queue time and batch sizes; omitted = not counted. */
   readonly metrics?: SchedulerMetrics;
+  /** MME_ALLOW_JS_BACKEND: false refuses packages with a `backend: "js"` step. Default true. */
+  readonly allowJsBackend?: boolean;
 }
 
 export interface PackageLoadRequest {
@@ -59,10 +64,19 @@ export interface PackageLoadRequest {
   readonly preferredEntry?: string;
 }
 
-const SUPPORTED_PLATFORMS = 'onnxruntime_onnx (backend onnxruntime) and ensemble';
+const SUPPORTED_PLATFORMS = `onnxruntime_onnx (backend onnxruntime), ensemble, and the processing-step backends ${STEP_BACKENDS.join(', ')}`;
+
+/** Most instances a processing step may ask for: each is only a concurrency slot in this process. */
+const MAX_STEP_INSTANCES = 64;
 
 function isEnsemble(json: Record<string, unknown>): boolean {
   return json['platform'] === 'ensemble';
+}
+
+/** A config naming a processing-step backend (backends/): `backend: "image"`, `"tokenizer"`, `"js"`, ... */
+function stepBackendOf(json: Record<string, unknown>): string | undefined {
+  const backend = json['backend'];
+  return typeof backend === 'string' && isStepBackend(backend) && (json['platform'] === '' || json['platform'] === undefined) ? backend : undefined;
 }
 
 async function modelFilePath(md: ModelDirectory, version: number, fileName: string, label: string): Promise<string> {
@@ -80,6 +94,8 @@ async function modelFilePath(md: ModelDirectory, version: number, fileName: stri
 export class PackageBuilder {
   private readonly models = new Map<string, LoadedModel>();
   private readonly sessions: ModelSession[] = [];
+  /** Processing steps created so far (loaded or not): released by abort(). */
+  private readonly steps: LoadedStep[] = [];
   private readonly loading = new Set<string>();
 
   constructor(
@@ -100,7 +116,11 @@ export class PackageBuilder {
     try {
       const sourceName = `${md.name}/config.pbtxt`;
       const raw = md.configText === undefined ? {} : parseModelConfigJson(md.configText, sourceName);
-      const model = isEnsemble(raw) ? await this.loadEnsemble(md, raw, sourceName) : await this.loadOnnx(md, raw, sourceName);
+      const model = isEnsemble(raw)
+        ? await this.loadEnsemble(md, raw, sourceName)
+        : stepBackendOf(raw) !== undefined
+          ? await this.loadStep(md, raw, sourceName)
+          : await this.loadOnnx(md, raw, sourceName);
       this.models.set(md.name, model);
       return model;
     } finally {
@@ -114,16 +134,96 @@ export class PackageBuilder {
   }
 
   private async loadEnsemble(md: ModelDirectory, raw: Record<string, unknown>, sourceName: string): Promise<LoadedModel> {
-    const config = modelConfigFromJson(raw, { sourceName, directoryName: md.name });
-    for (const step of config.ensembleSteps ?? []) {
+    let config: ModelConfig;
+    try {
+      config = modelConfigFromJson(raw, { sourceName, directoryName: md.name });
+    } catch (err) {
+      if (!(err instanceof ServingError)) throw err;
+      // The config's own wiring is wrong; still check the steps against their models, so one error lists everything.
+      const spec = ensembleSpecFromJson(raw, md.name);
+      await this.loadStepModels(spec);
+      const { problems } = ensembleProblems(spec, (name, version) => this.stepModel(name, version), { wiring: false });
+      if (problems.length === 0) throw err;
+      throw new ServingError('INVALID_MODEL', `${err.message}; ${problems.join('; ')}`, { model: err.model ?? md.name, cause: err });
+    }
+    await this.loadStepModels(config);
+    return { name: md.name, dir: md.dir, config, versions: new Map() };
+  }
+
+  private async loadStepModels(spec: EnsembleSpec): Promise<void> {
+    for (const step of spec.ensembleSteps ?? []) {
       const dep = this.layout.models.find((m) => m.name === step.modelName);
       if (dep) await this.load(dep); // a missing one is reported by plan validation with the others
     }
-    return { name: md.name, dir: md.dir, config, versions: new Map() };
+  }
+
+  /**
+   * The loaded step model for an ensemble step, or undefined. Versions are
+   * numbered from 1, so -1 (Triton's "latest") and 0 (model_version left out)
+   * both mean the highest loaded version.
+   */
+  private stepModel(name: string, version: number): StepModel | undefined {
+    const m = this.models.get(name);
+    if (!m || m.config.platform === 'ensemble') return undefined;
+    const v = version > 0 ? m.versions.get(version) : latestVersion(m);
+    return v ? { config: m.config, version: v.version, scheduler: v.scheduler } : undefined;
+  }
+
+  /**
+   * A processing step (backends/): the config is taken as written (there is
+   * no graph to complete it from), each served version gets one LoadedStep,
+   * and it is scheduled exactly like an ONNX model: its own DynamicBatcher,
+   * with instance_group count batches at once (default 1).
+   */
+  private async loadStep(md: ModelDirectory, raw: Record<string, unknown>, sourceName: string): Promise<LoadedModel> {
+    const modelLabel = this.layout.singleModel ? this.label : `${this.label}/${md.name}`;
+    const config = modelConfigFromJson(raw, { sourceName, directoryName: md.name });
+    const versions = selectVersions(md.versions, raw['version_policy'], modelLabel);
+    const policy = resolveBatchPolicy(config, raw['dynamic_batching'] !== undefined, this.deps.batching ?? DEFAULT_BATCHING);
+    const instances = Math.min(MAX_STEP_INSTANCES, requestedInstances(config.instanceGroup, true));
+    const loaded = new Map<number, LoadedVersion>();
+    for (const version of versions) {
+      const step = await loadStep({
+        config,
+        modelDir: md.dir,
+        versionDir: path.join(md.dir, String(version)),
+        version,
+        label: modelLabel,
+        logger: this.deps.logger,
+        allowJs: this.deps.allowJsBackend ?? true,
+      });
+      this.steps.push(step);
+      // Every instance shares the step: an instance is a slot for one batch in flight (steps are async, not thread-bound).
+      const executors: ModelExecutor[] = Array.from({ length: instances }, () => step);
+      const scheduler = new DynamicBatcher({
+        model: modelLabel,
+        policy,
+        instances: executors,
+        logger: this.deps.logger,
+        ...(this.deps.metrics ? { metrics: { sink: this.deps.metrics, labels: { model: md.name, version: String(version) } } } : {}),
+      });
+      loaded.set(version, { version, session: undefined, sessions: [], executors, scheduler, release: () => step.release(), backend: config.backend });
+    }
+    if (loaded.size === 0) throw new ServingError('INVALID_MODEL', `model '${modelLabel}': no version to load`, { model: modelLabel });
+    this.deps.logger.debug(
+      { model: modelLabel, backend: config.backend, versions, instances, batching: policy.source, maxBatchSize: policy.maxBatchSize },
+      'processing step loaded',
+    );
+    return { name: md.name, dir: md.dir, config, versions: loaded };
   }
 
   private async loadOnnx(md: ModelDirectory, raw: Record<string, unknown>, sourceName: string): Promise<LoadedModel> {
     const modelLabel = this.layout.singleModel ? this.label : `${this.label}/${md.name}`;
+    // Refuse another framework before looking for a model.onnx it would not have (e.g. backend "python", platform "tensorrt_plan").
+    const backend = typeof raw['backend'] === 'string' ? raw['backend'] : '';
+    const platform = typeof raw['platform'] === 'string' ? raw['platform'] : '';
+    if ((backend !== '' && backend !== 'onnxruntime') || (platform !== '' && platform !== 'onnxruntime_onnx')) {
+      throw new ServingError(
+        'INVALID_MODEL',
+        `model '${modelLabel}': platform '${platform || '(none)'}' backend '${backend || '(none)'}' is not supported; onnx-mme serves ${SUPPORTED_PLATFORMS}`,
+        { model: modelLabel },
+      );
+    }
     const versions = selectVersions(md.versions, raw['version_policy'], modelLabel);
     const fileName = typeof raw['default_model_filename'] === 'string' && raw['default_model_filename'] ? raw['default_model_filename'] : 'model.onnx';
     const providerChoice = chooseProviders(providerHintsFromJson(raw), this.deps.serverProviders, this.deps.host);
@@ -171,21 +271,22 @@ export class PackageBuilder {
         sessions.push(more);
       }
       const cfg = config;
+      const executors = sessions.map((s) => new SessionExecutor(s, cfg));
       const scheduler = new DynamicBatcher({
         model: modelLabel,
         policy,
-        instances: sessions.map((s) => new SessionExecutor(s, cfg)),
+        instances: executors,
         logger: this.deps.logger,
         ...(this.deps.metrics ? { metrics: { sink: this.deps.metrics, labels: { model: md.name, version: String(version) } } } : {}),
       });
-      loaded.set(version, { version, session, sessions, scheduler });
+      loaded.set(version, { version, session, sessions, executors, scheduler });
     }
     if (!config || !policy) throw new ServingError('INVALID_MODEL', `model '${modelLabel}': no version to load`, { model: modelLabel });
     this.deps.logger.debug(
       {
         model: modelLabel,
         versions,
-        provider: loaded.values().next().value?.session.provider,
+        provider: loaded.values().next().value?.session?.provider,
         instances,
         workers: loaded.values().next().value?.sessions.map((s) => s.worker),
         batching: policy.source,
@@ -220,12 +321,7 @@ export class PackageBuilder {
       const v = latestVersion(entry)!;
       return singleModelPlan(entry.name, { config: entry.config, version: v.version, scheduler: v.scheduler });
     }
-    return ensemblePlan(entry.config, this.label, (name, version) => {
-      const m = this.models.get(name);
-      if (!m || m.config.platform === 'ensemble') return undefined;
-      const v = version >= 0 ? m.versions.get(version) : latestVersion(m);
-      return v ? { config: m.config, version: v.version, scheduler: v.scheduler } : undefined;
-    });
+    return ensemblePlan(entry.config, this.label, (name, version) => this.stepModel(name, version));
   }
 
   packaged(entry: LoadedModel, dir: string): LoadedPackage {
@@ -243,7 +339,7 @@ export class PackageBuilder {
   }
 
   async abort(): Promise<void> {
-    await Promise.allSettled(this.sessions.map((s) => s.release()));
+    await Promise.allSettled([...this.sessions.map((s) => s.release()), ...this.steps.map((s) => s.release())]);
   }
 
   /** Stop the schedulers of every loaded model, then release every session created (loaded or not). */
@@ -274,7 +370,7 @@ function graphLevelFromJson(raw: Record<string, unknown>): number {
 async function releaseModels(models: ReadonlyMap<string, LoadedModel>): Promise<void> {
   const all = [...models.values()].flatMap((m) => [...m.versions.values()]);
   await Promise.allSettled(all.map((v) => v.scheduler.close()));
-  await Promise.allSettled(all.flatMap((v) => v.sessions.map((s) => s.release())));
+  await Promise.allSettled(all.flatMap((v) => [...v.sessions.map((s) => s.release()), ...(v.release ? [v.release()] : [])]));
 }
 
 export async function loadPackage(request: PackageLoadRequest, deps: PackageLoadDeps): Promise<LoadedPackage> {

@@ -29,7 +29,8 @@ export async function predictLoadedBytes(pkg: LoadedPackage): Promise<number> {
   for (const model of pkg.models.values()) {
     for (const version of model.versions.values()) {
       const { bytes } = await walkBytes(path.join(model.dir, String(version.version)));
-      total += (bytes + SESSION_OVERHEAD_BYTES) * version.sessions.length;
+      // A processing step (no session) holds its files once, whatever its instance count.
+      total += version.sessions.length === 0 ? bytes : (bytes + SESSION_OVERHEAD_BYTES) * version.sessions.length;
     }
   }
   return total;

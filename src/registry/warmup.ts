@@ -19,7 +19,7 @@ import type { ModelConfig, WarmupConfig, WarmupInputConfig } from '../config/mod
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import { DATA_TYPE_INFO, type Tensor } from '../protocol/tensor.js';
-import { SessionExecutor, type LoadedModel } from './loaded-model.js';
+import type { LoadedModel } from './loaded-model.js';
 
 /** Largest warm-up tensor we build (elements); a sample beyond it is refused rather than allocated. */
 const MAX_WARMUP_ELEMENTS = 64 * 1024 * 1024;
@@ -30,9 +30,10 @@ export async function warmUpModel(model: LoadedModel, label: string, logger: Log
   const outputs = config.output.map((o) => o.name);
   for (const version of model.versions.values()) {
     // Every instance: each is its own session with its own lazy allocations.
-    for (const session of version.sessions) {
-      const executor = new SessionExecutor(session, config);
+    for (const executor of version.executors) {
       if (config.modelWarmup.length === 0) {
+        // The implicit run is for onnxruntime's lazy allocations; a processing step (backends/) has none, and zeros are no image or text.
+        if (version.sessions.length === 0) continue;
         try {
           await executor.execute(implicitFeeds(config), outputs);
         } catch (err) {

@@ -9,7 +9,7 @@
 import { Worker } from 'node:worker_threads';
 import type { Tensor } from '../protocol/tensor.js';
 import type { OnnxIoInfo } from './onnx-io.js';
-import type { CreateSessionOptions, WorkerReply, WorkerRequest } from './worker-protocol.js';
+import { fromTensorList, toTensorList, type CreateSessionOptions, type WorkerReply, type WorkerRequest } from './worker-protocol.js';
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
@@ -119,9 +119,12 @@ export class RuntimePool {
       inputs: reply.inputs,
       outputs: reply.outputs,
       run: async (feeds, outputNames) => {
-        const r = unwrap(await worker.call({ op: 'run', session, feeds: [...feeds], outputs: outputNames }));
+        // Inputs are cloned, not transferred: a request's tensors may be read again after the run
+        // (a failed batch re-runs each request alone, an ensemble feeds one tensor to several steps,
+        // binary inputs are views of the request body). Outputs come back transferred.
+        const r = unwrap(await worker.call({ op: 'run', session, feeds: toTensorList(feeds), outputs: outputNames }));
         if (r.op !== 'run') throw new Error('runtime worker answered a run with the wrong reply');
-        return new Map(r.outputs);
+        return fromTensorList(r.outputs);
       },
       release: async () => {
         if (released) return;

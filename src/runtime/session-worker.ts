@@ -12,7 +12,7 @@ import type { Tensor } from '../protocol/tensor.js';
 import { fromOrtTensor, ioInfo, toOrtTensor } from './onnx-io.js';
 import { providerOption } from './provider-options.js';
 import type { WorkerSettings } from './runtime-pool.js';
-import type { CreateSessionOptions, WorkerReply, WorkerRequest } from './worker-protocol.js';
+import type { CreateSessionOptions, TensorList, WorkerReply, WorkerRequest } from './worker-protocol.js';
 
 const sessions = new Map<number, ort.InferenceSession>();
 let nextSession = 1;
@@ -33,24 +33,33 @@ async function create(path: string, o: CreateSessionOptions): Promise<WorkerRepl
   return { id: 0, ok: true, op: 'create', session: id, inputs: session.inputMetadata.map(ioInfo), outputs: session.outputMetadata.map(ioInfo) };
 }
 
-async function run(sessionId: number, feeds: readonly (readonly [string, Tensor])[], outputs: readonly string[]): Promise<(readonly [string, Tensor])[]> {
+async function run(sessionId: number, feeds: TensorList, outputs: readonly string[]): Promise<TensorList> {
   const session = sessions.get(sessionId);
   if (!session) throw new Error(`session ${sessionId} is not loaded in this runtime worker`);
   const ortFeeds: Record<string, ort.Tensor> = {};
-  for (const [name, t] of feeds) ortFeeds[name] = toOrtTensor(name, t);
+  for (let i = 0; i < feeds.names.length; i++) {
+    const name = feeds.names[i]!;
+    ortFeeds[name] = toOrtTensor(name, { datatype: feeds.datatypes[i]!, shape: feeds.shapes[i]!, data: feeds.data[i]! });
+  }
   const result = await session.run(ortFeeds, outputs as string[]);
-  return outputs.map((name) => {
+  const out: { names: string[]; datatypes: Tensor['datatype'][]; shapes: (readonly number[])[]; data: Tensor['data'][] } = { names: [], datatypes: [], shapes: [], data: [] };
+  for (const name of outputs) {
     const t = result[name];
     if (!t) throw new Error(`onnxruntime returned no output '${name}'`);
-    return [name, fromOrtTensor(t)] as const;
-  });
+    const tensor = fromOrtTensor(t);
+    out.names.push(name);
+    out.datatypes.push(tensor.datatype);
+    out.shapes.push(tensor.shape);
+    out.data.push(tensor.data);
+  }
+  return out;
 }
 
 /** Transfer result buffers instead of copying them: the worker never reads them again. */
-function transferables(outputs: readonly (readonly [string, Tensor])[]): ArrayBuffer[] {
+function transferables(outputs: TensorList): ArrayBuffer[] {
   const seen = new Set<ArrayBuffer>();
-  for (const [, t] of outputs) {
-    if (!Array.isArray(t.data) && t.data.buffer instanceof ArrayBuffer) seen.add(t.data.buffer);
+  for (const d of outputs.data) {
+    if (!Array.isArray(d) && d.buffer instanceof ArrayBuffer) seen.add(d.buffer);
   }
   return [...seen];
 }

@@ -13,10 +13,21 @@
 import { ServingError } from '../errors.js';
 import { DATA_TYPE_INFO, formatShape, type NumericArray, type Tensor, type TensorData } from '../protocol/tensor.js';
 
+/** The non-batch dims as text, `3,4` for [n,3,4]. */
+function innerDims(shape: readonly number[]): string {
+  let out = '';
+  for (let i = 1; i < shape.length; i++) out += i === 1 ? String(shape[i]) : `,${shape[i]}`;
+  return out;
+}
+
 /** Equal signatures ⇔ the requests can be concatenated along dim 0. */
 export function batchSignature(inputs: ReadonlyMap<string, Tensor>): string {
+  if (inputs.size === 1) {
+    // The common one-input request (computed per request): the same string, without the array and the sort.
+    for (const [name, t] of inputs) return `${name}\u0000${t.datatype}\u0000${innerDims(t.shape)}`;
+  }
   const parts: string[] = [];
-  for (const [name, t] of inputs) parts.push(`${name}\u0000${t.datatype}\u0000${t.shape.slice(1).join(',')}`);
+  for (const [name, t] of inputs) parts.push(`${name}\u0000${t.datatype}\u0000${innerDims(t.shape)}`);
   // Sorted: the same inputs in another order (JSON order is the client's) still match.
   return parts.sort().join('\u0001');
 }

@@ -1,7 +1,7 @@
 /**
  * @module test/support/check-imports
  * Enforces the architecture's import directions (README "Architecture"):
- * transport → service → scheduler/ensemble → registry → runtime/store, with
+ * transport → service → scheduler/ensemble → registry → runtime/backends/store, with
  * express only in the HTTP layer, onnxruntime only in runtime/, archives and
  * the AWS SDK only in store/. Run by `npm run lint` and by a unit test.
  */
@@ -17,9 +17,11 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   observability: ['observability', 'config', 'errors'],
   store: ['store', 'config', 'observability', 'errors'],
   runtime: ['runtime', 'config', 'protocol', 'observability', 'errors'],
+  // Processing steps (image, tokenizer, tensor ops, js): beside runtime/, loaded by the registry; no scheduler knowledge.
+  backends: ['backends', 'config', 'protocol', 'observability', 'errors'],
   scheduler: ['scheduler', 'protocol', 'config', 'observability', 'errors'],
   ensemble: ['ensemble', 'scheduler', 'protocol', 'config', 'errors'],
-  registry: ['registry', 'store', 'runtime', 'scheduler', 'ensemble', 'config', 'protocol', 'observability', 'errors'],
+  registry: ['registry', 'store', 'runtime', 'backends', 'scheduler', 'ensemble', 'config', 'protocol', 'observability', 'errors'],
   service: ['service', 'registry', 'ensemble', 'scheduler', 'store', 'protocol', 'config', 'observability', 'errors'],
   http: ['http', 'service', 'registry', 'protocol', 'config', 'observability', 'errors'],
   app: ['http', 'service', 'protocol', 'observability', 'errors'],
@@ -36,6 +38,8 @@ const PACKAGE_OWNERS: Readonly<Record<string, readonly string[]>> = {
   tar: ['store', 'cli'],
   '@aws-sdk/client-s3': ['store', 'cli'],
   '@aws-sdk/lib-storage': ['cli'],
+  sharp: ['backends'],
+  '@huggingface/tokenizers': ['backends'],
 };
 
 function layerOf(srcRel: string): string {

@@ -69,3 +69,27 @@ describe('responseTypeFor', () => {
     });
   });
 });
+
+describe('remembered parses (the per-request Content-Type and Accept work)', () => {
+  test('the same string gives the same answer, frozen; more distinct strings than the table holds still parse right', () => {
+    const a = parseMediaType('application/vnd.sagemaker-triton.binary+json;json-header-size=42');
+    assert.ok(a && Object.isFrozen(a));
+    assert.equal(parseMediaType('application/vnd.sagemaker-triton.binary+json;json-header-size=42'), a);
+    assert.equal(parseMediaType('not a type'), undefined);
+    assert.equal(parseMediaType('not a type'), undefined);
+    for (let i = 0; i < 600; i++) {
+      const m = parseMediaType(`application/x-${i}; n=${i}`);
+      assert.equal(m?.type, `application/x-${i}`);
+      assert.equal(m?.params.get('n'), String(i));
+    }
+  });
+
+  test('responseTypeFor answers a repeated Accept the same way, per default type', () => {
+    for (let round = 0; round < 2; round++) {
+      assert.equal(responseTypeFor('text/csv;q=0.5, application/x-npy', 'application/json', 'm'), 'application/x-npy');
+      assert.equal(responseTypeFor('*/*', 'text/csv', 'm'), 'text/csv');
+      assert.equal(responseTypeFor('*/*', 'application/json', 'm'), 'application/json');
+      assert.throws(() => responseTypeFor('image/png', 'application/json', 'm'), (err: unknown) => err instanceof ServingError && err.code === 'NOT_ACCEPTABLE');
+    }
+  });
+});

@@ -44,4 +44,30 @@ describe('readBody', () => {
     await assert.rejects(readBody(fakeRequest([bytes(10)], { 'content-length': '500' }), 100), (err: unknown) => err instanceof ServingError && err.code === 'PAYLOAD_TOO_LARGE');
     await assert.rejects(readBody(fakeRequest([bytes(60), bytes(60)]), 100), (err: unknown) => err instanceof ServingError && err.code === 'PAYLOAD_TOO_LARGE');
   });
+
+  test('a client that goes away before the body ends: CANCELLED; a stream error: that error', async () => {
+    const cut = new Readable({ read() {} }) as unknown as IncomingMessage & Readable;
+    (cut as { headers: Record<string, string> }).headers = {};
+    const pending = readBody(cut, 100);
+    cut.push(bytes(10));
+    cut.destroy();
+    await assert.rejects(pending, (err: unknown) => err instanceof ServingError && err.code === 'CANCELLED');
+
+    const reset = new Readable({ read() {} }) as unknown as IncomingMessage & Readable;
+    (reset as { headers: Record<string, string> }).headers = {};
+    const hungUp = readBody(reset, 100);
+    reset.destroy(Object.assign(new Error('aborted'), { code: 'ECONNRESET' }));
+    await assert.rejects(hungUp, (err: unknown) => err instanceof ServingError && err.code === 'CANCELLED');
+
+    const broken = new Readable({ read() {} }) as unknown as IncomingMessage & Readable;
+    (broken as { headers: Record<string, string> }).headers = {};
+    const failing = readBody(broken, 100);
+    broken.destroy(new Error('disk on fire'));
+    await assert.rejects(failing, /disk on fire/);
+  });
+
+  test('an empty body is an empty buffer', async () => {
+    assert.equal((await readBody(fakeRequest([]), 100)).length, 0);
+  });
 });
+

@@ -1,0 +1,71 @@
+/**
+ * @module backends/step-backend
+ * Processing steps: models whose config.pbtxt names a `backend` other than
+ * onnxruntime and that run in this process instead of in an onnxruntime
+ * session (image decoding, tokenization, pooling, top-k, a user's JavaScript).
+ * The registry loads them like any model: one LoadedStep per served version,
+ * wrapped in the same DynamicBatcher, wired into ensemble plans the same way.
+ *
+ * A backend receives the batch as the scheduler forms it (tensors shaped as
+ * config.pbtxt declares them, batch dim first when max_batch_size > 0) and
+ * returns every requested output with one row per input row, so the batcher
+ * can split the rows back to their requests.
+ *
+ * This layer sits beside runtime/ (registry → backends), so it knows nothing
+ * about schedulers: StepExecutor is structurally the scheduler's ModelExecutor.
+ */
+import type { ModelConfig } from '../config/model-config-types.js';
+import { ServingError } from '../errors.js';
+import type { Logger } from '../observability/logger.js';
+import type { Tensor } from '../protocol/tensor.js';
+import { loadImageStep } from './image-step.js';
+import { loadJsStep } from './js-step.js';
+import { loadTensorStep, TENSOR_STEP_BACKENDS } from './tensor-steps.js';
+import { loadTokenizerStep } from './tokenizer-step.js';
+
+export interface StepExecutor {
+  execute(inputs: ReadonlyMap<string, Tensor>, outputNames: readonly string[]): Promise<Map<string, Tensor>>;
+}
+
+export interface LoadedStep extends StepExecutor {
+  /** Give back what the step holds (a JS step's finalize()); called once, after the scheduler stopped. */
+  release(): Promise<void>;
+}
+
+export interface StepLoadContext {
+  /** The validated config (backend, parameters, inputs, outputs). */
+  readonly config: ModelConfig;
+  /** `<model>/`: where label files and tokenizer.json live. */
+  readonly modelDir: string;
+  /** `<model>/<version>/`: where model.mjs lives. */
+  readonly versionDir: string;
+  readonly version: number;
+  /** The model as messages name it. */
+  readonly label: string;
+  readonly logger: Logger;
+  /** MME_ALLOW_JS_BACKEND. */
+  readonly allowJs: boolean;
+}
+
+export const IMAGE_BACKEND = 'image';
+export const TOKENIZER_BACKEND = 'tokenizer';
+export const JS_BACKEND = 'js';
+
+/** Every processing-step backend name, as config.pbtxt's `backend` spells it. */
+export const STEP_BACKENDS: readonly string[] = Object.freeze([IMAGE_BACKEND, TOKENIZER_BACKEND, ...TENSOR_STEP_BACKENDS, JS_BACKEND]);
+
+export function isStepBackend(name: string): boolean {
+  return STEP_BACKENDS.includes(name);
+}
+
+/** Check the step's config and files and prepare it; throws INVALID_MODEL listing every problem (UNSUPPORTED for a disabled JS backend). */
+export async function loadStep(ctx: StepLoadContext): Promise<LoadedStep> {
+  const backend = ctx.config.backend;
+  if (backend === IMAGE_BACKEND) return loadImageStep(ctx);
+  if (backend === TOKENIZER_BACKEND) return loadTokenizerStep(ctx);
+  if (backend === JS_BACKEND) return loadJsStep(ctx);
+  if (TENSOR_STEP_BACKENDS.includes(backend)) return loadTensorStep(ctx);
+  throw new ServingError('INVALID_MODEL', `model '${ctx.label}': backend '${backend}' is not a processing step (known: ${STEP_BACKENDS.join(', ')})`, {
+    model: ctx.label,
+  });
+}

@@ -1,0 +1,140 @@
+/**
+ * @module http/inference-front
+ * The lean path for inference requests, in front of express. Measured on a
+ * 2-core box (bench/invocations.bench.ts, README "Benchmark"): with the tiny
+ * model, express's per-request work (app and router dispatch over every
+ * layer, prototype swaps on req/res, res.send's type and length handling)
+ * cost more main-thread time than reading, decoding, batching and answering
+ * the request itself. The inference routes therefore go straight from
+ * node:http to the shared handler (http/infer-route.ts); everything else
+ * (health, metrics, MME management, v2 metadata and repository, 404/405)
+ * stays in express.
+ *
+ * Only the canonical spelling of each route is taken here: `POST` and an
+ * exact, case-sensitive path whose parameters decode. Anything else (a
+ * trailing slash, other letter case, a malformed `%` escape) falls through to
+ * express, which still declares every route and answers those requests as it
+ * always has. Both paths share the request envelope (http/request-envelope.ts:
+ * request id, in-flight count, shutdown refusal, log lines, the route metric)
+ * and the error answer, so a request cannot tell which path served it.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ModelRef } from '../service/inference-service.js';
+import { serveInference, type InferRouteDeps } from './infer-route.js';
+import type { RouteFamily } from './infer-exchange.js';
+import { openEnvelope, pathOf, sendError, shutdownRefusal, type EnvelopeDeps } from './request-envelope.js';
+import { parseVersion } from './v2-routes.js';
+
+export interface InferenceFrontDeps extends InferRouteDeps, EnvelopeDeps {}
+
+const TARGET_HEADER = 'x-amzn-sagemaker-target-model';
+
+/** A matched inference route: its metric label (express's pattern), family, and how to build the model reference. */
+export interface InferenceRouteMatch {
+  readonly route: string;
+  readonly family: RouteFamily;
+  /** Throws a ServingError for a bad parameter (e.g. a version that is not a positive integer). */
+  readonly resolve: (req: IncomingMessage, deps: InferRouteDeps) => { ref: ModelRef; version: number | undefined };
+}
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name];
+  const s = Array.isArray(v) ? v[0] : v;
+  return s === undefined || s === '' ? undefined : s;
+}
+
+/** A path segment decoded as express decodes parameters; undefined when it cannot be (express then answers). */
+function decodeSegment(raw: string): string | undefined {
+  if (raw === '') return undefined;
+  if (!raw.includes('%')) return raw;
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return undefined;
+  }
+}
+
+const INVOCATIONS: InferenceRouteMatch = {
+  route: '/invocations',
+  family: 'sagemaker',
+  resolve: (req) => {
+    const target = header(req, TARGET_HEADER);
+    return { ref: target === undefined ? { kind: 'default' } : { kind: 'target', target }, version: undefined };
+  },
+};
+
+const ENDPOINT_INVOCATIONS: InferenceRouteMatch = { ...INVOCATIONS, route: '/endpoints/:endpoint/invocations' };
+
+/**
+ * The inference route a canonical `POST` path names, or undefined (then
+ * express decides). Segments are split by hand: a regex per route per request
+ * is what the lean path exists to avoid.
+ */
+export function matchInferenceRoute(path: string): InferenceRouteMatch | undefined {
+  if (path === '/invocations') return INVOCATIONS;
+  const parts = path.split('/');
+  // parts[0] is '' (the path starts with '/').
+  if (parts[0] !== '') return undefined;
+  if (parts.length === 4 && parts[1] === 'endpoints' && parts[3] === 'invocations') {
+    return decodeSegment(parts[2]!) === undefined ? undefined : ENDPOINT_INVOCATIONS;
+  }
+  if (parts.length === 4 && parts[1] === 'models' && parts[3] === 'invoke') {
+    const name = decodeSegment(parts[2]!);
+    if (name === undefined) return undefined;
+    return {
+      route: '/models/:name/invoke',
+      family: 'sagemaker',
+      resolve: (req) => ({ ref: { kind: 'managed', name, targetHeader: header(req, TARGET_HEADER) }, version: undefined }),
+    };
+  }
+  if (parts[1] === 'v2' && parts[2] === 'models' && parts[parts.length - 1] === 'infer') {
+    const model = parts.length === 5 || (parts.length === 7 && parts[4] === 'versions') ? decodeSegment(parts[3]!) : undefined;
+    if (model === undefined) return undefined;
+    if (parts.length === 5) {
+      return { route: '/v2/models/:model/infer', family: 'kserve', resolve: (_req, deps) => ({ ref: deps.service.resolveModelName(model), version: undefined }) };
+    }
+    const rawVersion = decodeSegment(parts[5]!);
+    if (rawVersion === undefined) return undefined;
+    return {
+      route: '/v2/models/:model/versions/:version/infer',
+      family: 'kserve',
+      resolve: (_req, deps) => ({ ref: deps.service.resolveModelName(model), version: parseVersion(rawVersion) }),
+    };
+  }
+  return undefined;
+}
+
+/**
+ * The server's request listener: inference routes on the lean path,
+ * everything else handed to `fallback` (the express app).
+ */
+export function createInferenceFront(deps: InferenceFrontDeps, fallback: (req: IncomingMessage, res: ServerResponse) => void): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
+    if (req.method !== 'POST') {
+      fallback(req, res);
+      return;
+    }
+    const path = pathOf(req.url);
+    const match = matchInferenceRoute(path);
+    if (match === undefined) {
+      fallback(req, res);
+      return;
+    }
+    const envelope = openEnvelope(req, res, deps, { path });
+    const refused = shutdownRefusal(req, path, deps);
+    if (refused !== undefined) {
+      // Refused before any route took it, exactly as the express middleware does.
+      sendError(req, res, envelope, refused);
+      return;
+    }
+    envelope.route = match.route;
+    let resolved: ReturnType<InferenceRouteMatch['resolve']>;
+    try {
+      resolved = match.resolve(req, deps);
+    } catch (err) {
+      sendError(req, res, envelope, err);
+      return;
+    }
+    serveInference(deps, req, res, envelope.ctx, resolved.ref, match.family, resolved.version).catch((err: unknown) => sendError(req, res, envelope, err));
+  };
+}

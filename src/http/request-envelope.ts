@@ -1,0 +1,123 @@
+/**
+ * @module http/request-envelope
+ * What every HTTP request gets, whichever path serves it (the lean inference
+ * path in http/inference-front.ts or express for everything else): the
+ * request context, the in-flight count that shutdown drains, the refusal of
+ * new work once shutting down, the closing `request` log line and the
+ * `onnx_mme_http_requests_total` sample, and the one way an error becomes an
+ * answer (status from http/error-response.ts, `{"error", "code"}` body, a
+ * warn or error log line). Both paths call these functions, so they cannot
+ * drift apart.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ServingError } from '../errors.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import { errorReply } from './error-response.js';
+import { createRequestContext, elapsedMs, type RequestContext } from './request-context.js';
+
+export interface EnvelopeDeps {
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  /** True once SIGTERM arrived: new inference work is refused with 503. */
+  readonly isShuttingDown: () => boolean;
+  /** HTTP requests between arrival and the end of their response; shutdown drains this to zero. */
+  readonly inflight: { count: number };
+}
+
+/** The mutable per-request record: the context plus what the closing line needs. */
+export interface Envelope {
+  readonly ctx: RequestContext;
+  /** Path without the query string. */
+  readonly path: string;
+  /** Metric label: the matched route pattern, never the raw path (unbounded cardinality); `unmatched` until a route takes the request. */
+  route: string;
+}
+
+export interface OpenOptions {
+  /** Path without the query string, when the caller has it already. */
+  readonly path?: string;
+  /** Where the route label comes from at the end (express: the route it matched); default: `envelope.route`. */
+  readonly routeOf?: () => string;
+}
+
+/** The path part of a request URL (no query string). */
+export function pathOf(url: string | undefined): string {
+  if (url === undefined) return '/';
+  const q = url.indexOf('?');
+  return q < 0 ? url : url.slice(0, q);
+}
+
+/**
+ * Start a request: context, in-flight count, and the closing bookkeeping
+ * (metric sample and `request` line once the answer is written; the debug
+ * lines cost nothing when the level is above debug).
+ */
+export function openEnvelope(req: IncomingMessage, res: ServerResponse, deps: EnvelopeDeps, options: OpenOptions = {}): Envelope {
+  const path = options.path ?? pathOf(req.url);
+  const debug = path !== '/ping' && deps.logger.isLevelEnabled('debug');
+  deps.inflight.count++;
+  // Assigned right below; the close callback only runs after this function returns.
+  let envelope!: Envelope;
+  const ctx = createRequestContext(req, res, deps.logger, (finished) => {
+    deps.inflight.count--;
+    if (!finished) return;
+    deps.metrics.httpRequests.inc({ route: options.routeOf ? options.routeOf() : envelope.route, status: String(res.statusCode) });
+    if (debug) {
+      ctx.log.debug({ method: req.method, path, status: res.statusCode, ...modelFields(ctx), durationMs: elapsedMs(ctx) }, 'request');
+    }
+  });
+  envelope = { ctx, path, route: 'unmatched' };
+  if (debug) ctx.log.debug({ method: req.method, path }, 'request received');
+  return envelope;
+}
+
+/** The refusal for new work during shutdown, or undefined when the request may proceed. */
+export function shutdownRefusal(req: IncomingMessage, path: string, deps: EnvelopeDeps): ServingError | undefined {
+  if (deps.isShuttingDown() && req.method === 'POST' && path !== '/ping') {
+    return new ServingError('SHUTTING_DOWN', 'the server is shutting down; retry on another instance');
+  }
+  return undefined;
+}
+
+/** The model a request resolved to, for log lines. */
+function modelFields(ctx: RequestContext): { model?: string; version?: string } {
+  const { model, modelVersion: version } = ctx;
+  return { ...(model === undefined ? {} : { model }), ...(version === undefined ? {} : { version }) };
+}
+
+/** express and its parsers signal client errors (e.g. a malformed URL) with a 4xx `status`. */
+function fromFrameworkError(err: unknown): unknown {
+  if (err instanceof ServingError || typeof err !== 'object' || err === null) return err;
+  const status = (err as { status?: unknown }).status;
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    return new ServingError('INVALID_REQUEST', (err as Error).message || 'bad request');
+  }
+  return err;
+}
+
+/**
+ * Answer an error: KServe clients get Triton's statuses on the v2 routes
+ * (error-response.ts), everyone else ours. Logged at warn (client fault) or
+ * error (ours, with the stack).
+ */
+export function sendError(req: IncomingMessage, res: ServerResponse, envelope: Envelope, err: unknown): void {
+  const { ctx, path } = envelope;
+  const reply = errorReply(fromFrameworkError(err), path === '/v2' || path.startsWith('/v2/') ? 'kserve' : 'sagemaker');
+  // The closing `request` line names the model too (the label the client used when it never resolved).
+  if (reply.error.model !== undefined && ctx.model === undefined) ctx.model = reply.error.model;
+  const fields = {
+    status: reply.status,
+    code: reply.error.code,
+    ...modelFields(ctx),
+    method: req.method,
+    path,
+    durationMs: elapsedMs(ctx),
+    err: reply.error.message,
+  };
+  if (reply.status >= 500) ctx.log.error({ ...fields, stack: reply.error.cause instanceof Error ? reply.error.cause.stack : undefined }, 'request failed');
+  else ctx.log.warn(fields, 'request rejected');
+  if (res.headersSent || res.destroyed) return;
+  res.writeHead(reply.status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(reply.body) });
+  res.end(reply.body);
+}

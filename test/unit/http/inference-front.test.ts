@@ -1,0 +1,111 @@
+/**
+ * @module test/unit/http/inference-front
+ * Which requests the lean inference path takes: the canonical spelling of
+ * each inference route, with the same route label, route family and model
+ * reference express would give; everything else is left to express (a
+ * trailing slash, other letter case, a `%` escape that does not decode,
+ * extra or missing segments). The V2_PATHS patterns agree for what it takes.
+ */
+import assert from 'node:assert/strict';
+import type { IncomingMessage } from 'node:http';
+import { describe, test } from 'node:test';
+import { matchInferenceRoute } from '../../../src/http/inference-front.js';
+import { V2_PATHS } from '../../../src/http/v2-routes.js';
+import type { InferRouteDeps } from '../../../src/http/infer-route.js';
+import type { ModelRef } from '../../../src/service/inference-service.js';
+import { isServingError } from '../../support/serving-error.js';
+
+function fakeRequest(headers: Record<string, string> = {}): IncomingMessage {
+  return { headers } as unknown as IncomingMessage;
+}
+
+/** resolveModelName as the service does it when no SageMaker-managed model has the name. */
+const deps = { service: { resolveModelName: (name: string): ModelRef => ({ kind: 'target', target: name }) } } as unknown as InferRouteDeps;
+
+function resolve(path: string, headers: Record<string, string> = {}): { route: string; family: string; ref: ModelRef; version: number | undefined } {
+  const m = matchInferenceRoute(path);
+  assert.ok(m, `${path} is taken by the lean path`);
+  return { route: m.route, family: m.family, ...m.resolve(fakeRequest(headers), deps) };
+}
+
+describe('matchInferenceRoute', () => {
+  test('/invocations: the target header, or the default model without one', () => {
+    assert.deepEqual(resolve('/invocations', { 'x-amzn-sagemaker-target-model': 'team/b.tar.gz' }), {
+      route: '/invocations',
+      family: 'sagemaker',
+      ref: { kind: 'target', target: 'team/b.tar.gz' },
+      version: undefined,
+    });
+    assert.deepEqual(resolve('/invocations').ref, { kind: 'default' });
+    assert.deepEqual(resolve('/invocations', { 'x-amzn-sagemaker-target-model': '' }).ref, { kind: 'default' });
+  });
+
+  test('/endpoints/{e}/invocations: the same as /invocations, its own route label', () => {
+    const r = resolve('/endpoints/my-endpoint/invocations', { 'x-amzn-sagemaker-target-model': 'a.tar.gz' });
+    assert.equal(r.route, '/endpoints/:endpoint/invocations');
+    assert.deepEqual(r.ref, { kind: 'target', target: 'a.tar.gz' });
+  });
+
+  test('/models/{m}/invoke: the SageMaker-managed model, name decoded, target header kept for the mismatch check', () => {
+    assert.deepEqual(resolve('/models/m%20one/invoke', { 'x-amzn-sagemaker-target-model': 'x.tar.gz' }), {
+      route: '/models/:name/invoke',
+      family: 'sagemaker',
+      ref: { kind: 'managed', name: 'm one', targetHeader: 'x.tar.gz' },
+      version: undefined,
+    });
+    assert.deepEqual(resolve('/models/m/invoke').ref, { kind: 'managed', name: 'm', targetHeader: undefined });
+  });
+
+  test('/v2/models/{m}[/versions/{v}]/infer: KServe family, URL-encoded slashes in the name, the version parsed', () => {
+    assert.deepEqual(resolve('/v2/models/team%2Fpipeline.tar.gz/infer'), {
+      route: '/v2/models/:model/infer',
+      family: 'kserve',
+      ref: { kind: 'target', target: 'team/pipeline.tar.gz' },
+      version: undefined,
+    });
+    const v = resolve('/v2/models/add_sub/versions/3/infer');
+    assert.equal(v.route, '/v2/models/:model/versions/:version/infer');
+    assert.equal(v.version, 3);
+  });
+
+  test('a bad version is refused by the route (400 INVALID_REQUEST), as on the express route', () => {
+    const m = matchInferenceRoute('/v2/models/add_sub/versions/0/infer');
+    assert.ok(m);
+    assert.throws(() => m.resolve(fakeRequest(), deps), isServingError('INVALID_REQUEST', /model version must be a positive integer, got '0'/));
+    assert.throws(() => matchInferenceRoute('/v2/models/add_sub/versions/x1/infer')!.resolve(fakeRequest(), deps), isServingError('INVALID_REQUEST', /'x1'/));
+  });
+
+  test('anything but the canonical spelling is left to express', () => {
+    for (const path of [
+      '/invocations/',
+      '/Invocations',
+      '/invocation',
+      '/endpoints//invocations',
+      '/endpoints/e/invocations/',
+      '/models//invoke',
+      '/models/a/b/invoke',
+      '/models/%E0%A4%A/invoke',
+      '/v2/models/x/infer/',
+      '/V2/models/x/infer',
+      '/v2/models//infer',
+      '/v2/models/x/versions//infer',
+      '/v2/models/x/version/1/infer',
+      '/v2/models/%zz/infer',
+      '/v2/models/x',
+      '/v2/models/x/ready',
+      '/ping',
+      '/models',
+      'invocations',
+      '',
+    ]) {
+      assert.equal(matchInferenceRoute(path), undefined, path);
+    }
+  });
+
+  test('every v2 path it takes is a path express declares (404 versus 405 stays consistent)', () => {
+    for (const path of ['/v2/models/x/infer', '/v2/models/x/versions/2/infer']) {
+      assert.ok(matchInferenceRoute(path));
+      assert.ok(V2_PATHS.some((p) => p.test(path)), path);
+    }
+  });
+});
