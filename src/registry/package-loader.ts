@@ -195,13 +195,7 @@ export class PackageBuilder {
       this.steps.push(step);
       // Every instance shares the step: an instance is a slot for one batch in flight (steps are async, not thread-bound).
       const executors: ModelExecutor[] = Array.from({ length: instances }, () => step);
-      const scheduler = new DynamicBatcher({
-        model: modelLabel,
-        policy,
-        instances: executors,
-        logger: this.deps.logger,
-        ...(this.deps.metrics ? { metrics: { sink: this.deps.metrics, labels: { model: md.name, version: String(version) } } } : {}),
-      });
+      const scheduler = this.batcher(modelLabel, md.name, version, policy, executors);
       loaded.set(version, { version, session: undefined, sessions: [], executors, scheduler, release: () => step.release(), backend: config.backend });
     }
     if (loaded.size === 0) throw new ServingError('INVALID_MODEL', `model '${modelLabel}': no version to load`, { model: modelLabel });
@@ -272,13 +266,7 @@ export class PackageBuilder {
       }
       const cfg = config;
       const executors = sessions.map((s) => new SessionExecutor(s, cfg));
-      const scheduler = new DynamicBatcher({
-        model: modelLabel,
-        policy,
-        instances: executors,
-        logger: this.deps.logger,
-        ...(this.deps.metrics ? { metrics: { sink: this.deps.metrics, labels: { model: md.name, version: String(version) } } } : {}),
-      });
+      const scheduler = this.batcher(modelLabel, md.name, version, policy, executors);
       loaded.set(version, { version, session, sessions, executors, scheduler });
     }
     if (!config || !policy) throw new ServingError('INVALID_MODEL', `model '${modelLabel}': no version to load`, { model: modelLabel });
@@ -314,6 +302,17 @@ export class PackageBuilder {
         `loading ${workers}: a worker runs one session at a time, so more would only take memory`,
     );
     return workers;
+  }
+
+  /** The one scheduler every model version runs through, ONNX or processing step alike. */
+  private batcher(modelLabel: string, name: string, version: number, policy: BatchPolicy, executors: ModelExecutor[]): DynamicBatcher {
+    return new DynamicBatcher({
+      model: modelLabel,
+      policy,
+      instances: executors,
+      logger: this.deps.logger,
+      ...(this.deps.metrics ? { metrics: { sink: this.deps.metrics, labels: { model: name, version: String(version) } } } : {}),
+    });
   }
 
   plan(entry: LoadedModel): ExecutionPlan {
