@@ -13,6 +13,7 @@
  * body laid out as the server's reader lays it out (aligned), with the
  * misaligned fallback (one copy) reported next to it.
  */
+import type { RunSample as Sample } from './lib/stats.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -33,13 +34,6 @@ function progress(message: string): void {
   process.stderr.write(`[binary] ${message}\n`);
 }
 
-interface Sample {
-  readonly perSec: number;
-  readonly p50: number;
-  readonly p99: number;
-  readonly errors: number;
-  readonly non2xx: number;
-}
 
 /** One autocannon run with a Buffer or string body (bench/lib/autocannon-run takes text only). */
 async function load(url: string, headers: Record<string, string>, body: string | Buffer, connections: number, durationS: number): Promise<Sample> {

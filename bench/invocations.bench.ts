@@ -17,6 +17,7 @@
  * goals (issue 5) are checked from the same run, and a throughput-vs-
  * concurrency chart is written to bench/results/invocations.svg.
  */
+import type { RunSample as Sample } from './lib/stats.js';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -55,14 +56,6 @@ const GOAL_A_SHARE_OF_BARE = 0.6;
 const GOAL_B_TIMES_EXPRESS = 3;
 const GOAL_CONCURRENCY = 64;
 
-/** One measured run, HTTP or raw loop, in common terms. */
-interface Sample {
-  readonly perSec: number;
-  readonly p50: number;
-  readonly p99: number;
-  readonly errors: number;
-  readonly non2xx: number;
-}
 
 interface TargetCell {
   readonly target: TargetName;

@@ -47,3 +47,12 @@ export class SampleBuffer {
     return this.data.subarray(0, this.n);
   }
 }
+
+/** One measured run (HTTP or a raw loop) in common terms: throughput, latency (ms), failures. */
+export interface RunSample {
+  readonly perSec: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly errors: number;
+  readonly non2xx: number;
+}

@@ -8,6 +8,7 @@
  * Also: an ensemble's steps batch, instance_group count 2 holds two sessions
  * on two workers, the request parameters, and MME_DYNAMIC_BATCHING=false.
  */
+import { metricValue } from '../support/metric-value.js';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -47,18 +48,9 @@ function assertClose(actual: number[], expected: number[], what: string): void {
   actual.forEach((v, k) => assert.ok(Math.abs(v - expected[k]!) <= 1e-5 * Math.max(1, Math.abs(expected[k]!)), `${what}[${k}]: ${v} vs ${expected[k]}`));
 }
 
-/** One series of a metric from the Prometheus text, by exact label set. */
+/** One series of a metric from the Prometheus text, by exact label set (0 when absent). */
 async function metric(srv: TestServer, name: string, labels: Record<string, string>): Promise<number> {
-  const text = (await request(`${srv.url}/metrics`)).text;
-  const want = Object.entries(labels)
-    .map(([k, v]) => `${k}="${v}"`)
-    .sort()
-    .join(',');
-  for (const line of text.split('\n')) {
-    const m = /^([a-z_:]+)\{([^}]*)\} (\S+)$/.exec(line);
-    if (m && m[1] === name && m[2]!.split(',').sort().join(',') === want) return Number(m[3]);
-  }
-  return 0;
+  return (await metricValue(srv.url, name, labels)) ?? 0;
 }
 
 /** Send 64 concurrent requests of 1–3 rows each and check every answer against a direct run. */

@@ -16,6 +16,7 @@
  *   together, and the server keeps serving;
  * - MME_ALLOW_JS_BACKEND=false: a package with a JS step is refused (501).
  */
+import { metricValue } from '../support/metric-value.js';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -130,16 +131,9 @@ function assertClose(actual: readonly unknown[], expected: readonly number[], wh
 }
 
 async function metric(name: string, labels: Record<string, string>): Promise<number> {
-  const text = (await request(`${server.url}/metrics`)).text;
-  const want = Object.entries(labels)
-    .map(([k, v]) => `${k}="${v}"`)
-    .sort()
-    .join(',');
-  for (const line of text.split('\n')) {
-    const m = /^([a-z_:]+)\{([^}]*)\} (\S+)$/.exec(line);
-    if (m && m[1] === name && m[2]!.split(',').sort().join(',') === want) return Number(m[3]);
-  }
-  throw new Error(`metric ${name}${JSON.stringify(labels)} not found`);
+  const value = await metricValue(server.url, name, labels);
+  if (value === undefined) throw new Error(`metric ${name}${JSON.stringify(labels)} not found`);
+  return value;
 }
 
 before(async () => {
