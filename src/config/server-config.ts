@@ -50,6 +50,8 @@ export interface ServerConfig {
   readonly maxInflightRequests: number;
   readonly runtimeWorkers: number;
   readonly intraOpThreads: number | undefined;
+  /** MME_MAIN_THREAD_MAX_RUN_US: CPU models whose largest batch runs at most this long (µs) run on the main thread; 0 = none unless a config asks. */
+  readonly mainThreadMaxRunUs: number;
   /** MME_DYNAMIC_BATCHING: false = every request runs alone (config dynamic_batching blocks included). */
   readonly dynamicBatching: boolean;
   /** MME_ALLOW_JS_BACKEND: false refuses packages with a `backend: "js"` step (their code would run in this process). */
@@ -334,6 +336,14 @@ export const SETTINGS: readonly AnySetting[] = [
       const workers = workersRaw !== undefined && /^\d+$/.test(workersRaw.trim()) ? Math.max(1, Number(workersRaw)) : Math.max(1, Math.min(8, cores));
       return Math.max(1, Math.floor(cores / workers));
     },
+  },
+  {
+    key: 'mainThreadMaxRunUs',
+    env: ['MME_MAIN_THREAD_MAX_RUN_US'],
+    defaultText: '250',
+    description:
+      'A CPU model with one instance whose largest batch runs in at most this many µs (measured at load) also gets a session on the main thread, used when no other request for it is queued: the hop to a runtime worker costs more than such a run. 0 = never (a model\'s `execution_thread` parameter still may). At most 100000.',
+    parse: (raw) => (raw === undefined ? 250 : int('MME_MAIN_THREAD_MAX_RUN_US', raw, 0, 100_000)),
   },
   {
     key: 'allowJsBackend',

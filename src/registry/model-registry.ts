@@ -36,6 +36,7 @@ import { normalizeTarget } from '../store/target-path.js';
 import type { MemoryManager, Reservation, Resident } from './memory-manager.js';
 import { loadPackage, type LoadedPackage, type PackageLoadDeps, type PackageLoadRequest } from './package-loader.js';
 import { predictLoadedBytes, predictPackageBytes } from './package-size.js';
+import { DEFAULT_PLACEMENT, placeSessions } from './session-placement.js';
 import { warmUpModel } from './warmup.js';
 
 export type EntryKind = 'target' | 'managed' | 'default';
@@ -385,7 +386,10 @@ export class ModelRegistry {
       const rssBefore = processRssBytes();
       try {
         pkg = await loadPackage(request, this.options.loadDeps);
-        for (const model of pkg.models.values()) await warmUpModel(model, request.label, logger);
+        for (const model of pkg.models.values()) {
+          await warmUpModel(model, request.label, logger);
+          await placeSessions(model, request.label, this.options.loadDeps.placement ?? DEFAULT_PLACEMENT, logger);
+        }
       } finally {
         this.measuring.delete(probe);
       }
@@ -497,6 +501,8 @@ export class ModelRegistry {
     const waitStarted = performance.now();
     const resident = entry?.state === 'READY';
     if (resident) this.options.metrics.modelCacheLookups.inc({ result: 'memory' });
+    // Resident: lease at once. Nothing to wait for, so no abort listener (the hot path of every request).
+    if (resident && entry!.pkg !== undefined) return this.lease(entry!, entry!.pkg);
     entry ??= this.startLoad(key, kind, label, extra, loader);
     const pkg = await abortable(entry.ready, signal, label);
     if (!resident) this.options.metrics.modelLoadingWait.observe((performance.now() - waitStarted) / 1000);

@@ -27,6 +27,7 @@ import { latestVersion, SessionExecutor, type LoadedModel, type LoadedVersion } 
 import type { ModelExecutor } from '../scheduler/model-scheduler.js';
 import { chooseEntryModel, scanRepository, type ModelDirectory, type RepositoryLayout } from './repository-layout.js';
 import { providerHintsFromJson } from './provider-hints.js';
+import type { PlacementSettings } from './session-placement.js';
 import { selectVersions } from './version-policy.js';
 
 export interface LoadedPackage {
@@ -52,6 +53,8 @@ export interface PackageLoadDeps {
   readonly metrics?: SchedulerMetrics;
   /** MME_ALLOW_JS_BACKEND: false refuses packages with a `backend: "js"` step. Default true. */
   readonly allowJsBackend?: boolean;
+  /** Which sessions move to the main thread after warm-up (registry/session-placement.ts); DEFAULT_PLACEMENT when omitted. */
+  readonly placement?: PlacementSettings;
 }
 
 export interface PackageLoadRequest {

@@ -21,19 +21,26 @@ export async function predictPackageBytes(dir: string): Promise<number> {
 
 /**
  * The same prediction once the package is loaded, now exact about what was
- * loaded: only the versions served, and each instance (instance_group count)
- * holding its own copy of the weights.
+ * loaded: only the versions served, and each session copy (one per
+ * instance_group instance, plus main-thread copies) holding its own weights.
  */
 export async function predictLoadedBytes(pkg: LoadedPackage): Promise<number> {
   let total = 0;
   for (const model of pkg.models.values()) {
     for (const version of model.versions.values()) {
-      const { bytes } = await walkBytes(path.join(model.dir, String(version.version)));
-      // A processing step (no session) holds its files once, whatever its instance count.
-      total += version.sessions.length === 0 ? bytes : (bytes + SESSION_OVERHEAD_BYTES) * version.sessions.length;
+      const bytes = await filesBytes(path.join(model.dir, String(version.version)));
+      // A processing step (no session) holds its files once, whatever its instance count;
+      // a session with a main-thread copy as well as its worker's holds two (registry/session-placement.ts).
+      const copies = version.sessions.reduce((n, s) => n + s.copies, 0);
+      total += version.sessions.length === 0 ? bytes : (bytes + SESSION_OVERHEAD_BYTES) * copies;
     }
   }
   return total;
+}
+
+/** Bytes of the regular files under `dir` (a version directory: the model file and any external data). */
+export async function filesBytes(dir: string): Promise<number> {
+  return (await walkBytes(dir)).bytes;
 }
 
 async function walkBytes(dir: string): Promise<{ bytes: number; sessions: number }> {

@@ -84,7 +84,8 @@ function count(shape: readonly number[]): number {
   return n;
 }
 
-function filled(datatype: WarmupInputConfig['dataType'], shape: number[], kind: 'zero' | 'random'): Tensor {
+/** A tensor of zeros (or random values) of the given shape; session placement builds its probe with it too. */
+export function filled(datatype: WarmupInputConfig['dataType'], shape: number[], kind: 'zero' | 'random'): Tensor {
   const n = count(shape);
   if (datatype === 'BYTES') return { datatype, shape, data: Array.from({ length: n }, () => (kind === 'zero' ? '' : Math.random().toString(36).slice(2))) };
   const ArrayType = DATA_TYPE_INFO[datatype].arrayType;

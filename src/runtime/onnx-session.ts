@@ -12,17 +12,36 @@ import type { ProviderName } from '../config/server-config.js';
 import type { Tensor } from '../protocol/tensor.js';
 import { isProviderLoadError, type ProviderChoice } from './execution-providers.js';
 import type { OnnxIoInfo } from './onnx-io.js';
+import { createMainThreadSession, MAIN_THREAD } from './main-thread-session.js';
 import type { PooledSession, RuntimePool } from './runtime-pool.js';
+import type { CreateSessionOptions } from './worker-protocol.js';
 
 export type { OnnxIoInfo } from './onnx-io.js';
 
 export interface ModelSession {
-  /** The runtime worker that holds it. */
+  /** The runtime worker that holds it; MAIN_THREAD (-1) when it lives on the main thread only. */
   readonly worker: number;
   readonly inputs: readonly OnnxIoInfo[];
   readonly outputs: readonly OnnxIoInfo[];
   readonly provider: ProviderName;
-  run(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[]): Promise<Map<string, Tensor>>;
+  /** Copies of the session held (a worker's and a main-thread one): each holds the weights; memory is predicted per copy. */
+  readonly copies: number;
+  /**
+   * Run once. `busy`: other requests are waiting for this model, so a
+   * session with both copies runs in its worker, leaving the main thread to
+   * them; otherwise the main-thread copy runs, saving the thread hop.
+   */
+  run(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[], busy?: boolean): Promise<Map<string, Tensor>>;
+  /** Durations (µs) of `repeats` runs, measured inside the worker (no message passing): what session placement decides on. */
+  timeRuns(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[], repeats: number): Promise<number[]>;
+  /**
+   * Create a second copy on the main thread (CPU sessions only; see
+   * runtime/main-thread-session.ts), used when the model is not busy. Called
+   * while the model loads, before it takes traffic.
+   */
+  addMainThreadCopy(): Promise<void>;
+  /** Like addMainThreadCopy, then release the worker's copy: every run is on the main thread. */
+  moveToMainThread(): Promise<void>;
   release(): Promise<void>;
 }
 
@@ -66,38 +85,75 @@ function wrapRunError(model: string, err: unknown): ServingError {
 
 class PooledModelSession implements ModelSession {
   private released = false;
+  /** The worker's copy; undefined once moved to the main thread. */
+  private inWorker: PooledSession | undefined;
+  private onMain: PooledSession | undefined;
 
   constructor(
-    private readonly session: PooledSession,
+    session: PooledSession,
     readonly provider: ProviderName,
     private readonly model: string,
-  ) {}
+    /** How it was created, to create it again on the main thread. */
+    private readonly origin: { readonly path: string; readonly options: CreateSessionOptions },
+  ) {
+    this.inWorker = session;
+  }
+
+  private get any(): PooledSession {
+    return (this.inWorker ?? this.onMain)!;
+  }
 
   get worker(): number {
-    return this.session.worker;
+    return this.inWorker?.worker ?? MAIN_THREAD;
   }
 
   get inputs(): readonly OnnxIoInfo[] {
-    return this.session.inputs;
+    return this.any.inputs;
   }
 
   get outputs(): readonly OnnxIoInfo[] {
-    return this.session.outputs;
+    return this.any.outputs;
   }
 
-  async run(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[]): Promise<Map<string, Tensor>> {
+  get copies(): number {
+    return (this.inWorker ? 1 : 0) + (this.onMain ? 1 : 0);
+  }
+
+  async run(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[], busy = false): Promise<Map<string, Tensor>> {
     if (this.released) throw new ServingError('INTERNAL', `model '${this.model}': session used after release`, { model: this.model });
+    const session = this.onMain !== undefined && (!busy || this.inWorker === undefined) ? this.onMain : this.any;
     try {
-      return await this.session.run(feeds, outputNames);
+      return await session.run(feeds, outputNames);
     } catch (err) {
       throw wrapRunError(this.model, err);
     }
   }
 
+  async timeRuns(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[], repeats: number): Promise<number[]> {
+    try {
+      return await this.any.timeRuns(feeds, outputNames, repeats);
+    } catch (err) {
+      throw wrapRunError(this.model, err);
+    }
+  }
+
+  async addMainThreadCopy(): Promise<void> {
+    if (this.onMain !== undefined) return;
+    if (this.provider !== 'cpu') throw new Error(`model '${this.model}': only CPU sessions run on the main thread (this one uses ${this.provider})`);
+    this.onMain = await createMainThreadSession(this.origin.path, this.origin.options);
+  }
+
+  async moveToMainThread(): Promise<void> {
+    await this.addMainThreadCopy();
+    const old = this.inWorker;
+    this.inWorker = undefined;
+    await old?.release();
+  }
+
   async release(): Promise<void> {
     if (this.released) return;
     this.released = true;
-    await this.session.release();
+    await Promise.all([this.inWorker?.release(), this.onMain?.release()]);
   }
 }
 
@@ -111,18 +167,15 @@ export async function createModelSession(modelPath: string, options: SessionOpti
   let providers = [...providerChoice.providers];
   for (;;) {
     try {
-      const session = await options.pool.createSession(
-        modelPath,
-        {
-          providers,
-          deviceId: providerChoice.deviceId,
-          graphOptimizationLevel: GRAPH_LEVELS[options.graphLevel] ?? 'all',
-          intraOpThreads: options.intraOpThreads,
-          interOpThreads: options.interOpThreads,
-        },
-        options.avoidWorkers,
-      );
-      return new PooledModelSession(session, providers[0] ?? 'cpu', model);
+      const createOptions: CreateSessionOptions = {
+        providers,
+        deviceId: providerChoice.deviceId,
+        graphOptimizationLevel: GRAPH_LEVELS[options.graphLevel] ?? 'all',
+        intraOpThreads: options.intraOpThreads,
+        interOpThreads: options.interOpThreads,
+      };
+      const session = await options.pool.createSession(modelPath, createOptions, options.avoidWorkers);
+      return new PooledModelSession(session, providers[0] ?? 'cpu', model, { path: modelPath, options: createOptions });
     } catch (err) {
       const first = providers[0];
       if (first && first !== 'cpu' && isProviderLoadError(err)) {

@@ -4,6 +4,7 @@
  * workers; a separate module so it is testable without a worker).
  */
 import type * as ort from 'onnxruntime-node';
+import type { CreateSessionOptions } from './worker-protocol.js';
 
 /**
  * CUDA: grow the arena by what is requested, not to the next power of two, so
@@ -19,4 +20,15 @@ export function providerOption(name: string, deviceId: number, tensorrtCacheDir:
     return { name: 'tensorrt', deviceId, ...cache } as ort.InferenceSession.ExecutionProviderConfig;
   }
   return { name: 'cpu' };
+}
+
+/** onnxruntime's session options from ours: the same for a session in a runtime worker and one on the main thread. */
+export function ortSessionOptions(o: CreateSessionOptions, tensorrtCacheDir: string | undefined): ort.InferenceSession.SessionOptions {
+  return {
+    executionProviders: o.providers.map((p) => providerOption(p, o.deviceId, tensorrtCacheDir)),
+    graphOptimizationLevel: o.graphOptimizationLevel,
+    logSeverityLevel: 3,
+    ...(o.intraOpThreads === undefined ? {} : { intraOpNumThreads: o.intraOpThreads }),
+    ...(o.interOpThreads === undefined ? {} : { interOpNumThreads: o.interOpThreads }),
+  };
 }

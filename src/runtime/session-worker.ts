@@ -6,11 +6,12 @@
  * every load and every inference. Each worker owns a set of sessions and
  * handles one message at a time; different workers run in parallel.
  */
+import { performance } from 'node:perf_hooks';
 import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import type { Tensor } from '../protocol/tensor.js';
 import { fromOrtTensor, ioInfo, toOrtTensor } from './onnx-io.js';
-import { providerOption } from './provider-options.js';
+import { ortSessionOptions } from './provider-options.js';
 import type { WorkerSettings } from './runtime-pool.js';
 import type { CreateSessionOptions, TensorList, WorkerReply, WorkerRequest } from './worker-protocol.js';
 
@@ -21,27 +22,30 @@ const settings = (workerData ?? {}) as WorkerSettings;
 
 
 async function create(path: string, o: CreateSessionOptions): Promise<WorkerReply & { op: 'create' }> {
-  const session = await ort.InferenceSession.create(path, {
-    executionProviders: o.providers.map((p) => providerOption(p, o.deviceId, settings.tensorrtCacheDir)),
-    graphOptimizationLevel: o.graphOptimizationLevel,
-    logSeverityLevel: 3,
-    ...(o.intraOpThreads === undefined ? {} : { intraOpNumThreads: o.intraOpThreads }),
-    ...(o.interOpThreads === undefined ? {} : { interOpNumThreads: o.interOpThreads }),
-  });
+  const session = await ort.InferenceSession.create(path, ortSessionOptions(o, settings.tensorrtCacheDir));
   const id = nextSession++;
   sessions.set(id, session);
   return { id: 0, ok: true, op: 'create', session: id, inputs: session.inputMetadata.map(ioInfo), outputs: session.outputMetadata.map(ioInfo) };
 }
 
-async function run(sessionId: number, feeds: TensorList, outputs: readonly string[]): Promise<TensorList> {
+function sessionOf(sessionId: number): ort.InferenceSession {
   const session = sessions.get(sessionId);
   if (!session) throw new Error(`session ${sessionId} is not loaded in this runtime worker`);
+  return session;
+}
+
+function ortFeedsOf(feeds: TensorList): Record<string, ort.Tensor> {
   const ortFeeds: Record<string, ort.Tensor> = {};
   for (let i = 0; i < feeds.names.length; i++) {
     const name = feeds.names[i]!;
     ortFeeds[name] = toOrtTensor(name, { datatype: feeds.datatypes[i]!, shape: feeds.shapes[i]!, data: feeds.data[i]! });
   }
-  const result = await session.run(ortFeeds, outputs as string[]);
+  return ortFeeds;
+}
+
+async function run(sessionId: number, feeds: TensorList, outputs: readonly string[]): Promise<TensorList> {
+  const session = sessionOf(sessionId);
+  const result = await session.run(ortFeedsOf(feeds), outputs as string[]);
   const out: { names: string[]; datatypes: Tensor['datatype'][]; shapes: (readonly number[])[]; data: Tensor['data'][] } = { names: [], datatypes: [], shapes: [], data: [] };
   for (const name of outputs) {
     const t = result[name];
@@ -53,6 +57,19 @@ async function run(sessionId: number, feeds: TensorList, outputs: readonly strin
     out.data.push(tensor.data);
   }
   return out;
+}
+
+/** Durations of `repeats` runs, each measured around the run itself (no message passing). */
+async function time(sessionId: number, feeds: TensorList, outputs: readonly string[], repeats: number): Promise<number[]> {
+  const session = sessionOf(sessionId);
+  const ortFeeds = ortFeedsOf(feeds);
+  const runUs: number[] = [];
+  for (let i = 0; i < repeats; i++) {
+    const t0 = performance.now();
+    await session.run(ortFeeds, outputs as string[]);
+    runUs.push((performance.now() - t0) * 1000);
+  }
+  return runUs;
 }
 
 /** Transfer result buffers instead of copying them: the worker never reads them again. */
@@ -75,6 +92,11 @@ async function handle(msg: WorkerRequest): Promise<void> {
       case 'run': {
         const outputs = await run(msg.session, msg.feeds, msg.outputs);
         parentPort!.postMessage({ id: msg.id, ok: true, op: 'run', outputs } satisfies WorkerReply, transferables(outputs));
+        return;
+      }
+      case 'time': {
+        const runUs = await time(msg.session, msg.feeds, msg.outputs, msg.repeats);
+        parentPort!.postMessage({ id: msg.id, ok: true, op: 'time', runUs } satisfies WorkerReply);
         return;
       }
       case 'release': {

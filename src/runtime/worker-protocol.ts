@@ -53,7 +53,9 @@ export function fromTensorList(list: TensorList): Map<string, Tensor> {
 export type WorkerRequest =
   | { readonly id: number; readonly op: 'create'; readonly path: string; readonly options: CreateSessionOptions }
   | { readonly id: number; readonly op: 'run'; readonly session: number; readonly feeds: TensorList; readonly outputs: readonly string[] }
-  | { readonly id: number; readonly op: 'release'; readonly session: number };
+  | { readonly id: number; readonly op: 'release'; readonly session: number }
+  /** Run `repeats` times and report each run's duration inside the worker (session placement measures with it). */
+  | { readonly id: number; readonly op: 'time'; readonly session: number; readonly feeds: TensorList; readonly outputs: readonly string[]; readonly repeats: number };
 
 export interface WorkerError {
   readonly message: string;
@@ -63,4 +65,5 @@ export type WorkerReply =
   | { readonly id: number; readonly ok: true; readonly op: 'create'; readonly session: number; readonly inputs: readonly OnnxIoInfo[]; readonly outputs: readonly OnnxIoInfo[] }
   | { readonly id: number; readonly ok: true; readonly op: 'run'; readonly outputs: TensorList }
   | { readonly id: number; readonly ok: true; readonly op: 'release' }
+  | { readonly id: number; readonly ok: true; readonly op: 'time'; readonly runUs: readonly number[] }
   | { readonly id: number; readonly ok: false; readonly error: WorkerError };

@@ -381,7 +381,9 @@ export class DynamicBatcher implements ModelScheduler {
     metrics?.sink.queueDurationUs.inc(metrics.labels, queuedUs);
     this.running++;
     const seq = this.nextBatch++;
-    void this.execute(this.options.instances[slot]!, batch).then((outcomes) => {
+    // Requests still queued behind this batch: the executor's hint of load (ModelExecutor.execute).
+    const busy = this.queued > 0;
+    void this.execute(this.options.instances[slot]!, batch, busy).then((outcomes) => {
       this.free.push(slot);
       this.running--;
       this.answer(seq, batch, outcomes);
@@ -391,15 +393,15 @@ export class DynamicBatcher implements ModelScheduler {
   }
 
   /** Never rejects: every request gets an outcome. */
-  private async execute(executor: ModelExecutor, batch: readonly Pending[]): Promise<Outcome[]> {
-    if (batch.length === 1) return [await this.runAlone(executor, batch[0]!)];
+  private async execute(executor: ModelExecutor, batch: readonly Pending[], busy: boolean): Promise<Outcome[]> {
+    if (batch.length === 1) return [await this.runAlone(executor, batch[0]!, busy)];
     // The union of what the requests asked for; each gets back only its own.
     const names = [...new Set(batch.flatMap((p) => p.outputs))];
     const rows = batch.map((p) => p.rows);
     const totalRows = rows.reduce((a, b) => a + b, 0);
     try {
       const started = this.clock.nowUs();
-      const outputs = await executor.execute(concatInputs(batch.map((p) => p.inputs)), names);
+      const outputs = await executor.execute(concatInputs(batch.map((p) => p.inputs)), names, busy);
       const split = splitOutputs(outputs, rows, batch.map((p) => p.outputs), this.model);
       this.recordExecution(totalRows, batch.length, this.clock.nowUs() - started);
       return split.map((o) => ({ ok: true, outputs: o }));
@@ -408,15 +410,15 @@ export class DynamicBatcher implements ModelScheduler {
       const message = err instanceof Error ? err.message : String(err);
       this.options.logger?.warn({ model: this.model, requests: batch.length, rows: totalRows, err: message }, 'batch failed; running its requests one at a time');
       const outcomes: Outcome[] = [];
-      for (const p of batch) outcomes.push(await this.runAlone(executor, p));
+      for (const p of batch) outcomes.push(await this.runAlone(executor, p, busy));
       return outcomes;
     }
   }
 
-  private async runAlone(executor: ModelExecutor, p: Pending): Promise<Outcome> {
+  private async runAlone(executor: ModelExecutor, p: Pending, busy: boolean): Promise<Outcome> {
     try {
       const started = this.clock.nowUs();
-      const outputs = await executor.execute(p.inputs, p.outputs);
+      const outputs = await executor.execute(p.inputs, p.outputs, busy);
       this.recordExecution(p.rows, 1, this.clock.nowUs() - started);
       return { ok: true, outputs };
     } catch (error) {

@@ -7,8 +7,13 @@
 import type { Tensor } from '../protocol/tensor.js';
 
 export interface ModelExecutor {
-  /** Run the model once on tensors shaped as the config declares them (batch dim first when batching). */
-  execute(inputs: ReadonlyMap<string, Tensor>, outputNames: readonly string[]): Promise<Map<string, Tensor>>;
+  /**
+   * Run the model once on tensors shaped as the config declares them (batch
+   * dim first when batching). `busy`: more requests for the model are queued
+   * behind this batch (an executor may then run it where it leaves the main
+   * thread free for them; see registry/session-placement.ts).
+   */
+  execute(inputs: ReadonlyMap<string, Tensor>, outputNames: readonly string[], busy?: boolean): Promise<Map<string, Tensor>>;
 }
 
 /** Per-request scheduling wishes (KServe v2 request parameters `priority` and `timeout`). */

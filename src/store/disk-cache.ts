@@ -86,12 +86,15 @@ interface Slot {
   readonly dir: string;
   readonly metadata: CacheEntryMetadata;
   lastUsed: number;
+  /** Order of the last use in this process: breaks ties between uses in the same millisecond. */
+  useSeq: number;
   pins: number;
   retired: boolean;
 }
 
 export class DiskCache {
   readonly dir: string;
+  private uses = 0;
   private budget = Number.POSITIVE_INFINITY;
   private readonly slots = new Map<string, Slot>();
   /** Bytes promised to extractions in progress. */
@@ -143,7 +146,7 @@ export class DiskCache {
       if (!metadata) continue;
       const touched = await stat(path.join(dir, ENTRY_METADATA_FILE)).then((s) => s.mtimeMs, () => Date.now());
       const name = path.basename(dir);
-      this.slots.set(name, { name, dir, metadata, lastUsed: touched, pins: 0, retired: false });
+      this.slots.set(name, { name, dir, metadata, lastUsed: touched, useSeq: 0, pins: 0, retired: false });
     }
     this.budget = this.options.maxBytes ?? (await this.defaultBudget());
     this.logger?.info(
@@ -222,7 +225,7 @@ export class DiskCache {
     const name = path.basename(result.dir);
     let slot = this.slots.get(name);
     if (!slot) {
-      slot = { name, dir: result.dir, metadata: result.metadata, lastUsed: Date.now(), pins: 0, retired: false };
+      slot = { name, dir: result.dir, metadata: result.metadata, lastUsed: Date.now(), useSeq: ++this.uses, pins: 0, retired: false };
       this.slots.set(name, slot);
     }
     const pin = this.pinSlot(slot);
@@ -302,6 +305,7 @@ export class DiskCache {
   private touch(slot: Slot): void {
     const now = Date.now();
     slot.lastUsed = now;
+    slot.useSeq = ++this.uses;
     const seconds = now / 1000;
     utimes(path.join(slot.dir, ENTRY_METADATA_FILE), seconds, seconds).catch(() => undefined);
   }
@@ -336,7 +340,7 @@ export class DiskCache {
   /** Evicts unpinned entries (LRU first) until used + reserved + need ≤ budget, or none is left. */
   private async trim(need: number): Promise<void> {
     if (!Number.isFinite(this.budget)) return;
-    const candidates = [...this.slots.values()].filter((s) => s.pins === 0).sort((a, b) => a.lastUsed - b.lastUsed);
+    const candidates = [...this.slots.values()].filter((s) => s.pins === 0).sort((a, b) => a.lastUsed - b.lastUsed || a.useSeq - b.useSeq);
     const removals: Promise<void>[] = [];
     let used = this.usedBytes + this.reserved;
     for (const slot of candidates) {

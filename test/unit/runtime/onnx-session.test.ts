@@ -268,7 +268,7 @@ function fakePool(behaviour: (o: CreateSessionOptions, attempt: number) => Poole
 }
 
 function fakeSession(run: PooledSession['run']): PooledSession {
-  return { worker: 0, inputs: [{ name: 'x', datatype: 'FP32', shape: [-1] }], outputs: [], run, release: async () => {} };
+  return { worker: 0, inputs: [{ name: 'x', datatype: 'FP32', shape: [-1] }], outputs: [], run, timeRuns: async () => [], release: async () => {} };
 }
 
 const PROVIDER_ERROR = 'OrtSessionOptionsAppendExecutionProvider_Cuda: Failed to load shared library';
@@ -399,5 +399,71 @@ describe('isAllocationFailure', () => {
       assert.equal(isAllocationFailure(new Error(m)), false, m);
     }
     assert.equal(isAllocationFailure(undefined), false);
+  });
+});
+
+describe('a session with a main-thread copy (registry/session-placement.ts)', () => {
+  const feeds = (): Map<string, Tensor> =>
+    new Map<string, Tensor>([
+      ['INPUT0', { datatype: 'FP32', shape: [1, 4], data: Float32Array.from([1, 2, 3, 4]) }],
+      ['INPUT1', { datatype: 'FP32', shape: [1, 4], data: Float32Array.from([1, 1, 1, 1]) }],
+    ]);
+  /** A worker session whose answer is recognisable: it never computes. */
+  const marker = (): Map<string, Tensor> => new Map<string, Tensor>([['OUTPUT0', { datatype: 'FP32', shape: [1, 4], data: Float32Array.from([-1, -1, -1, -1]) }]]);
+
+  test('idle runs use the main-thread copy, busy runs the worker; both are counted as copies', async () => {
+    let workerRuns = 0;
+    const { pool: fake } = fakePool(() => fakeSession(async () => (workerRuns++, marker())));
+    const session = await createModelSession(addSubPath, options(fake, 'm', CPU_ONLY));
+    assert.equal(session.copies, 1);
+    await session.addMainThreadCopy();
+    assert.equal(session.copies, 2);
+    assert.equal(session.worker, 0, 'still reported on its worker: the worker copy serves busy runs');
+    const idle = await session.run(feeds(), ['OUTPUT0']);
+    assert.deepEqual(values(idle.get('OUTPUT0')!.data), [2, 3, 4, 5], 'computed by the real main-thread session');
+    assert.equal(workerRuns, 0);
+    const busy = await session.run(feeds(), ['OUTPUT0'], true);
+    assert.deepEqual(values(busy.get('OUTPUT0')!.data), [-1, -1, -1, -1]);
+    assert.equal(workerRuns, 1);
+    await session.release();
+  });
+
+  test('moveToMainThread releases the worker copy: every run is on the main thread', async () => {
+    let released = 0;
+    const { pool: fake } = fakePool(() => ({ ...fakeSession(async () => marker()), release: async () => void released++ }));
+    const session = await createModelSession(addSubPath, options(fake, 'm', CPU_ONLY));
+    await session.moveToMainThread();
+    assert.equal(released, 1);
+    assert.equal(session.copies, 1);
+    assert.equal(session.worker, -1);
+    const out = await session.run(feeds(), ['OUTPUT0'], true);
+    assert.deepEqual(values(out.get('OUTPUT0')!.data), [2, 3, 4, 5]);
+    await session.release();
+  });
+
+  test('a real worker session and its main-thread copy agree; run errors name the model either way', async () => {
+    const session = await createModelSession(addSubPath, options(pool, 'agree', CPU_ONLY));
+    try {
+      await session.addMainThreadCopy();
+      const a = await session.run(feeds(), ['OUTPUT0', 'OUTPUT1']);
+      const b = await session.run(feeds(), ['OUTPUT0', 'OUTPUT1'], true);
+      for (const name of ['OUTPUT0', 'OUTPUT1']) assert.deepEqual(values(a.get(name)!.data), values(b.get(name)!.data), name);
+      const bad = new Map<string, Tensor>([['INPUT0', { datatype: 'FP32', shape: [1, 3], data: Float32Array.from([1, 2, 3]) }], ...[...feeds()].slice(1)]);
+      for (const busy of [false, true]) {
+        await assert.rejects(session.run(bad, ['OUTPUT0'], busy), (err) => (expectServingError(err, 'INTERNAL', 'agree'), true));
+      }
+      const timed = await session.timeRuns(feeds(), ['OUTPUT0'], 3);
+      assert.equal(timed.length, 3);
+      assert.ok(timed.every((us) => us > 0 && us < 1e6), String(timed));
+    } finally {
+      await session.release();
+    }
+  });
+
+  test('a GPU session gets no main-thread copy', async () => {
+    const { pool: fake } = fakePool(() => fakeSession(async () => marker()));
+    const session = await createModelSession(addSubPath, options(fake, 'gpu', { providers: ['cuda'], warnings: [], deviceId: 0 }));
+    await assert.rejects(session.addMainThreadCopy(), /only CPU sessions run on the main thread/);
+    assert.equal(session.copies, 1);
   });
 });

@@ -1,0 +1,62 @@
+/**
+ * @module runtime/main-thread-session
+ * A session that runs on the main thread, for models so small that the trip
+ * to a runtime worker costs more than the run. Measured on the 2-core bench
+ * box (README "Where a model runs"): a worker round trip is two thread
+ * wake-ups plus a structured clone each way, about 65 µs of a 0.21 ms request
+ * at one connection, while a 16→4 model runs in about 6 µs and a
+ * 256→1024→1024→16 MLP in about 45 µs. onnxruntime-node runs synchronously on the calling thread, so such
+ * a session blocks the event loop for exactly its run time; session placement
+ * (registry/session-placement.ts) only puts a model here when that time was
+ * measured small, and never a GPU session.
+ */
+import * as ort from 'onnxruntime-node';
+import type { Tensor } from '../protocol/tensor.js';
+import { fromOrtTensor, ioInfo, toOrtTensor } from './onnx-io.js';
+import { ortSessionOptions } from './provider-options.js';
+import type { PooledSession } from './runtime-pool.js';
+import type { CreateSessionOptions } from './worker-protocol.js';
+
+/** The `worker` index of a session on the main thread. */
+export const MAIN_THREAD = -1;
+
+export async function createMainThreadSession(path: string, options: CreateSessionOptions): Promise<PooledSession> {
+  const session = await ort.InferenceSession.create(path, ortSessionOptions(options, undefined));
+  const feedsOf = (feeds: ReadonlyMap<string, Tensor>): Record<string, ort.Tensor> => {
+    const out: Record<string, ort.Tensor> = {};
+    for (const [name, t] of feeds) out[name] = toOrtTensor(name, t);
+    return out;
+  };
+  let released = false;
+  return {
+    worker: MAIN_THREAD,
+    inputs: session.inputMetadata.map(ioInfo),
+    outputs: session.outputMetadata.map(ioInfo),
+    run: async (feeds, outputNames) => {
+      const result = await session.run(feedsOf(feeds), outputNames as string[]);
+      const out = new Map<string, Tensor>();
+      for (const name of outputNames) {
+        const t = result[name];
+        if (!t) throw new Error(`onnxruntime returned no output '${name}'`);
+        // onnxruntime-node copies outputs into fresh ArrayBuffers: nothing here aliases the session's memory.
+        out.set(name, fromOrtTensor(t));
+      }
+      return out;
+    },
+    timeRuns: async (feeds, outputNames, repeats) => {
+      const ortFeeds = feedsOf(feeds);
+      const runUs: number[] = [];
+      for (let i = 0; i < repeats; i++) {
+        const t0 = performance.now();
+        await session.run(ortFeeds, outputNames as string[]);
+        runUs.push((performance.now() - t0) * 1000);
+      }
+      return runUs;
+    },
+    release: async () => {
+      if (released) return;
+      released = true;
+      await session.release();
+    },
+  };
+}

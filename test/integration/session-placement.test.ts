@@ -1,0 +1,141 @@
+/**
+ * Session placement (registry/session-placement.ts) through the real server:
+ * a small CPU model gets a main-thread copy beside its worker session and
+ * answers the same whichever runs; MME_MAIN_THREAD_MAX_RUN_US and the
+ * `execution_thread` parameter decide; models whose cost the probe cannot
+ * bound stay in their worker; the copy is counted in the model's memory.
+ */
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { after, describe, it } from 'node:test';
+import { buildModel, node, valueInfo } from '../../examples/models/onnx-builder.js';
+import { configText, scale, writeModelDir } from '../../examples/models/zoo.js';
+import type { ModelSession } from '../../src/runtime/onnx-session.js';
+import { tempDir } from '../support/temp-dir.js';
+import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
+
+const cleanups: (() => Promise<void>)[] = [];
+const ctx = { after: (fn: () => Promise<void>) => cleanups.push(fn) };
+after(async () => {
+  for (const fn of cleanups.reverse()) await fn();
+});
+
+const SCALE_CONFIG = (extra = ''): string =>
+  configText({ maxBatchSize: 8, inputs: [{ name: 'INPUT0', dataType: 'FP32', dims: [4] }], outputs: [{ name: 'OUTPUT0', dataType: 'FP32', dims: [4] }], extra });
+
+const parameter = (value: string): string => `parameters { key: "execution_thread" value: { string_value: "${value}" } }`;
+
+async function server(models: Record<string, { onnx: Uint8Array; config?: string }>, env: Record<string, string> = {}): Promise<TestServer> {
+  const root = await tempDir(ctx);
+  for (const [name, m] of Object.entries(models)) await writeModelDir(root, name, m);
+  const s = await startTestServer({ modelSource: root, cacheDir: path.join(await tempDir(ctx), 'cache'), env });
+  cleanups.push(() => s.close());
+  return s;
+}
+
+function invoke(s: TestServer, target: string, rows: number[][]) {
+  return request(`${s.url}/invocations`, {
+    method: 'POST',
+    headers: { 'X-Amzn-SageMaker-Target-Model': target },
+    json: { inputs: [input('INPUT0', 'FP32', [rows.length, rows[0]!.length], rows.flat())] },
+  });
+}
+
+function sessionOf(s: TestServer, target: string): ModelSession {
+  const pkg = s.running.registry.peekResident('target', target)?.pkg;
+  assert.ok(pkg, `${target} is resident`);
+  const session = pkg.entry.versions.get(1)?.session;
+  assert.ok(session, `${target} has a session`);
+  return session;
+}
+
+const placed = (s: TestServer, model: string) => s.logs.filter((l) => l['msg'] === 'session placed' && l['model'] === model);
+
+describe('session placement', () => {
+  it('a small CPU model gets a main-thread copy; lone and concurrent requests get their own rows either way', async () => {
+    const s = await server({ small: { onnx: scale(3).onnx, config: SCALE_CONFIG() } });
+    const first = await invoke(s, 'small', [[1, 2, 3, 4]]);
+    assert.equal(first.status, 200, first.text);
+    assert.deepEqual(first.body.outputs[0].data, [3, 6, 9, 12]);
+    const session = sessionOf(s, 'small');
+    assert.equal(session.copies, 2);
+    assert.ok(session.worker >= 0, 'the worker copy stays for busy batches');
+    const line = placed(s, 'small')[0];
+    assert.ok(line, 'the placement is logged');
+    assert.equal(line['placement'], 'main thread when idle, worker when busy');
+    assert.equal(line['batch'], 8, 'measured at max_batch_size rows');
+    assert.ok(typeof line['runUs'] === 'number' && line['runUs'] <= 250, String(line['runUs']));
+
+    // 64 at once: batches formed while others queue run in the worker, the rest on the main thread.
+    const replies = await Promise.all(Array.from({ length: 64 }, (_, i) => invoke(s, 'small', [[i, i + 1, i + 2, i + 3]])));
+    replies.forEach((r, i) => {
+      assert.equal(r.status, 200, r.text);
+      assert.deepEqual(r.body.outputs[0].data, [3 * i, 3 * (i + 1), 3 * (i + 2), 3 * (i + 3)], `request ${i}`);
+    });
+  });
+
+  it('the copy is counted: the reservation holds two copies of the weights', async () => {
+    const withCopy = await server({ m: { onnx: scale(2).onnx, config: SCALE_CONFIG() } });
+    const without = await server({ m: { onnx: scale(2).onnx, config: SCALE_CONFIG() } }, { MME_MAIN_THREAD_MAX_RUN_US: '0' });
+    for (const s of [withCopy, without]) assert.equal((await invoke(s, 'm', [[1, 1, 1, 1]])).status, 200);
+    const bytes = (s: TestServer): number => {
+      const line = s.logs.find((l) => l['msg'] === 'model loaded' && l['model'] === 'm');
+      assert.ok(line, 'model loaded is logged');
+      return line['bytes'] as number;
+    };
+    assert.equal(sessionOf(without, 'm').copies, 1);
+    assert.equal(placed(without, 'm').length, 0, 'MME_MAIN_THREAD_MAX_RUN_US=0: no copy');
+    assert.ok(bytes(withCopy) > bytes(without), `${bytes(withCopy)} > ${bytes(without)}`);
+  });
+
+  it('execution_thread "main" runs on the main thread only; "worker" keeps the worker only', async () => {
+    const s = await server({
+      main_only: { onnx: scale(2).onnx, config: SCALE_CONFIG(parameter('main')) },
+      worker_only: { onnx: scale(2).onnx, config: SCALE_CONFIG(parameter('worker')) },
+    });
+    for (const [target, copies, onMain] of [
+      ['main_only', 1, true],
+      ['worker_only', 1, false],
+    ] as const) {
+      const r = await invoke(s, target, [[1, 2, 3, 4]]);
+      assert.equal(r.status, 200, r.text);
+      assert.deepEqual(r.body.outputs[0].data, [2, 4, 6, 8]);
+      const session = sessionOf(s, target);
+      assert.equal(session.copies, copies, target);
+      assert.equal(session.worker === -1, onMain, target);
+    }
+    assert.equal(placed(s, 'main_only')[0]?.['placement'], 'main thread only (execution_thread "main")');
+    assert.equal(placed(s, 'worker_only').length, 0);
+  });
+
+  it('a bad execution_thread fails the load with 400 naming the model and the parameter', async () => {
+    const s = await server({ bad: { onnx: scale(2).onnx, config: SCALE_CONFIG(parameter('gpu')) } });
+    const r = await invoke(s, 'bad', [[1, 2, 3, 4]]);
+    assert.equal(r.status, 400, r.text);
+    assert.equal(r.body.code, 'INVALID_MODEL');
+    assert.match(r.body.error, /model 'bad': parameter execution_thread must be "auto", "main" or "worker", got "gpu"/);
+    assert.equal(s.running.registry.loadedCount(), 0);
+  });
+
+  it('stays in its worker when the probe cannot bound the cost or the run is too slow for the setting', async () => {
+    // A variable non-batch dimension: the cost depends on the request.
+    const variable = buildModel({
+      inputs: [valueInfo('INPUT0', 'FP32', ['batch', 'n'])],
+      outputs: [valueInfo('OUTPUT0', 'FP32', ['batch', 'n'])],
+      nodes: [node('Relu', ['INPUT0'], ['OUTPUT0'])],
+    });
+    const s = await server({
+      variable: {
+        onnx: variable,
+        config: configText({ maxBatchSize: 8, inputs: [{ name: 'INPUT0', dataType: 'FP32', dims: [-1] }], outputs: [{ name: 'OUTPUT0', dataType: 'FP32', dims: [-1] }] }),
+      },
+    });
+    assert.equal((await invoke(s, 'variable', [[-1, 2]])).status, 200);
+    assert.equal(sessionOf(s, 'variable').copies, 1);
+
+    // No run takes under 1 µs here (the probe's timer includes onnxruntime's own call overhead).
+    const strict = await server({ m: { onnx: scale(2).onnx, config: SCALE_CONFIG() } }, { MME_MAIN_THREAD_MAX_RUN_US: '1' });
+    assert.equal((await invoke(strict, 'm', [[1, 1, 1, 1]])).status, 200);
+    assert.equal(sessionOf(strict, 'm').copies, 1);
+  });
+});
