@@ -76,6 +76,17 @@ function stepError(plan: ExecutionPlan, step: PlanStep, err: unknown): ServingEr
   });
 }
 
+/** A one-step plan whose maps are the identity (a single model): the request goes straight to its scheduler. */
+function directStep(plan: ExecutionPlan): PlanStep | undefined {
+  if (plan.steps.length !== 1) return undefined;
+  const step = plan.steps[0]!;
+  for (const [k, v] of step.inputMap) if (k !== v) return undefined;
+  for (const [k, v] of step.outputMap) if (k !== v) return undefined;
+  return step;
+}
+
+const DIRECT = new WeakMap<ExecutionPlan, PlanStep | null>();
+
 export async function runPlan(
   plan: ExecutionPlan,
   inputs: ReadonlyMap<string, Tensor>,
@@ -84,62 +95,75 @@ export async function runPlan(
   /** The request's priority and timeout; every step's scheduler gets them (Triton propagates both to steps). */
   options?: ScheduleOptions,
 ): Promise<Map<string, Tensor>> {
+  let direct = DIRECT.get(plan);
+  if (direct === undefined) DIRECT.set(plan, (direct = directStep(plan) ?? null));
+  // The common case, every single-model request: no tensor bookkeeping between steps.
+  if (direct !== null) {
+    let result: Map<string, Tensor>;
+    try {
+      result = await direct.scheduler.schedule(inputs, wanted, signal, options);
+    } catch (err) {
+      throw stepError(plan, direct, err);
+    }
+    return collect(plan, result, wanted);
+  }
   const tensors = new Map(inputs);
   const { producerOf } = indexOf(plan);
   const todo = new Map(neededFor(plan, wanted, new Set(inputs.keys())));
-  const running = new Map<PlanStep, Promise<void>>();
-
   const ready = (s: PlanStep): boolean => {
     for (const t of s.inputMap.values()) if (!tensors.has(t) && producerOf.has(t)) return false;
     return true;
   };
-  const launch = (s: PlanStep, outputs: readonly string[]): Promise<void> => {
-    const feeds = new Map<string, Tensor>();
-    for (const [modelIn, t] of s.inputMap) {
-      const v = tensors.get(t);
-      if (v) feeds.set(modelIn, v);
-    }
-    // Through an async function, so a scheduler that throws synchronously is wrapped like any failure.
-    return (async () => s.scheduler.schedule(feeds, outputs, signal, options))().then(
-      (result) => {
-        for (const [modelOut, t] of s.outputMap) {
-          const v = result.get(modelOut);
-          if (v) tensors.set(t, v);
-        }
-      },
-      (err: unknown) => {
-        throw stepError(plan, s, err);
-      },
-    );
-  };
-
-  // Settled wrappers: a step that fails while another is awaited must not become an unhandled rejection.
-  let failure: ServingError | undefined;
-  while ((todo.size > 0 || running.size > 0) && failure === undefined) {
-    for (const [s, outputs] of todo) {
-      if (ready(s)) {
-        todo.delete(s);
-        running.set(
-          s,
-          launch(s, outputs).then(
-            () => void running.delete(s),
-            (err: ServingError) => {
-              running.delete(s);
-              failure ??= err;
-            },
-          ),
-        );
-      }
-    }
-    if (running.size === 0) {
-      if (todo.size === 0) break;
+  // Event-driven: a finished step launches the steps it completes; the first failure ends the request
+  // (steps still running finish, their results unused).
+  await new Promise<void>((resolve, reject) => {
+    let running = 0;
+    let failed = false;
+    const launchReady = (): void => {
+      for (const [s, outputs] of todo) if (ready(s)) launch(s, outputs);
+      if (running > 0 || failed) return;
+      if (todo.size === 0) resolve();
       // Nothing can start and nothing runs: only possible if validation missed a dependency.
-      throw new ServingError('INTERNAL', `ensemble '${plan.entry}': steps ${[...todo.keys()].map((s) => s.index).join(', ')} can never run`);
-    }
-    await Promise.race(running.values());
-  }
-  if (failure) throw failure;
+      else reject(new ServingError('INTERNAL', `ensemble '${plan.entry}': steps ${[...todo.keys()].map((s) => s.index).join(', ')} can never run`));
+    };
+    const launch = (s: PlanStep, outputs: readonly string[]): void => {
+      todo.delete(s);
+      running++;
+      const feeds = new Map<string, Tensor>();
+      for (const [modelIn, t] of s.inputMap) {
+        const v = tensors.get(t);
+        if (v) feeds.set(modelIn, v);
+      }
+      let pending: Promise<Map<string, Tensor>>;
+      try {
+        pending = s.scheduler.schedule(feeds, outputs, signal, options);
+      } catch (err) {
+        pending = Promise.reject(err); // a scheduler that throws synchronously fails like any step
+      }
+      pending.then(
+        (result) => {
+          running--;
+          if (failed) return;
+          for (const [modelOut, t] of s.outputMap) {
+            const v = result.get(modelOut);
+            if (v) tensors.set(t, v);
+          }
+          launchReady();
+        },
+        (err: unknown) => {
+          running--;
+          if (failed) return;
+          failed = true;
+          reject(stepError(plan, s, err));
+        },
+      );
+    };
+    launchReady();
+  });
+  return collect(plan, tensors, wanted);
+}
 
+function collect(plan: ExecutionPlan, tensors: ReadonlyMap<string, Tensor>, wanted: readonly string[]): Map<string, Tensor> {
   const out = new Map<string, Tensor>();
   for (const name of wanted) {
     const t = tensors.get(name);
@@ -148,4 +172,3 @@ export async function runPlan(
   }
   return out;
 }
-

@@ -30,6 +30,7 @@ import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Tensor } from '../protocol/tensor.js';
+import { onAbort } from './abort-hooks.js';
 import { batchSignature, concatInputs, requestRows, splitOutputs } from './batch-merge.js';
 import type { BatchPolicy } from './batch-policy.js';
 import { systemClock, type Clock } from './clock.js';
@@ -202,11 +203,7 @@ export class DynamicBatcher implements ModelScheduler {
         reject,
         detach: () => {},
       };
-      if (signal) {
-        const onAbort = (): void => this.cancel(p);
-        signal.addEventListener('abort', onAbort, { once: true });
-        p.detach = () => signal.removeEventListener('abort', onAbort);
-      }
+      if (signal) p.detach = onAbort(signal, () => this.cancel(p));
       queue.waiting.push(p);
       queue.size++;
       this.queued++;

@@ -506,6 +506,38 @@ describe('queue policy', () => {
     assert.deepEqual(outputOf(c).data, expectedRows(3, 1));
   });
 
+  test('one signal queued in two models (an ensemble\'s steps) leaves both queues when it aborts', async () => {
+    const first = setup(batchingConfig(8));
+    const second = setup(batchingConfig(8));
+    for (const s of [first, second]) send(s.batcher, rowsRequest(0, 1)); // occupy each instance
+    await settle();
+    const controller = new AbortController();
+    const inFirst = send(first.batcher, rowsRequest(1, 1), {}, controller.signal);
+    const inSecond = send(second.batcher, rowsRequest(2, 1), {}, controller.signal);
+    const stays = send(second.batcher, rowsRequest(3, 1), {}, controller.signal);
+    await settle();
+    // `stays` ran already in an earlier turn of a real ensemble; here it is queued too, so all three go.
+    controller.abort();
+    await settle();
+    rejectedWith(inFirst, 'CANCELLED', /request cancelled while waiting in the queue/);
+    rejectedWith(inSecond, 'CANCELLED', /request cancelled while waiting in the queue/);
+    rejectedWith(stays, 'CANCELLED', /request cancelled while waiting in the queue/);
+    assert.equal(first.batcher.queueLength, 0);
+    assert.equal(second.batcher.queueLength, 0);
+  });
+
+  test('a request that left the queue to run is not cancelled by a later abort', async () => {
+    const { batcher, executor } = setup(batchingConfig(8));
+    const controller = new AbortController();
+    const running = send(batcher, rowsRequest(1, 1), {}, controller.signal);
+    await settle();
+    assert.equal(executor.calls.length, 1);
+    controller.abort();
+    executor.call(0).finish();
+    await settle();
+    assert.deepEqual(outputOf(running).data, expectedRows(1, 1), 'a running batch finishes; the transport drops the answer');
+  });
+
   test('a signal aborted before scheduling is refused at once', async () => {
     const { batcher, executor } = setup(batchingConfig(8));
     await assert.rejects(batcher.schedule(rowsRequest(1, 1), ['OUTPUT0'], AbortSignal.abort()), isServingError('CANCELLED', /before it was queued/));
