@@ -340,10 +340,10 @@ export const SETTINGS: readonly AnySetting[] = [
   {
     key: 'mainThreadMaxRunUs',
     env: ['MME_MAIN_THREAD_MAX_RUN_US'],
-    defaultText: '250',
+    defaultText: '1000',
     description:
       'A CPU model with one instance whose largest batch runs in at most this many µs (measured at load) also gets a session on the main thread, used when no other request for it is queued: the hop to a runtime worker costs more than such a run. 0 = never (a model\'s `execution_thread` parameter still may). At most 100000.',
-    parse: (raw) => (raw === undefined ? 250 : int('MME_MAIN_THREAD_MAX_RUN_US', raw, 0, 100_000)),
+    parse: (raw) => (raw === undefined ? 1000 : int('MME_MAIN_THREAD_MAX_RUN_US', raw, 0, 100_000)),
   },
   {
     key: 'allowJsBackend',

@@ -46,7 +46,7 @@ export interface PlacementSettings {
 }
 
 /** The server's default (MME_MAIN_THREAD_MAX_RUN_US). */
-export const DEFAULT_PLACEMENT: PlacementSettings = Object.freeze({ mainThreadMaxRunUs: 250 });
+export const DEFAULT_PLACEMENT: PlacementSettings = Object.freeze({ mainThreadMaxRunUs: 1000 });
 
 /** Largest version directory (model file and external data) that gets a main-thread copy. */
 export const MAIN_THREAD_MAX_FILE_BYTES = 64 * 1024 * 1024;
