@@ -12,7 +12,7 @@
  */
 import * as ort from 'onnxruntime-node';
 import type { Tensor } from '../protocol/tensor.js';
-import { fromOrtTensor, ioInfo, toOrtTensor } from './onnx-io.js';
+import { fromOrtTensor, ioInfo, timeOrtRuns, toOrtTensor } from './onnx-io.js';
 import { ortSessionOptions } from './provider-options.js';
 import type { PooledSession } from './runtime-pool.js';
 import type { CreateSessionOptions } from './worker-protocol.js';
@@ -38,21 +38,12 @@ export async function createMainThreadSession(path: string, options: CreateSessi
       for (const name of outputNames) {
         const t = result[name];
         if (!t) throw new Error(`onnxruntime returned no output '${name}'`);
-        // onnxruntime-node copies outputs into fresh ArrayBuffers: nothing here aliases the session's memory.
+        // Each output has its own ArrayBuffer (the worker path transfers them to the main thread the same way).
         out.set(name, fromOrtTensor(t));
       }
       return out;
     },
-    timeRuns: async (feeds, outputNames, repeats) => {
-      const ortFeeds = feedsOf(feeds);
-      const runUs: number[] = [];
-      for (let i = 0; i < repeats; i++) {
-        const t0 = performance.now();
-        await session.run(ortFeeds, outputNames as string[]);
-        runUs.push((performance.now() - t0) * 1000);
-      }
-      return runUs;
-    },
+    timeRuns: (feeds, outputNames, repeats) => timeOrtRuns(session, feedsOf(feeds), outputNames, repeats),
     release: async () => {
       if (released) return;
       released = true;

@@ -72,3 +72,14 @@ export function fromOrtTensor(t: ort.Tensor): Tensor {
   // Node 20 has no Float16Array, so float16 data arrives as Uint16Array bits already.
   return { datatype, shape: t.dims.slice(), data: t.data as TensorData };
 }
+
+/** Durations (µs) of `repeats` runs, each measured around the run alone: session placement decides on them. */
+export async function timeOrtRuns(session: ort.InferenceSession, feeds: Record<string, ort.Tensor>, outputs: readonly string[], repeats: number): Promise<number[]> {
+  const runUs: number[] = [];
+  for (let i = 0; i < repeats; i++) {
+    const t0 = performance.now();
+    await session.run(feeds, outputs as string[]);
+    runUs.push((performance.now() - t0) * 1000);
+  }
+  return runUs;
+}

@@ -6,11 +6,10 @@
  * every load and every inference. Each worker owns a set of sessions and
  * handles one message at a time; different workers run in parallel.
  */
-import { performance } from 'node:perf_hooks';
 import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import type { Tensor } from '../protocol/tensor.js';
-import { fromOrtTensor, ioInfo, toOrtTensor } from './onnx-io.js';
+import { fromOrtTensor, ioInfo, timeOrtRuns, toOrtTensor } from './onnx-io.js';
 import { ortSessionOptions } from './provider-options.js';
 import type { WorkerSettings } from './runtime-pool.js';
 import type { CreateSessionOptions, TensorList, WorkerReply, WorkerRequest } from './worker-protocol.js';
@@ -59,19 +58,6 @@ async function run(sessionId: number, feeds: TensorList, outputs: readonly strin
   return out;
 }
 
-/** Durations of `repeats` runs, each measured around the run itself (no message passing). */
-async function time(sessionId: number, feeds: TensorList, outputs: readonly string[], repeats: number): Promise<number[]> {
-  const session = sessionOf(sessionId);
-  const ortFeeds = ortFeedsOf(feeds);
-  const runUs: number[] = [];
-  for (let i = 0; i < repeats; i++) {
-    const t0 = performance.now();
-    await session.run(ortFeeds, outputs as string[]);
-    runUs.push((performance.now() - t0) * 1000);
-  }
-  return runUs;
-}
-
 /** Transfer result buffers instead of copying them: the worker never reads them again. */
 function transferables(outputs: TensorList): ArrayBuffer[] {
   const seen = new Set<ArrayBuffer>();
@@ -95,7 +81,7 @@ async function handle(msg: WorkerRequest): Promise<void> {
         return;
       }
       case 'time': {
-        const runUs = await time(msg.session, msg.feeds, msg.outputs, msg.repeats);
+        const runUs = await timeOrtRuns(sessionOf(msg.session), ortFeedsOf(msg.feeds), msg.outputs, msg.repeats);
         parentPort!.postMessage({ id: msg.id, ok: true, op: 'time', runUs } satisfies WorkerReply);
         return;
       }
