@@ -36,7 +36,7 @@ import type { Logger } from '../observability/logger.js';
 import type { Tensor } from '../protocol/tensor.js';
 import type { LoadedModel } from './loaded-model.js';
 import { filesBytes } from './package-size.js';
-import { filled } from './warmup.js';
+import { zeroFeeds } from './warmup.js';
 
 export type ExecutionThread = 'auto' | 'main' | 'worker';
 
@@ -64,14 +64,8 @@ export function executionThreadOf(config: ModelConfig, label: string): Execution
 
 /** Zeros at the largest batch, or undefined when a run's cost cannot be bounded from the config alone. */
 function probeFeeds(config: ModelConfig): Map<string, Tensor> | undefined {
-  const feeds = new Map<string, Tensor>();
-  for (const input of config.input) {
-    if (input.optional) continue;
-    if (input.dataType === 'BYTES' || input.dims.some((d) => d < 0)) return undefined;
-    const shape = config.maxBatchSize > 0 ? [config.maxBatchSize, ...input.dims] : [...input.dims];
-    feeds.set(input.name, filled(input.dataType, shape, 'zero'));
-  }
-  return feeds;
+  const unbounded = config.input.some((i) => !i.optional && (i.dataType === 'BYTES' || i.dims.some((d) => d < 0)));
+  return unbounded ? undefined : zeroFeeds(config, config.maxBatchSize);
 }
 
 function median(values: readonly number[]): number {

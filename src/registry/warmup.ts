@@ -35,7 +35,7 @@ export async function warmUpModel(model: LoadedModel, label: string, logger: Log
         // The implicit run is for onnxruntime's lazy allocations; a processing step (backends/) has none, and zeros are no image or text.
         if (version.sessions.length === 0) continue;
         try {
-          await executor.execute(implicitFeeds(config), outputs);
+          await executor.execute(zeroFeeds(config, 1), outputs);
         } catch (err) {
           logger.debug({ model: label, version: version.version, err: (err as Error).message }, 'implicit warm-up skipped: the model did not take zero inputs');
         }
@@ -57,12 +57,17 @@ export async function warmUpModel(model: LoadedModel, label: string, logger: Log
   }
 }
 
-function implicitFeeds(config: ModelConfig): Map<string, Tensor> {
+/**
+ * Zeros for every required input, `rows` as the batch dimension when the
+ * model batches and variable dims as 1: the implicit warm-up (1 row) and the
+ * session-placement probe (max_batch_size rows) both run these.
+ */
+export function zeroFeeds(config: ModelConfig, rows: number): Map<string, Tensor> {
   const feeds = new Map<string, Tensor>();
   for (const input of config.input) {
     if (input.optional) continue;
     const dims = input.dims.map((d) => (d < 0 ? 1 : d));
-    const shape = config.maxBatchSize > 0 ? [1, ...dims] : dims;
+    const shape = config.maxBatchSize > 0 ? [rows, ...dims] : dims;
     feeds.set(input.name, filled(input.dataType, shape, 'zero'));
   }
   return feeds;
@@ -84,8 +89,7 @@ function count(shape: readonly number[]): number {
   return n;
 }
 
-/** A tensor of zeros (or random values) of the given shape; session placement builds its probe with it too. */
-export function filled(datatype: WarmupInputConfig['dataType'], shape: number[], kind: 'zero' | 'random'): Tensor {
+function filled(datatype: WarmupInputConfig['dataType'], shape: number[], kind: 'zero' | 'random'): Tensor {
   const n = count(shape);
   if (datatype === 'BYTES') return { datatype, shape, data: Array.from({ length: n }, () => (kind === 'zero' ? '' : Math.random().toString(36).slice(2))) };
   const ArrayType = DATA_TYPE_INFO[datatype].arrayType;
