@@ -4,6 +4,7 @@
  * drain. No env reads and no signal handlers here (main.ts owns those), so
  * tests start real servers on port 0 exactly as production does.
  */
+import { cancellationOf } from './cancellation.js';
 import type { Server } from 'node:http';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
@@ -201,7 +202,7 @@ function preload(targets: readonly string[], registry: ModelRegistry, logger: Lo
     for (let target = queue.shift(); target !== undefined && !controller.signal.aborted; target = queue.shift()) {
       const started = performance.now();
       try {
-        const lease = await registry.acquireTarget(target, controller.signal);
+        const lease = await registry.acquireTarget(target, cancellationOf(controller.signal));
         lease.release();
         logger.info({ model: target, durationMs: Math.round(performance.now() - started) }, 'preloaded model');
       } catch (err) {

@@ -6,6 +6,7 @@
  * needed for the requested outputs run, and each step is asked only for the
  * outputs someone consumes.
  */
+import type { Cancellation } from '../cancellation.js';
 import { ServingError, toServingError } from '../errors.js';
 import type { Tensor } from '../protocol/tensor.js';
 import type { ScheduleOptions } from '../scheduler/model-scheduler.js';
@@ -91,7 +92,7 @@ export async function runPlan(
   plan: ExecutionPlan,
   inputs: ReadonlyMap<string, Tensor>,
   wanted: readonly string[],
-  signal?: AbortSignal,
+  cancel?: Cancellation,
   /** The request's priority and timeout; every step's scheduler gets them (Triton propagates both to steps). */
   options?: ScheduleOptions,
 ): Promise<Map<string, Tensor>> {
@@ -101,7 +102,7 @@ export async function runPlan(
   if (direct !== null) {
     let result: Map<string, Tensor>;
     try {
-      result = await direct.scheduler.schedule(inputs, wanted, signal, options);
+      result = await direct.scheduler.schedule(inputs, wanted, cancel, options);
     } catch (err) {
       throw stepError(plan, direct, err);
     }
@@ -136,7 +137,7 @@ export async function runPlan(
       }
       let pending: Promise<Map<string, Tensor>>;
       try {
-        pending = s.scheduler.schedule(feeds, outputs, signal, options);
+        pending = s.scheduler.schedule(feeds, outputs, cancel, options);
       } catch (err) {
         pending = Promise.reject(err); // a scheduler that throws synchronously fails like any step
       }

@@ -2,7 +2,8 @@
  * @module http/request-context
  * Per-request facts every handler needs: a request id (SageMaker's inference
  * id or X-Request-Id when the client sent one), a child logger bound to it,
- * an AbortSignal that fires when the client goes away before the answer, and
+ * a cancellation that fires when the client goes away before the answer
+ * (src/cancellation.ts: no AbortController unless something asks for one), and
  * the model the request resolved to (for the closing log line).
  *
  * This runs once per request on the hot path, so what is not always needed
@@ -13,12 +14,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { CancelSource, type Cancellation } from '../cancellation.js';
 import type { Logger } from '../observability/logger.js';
 
 export interface RequestContext {
   readonly id: string;
   readonly log: Logger;
-  readonly signal: AbortSignal;
+  readonly cancel: Cancellation;
   readonly startedAt: bigint;
   /** The model (and version) the request resolved to, or the label the client used when it never resolved; for log lines. */
   model: string | undefined;
@@ -34,7 +36,7 @@ function headerValue(req: IncomingMessage, name: string): string | undefined {
 
 class HttpRequestContext implements RequestContext {
   readonly startedAt = process.hrtime.bigint();
-  readonly controller = new AbortController();
+  readonly cancel = new CancelSource();
   model: string | undefined = undefined;
   modelVersion: string | undefined = undefined;
   private child: Logger | undefined;
@@ -48,15 +50,12 @@ class HttpRequestContext implements RequestContext {
     return (this.child ??= this.root.child({ reqId: this.id }));
   }
 
-  get signal(): AbortSignal {
-    return this.controller.signal;
-  }
 }
 
 /**
  * `onClose(finished)` runs once when the response closes: `finished` is true
  * when the whole answer was written, false when the client went away first
- * (the signal has fired by then).
+ * (the cancellation has fired by then).
  */
 export function createRequestContext(req: IncomingMessage, res: ServerResponse, root: Logger, onClose?: (finished: boolean) => void): RequestContext {
   const given = headerValue(req, 'x-amzn-sagemaker-inference-id') ?? headerValue(req, 'x-request-id');
@@ -65,7 +64,7 @@ export function createRequestContext(req: IncomingMessage, res: ServerResponse, 
   const ctx = new HttpRequestContext(id, root);
   res.once('close', () => {
     const finished = res.writableFinished;
-    if (!finished) ctx.controller.abort();
+    if (!finished) ctx.cancel.cancel();
     onClose?.(finished);
   });
   res.setHeader('X-Request-Id', id);

@@ -90,7 +90,7 @@ export function v2Routes(deps: V2RouteDeps): Router {
 
   const metadata = async (req: Request, res: Response): Promise<void> => {
     const ctx = deps.context(req, res);
-    sendJson(res, 200, await service.modelMetadata(refOf(req), versionParam(req), ctx.signal));
+    sendJson(res, 200, await service.modelMetadata(refOf(req), versionParam(req), ctx.cancel));
   };
   router.get('/v2/models/:model', metadata);
   router.get('/v2/models/:model/versions/:version', metadata);
@@ -113,7 +113,7 @@ export function v2Routes(deps: V2RouteDeps): Router {
 
   const config = async (req: Request, res: Response): Promise<void> => {
     const ctx = deps.context(req, res);
-    sendJson(res, 200, await service.modelConfig(refOf(req), versionParam(req), ctx.signal));
+    sendJson(res, 200, await service.modelConfig(refOf(req), versionParam(req), ctx.cancel));
   };
   router.get('/v2/models/:model/config', config);
   router.get('/v2/models/:model/versions/:version/config', config);
@@ -151,7 +151,7 @@ export function v2Routes(deps: V2RouteDeps): Router {
     }
     const ctx = deps.context(req, res);
     ctx.log.info({ model: name }, 'load requested (v2 repository)');
-    await service.loadByName(refOf(req), ctx.signal);
+    await service.loadByName(refOf(req), ctx.cancel);
     yes(res);
   });
 

@@ -26,6 +26,7 @@
  * keeps serving: a model that worked a minute ago is better than a 503.
  */
 import path from 'node:path';
+import type { Cancellation } from '../cancellation.js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -143,12 +144,12 @@ export class ModelRegistry {
   // ------------------------------------------------------------ self-managed
 
   /** Lease the package for a target, loading it from the source on first use. */
-  async acquireTarget(rawTarget: string, signal?: AbortSignal): Promise<Lease> {
+  async acquireTarget(rawTarget: string, cancel?: Cancellation): Promise<Lease> {
     const target = normalizeTarget(rawTarget);
     const key = `target:${target}`;
     const existing = this.entries.get(key);
-    if (existing?.state === 'READY' && this.isStale(existing)) await abortable(this.revalidate(existing), signal, target);
-    return this.acquireOrLoad(key, 'target', target, signal, async (entry) => {
+    if (existing?.state === 'READY' && this.isStale(existing)) await abortable(this.revalidate(existing), cancel?.signal, target);
+    return this.acquireOrLoad(key, 'target', target, cancel, async (entry) => {
       // Not the caller's signal: the load is shared, one caller leaving must not fail the others.
       const local = await this.options.source.localize(target);
       try {
@@ -179,11 +180,11 @@ export class ModelRegistry {
   }
 
   /** Lease the default model (requests without a target header). */
-  async acquireDefault(signal?: AbortSignal): Promise<Lease> {
+  async acquireDefault(cancel?: Cancellation): Promise<Lease> {
     const { defaultModel, defaultRoot, source } = this.options;
     if (defaultModel !== undefined) {
       try {
-        return await this.acquireTarget(defaultModel, signal);
+        return await this.acquireTarget(defaultModel, cancel);
       } catch (err) {
         if (!(err instanceof ServingError) || (err.code !== 'MODEL_NOT_FOUND' && err.code !== 'INVALID_TARGET')) throw err;
         // Not a target of the source: it names a model directory inside the source root (Triton's single-model mode).
@@ -198,7 +199,7 @@ export class ModelRegistry {
       );
     }
     const label = defaultModel ?? path.basename(defaultRoot);
-    return this.acquireOrLoad('default', 'default', label, signal, async (entry) => {
+    return this.acquireOrLoad('default', 'default', label, cancel, async (entry) => {
       try {
         return await this.load(entry, {
           dir: defaultRoot,
@@ -243,12 +244,12 @@ export class ModelRegistry {
   }
 
   /** Lease a SageMaker-loaded model, paging its sessions back in if the LRU paged them out. */
-  async acquireManaged(modelName: string, targetHeader: string | undefined, signal?: AbortSignal): Promise<Lease> {
+  async acquireManaged(modelName: string, targetHeader: string | undefined, cancel?: Cancellation): Promise<Lease> {
     const record = this.managed.get(modelName);
     if (!record) throw new ServingError('MODEL_NOT_FOUND', `model '${modelName}' is not loaded`, { model: modelName });
     this.checkHeader(record, targetHeader);
     const fallbackName = record.targetHeader ? archiveBaseName(record.targetHeader) : modelName;
-    return this.acquireOrLoad(`managed:${modelName}`, 'managed', record.label, signal, (e) => this.load(e, { dir: record.dir, label: record.label, fallbackName }), {
+    return this.acquireOrLoad(`managed:${modelName}`, 'managed', record.label, cancel, (e) => this.load(e, { dir: record.dir, label: record.label, fallbackName }), {
       url: record.dir,
       targetHeader: record.targetHeader,
     });
@@ -487,7 +488,7 @@ export class ModelRegistry {
     key: string,
     kind: EntryKind,
     label: string,
-    signal: AbortSignal | undefined,
+    cancel: Cancellation | undefined,
     loader: (entry: Entry) => Promise<LoadedPackage>,
     extra: { url: string | undefined; targetHeader: string | undefined } = { url: undefined, targetHeader: undefined },
   ): Promise<Lease> {
@@ -504,7 +505,7 @@ export class ModelRegistry {
     // Resident: lease at once. Nothing to wait for, so no abort listener (the hot path of every request).
     if (resident && entry!.pkg !== undefined) return this.lease(entry!, entry!.pkg);
     entry ??= this.startLoad(key, kind, label, extra, loader);
-    const pkg = await abortable(entry.ready, signal, label);
+    const pkg = await abortable(entry.ready, cancel?.signal, label);
     if (!resident) this.options.metrics.modelLoadingWait.observe((performance.now() - waitStarted) / 1000);
     if (entry.state === 'UNLOADING') throw new ServingError('MODEL_NOT_FOUND', `model '${label}' was unloaded`, { model: label });
     return this.lease(entry, pkg);

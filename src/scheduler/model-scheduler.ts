@@ -4,6 +4,7 @@
  * sees this; whether a call runs at once or is merged into a batch is the
  * scheduler's business (scheduler/dynamic-batcher.ts implements it).
  */
+import type { Cancellation } from '../cancellation.js';
 import type { Tensor } from '../protocol/tensor.js';
 
 export interface ModelExecutor {
@@ -28,7 +29,8 @@ export interface ModelScheduler {
   schedule(
     inputs: ReadonlyMap<string, Tensor>,
     outputNames: readonly string[],
-    signal?: AbortSignal,
+    /** The request's cancellation: a queued request leaves the queue when it fires. */
+    cancel?: Cancellation,
     options?: ScheduleOptions,
   ): Promise<Map<string, Tensor>>;
   /** Stop accepting work and wait for what is queued and running. */

@@ -6,6 +6,7 @@
  * lease the package → validate against the entry model → run the plan (one
  * step for a single model) → release the lease.
  */
+import type { Cancellation } from '../cancellation.js';
 import type { ModelConfig } from '../config/model-config-types.js';
 import { ServingError, toServingError } from '../errors.js';
 import { singleModelPlan, type ExecutionPlan } from '../ensemble/execution-plan.js';
@@ -29,7 +30,8 @@ export type ModelRef =
   | { readonly kind: 'default' };
 
 export interface InferContext {
-  readonly signal?: AbortSignal;
+  /** The client went away: queued work for the request is dropped. */
+  readonly cancel?: Cancellation;
   readonly log: Logger;
 }
 
@@ -104,15 +106,15 @@ export class InferenceService {
     return this.inflight;
   }
 
-  private acquire(ref: ModelRef, signal: AbortSignal | undefined): Promise<Lease> {
+  private acquire(ref: ModelRef, cancel: Cancellation | undefined): Promise<Lease> {
     const { registry } = this.options;
     switch (ref.kind) {
       case 'target':
-        return registry.acquireTarget(ref.target, signal);
+        return registry.acquireTarget(ref.target, cancel);
       case 'managed':
-        return registry.acquireManaged(ref.name, ref.targetHeader, signal);
+        return registry.acquireManaged(ref.name, ref.targetHeader, cancel);
       case 'default':
-        return registry.acquireDefault(signal);
+        return registry.acquireDefault(cancel);
     }
   }
 
@@ -134,7 +136,7 @@ export class InferenceService {
       const decodeStart = process.hrtime.bigint();
       const decoded = decode(refLabel(ref));
       let inputNs = process.hrtime.bigint() - decodeStart;
-      lease = await this.acquire(ref, ctx.signal);
+      lease = await this.acquire(ref, ctx.cancel);
       const { pkg } = lease;
       const entry = pkg.entry;
       modelName = entry.name;
@@ -149,7 +151,7 @@ export class InferenceService {
       pending = { model: modelName, version };
       this.options.metrics.pendingRequests.inc(pending);
       const computeStart = process.hrtime.bigint();
-      const raw = await runPlan(served.plan, request.inputs, wanted, ctx.signal, scheduleOptionsFrom(request.parameters, lease.label));
+      const raw = await runPlan(served.plan, request.inputs, wanted, ctx.cancel, scheduleOptionsFrom(request.parameters, lease.label));
       const computeUs = Number(process.hrtime.bigint() - computeStart) / 1000;
       const outputStart = process.hrtime.bigint();
       const outputs = postProcess(raw);
@@ -257,9 +259,9 @@ export class InferenceService {
   }
 
   /** Lease the model (loading a target on first use), read its entry model, release. */
-  private async inspect<T>(ref: ModelRef, version: number | undefined, signal: AbortSignal | undefined, read: (entry: LoadedModel, version: string) => T): Promise<T> {
+  private async inspect<T>(ref: ModelRef, version: number | undefined, cancel: Cancellation | undefined, read: (entry: LoadedModel, version: string) => T): Promise<T> {
     if (ref.kind === 'target') normalizeTarget(ref.target);
-    const lease = await this.acquire(ref, signal);
+    const lease = await this.acquire(ref, cancel);
     try {
       const entry = lease.pkg.entry;
       return read(entry, servedVersion(entry, lease.pkg.plan, version, lease.label).version);
@@ -269,8 +271,8 @@ export class InferenceService {
   }
 
   /** KServe v2 model metadata: name, versions, platform, and tensors with -1 for the batch dimension. */
-  modelMetadata(ref: ModelRef, version: number | undefined, signal?: AbortSignal): Promise<ModelMetadata> {
-    return this.inspect(ref, version, signal, (entry, served) => {
+  modelMetadata(ref: ModelRef, version: number | undefined, cancel?: Cancellation): Promise<ModelMetadata> {
+    return this.inspect(ref, version, cancel, (entry, served) => {
       const { config } = entry;
       const tensor = (t: { name: string; dataType: string; dims: readonly number[] }): TensorMetadata => ({
         name: t.name,
@@ -289,8 +291,8 @@ export class InferenceService {
   }
 
   /** The entry model's effective config in Triton's JSON form (GET .../config). */
-  modelConfig(ref: ModelRef, version: number | undefined, signal?: AbortSignal): Promise<Readonly<Record<string, unknown>>> {
-    return this.inspect(ref, version, signal, (entry) => entry.config.json);
+  modelConfig(ref: ModelRef, version: number | undefined, cancel?: Cancellation): Promise<Readonly<Record<string, unknown>>> {
+    return this.inspect(ref, version, cancel, (entry) => entry.config.json);
   }
 
   /** Whether the model (and version) is ready: a resident target, or a model SageMaker loaded; never loads anything. */
@@ -309,8 +311,8 @@ export class InferenceService {
   }
 
   /** Load a model by name (a target is loaded and kept resident; a managed model is already loaded). */
-  async loadByName(ref: ModelRef, signal?: AbortSignal): Promise<void> {
-    await this.inspect(ref, undefined, signal, () => undefined);
+  async loadByName(ref: ModelRef, cancel?: Cancellation): Promise<void> {
+    await this.inspect(ref, undefined, cancel, () => undefined);
   }
 
   /** Unload a model by name (waits for its requests); MODEL_NOT_FOUND when it is not resident. */

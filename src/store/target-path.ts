@@ -19,11 +19,24 @@ const MAX_SEGMENT_BYTES = 255;
  */
 const NON_PRINTABLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}]/u;
 
+/** Recently checked valid targets: every request names one, and clients repeat the same few. Bounded. */
+const CHECKED_LIMIT = 1024;
+const checked = new Map<string, string>();
+
 /**
  * Returns the canonical form of `raw` (leading `./` removed) or throws
  * ServingError INVALID_TARGET naming the target and the reason.
  */
 export function normalizeTarget(raw: string): string {
+  const known = checked.get(raw);
+  if (known !== undefined) return known;
+  const target = checkTarget(raw);
+  if (checked.size >= CHECKED_LIMIT) checked.clear();
+  checked.set(raw, target);
+  return target;
+}
+
+function checkTarget(raw: string): string {
   const reject = (reason: string): never => {
     throw new ServingError('INVALID_TARGET', `invalid target ${quoteTarget(raw)}: ${reason}`, {
       model: String(raw).slice(0, 200),

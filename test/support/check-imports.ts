@@ -12,6 +12,8 @@ import { fileURLToPath } from 'node:url';
 /** Which src folders each folder may import. Root files (app, server, main, errors) are listed by name. */
 const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   errors: [],
+  // A request's cancellation (src/cancellation.ts): carried from the transport down to the queues, like errors.
+  cancellation: [],
   protocol: ['protocol', 'errors'],
   config: ['config', 'protocol', 'errors'],
   observability: ['observability', 'config', 'errors'],
@@ -19,12 +21,12 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   runtime: ['runtime', 'config', 'protocol', 'observability', 'errors'],
   // Processing steps (image, tokenizer, tensor ops, js): beside runtime/, loaded by the registry; no scheduler knowledge.
   backends: ['backends', 'config', 'protocol', 'observability', 'errors'],
-  scheduler: ['scheduler', 'protocol', 'config', 'observability', 'errors'],
-  ensemble: ['ensemble', 'scheduler', 'protocol', 'config', 'errors'],
-  registry: ['registry', 'store', 'runtime', 'backends', 'scheduler', 'ensemble', 'config', 'protocol', 'observability', 'errors'],
-  service: ['service', 'registry', 'ensemble', 'scheduler', 'store', 'protocol', 'config', 'observability', 'errors'],
-  http: ['http', 'service', 'registry', 'protocol', 'config', 'observability', 'errors'],
-  app: ['http', 'service', 'protocol', 'observability', 'errors'],
+  scheduler: ['scheduler', 'protocol', 'config', 'observability', 'errors', 'cancellation'],
+  ensemble: ['ensemble', 'scheduler', 'protocol', 'config', 'errors', 'cancellation'],
+  registry: ['registry', 'store', 'runtime', 'backends', 'scheduler', 'ensemble', 'config', 'protocol', 'observability', 'errors', 'cancellation'],
+  service: ['service', 'registry', 'ensemble', 'scheduler', 'store', 'protocol', 'config', 'observability', 'errors', 'cancellation'],
+  http: ['http', 'service', 'registry', 'protocol', 'config', 'observability', 'errors', 'cancellation'],
+  app: ['http', 'service', 'protocol', 'observability', 'errors', 'cancellation'],
   server: ['*'],
   main: ['*'],
   // The command line is an entry point like main: it composes the layers (validate = registry, pack/push = archives and S3).

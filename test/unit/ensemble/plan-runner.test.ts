@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { setImmediate as tick } from 'node:timers/promises';
+import { CancelSource, type Cancellation } from '../../../src/cancellation.js';
 import { modelConfigFromJson } from '../../../src/config/model-config.js';
 import type { ModelConfig } from '../../../src/config/model-config-types.js';
 import { ensemblePlan, singleModelPlan, type ExecutionPlan, type StepModel } from '../../../src/ensemble/execution-plan.js';
@@ -49,7 +50,7 @@ type Compute = (inputs: ReadonlyMap<string, Tensor>, outputs: readonly string[])
 interface Call {
   readonly inputs: ReadonlyMap<string, Tensor>;
   readonly outputs: readonly string[];
-  readonly signal: AbortSignal | undefined;
+  readonly cancel: Cancellation | undefined;
 }
 
 class FakeScheduler implements ModelScheduler {
@@ -63,8 +64,8 @@ class FakeScheduler implements ModelScheduler {
     private readonly log: string[],
   ) {}
 
-  async schedule(inputs: ReadonlyMap<string, Tensor>, outputNames: readonly string[], signal?: AbortSignal): Promise<Map<string, Tensor>> {
-    this.calls.push({ inputs, outputs: [...outputNames], signal });
+  async schedule(inputs: ReadonlyMap<string, Tensor>, outputNames: readonly string[], cancel?: Cancellation): Promise<Map<string, Tensor>> {
+    this.calls.push({ inputs, outputs: [...outputNames], cancel });
     this.log.push(`start ${this.name}`);
     this.started.resolve();
     try {
@@ -227,11 +228,11 @@ describe('runPlan: ensembles', () => {
     assert.deepEqual([...a.calls[0]!.outputs].sort(), ['p', 'q']);
   });
 
-  test('the abort signal reaches every step', async () => {
+  test('the cancellation reaches every step', async () => {
     const { plan, a, b, c, d } = diamond();
-    const controller = new AbortController();
-    await runPlan(plan, new Map([['IN', f32(1)]]), ['OUT'], controller.signal);
-    for (const s of [a, b, c, d]) assert.equal(s.calls[0]!.signal, controller.signal, s.name);
+    const cancel = new CancelSource();
+    await runPlan(plan, new Map([['IN', f32(1)]]), ['OUT'], cancel);
+    for (const s of [a, b, c, d]) assert.equal(s.calls[0]!.cancel, cancel, s.name);
   });
 
   test('a failing step fails the request: code and details kept, step index and model named', async () => {
