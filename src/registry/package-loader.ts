@@ -69,6 +69,20 @@ export interface PackageLoadRequest {
 
 const SUPPORTED_PLATFORMS = `onnxruntime_onnx (backend onnxruntime), ensemble, and the processing-step backends ${STEP_BACKENDS.join(', ')}`;
 
+/**
+ * Batches dispatched to one session at a time: one running and one waiting
+ * in its runtime worker, so the worker starts the next batch the moment one
+ * ends rather than idling while the main thread answers the batch that
+ * ended and forms the next (a round trip the worker cannot overlap). No
+ * memory is added: it is the same session. Measured on the 2-core bench box,
+ * 256→1024→1024→16 MLP at 64 connections, one instance: 19.1k req/s with
+ * one batch per instance, 21.3k with two; the tiny model was unchanged
+ * (32.3k). The cost: a batch formed while another runs is taken from the
+ * queue a batch earlier, so a request arriving then waits one batch longer
+ * (and can no longer be cancelled or jump it by priority).
+ */
+const SESSION_BATCHES_PER_INSTANCE = 2;
+
 /** Most instances a processing step may ask for: each is only a concurrency slot in this process. */
 const MAX_STEP_INSTANCES = 64;
 
@@ -269,7 +283,7 @@ export class PackageBuilder {
       }
       const cfg = config;
       const executors = sessions.map((s) => new SessionExecutor(s, cfg));
-      const scheduler = this.batcher(modelLabel, md.name, version, policy, executors);
+      const scheduler = this.batcher(modelLabel, md.name, version, policy, executors, SESSION_BATCHES_PER_INSTANCE);
       loaded.set(version, { version, session, sessions, executors, scheduler });
     }
     if (!config || !policy) throw new ServingError('INVALID_MODEL', `model '${modelLabel}': no version to load`, { model: modelLabel });
@@ -308,11 +322,12 @@ export class PackageBuilder {
   }
 
   /** The one scheduler every model version runs through, ONNX or processing step alike. */
-  private batcher(modelLabel: string, name: string, version: number, policy: BatchPolicy, executors: ModelExecutor[]): DynamicBatcher {
+  private batcher(modelLabel: string, name: string, version: number, policy: BatchPolicy, executors: ModelExecutor[], batchesPerInstance = 1): DynamicBatcher {
     return new DynamicBatcher({
       model: modelLabel,
       policy,
       instances: executors,
+      batchesPerInstance,
       logger: this.deps.logger,
       ...(this.deps.metrics ? { metrics: { sink: this.deps.metrics, labels: { model: name, version: String(version) } } } : {}),
     });

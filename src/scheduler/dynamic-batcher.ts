@@ -2,7 +2,8 @@
  * @module scheduler/dynamic-batcher
  * The scheduler of every model with sessions: Triton's dynamic batcher
  * (core `dynamic_batch_scheduler.cc` GetDynamicBatch, `scheduler_utils.cc`
- * priority queue), with up to `instances.length` batches running at once.
+ * priority queue), with up to `instances.length × batchesPerInstance`
+ * batches dispatched at once.
  *
  * - Requests wait in a bounded FIFO per priority level (level 1 first).
  * - When an instance is free, a batch is formed from the front of the queue:
@@ -16,7 +17,7 @@
  * - Queue policy per level: a full queue refuses at once (OVERLOADED, 429); a
  *   request that waits past its timeout is refused (REJECT → TIMEOUT, 504) or
  *   moved behind the others (DELAY). Deadlines are enforced by a timer even
- *   while every instance is busy. A request whose signal aborts leaves the
+ *   while every instance is busy. A request whose cancellation fires leaves the
  *   queue (CANCELLED).
  * - Results are split back row-exactly. A failed batch of several requests is
  *   re-run one request at a time on the same instance, so one bad request
@@ -26,11 +27,11 @@
  *
  * Time comes from an injected Clock, so tests drive it by hand.
  */
+import type { Cancellation } from '../cancellation.js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Tensor } from '../protocol/tensor.js';
-import { onAbort } from './abort-hooks.js';
 import { batchSignature, concatInputs, requestRows, splitOutputs } from './batch-merge.js';
 import type { BatchPolicy } from './batch-policy.js';
 import { systemClock, type Clock } from './clock.js';
@@ -42,8 +43,18 @@ export interface DynamicBatcherOptions {
   /** The model as messages and logs name it (the package label). */
   readonly model: string;
   readonly policy: BatchPolicy;
-  /** One executor per instance (session): at most this many batches run at once. */
+  /** One executor per instance (session). */
   readonly instances: readonly ModelExecutor[];
+  /**
+   * Batches handed to one instance at a time (default 1). A session in a
+   * runtime worker runs its batches one after another; with 2, the next
+   * batch already waits in the worker when one ends, instead of the worker
+   * idling while the main thread answers the first batch and forms the next
+   * (registry/package-loader.ts says when, with the measurement). Instances
+   * fill first: the second batch goes to an instance only when every
+   * instance has one.
+   */
+  readonly batchesPerInstance?: number;
   /** Per-model metrics and their labels (model name, version); omitted in tests that do not look. */
   readonly metrics?: { readonly sink: SchedulerMetrics; readonly labels: { readonly model: string; readonly version: string } };
   readonly clock?: Clock;
@@ -66,7 +77,7 @@ interface Pending {
   state: State;
   resolve(outputs: Map<string, Tensor>): void;
   reject(err: unknown): void;
-  /** Removes the abort listener. */
+  /** Removes the cancellation callback. */
   detach(): void;
 }
 
@@ -124,7 +135,7 @@ export class DynamicBatcher implements ModelScheduler {
   private readonly levels: Level[];
   private readonly preferred: ReadonlySet<number>;
   private readonly maxPreferred: number;
-  /** Indexes of idle instances. */
+  /** Free dispatch slots; slot s runs on instance s % instances.length. */
   private readonly free: number[];
   private queued = 0;
   private running = 0;
@@ -147,7 +158,10 @@ export class DynamicBatcher implements ModelScheduler {
     this.levels = options.policy.levels.map(() => ({ waiting: new Fifo('queued'), delayed: new Fifo('delayed'), size: 0 }));
     this.preferred = new Set(options.policy.preferredBatchSizes);
     this.maxPreferred = options.policy.preferredBatchSizes.at(-1) ?? options.policy.maxBatchSize;
-    this.free = options.instances.map((_, i) => options.instances.length - 1 - i);
+    const n = options.instances.length;
+    const slots = n * Math.max(1, Math.floor(options.batchesPerInstance ?? 1));
+    // A stack popped from the end: slot 0 (instance 0) first, every instance once before any gets a second batch.
+    this.free = Array.from({ length: slots }, (_, i) => slots - 1 - i);
   }
 
   /** Requests waiting (not yet running). */
@@ -155,7 +169,7 @@ export class DynamicBatcher implements ModelScheduler {
     return this.queued;
   }
 
-  /** Batches executing now. */
+  /** Batches dispatched and not yet answered (running, or waiting in their instance's worker). */
   get inFlight(): number {
     return this.running;
   }
@@ -163,12 +177,12 @@ export class DynamicBatcher implements ModelScheduler {
   async schedule(
     inputs: ReadonlyMap<string, Tensor>,
     outputNames: readonly string[],
-    signal?: AbortSignal,
+    cancel?: Cancellation,
     options: ScheduleOptions = {},
   ): Promise<Map<string, Tensor>> {
     const model = this.model;
     if (this.closed) throw new ServingError('MODEL_NOT_FOUND', `model '${model}' is being unloaded`, { model });
-    if (signal?.aborted) throw new ServingError('CANCELLED', `model '${model}': request cancelled before it was queued`, { model });
+    if (cancel?.aborted) throw new ServingError('CANCELLED', `model '${model}': request cancelled before it was queued`, { model });
     const limit = this.policy.modelMaxBatchSize;
     const rows = limit > 0 ? requestRows(inputs, limit, model) : 1;
     const level = this.levelOf(options.priority);
@@ -203,7 +217,7 @@ export class DynamicBatcher implements ModelScheduler {
         reject,
         detach: () => {},
       };
-      if (signal) p.detach = onAbort(signal, () => this.cancel(p));
+      if (cancel) p.detach = cancel.onCancel(() => this.cancel(p));
       queue.waiting.push(p);
       queue.size++;
       this.queued++;
@@ -380,7 +394,8 @@ export class DynamicBatcher implements ModelScheduler {
     const seq = this.nextBatch++;
     // Requests still queued behind this batch: the executor's hint of load (ModelExecutor.execute).
     const busy = this.queued > 0;
-    void this.execute(this.options.instances[slot]!, batch, busy).then((outcomes) => {
+    const instances = this.options.instances;
+    void this.execute(instances[slot % instances.length]!, batch, busy).then((outcomes) => {
       this.free.push(slot);
       this.running--;
       this.answer(seq, batch, outcomes);

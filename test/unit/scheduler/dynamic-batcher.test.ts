@@ -8,6 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { CancelSource, cancellationOf, type Cancellation } from '../../../src/cancellation.js';
 import type { ModelConfig } from '../../../src/config/model-config-types.js';
 import { ServingError } from '../../../src/errors.js';
 import { createMetrics } from '../../../src/observability/metrics.js';
@@ -49,8 +50,8 @@ interface Tracked {
 }
 
 /** Schedule and record how the promise ends, without awaiting it. */
-function send(b: DynamicBatcher, inputs: Map<string, Tensor>, options?: ScheduleOptions, signal?: AbortSignal, outputs = ['OUTPUT0']): Tracked {
-  const promise = b.schedule(inputs, outputs, signal, options);
+function send(b: DynamicBatcher, inputs: Map<string, Tensor>, options?: ScheduleOptions, cancel?: Cancellation, outputs = ['OUTPUT0']): Tracked {
+  const promise = b.schedule(inputs, outputs, cancel, options);
   const t: Tracked = { promise, state: 'pending' };
   promise.then(
     (v) => {
@@ -487,13 +488,13 @@ describe('queue policy', () => {
     const { batcher, executor } = setup(batchingConfig(8));
     send(batcher, rowsRequest(0, 1));
     await settle();
-    const controller = new AbortController();
+    const controller = new CancelSource();
     const a = send(batcher, rowsRequest(1, 1));
-    const gone = send(batcher, rowsRequest(2, 3), {}, controller.signal);
+    const gone = send(batcher, rowsRequest(2, 3), {}, controller);
     const c = send(batcher, rowsRequest(3, 1));
     await settle();
     assert.equal(batcher.queueLength, 3);
-    controller.abort();
+    controller.cancel();
     await settle();
     rejectedWith(gone, 'CANCELLED', /model 'm': request cancelled while waiting in the queue/);
     assert.equal(batcher.queueLength, 2);
@@ -506,15 +507,15 @@ describe('queue policy', () => {
     assert.deepEqual(outputOf(c).data, expectedRows(3, 1));
   });
 
-  test('one signal queued in two models (an ensemble\'s steps) leaves both queues when it aborts', async () => {
+  test('one AbortSignal (through cancellationOf) queued in two models (an ensemble\'s steps) leaves both queues when it aborts', async () => {
     const first = setup(batchingConfig(8));
     const second = setup(batchingConfig(8));
     for (const s of [first, second]) send(s.batcher, rowsRequest(0, 1)); // occupy each instance
     await settle();
     const controller = new AbortController();
-    const inFirst = send(first.batcher, rowsRequest(1, 1), {}, controller.signal);
-    const inSecond = send(second.batcher, rowsRequest(2, 1), {}, controller.signal);
-    const stays = send(second.batcher, rowsRequest(3, 1), {}, controller.signal);
+    const inFirst = send(first.batcher, rowsRequest(1, 1), {}, cancellationOf(controller.signal));
+    const inSecond = send(second.batcher, rowsRequest(2, 1), {}, cancellationOf(controller.signal));
+    const stays = send(second.batcher, rowsRequest(3, 1), {}, cancellationOf(controller.signal));
     await settle();
     // `stays` ran already in an earlier turn of a real ensemble; here it is queued too, so all three go.
     controller.abort();
@@ -528,19 +529,19 @@ describe('queue policy', () => {
 
   test('a request that left the queue to run is not cancelled by a later abort', async () => {
     const { batcher, executor } = setup(batchingConfig(8));
-    const controller = new AbortController();
-    const running = send(batcher, rowsRequest(1, 1), {}, controller.signal);
+    const controller = new CancelSource();
+    const running = send(batcher, rowsRequest(1, 1), {}, controller);
     await settle();
     assert.equal(executor.calls.length, 1);
-    controller.abort();
+    controller.cancel();
     executor.call(0).finish();
     await settle();
     assert.deepEqual(outputOf(running).data, expectedRows(1, 1), 'a running batch finishes; the transport drops the answer');
   });
 
-  test('a signal aborted before scheduling is refused at once', async () => {
+  test('a request cancelled before scheduling is refused at once', async () => {
     const { batcher, executor } = setup(batchingConfig(8));
-    await assert.rejects(batcher.schedule(rowsRequest(1, 1), ['OUTPUT0'], AbortSignal.abort()), isServingError('CANCELLED', /before it was queued/));
+    await assert.rejects(batcher.schedule(rowsRequest(1, 1), ['OUTPUT0'], cancellationOf(AbortSignal.abort())), isServingError('CANCELLED', /before it was queued/));
     assert.equal(executor.calls.length, 0);
   });
 });
@@ -615,6 +616,37 @@ describe('failures and instances', () => {
     executor.call(4).finish();
     await settle();
     assert.equal(executor.maxRunning, 2);
+    all.forEach((t, i) => assert.deepEqual(outputOf(t).data, expectedRows(i, 1)));
+  });
+
+  test('batchesPerInstance 2: every instance gets a batch before any gets a second; the next waits for a slot', async () => {
+    const clock = new FakeClock();
+    const a = new ManualExecutor();
+    const b = new ManualExecutor();
+    const batcher = new DynamicBatcher({
+      model: 'm',
+      policy: resolveBatchPolicy(batchingConfig(1), false, DEFAULT_BATCHING),
+      instances: [a, b],
+      batchesPerInstance: 2,
+      clock,
+    });
+    const all = Array.from({ length: 5 }, (_, i) => send(batcher, rowsRequest(i, 1)));
+    await settle();
+    assert.equal(batcher.inFlight, 4);
+    assert.equal(batcher.queueLength, 1);
+    assert.deepEqual([a.calls.length, b.calls.length], [2, 2]);
+    const firstValue = (inputs: ReadonlyMap<string, Tensor>): unknown => (inputs.get('INPUT0')!.data as Float32Array)[0];
+    assert.deepEqual(a.calls.map((c) => firstValue(c.inputs)), [firstValue(rowsRequest(0, 1)), firstValue(rowsRequest(2, 1))], 'requests 0 and 2 on instance A');
+    assert.deepEqual(b.calls.map((c) => firstValue(c.inputs)), [firstValue(rowsRequest(1, 1)), firstValue(rowsRequest(3, 1))], 'requests 1 and 3 on instance B');
+    assert.equal(a.maxRunning, 2, 'two batches handed to one instance at once');
+    b.call(0).finish();
+    await settle();
+    assert.equal(b.calls.length, 3, 'the freed slot of instance B takes the next batch');
+    a.call(0).finish();
+    a.call(1).finish();
+    b.call(1).finish();
+    b.call(2).finish();
+    await settle();
     all.forEach((t, i) => assert.deepEqual(outputOf(t).data, expectedRows(i, 1)));
   });
 
