@@ -5,6 +5,7 @@
  * tests start real servers on port 0 exactly as production does.
  */
 import { cancellationOf } from './cancellation.js';
+import { QuietWindow } from './scheduler/quiet-window.js';
 import type { Server } from 'node:http';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
@@ -88,6 +89,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
       metrics,
       allowJsBackend: config.allowJsBackend,
       placement: { mainThreadMaxRunUs: config.mainThreadMaxRunUs },
+      quiet: new QuietWindow(),
     },
     logger,
     metrics,

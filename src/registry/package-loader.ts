@@ -27,6 +27,7 @@ import { latestVersion, SessionExecutor, type LoadedModel, type LoadedVersion } 
 import type { ModelExecutor } from '../scheduler/model-scheduler.js';
 import { chooseEntryModel, scanRepository, type ModelDirectory, type RepositoryLayout } from './repository-layout.js';
 import { providerHintsFromJson } from './provider-hints.js';
+import type { QuietWindow } from '../scheduler/quiet-window.js';
 import type { PlacementSettings } from './session-placement.js';
 import { selectVersions } from './version-policy.js';
 
@@ -55,6 +56,8 @@ export interface PackageLoadDeps {
   readonly allowJsBackend?: boolean;
   /** Which sessions move to the main thread after warm-up (registry/session-placement.ts); DEFAULT_PLACEMENT when omitted. */
   readonly placement?: PlacementSettings;
+  /** The server-wide quiet window every batcher shares (scheduler/quiet-window.ts); omitted: each model judges its own load. */
+  readonly quiet?: QuietWindow;
 }
 
 export interface PackageLoadRequest {
@@ -328,6 +331,7 @@ export class PackageBuilder {
       policy,
       instances: executors,
       batchesPerInstance,
+      ...(this.deps.quiet ? { quiet: this.deps.quiet } : {}),
       logger: this.deps.logger,
       ...(this.deps.metrics ? { metrics: { sink: this.deps.metrics, labels: { model: name, version: String(version) } } } : {}),
     });

@@ -9,12 +9,14 @@
  * 6 µs, a 256→1024→1024→16 MLP in about 45 µs).
  *
  * So a small, fast CPU model gets a second copy of its session on the main
- * thread, and each batch picks one (ModelSession.run's `busy`): with nothing
- * else queued for the model, the main-thread copy runs (no hop: the latency
- * of a lone request is the run itself); with requests queued behind the
- * batch, the worker copy runs, so the main thread keeps reading and answering
- * them in parallel (measured at 64 connections: 22.7k req/s this way or in
- * the worker alone, 19.4k with every batch on the main thread).
+ * thread, and each batch picks one (ModelSession.run's `busy`, set by the
+ * batcher): while the server is quiet (no model had requests queued behind a
+ * batch or two batches in flight within scheduler/quiet-window.ts's window),
+ * the main-thread copy runs (no hop: the latency of a lone request is the
+ * run itself), with intra-op threads on every core; otherwise the worker
+ * copy runs, so the main thread keeps reading and answering requests in
+ * parallel (measured at 64 connections: 22.7k req/s this way or in the
+ * worker alone, 19.4k with every batch on the main thread).
  *
  * A model qualifies when it runs on CPU with one instance, its version
  * directory holds at most MAIN_THREAD_MAX_FILE_BYTES (the copy doubles its
@@ -29,6 +31,7 @@
  * `main` runs it on the main thread only (no worker copy, no measurement;
  * CPU, one instance), `worker` keeps it in its worker only.
  */
+import os from 'node:os';
 import path from 'node:path';
 import type { ModelConfig } from '../config/model-config-types.js';
 import { ServingError } from '../errors.js';
@@ -43,6 +46,13 @@ export type ExecutionThread = 'auto' | 'main' | 'worker';
 export interface PlacementSettings {
   /** Largest measured run (µs, median, at the largest batch) that `auto` moves to the main thread; 0 = `auto` never does. */
   readonly mainThreadMaxRunUs: number;
+  /**
+   * Intra-op threads of an `auto` main-thread copy; default: every core. The
+   * copy runs only while the whole server is quiet (scheduler/quiet-window.ts),
+   * so one run may use every core; a model's own `intra_op_thread_count`
+   * parameter wins.
+   */
+  readonly mainThreadIntraOpThreads?: number;
 }
 
 /** The server's default (MME_MAIN_THREAD_MAX_RUN_US). */
@@ -85,6 +95,8 @@ export async function placeSessions(model: LoadedModel, label: string, settings:
   const choice = executionThreadOf(config, label);
   if (choice === 'worker') return;
   const outputs = config.output.map((o) => o.name);
+  const ownThreads = config.parameters['intra_op_thread_count'];
+  const copyThreads = ownThreads !== undefined && ownThreads !== '' ? undefined : (settings.mainThreadIntraOpThreads ?? os.availableParallelism());
   for (const version of model.versions.values()) {
     const session = version.sessions[0];
     if (session === undefined) continue; // a processing step: already in-process
@@ -112,7 +124,7 @@ export async function placeSessions(model: LoadedModel, label: string, settings:
     }
     try {
       if (choice === 'main') await session.moveToMainThread();
-      else await session.addMainThreadCopy();
+      else await session.addMainThreadCopy(copyThreads);
     } catch (err) {
       logger.warn({ model: label, version: version.version, err: (err as Error).message }, 'could not create the session on the main thread; it stays in its runtime worker');
       continue;
@@ -120,7 +132,14 @@ export async function placeSessions(model: LoadedModel, label: string, settings:
     logger.info(
       choice === 'main'
         ? { model: label, version: version.version, placement: 'main thread only (execution_thread "main")' }
-        : { model: label, version: version.version, placement: 'main thread when idle, worker when busy', runUs: Math.round(runUs ?? 0), batch: Math.max(1, config.maxBatchSize) },
+        : {
+            model: label,
+            version: version.version,
+            placement: 'main thread when the server is quiet, worker when busy',
+            runUs: Math.round(runUs ?? 0),
+            batch: Math.max(1, config.maxBatchSize),
+            intraOpThreads: copyThreads ?? 'the model\'s intra_op_thread_count',
+          },
       'session placed',
     );
   }

@@ -37,9 +37,10 @@ export interface ModelSession {
   /**
    * Create a second copy on the main thread (CPU sessions only; see
    * runtime/main-thread-session.ts), used when the model is not busy. Called
-   * while the model loads, before it takes traffic.
+   * while the model loads, before it takes traffic. `intraOpThreads`: the
+   * copy's own intra-op thread count (default: the session's).
    */
-  addMainThreadCopy(): Promise<void>;
+  addMainThreadCopy(intraOpThreads?: number): Promise<void>;
   /** Like addMainThreadCopy, then release the worker's copy: every run is on the main thread. */
   moveToMainThread(): Promise<void>;
   release(): Promise<void>;
@@ -137,10 +138,11 @@ class PooledModelSession implements ModelSession {
     }
   }
 
-  async addMainThreadCopy(): Promise<void> {
+  async addMainThreadCopy(intraOpThreads?: number): Promise<void> {
     if (this.onMain !== undefined) return;
     if (this.provider !== 'cpu') throw new Error(`model '${this.model}': only CPU sessions run on the main thread (this one uses ${this.provider})`);
-    this.onMain = await createMainThreadSession(this.origin.path, this.origin.options);
+    const options = intraOpThreads === undefined ? this.origin.options : { ...this.origin.options, intraOpThreads };
+    this.onMain = await createMainThreadSession(this.origin.path, options);
   }
 
   async moveToMainThread(): Promise<void> {

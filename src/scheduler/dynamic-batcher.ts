@@ -36,6 +36,7 @@ import { batchSignature, concatInputs, requestRows, splitOutputs } from './batch
 import type { BatchPolicy } from './batch-policy.js';
 import { systemClock, type Clock } from './clock.js';
 import type { ModelExecutor, ModelScheduler, ScheduleOptions } from './model-scheduler.js';
+import type { QuietWindow } from './quiet-window.js';
 
 export type SchedulerMetrics = Pick<Metrics, 'execCount' | 'inferenceCount' | 'computeInferDurationUs' | 'queueDurationUs' | 'batchSize'>;
 
@@ -55,6 +56,12 @@ export interface DynamicBatcherOptions {
    * instance has one.
    */
   readonly batchesPerInstance?: number;
+  /**
+   * The server-wide quiet window (scheduler/quiet-window.ts): a batch counts
+   * as busy for its executor while any model was busy within the window.
+   * Without it, busy means only this model's own queue or other batch.
+   */
+  readonly quiet?: QuietWindow;
   /** Per-model metrics and their labels (model name, version); omitted in tests that do not look. */
   readonly metrics?: { readonly sink: SchedulerMetrics; readonly labels: { readonly model: string; readonly version: string } };
   readonly clock?: Clock;
@@ -392,8 +399,14 @@ export class DynamicBatcher implements ModelScheduler {
     metrics?.sink.queueDurationUs.inc(metrics.labels, queuedUs);
     this.running++;
     const seq = this.nextBatch++;
-    // Requests still queued behind this batch: the executor's hint of load (ModelExecutor.execute).
-    const busy = this.queued > 0;
+    // The executor's hint of load (ModelExecutor.execute): requests still queued behind this batch, or
+    // another batch of the model in flight; with a quiet window, also any model busy within it.
+    let busy = this.queued > 0 || this.running > 1;
+    const quiet = this.options.quiet;
+    if (quiet !== undefined) {
+      if (busy) quiet.markBusy(now);
+      else busy = !quiet.isQuiet(now);
+    }
     const instances = this.options.instances;
     void this.execute(instances[slot % instances.length]!, batch, busy).then((outcomes) => {
       this.free.push(slot);

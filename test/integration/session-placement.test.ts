@@ -5,6 +5,7 @@
  * `execution_thread` parameter decide; models whose cost the probe cannot
  * bound stay in their worker; the copy is counted in the model's memory.
  */
+import os from 'node:os';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -62,7 +63,8 @@ describe('session placement', () => {
     assert.ok(session.worker >= 0, 'the worker copy stays for busy batches');
     const line = placed(s, 'small')[0];
     assert.ok(line, 'the placement is logged');
-    assert.equal(line['placement'], 'main thread when idle, worker when busy');
+    assert.equal(line['placement'], 'main thread when the server is quiet, worker when busy');
+    assert.equal(line['intraOpThreads'], os.availableParallelism(), 'the copy runs only while the server is quiet, on every core');
     assert.equal(line['batch'], 8, 'measured at max_batch_size rows');
     assert.ok(typeof line['runUs'] === 'number' && line['runUs'] <= 1000, String(line['runUs']));
 

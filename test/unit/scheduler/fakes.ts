@@ -66,6 +66,8 @@ export interface Call {
   readonly outputNames: readonly string[];
   /** Rows of the first input (the batch size the model saw). */
   readonly rows: number;
+  /** The batcher's load hint for this run (ModelExecutor.execute's `busy`). */
+  readonly busy: boolean | undefined;
   finish(outputs?: Map<string, Tensor>): void;
   fail(err: Error): void;
 }
@@ -82,7 +84,7 @@ export class ManualExecutor implements ModelExecutor {
 
   constructor(private readonly compute: (inputs: ReadonlyMap<string, Tensor>) => Map<string, Tensor> = doubleInput) {}
 
-  execute(inputs: ReadonlyMap<string, Tensor>, outputNames: readonly string[]): Promise<Map<string, Tensor>> {
+  execute(inputs: ReadonlyMap<string, Tensor>, outputNames: readonly string[], busy?: boolean): Promise<Map<string, Tensor>> {
     this.running++;
     this.maxRunning = Math.max(this.maxRunning, this.running);
     return new Promise((resolve, reject) => {
@@ -91,6 +93,7 @@ export class ManualExecutor implements ModelExecutor {
         inputs,
         outputNames,
         rows: inputs.values().next().value?.shape[0] ?? 0,
+        busy,
         finish: (outputs) => {
           done();
           resolve(outputs ?? this.compute(inputs));
