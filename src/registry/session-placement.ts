@@ -47,16 +47,24 @@ export interface PlacementSettings {
   /** Largest measured run (µs, median, at the largest batch) that `auto` moves to the main thread; 0 = `auto` never does. */
   readonly mainThreadMaxRunUs: number;
   /**
-   * Intra-op threads of an `auto` main-thread copy; default: every core. The
-   * copy runs only while the whole server is quiet (scheduler/quiet-window.ts),
-   * so one run may use every core; a model's own `intra_op_thread_count`
-   * parameter wins.
+   * Intra-op threads of an `auto` main-thread copy; default: every core, at
+   * most MAIN_THREAD_MAX_INTRA_OP_THREADS. The copy runs only while the whole
+   * server is quiet (scheduler/quiet-window.ts), so one run may use the
+   * cores; a model's own `intra_op_thread_count` parameter wins.
    */
   readonly mainThreadIntraOpThreads?: number;
 }
 
 /** The server's default (MME_MAIN_THREAD_MAX_RUN_US). */
 export const DEFAULT_PLACEMENT: PlacementSettings = Object.freeze({ mainThreadMaxRunUs: 1000 });
+
+/**
+ * Cap on a main-thread copy's intra-op threads: every copy holds its own
+ * onnxruntime pool (blocked while unused), so a many-core host with many
+ * small models must not get cores × models threads; the measured gain
+ * (MLP, one connection) came from the second thread.
+ */
+export const MAIN_THREAD_MAX_INTRA_OP_THREADS = 4;
 
 /** Largest version directory (model file and external data) that gets a main-thread copy. */
 export const MAIN_THREAD_MAX_FILE_BYTES = 64 * 1024 * 1024;
@@ -96,7 +104,7 @@ export async function placeSessions(model: LoadedModel, label: string, settings:
   if (choice === 'worker') return;
   const outputs = config.output.map((o) => o.name);
   const ownThreads = config.parameters['intra_op_thread_count'];
-  const copyThreads = ownThreads !== undefined && ownThreads !== '' ? undefined : (settings.mainThreadIntraOpThreads ?? os.availableParallelism());
+  const copyThreads = ownThreads !== undefined && ownThreads !== '' ? undefined : (settings.mainThreadIntraOpThreads ?? Math.min(MAIN_THREAD_MAX_INTRA_OP_THREADS, os.availableParallelism()));
   for (const version of model.versions.values()) {
     const session = version.sessions[0];
     if (session === undefined) continue; // a processing step: already in-process
