@@ -49,7 +49,6 @@ class HttpRequestContext implements RequestContext {
   get log(): Logger {
     return (this.child ??= this.root.child({ reqId: this.id }));
   }
-
 }
 
 /**

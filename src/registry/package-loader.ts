@@ -25,9 +25,9 @@ import { DynamicBatcher, type SchedulerMetrics } from '../scheduler/dynamic-batc
 import { checkConfigAgainstGraph } from './config-check.js';
 import { latestVersion, SessionExecutor, type LoadedModel, type LoadedVersion } from './loaded-model.js';
 import type { ModelExecutor } from '../scheduler/model-scheduler.js';
+import type { QuietWindow } from '../scheduler/quiet-window.js';
 import { chooseEntryModel, scanRepository, type ModelDirectory, type RepositoryLayout } from './repository-layout.js';
 import { providerHintsFromJson } from './provider-hints.js';
-import type { QuietWindow } from '../scheduler/quiet-window.js';
 import type { PlacementSettings } from './session-placement.js';
 import { selectVersions } from './version-policy.js';
 

@@ -6,8 +6,8 @@
  * one.
  *
  * Why: a small CPU model's main-thread session copy (registry/session-placement.ts)
- * runs with onnxruntime's intra-op threads on every core, which spin between
- * runs; that is what makes a lone request fast (MLP p50 at one connection
+ * runs with onnxruntime's intra-op threads on the cores (at most 4), which
+ * spin between runs; that is what makes a lone request fast (MLP p50 at one connection
  * 0.107 ms against 0.181 with one thread), but a spinning thread took 80-90%
  * of a core from the main thread and the workers under load, even when only
  * ~2.5% of runs used the copy, and throughput at 64 connections fell by a
