@@ -20,6 +20,7 @@ import { gpuMemory, hostMemoryBytes } from './runtime/memory-usage.js';
 import { detectHostCapabilities } from './runtime/execution-providers.js';
 import { RuntimePool } from './runtime/runtime-pool.js';
 import { InferenceService } from './service/inference-service.js';
+import { ResponseCache } from './service/response-cache.js';
 import { DiskCache } from './store/disk-cache.js';
 import { isS3Uri } from './config/s3-uri.js';
 import { LocalModelSource } from './store/local-source.js';
@@ -94,7 +95,12 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
     logger,
     metrics,
   });
-  const service = new InferenceService({ registry, metrics, maxInflight: config.maxInflightRequests });
+  const service = new InferenceService({
+    registry,
+    metrics,
+    maxInflight: config.maxInflightRequests,
+    ...(config.responseCacheBytes > 0 ? { responseCache: new ResponseCache(config.responseCacheBytes) } : {}),
+  });
   let shuttingDown = false;
   const inflight = { count: 0 };
   const app = createApp({
@@ -151,6 +157,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
       intraOpThreads: config.intraOpThreads ?? 'onnxruntime default',
       dynamicBatching: config.dynamicBatching,
       mainThreadMaxRunUs: config.mainThreadMaxRunUs,
+      responseCacheBytes: config.responseCacheBytes,
       gpuVisible: host.gpuVisible,
       installedProviders: [...host.installed],
     },

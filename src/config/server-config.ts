@@ -52,6 +52,8 @@ export interface ServerConfig {
   readonly intraOpThreads: number | undefined;
   /** MME_MAIN_THREAD_MAX_RUN_US: CPU models whose largest batch runs at most this long (µs) run on the main thread; 0 = none unless a config asks. */
   readonly mainThreadMaxRunUs: number;
+  /** Byte budget of the response cache (models with `response_cache { enable: true }`); 0 = no cache. */
+  readonly responseCacheBytes: number;
   /** MME_DYNAMIC_BATCHING: false = every request runs alone (config dynamic_batching blocks included). */
   readonly dynamicBatching: boolean;
   /** MME_ALLOW_JS_BACKEND: false refuses packages with a `backend: "js"` step (their code would run in this process). */
@@ -344,6 +346,14 @@ export const SETTINGS: readonly AnySetting[] = [
     description:
       'A CPU model with one instance whose largest batch runs in at most this many µs (measured at load) also gets a session on the main thread, used when no other request for it is queued: the hop to a runtime worker costs more than such a run. 0 = never (a model\'s `execution_thread` parameter still may). At most 100000.',
     parse: (raw) => (raw === undefined ? 1000 : int('MME_MAIN_THREAD_MAX_RUN_US', raw, 0, 100_000)),
+  },
+  {
+    key: 'responseCacheBytes',
+    env: ['MME_RESPONSE_CACHE_BYTES'],
+    defaultText: '0 (off)',
+    description:
+      'Byte budget of the response cache, shared by every model whose config.pbtxt says `response_cache { enable: true }`: an identical request (same model version, inputs and requested outputs) is answered from memory without running the model; least recently used answers go first. 0 = no cache (such models then run every request, with a warning at load).',
+    parse: (raw) => (raw === undefined || raw.trim() === '' ? 0 : int('MME_RESPONSE_CACHE_BYTES', raw, 0)),
   },
   {
     key: 'allowJsBackend',

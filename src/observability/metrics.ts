@@ -45,6 +45,14 @@ export interface Metrics {
   readonly computeInputDurationUs: Counter<'model' | 'version'>;
   /** Output post-processing after the run (classification), before encoding (Triton's "compute output"). */
   readonly computeOutputDurationUs: Counter<'model' | 'version'>;
+  /** Response cache (models with `response_cache { enable: true }`): Triton's per-model names; durations are lookup (+ insert on a miss). */
+  readonly cacheHits: Counter<'model' | 'version'>;
+  readonly cacheMisses: Counter<'model' | 'version'>;
+  readonly cacheHitDurationUs: Counter<'model' | 'version'>;
+  readonly cacheMissDurationUs: Counter<'model' | 'version'>;
+  readonly responseCacheBytes: Gauge;
+  readonly responseCacheEntries: Gauge;
+  readonly responseCacheEvictions: Counter;
 }
 
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -213,6 +221,45 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
       name: 'nv_inference_compute_output_duration_us',
       help: 'Cumulative compute output duration in microseconds: output post-processing (classification) after the run',
       labelNames: ['model', 'version'],
+      registers,
+    }),
+    cacheHits: new Counter({
+      name: 'nv_cache_num_hits_per_model',
+      help: 'Number of requests answered from the response cache',
+      labelNames: ['model', 'version'],
+      registers,
+    }),
+    cacheMisses: new Counter({
+      name: 'nv_cache_num_misses_per_model',
+      help: 'Number of requests not found in the response cache (run, then cached)',
+      labelNames: ['model', 'version'],
+      registers,
+    }),
+    cacheHitDurationUs: new Counter({
+      name: 'nv_cache_hit_duration_per_model',
+      help: 'Cumulative time of response cache hits in microseconds (key hashing and lookup)',
+      labelNames: ['model', 'version'],
+      registers,
+    }),
+    cacheMissDurationUs: new Counter({
+      name: 'nv_cache_miss_duration_per_model',
+      help: 'Cumulative time of response cache misses in microseconds (key hashing, lookup and insertion)',
+      labelNames: ['model', 'version'],
+      registers,
+    }),
+    responseCacheBytes: new Gauge({
+      name: 'onnx_mme_response_cache_bytes',
+      help: 'Bytes held by the response cache (MME_RESPONSE_CACHE_BYTES is its budget)',
+      registers,
+    }),
+    responseCacheEntries: new Gauge({
+      name: 'onnx_mme_response_cache_entries',
+      help: 'Answers held by the response cache',
+      registers,
+    }),
+    responseCacheEvictions: new Counter({
+      name: 'onnx_mme_response_cache_evictions_total',
+      help: 'Answers removed from the response cache to make room (least recently used first)',
       registers,
     }),
   };

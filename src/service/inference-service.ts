@@ -3,8 +3,9 @@
  * The transport-free use cases: run an inference on a model reference, and
  * the SageMaker MME management calls. HTTP adapters parse, call this, and
  * format; nothing here knows about express. Every inference goes the same way:
- * lease the package → validate against the entry model → run the plan (one
- * step for a single model) → release the lease.
+ * lease the package → validate against the entry model → answer from the
+ * response cache when the model enables it, else run the plan (one step for
+ * a single model) → release the lease.
  */
 import type { Cancellation } from '../cancellation.js';
 import type { ModelConfig } from '../config/model-config-types.js';
@@ -21,6 +22,7 @@ import type { Lease, ManagedModelInfo, ModelRegistry } from '../registry/model-r
 import { scheduleOptionsFrom } from '../scheduler/schedule-options.js';
 import { normalizeTarget } from '../store/target-path.js';
 import { outputLabels } from './output-labels.js';
+import type { ResponseCache } from './response-cache.js';
 import { validateRequest } from './validate-request.js';
 
 /** Which model a request addresses. */
@@ -84,6 +86,8 @@ export interface InferenceServiceOptions {
   readonly registry: ModelRegistry;
   readonly metrics: Metrics;
   readonly maxInflight: number;
+  /** Serves models with `response_cache { enable: true }`; absent = no cache (MME_RESPONSE_CACHE_BYTES 0). */
+  readonly responseCache?: ResponseCache;
 }
 
 function refLabel(ref: ModelRef): string {
@@ -99,6 +103,8 @@ function refLabel(ref: ModelRef): string {
 
 export class InferenceService {
   private inflight = 0;
+  /** Models already warned that they enable a response cache the server does not have (once per load). */
+  private readonly uncachedWarned = new WeakSet<LoadedModel>();
 
   constructor(private readonly options: InferenceServiceOptions) {}
 
@@ -148,11 +154,33 @@ export class InferenceService {
       const postProcess = await this.prepareOutputs(request, entry, lease.label);
       inputNs += process.hrtime.bigint() - bindStart;
       const wanted = request.outputs?.map((o) => o.name) ?? entry.config.output.map((t) => t.name);
+      const cache = entry.config.responseCacheEnabled ? this.options.responseCache : undefined;
+      if (entry.config.responseCacheEnabled && cache === undefined && !this.uncachedWarned.has(entry)) {
+        this.uncachedWarned.add(entry);
+        ctx.log.warn({ model: modelName }, 'the model enables response_cache but the server has none (MME_RESPONSE_CACHE_BYTES is 0): every request runs the model');
+      }
+      let cacheKey: string | undefined;
+      let lookupNs = 0n;
+      if (cache !== undefined) {
+        const lookupStart = process.hrtime.bigint();
+        cacheKey = cache.keyOf(pkg, modelName, version, request.inputs, wanted);
+        const hit = cache.get(cacheKey);
+        lookupNs = process.hrtime.bigint() - lookupStart;
+        if (hit !== undefined) {
+          const labels = { model: modelName, version };
+          this.options.metrics.cacheHits.inc(labels);
+          this.options.metrics.cacheHitDurationUs.inc(labels, Number(lookupNs) / 1000);
+          const outputs = postProcess(hit);
+          this.record(modelName, version, batch, 0, started, false);
+          return { id: request.id, modelName, modelVersion: version, outputs };
+        }
+      }
       pending = { model: modelName, version };
       this.options.metrics.pendingRequests.inc(pending);
       const computeStart = process.hrtime.bigint();
       const raw = await runPlan(served.plan, request.inputs, wanted, ctx.cancel, scheduleOptionsFrom(request.parameters, lease.label));
       const computeUs = Number(process.hrtime.bigint() - computeStart) / 1000;
+      if (cache !== undefined && cacheKey !== undefined) this.insert(cache, cacheKey, raw, pending, lookupNs);
       const outputStart = process.hrtime.bigint();
       const outputs = postProcess(raw);
       this.recordPhases(pending, inputNs, process.hrtime.bigint() - outputStart);
@@ -168,6 +196,20 @@ export class InferenceService {
       lease?.release();
       this.inflight--;
     }
+  }
+
+  /** A miss: keep the answer (before post-processing, which may replace outputs in `raw`); Triton's miss time is lookup + insert. */
+  private insert(cache: ResponseCache, key: string, raw: ReadonlyMap<string, Tensor>, labels: { model: string; version: string }, lookupNs: bigint): void {
+    const m = this.options.metrics;
+    const insertStart = process.hrtime.bigint();
+    const before = cache.stats().evictions;
+    cache.set(key, raw);
+    const after = cache.stats();
+    m.cacheMisses.inc(labels);
+    m.cacheMissDurationUs.inc(labels, Number(lookupNs + process.hrtime.bigint() - insertStart) / 1000);
+    m.responseCacheBytes.set(after.bytes);
+    m.responseCacheEntries.set(after.entries);
+    if (after.evictions > before) m.responseCacheEvictions.inc(after.evictions - before);
   }
 
   /** Triton's compute-input and compute-output phases (see metrics.ts for what they cover here). */
@@ -205,7 +247,8 @@ export class InferenceService {
    * Per-request counters. A model's executions, rows and compute time are
    * counted by its scheduler, once per batch (so nv_inference_exec_count counts
    * batches and nv_inference_count rows); an ensemble has no scheduler of its
-   * own, so here each request is one execution of it.
+   * own, so here each request is one execution of it. A response-cache hit
+   * passes `ensemble` false: hits are not inferences (Triton excludes them).
    */
   private record(model: string, version: string, batch: number, computeUs: number, started: bigint, ensemble: boolean): void {
     const m = this.options.metrics;
