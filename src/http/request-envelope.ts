@@ -62,7 +62,7 @@ export function openEnvelope(req: IncomingMessage, res: ServerResponse, deps: En
   const ctx = createRequestContext(req, res, deps.logger, (finished) => {
     deps.inflight.count--;
     if (!finished) return;
-    deps.metrics.httpRequests.inc({ route: options.routeOf ? options.routeOf() : envelope.route, status: String(res.statusCode) });
+    deps.metrics.httpRequests.cell({ route: options.routeOf ? options.routeOf() : envelope.route, status: String(res.statusCode) }).inc();
     if (debug) {
       ctx.log.debug({ method: req.method, path, status: res.statusCode, ...modelFields(ctx), durationMs: elapsedMs(ctx) }, 'request');
     }

@@ -7,26 +7,49 @@
  * histograms are added because counters alone cannot give percentiles.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { CellCounter, CellGauge, CellHistogram, type CounterCell, type GaugeCell, type HistogramCell } from './metric-cells.js';
+
+/**
+ * The cells (observability/metric-cells.ts) of one model version that the
+ * request path updates: its scheduler holds the batch ones, the service looks
+ * the set up once per request. Names say which metric each feeds.
+ */
+export interface ModelMetrics {
+  readonly requestSuccess: CounterCell;
+  readonly requestDurationUs: CounterCell;
+  /** onnx_mme_request_duration_seconds (labelled by model only). */
+  readonly requestDuration: HistogramCell;
+  readonly pending: GaugeCell;
+  readonly computeInputUs: CounterCell;
+  readonly computeOutputUs: CounterCell;
+  readonly computeInferUs: CounterCell;
+  readonly inferenceCount: CounterCell;
+  readonly execCount: CounterCell;
+  readonly queueUs: CounterCell;
+  readonly batchSize: HistogramCell;
+}
 
 export interface Metrics {
   readonly registry: Registry;
-  readonly requestSuccess: Counter<'model' | 'version'>;
+  /** The cells of `model` version `version` (made on first use, then one Map lookup). */
+  forModel(model: string, version: string): ModelMetrics;
+  readonly requestSuccess: CellCounter<'model' | 'version'>;
   readonly requestFailure: Counter<'model' | 'version' | 'reason'>;
-  readonly inferenceCount: Counter<'model' | 'version'>;
-  readonly execCount: Counter<'model' | 'version'>;
+  readonly inferenceCount: CellCounter<'model' | 'version'>;
+  readonly execCount: CellCounter<'model' | 'version'>;
   /** Time requests spent in a model's scheduler queue before their batch started (Triton's queue duration). */
-  readonly queueDurationUs: Counter<'model' | 'version'>;
+  readonly queueDurationUs: CellCounter<'model' | 'version'>;
   /** Rows per model execution: how well the dynamic batcher merges (average batch = nv_inference_count / nv_inference_exec_count). */
-  readonly batchSize: Histogram<'model' | 'version'>;
-  readonly requestDurationUs: Counter<'model' | 'version'>;
-  readonly computeInferDurationUs: Counter<'model' | 'version'>;
-  readonly requestDuration: Histogram<'model'>;
-  readonly httpRequests: Counter<'route' | 'status'>;
+  readonly batchSize: CellHistogram<'model' | 'version'>;
+  readonly requestDurationUs: CellCounter<'model' | 'version'>;
+  readonly computeInferDurationUs: CellCounter<'model' | 'version'>;
+  readonly requestDuration: CellHistogram<'model'>;
+  readonly httpRequests: CellCounter<'route' | 'status'>;
   readonly modelLoadDuration: Histogram<'outcome'>;
   readonly modelUnloadDuration: Histogram;
   readonly loadedModels: Gauge;
   /** Per model lookup: already in memory, on local disk, or fetched from the source (SageMaker ModelCacheHit). */
-  readonly modelCacheLookups: Counter<'result'>;
+  readonly modelCacheLookups: CellCounter<'result'>;
   readonly modelDownloads: Counter<'outcome'>;
   readonly modelDownloadBytes: Counter;
   readonly modelRevalidations: Counter<'result'>;
@@ -40,11 +63,11 @@ export interface Metrics {
   /** How long requests waited for their model to be loaded (SageMaker ModelLoadingWaitTime). */
   readonly modelLoadingWait: Histogram;
   /** Requests admitted for a model (its package leased) and not yet finished; see README "Metrics". */
-  readonly pendingRequests: Gauge<'model' | 'version'>;
+  readonly pendingRequests: CellGauge<'model' | 'version'>;
   /** Request body → typed tensors, bound and validated against the model (Triton's "compute input"). */
-  readonly computeInputDurationUs: Counter<'model' | 'version'>;
+  readonly computeInputDurationUs: CellCounter<'model' | 'version'>;
   /** Output post-processing after the run (classification), before encoding (Triton's "compute output"). */
-  readonly computeOutputDurationUs: Counter<'model' | 'version'>;
+  readonly computeOutputDurationUs: CellCounter<'model' | 'version'>;
   /** Response cache (models with `response_cache { enable: true }`): Triton's per-model names; durations are lookup (+ insert on a miss). */
   readonly cacheHits: Counter<'model' | 'version'>;
   readonly cacheMisses: Counter<'model' | 'version'>;
@@ -64,9 +87,32 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
   const registry = new Registry();
   if (options.collectProcessMetrics) collectDefaultMetrics({ register: registry });
   const registers = [registry];
-  return {
+  const byModel = new Map<string, ModelMetrics>();
+  const metrics: Metrics = {
     registry,
-    requestSuccess: new Counter({
+    forModel(model, version) {
+      const key = `${model}\u0000${version}`;
+      let cells = byModel.get(key);
+      if (cells === undefined) {
+        const labels = { model, version };
+        cells = Object.freeze({
+          requestSuccess: metrics.requestSuccess.cell(labels),
+          requestDurationUs: metrics.requestDurationUs.cell(labels),
+          requestDuration: metrics.requestDuration.cell({ model }),
+          pending: metrics.pendingRequests.cell(labels),
+          computeInputUs: metrics.computeInputDurationUs.cell(labels),
+          computeOutputUs: metrics.computeOutputDurationUs.cell(labels),
+          computeInferUs: metrics.computeInferDurationUs.cell(labels),
+          inferenceCount: metrics.inferenceCount.cell(labels),
+          execCount: metrics.execCount.cell(labels),
+          queueUs: metrics.queueDurationUs.cell(labels),
+          batchSize: metrics.batchSize.cell(labels),
+        });
+        byModel.set(key, cells);
+      }
+      return cells;
+    },
+    requestSuccess: new CellCounter({
       name: 'nv_inference_request_success',
       help: 'Number of successful inference requests, all batch sizes',
       labelNames: ['model', 'version'],
@@ -78,51 +124,51 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
       labelNames: ['model', 'version', 'reason'],
       registers,
     }),
-    inferenceCount: new Counter({
+    inferenceCount: new CellCounter({
       name: 'nv_inference_count',
       help: 'Number of inferences performed (does not include cached requests)',
       labelNames: ['model', 'version'],
       registers,
     }),
-    execCount: new Counter({
+    execCount: new CellCounter({
       name: 'nv_inference_exec_count',
       help: 'Number of model executions performed (does not include cached requests)',
       labelNames: ['model', 'version'],
       registers,
     }),
-    queueDurationUs: new Counter({
+    queueDurationUs: new CellCounter({
       name: 'nv_inference_queue_duration_us',
       help: 'Cumulative inference queuing duration in microseconds (includes cached requests)',
       labelNames: ['model', 'version'],
       registers,
     }),
-    batchSize: new Histogram({
+    batchSize: new CellHistogram({
       name: 'onnx_mme_batch_size',
       help: 'Rows per model execution formed by the dynamic batcher (one observation per execution)',
       labelNames: ['model', 'version'],
       buckets: BATCH_SIZE_BUCKETS,
       registers,
     }),
-    requestDurationUs: new Counter({
+    requestDurationUs: new CellCounter({
       name: 'nv_inference_request_duration_us',
       help: 'Cumulative inference request duration in microseconds (includes cached requests)',
       labelNames: ['model', 'version'],
       registers,
     }),
-    computeInferDurationUs: new Counter({
+    computeInferDurationUs: new CellCounter({
       name: 'nv_inference_compute_infer_duration_us',
       help: 'Cumulative compute inference duration in microseconds (does not include cached requests)',
       labelNames: ['model', 'version'],
       registers,
     }),
-    requestDuration: new Histogram({
+    requestDuration: new CellHistogram({
       name: 'onnx_mme_request_duration_seconds',
       help: 'End-to-end inference request latency in seconds, per entry model',
       labelNames: ['model'],
       buckets: LATENCY_BUCKETS,
       registers,
     }),
-    httpRequests: new Counter({
+    httpRequests: new CellCounter({
       name: 'onnx_mme_http_requests_total',
       help: 'HTTP requests by route and status code',
       labelNames: ['route', 'status'],
@@ -146,7 +192,7 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
       help: 'Model packages resident in memory (SageMaker LoadedModelCount)',
       registers,
     }),
-    modelCacheLookups: new Counter({
+    modelCacheLookups: new CellCounter({
       name: 'onnx_mme_model_cache_lookups_total',
       help: 'Model lookups by where the model was found: memory (already loaded), disk (cached, loaded now) or source (downloaded/extracted now)',
       labelNames: ['result'],
@@ -205,19 +251,19 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
       buckets: LOAD_BUCKETS,
       registers,
     }),
-    pendingRequests: new Gauge({
+    pendingRequests: new CellGauge({
       name: 'nv_inference_pending_request_count',
       help: 'Instantaneous number of requests admitted for the model and not yet completed (queued or executing)',
       labelNames: ['model', 'version'],
       registers,
     }),
-    computeInputDurationUs: new Counter({
+    computeInputDurationUs: new CellCounter({
       name: 'nv_inference_compute_input_duration_us',
       help: 'Cumulative compute input duration in microseconds: request body decoding into tensors and validation against the model',
       labelNames: ['model', 'version'],
       registers,
     }),
-    computeOutputDurationUs: new Counter({
+    computeOutputDurationUs: new CellCounter({
       name: 'nv_inference_compute_output_duration_us',
       help: 'Cumulative compute output duration in microseconds: output post-processing (classification) after the run',
       labelNames: ['model', 'version'],
@@ -263,4 +309,5 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
       registers,
     }),
   };
+  return metrics;
 }

@@ -29,6 +29,7 @@ import path from 'node:path';
 import type { Cancellation } from '../cancellation.js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
+import type { CounterCell } from '../observability/metric-cells.js';
 import type { Metrics } from '../observability/metrics.js';
 import { gpuMemory, processRssBytes } from '../runtime/memory-usage.js';
 import { abortable } from '../store/abort.js';
@@ -138,6 +139,8 @@ export class ModelRegistry {
   /** Loads in progress, for telling whether a memory measurement was disturbed by another load. */
   private readonly measuring = new Set<{ overlapped: boolean }>();
   private closing = false;
+  /** The `memory` lookup cell, counted on every request (made on first use). */
+  private memoryLookups: CounterCell | undefined;
 
   constructor(private readonly options: RegistryOptions) {}
 
@@ -499,9 +502,9 @@ export class ModelRegistry {
       entry = this.entries.get(key);
       if (entry?.state === 'UNLOADING') entry = undefined;
     }
-    const waitStarted = performance.now();
     const resident = entry?.state === 'READY';
-    if (resident) this.options.metrics.modelCacheLookups.inc({ result: 'memory' });
+    if (resident) (this.memoryLookups ??= this.options.metrics.modelCacheLookups.cell({ result: 'memory' })).inc();
+    const waitStarted = resident ? 0 : performance.now();
     // Resident: lease at once. Nothing to wait for, so no abort listener (the hot path of every request).
     if (resident && entry!.pkg !== undefined) return this.lease(entry!, entry!.pkg);
     entry ??= this.startLoad(key, kind, label, extra, loader);

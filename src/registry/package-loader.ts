@@ -17,11 +17,12 @@ import { ensembleSpecFromJson } from '../ensemble/ensemble-spec.js';
 import { ensemblePlan, ensembleProblems, singleModelPlan, type EnsembleSpec, type ExecutionPlan, type StepModel } from '../ensemble/execution-plan.js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
 import { chooseProviders, type HostCapabilities } from '../runtime/execution-providers.js';
 import { createModelSession, type ModelSession } from '../runtime/onnx-session.js';
 import type { RuntimePool } from '../runtime/runtime-pool.js';
 import { DEFAULT_BATCHING, requestedInstances, resolveBatchPolicy, type BatchingDefaults, type BatchPolicy } from '../scheduler/batch-policy.js';
-import { DynamicBatcher, type SchedulerMetrics } from '../scheduler/dynamic-batcher.js';
+import { DynamicBatcher } from '../scheduler/dynamic-batcher.js';
 import { checkConfigAgainstGraph } from './config-check.js';
 import { latestVersion, SessionExecutor, type LoadedModel, type LoadedVersion } from './loaded-model.js';
 import type { ModelExecutor } from '../scheduler/model-scheduler.js';
@@ -50,8 +51,8 @@ export interface PackageLoadDeps {
   readonly serverProviders: readonly ProviderName[] | undefined;
   /** Server-wide batching defaults (env); DEFAULT_BATCHING when omitted. */
   readonly batching?: BatchingDefaults;
-  /** Where schedulers count executions, rows, queue time and batch sizes; omitted = not counted. */
-  readonly metrics?: SchedulerMetrics;
+  /** Where schedulers count executions, rows, queue time and batch sizes (each model version's cells); omitted = not counted. */
+  readonly metrics?: Pick<Metrics, 'forModel'>;
   /** MME_ALLOW_JS_BACKEND: false refuses packages with a `backend: "js"` step. Default true. */
   readonly allowJsBackend?: boolean;
   /** Which sessions move to the main thread after warm-up (registry/session-placement.ts); DEFAULT_PLACEMENT when omitted. */
@@ -333,7 +334,7 @@ export class PackageBuilder {
       batchesPerInstance,
       ...(this.deps.quiet ? { quiet: this.deps.quiet } : {}),
       logger: this.deps.logger,
-      ...(this.deps.metrics ? { metrics: { sink: this.deps.metrics, labels: { model: name, version: String(version) } } } : {}),
+      ...(this.deps.metrics ? { metrics: this.deps.metrics.forModel(name, String(version)) } : {}),
     });
   }
 

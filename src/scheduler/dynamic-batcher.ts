@@ -30,7 +30,7 @@
 import type { Cancellation } from '../cancellation.js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
-import type { Metrics } from '../observability/metrics.js';
+import type { ModelMetrics } from '../observability/metrics.js';
 import type { Tensor } from '../protocol/tensor.js';
 import { batchSignature, concatInputs, requestRows, splitOutputs } from './batch-merge.js';
 import type { BatchPolicy } from './batch-policy.js';
@@ -38,7 +38,8 @@ import { systemClock, type Clock } from './clock.js';
 import type { ModelExecutor, ModelScheduler, ScheduleOptions } from './model-scheduler.js';
 import type { QuietWindow } from './quiet-window.js';
 
-export type SchedulerMetrics = Pick<Metrics, 'execCount' | 'inferenceCount' | 'computeInferDurationUs' | 'queueDurationUs' | 'batchSize'>;
+/** The batch-level cells of the model version a batcher serves (observability/metrics.ts forModel). */
+export type SchedulerMetrics = Pick<ModelMetrics, 'execCount' | 'inferenceCount' | 'computeInferUs' | 'queueUs' | 'batchSize'>;
 
 export interface DynamicBatcherOptions {
   /** The model as messages and logs name it (the package label). */
@@ -62,8 +63,8 @@ export interface DynamicBatcherOptions {
    * Without it, busy means only this model's own queue or other batch.
    */
   readonly quiet?: QuietWindow;
-  /** Per-model metrics and their labels (model name, version); omitted in tests that do not look. */
-  readonly metrics?: { readonly sink: SchedulerMetrics; readonly labels: { readonly model: string; readonly version: string } };
+  /** The model version's metric cells; omitted in tests that do not look. */
+  readonly metrics?: SchedulerMetrics;
   readonly clock?: Clock;
   readonly logger?: Logger;
 }
@@ -396,7 +397,7 @@ export class DynamicBatcher implements ModelScheduler {
       this.leave(p, 'running');
       queuedUs += now - p.enqueuedUs;
     }
-    metrics?.sink.queueDurationUs.inc(metrics.labels, queuedUs);
+    metrics?.queueUs.inc(queuedUs);
     this.running++;
     const seq = this.nextBatch++;
     // The executor's hint of load (ModelExecutor.execute): requests still queued behind this batch, or
@@ -454,11 +455,11 @@ export class DynamicBatcher implements ModelScheduler {
   private recordExecution(rows: number, requests: number, computeUs: number): void {
     const m = this.options.metrics;
     if (!m) return;
-    m.sink.execCount.inc(m.labels);
-    m.sink.inferenceCount.inc(m.labels, rows);
-    m.sink.batchSize.observe(m.labels, rows);
+    m.execCount.inc();
+    m.inferenceCount.inc(rows);
+    m.batchSize.observe(rows);
     // Triton adds a batch's compute time to each of its requests.
-    m.sink.computeInferDurationUs.inc(m.labels, computeUs * requests);
+    m.computeInferUs.inc(computeUs * requests);
   }
 
   private answer(seq: number, batch: readonly Pending[], outcomes: readonly Outcome[]): void {

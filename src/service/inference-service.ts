@@ -13,7 +13,7 @@ import { ServingError, toServingError } from '../errors.js';
 import { singleModelPlan, type ExecutionPlan } from '../ensemble/execution-plan.js';
 import { runPlan } from '../ensemble/plan-runner.js';
 import type { Logger } from '../observability/logger.js';
-import type { Metrics } from '../observability/metrics.js';
+import type { Metrics, ModelMetrics } from '../observability/metrics.js';
 import { checkClassifiable, classificationOf, classify } from '../protocol/classification.js';
 import type { InferRequest, InferResponse } from '../protocol/infer-types.js';
 import type { Tensor } from '../protocol/tensor.js';
@@ -135,13 +135,13 @@ export class InferenceService {
     let lease: Lease | undefined;
     let modelName = refLabel(ref);
     let version = '';
-    let pending: { model: string; version: string } | undefined;
+    /** Set once the request is admitted for the model (the pending gauge counts it until the end). */
+    let cells: ModelMetrics | undefined;
     try {
       // Reject a bad target, then a malformed body, before anything is loaded.
       if (ref.kind === 'target') normalizeTarget(ref.target);
-      const decodeStart = process.hrtime.bigint();
       const decoded = decode(refLabel(ref));
-      let inputNs = process.hrtime.bigint() - decodeStart;
+      let inputNs = process.hrtime.bigint() - started;
       lease = await this.acquire(ref, ctx.cancel);
       const { pkg } = lease;
       const entry = pkg.entry;
@@ -171,20 +171,22 @@ export class InferenceService {
           this.options.metrics.cacheHits.inc(labels);
           this.options.metrics.cacheHitDurationUs.inc(labels, Number(lookupNs) / 1000);
           const outputs = postProcess(hit);
-          this.record(modelName, version, batch, 0, started, false);
+          this.record(this.options.metrics.forModel(modelName, version), batch, 0, started, false);
           return { id: request.id, modelName, modelVersion: version, outputs };
         }
       }
-      pending = { model: modelName, version };
-      this.options.metrics.pendingRequests.inc(pending);
+      cells = this.options.metrics.forModel(modelName, version);
+      cells.pending.inc();
       const computeStart = process.hrtime.bigint();
       const raw = await runPlan(served.plan, request.inputs, wanted, ctx.cancel, scheduleOptionsFrom(request.parameters, lease.label));
       const computeUs = Number(process.hrtime.bigint() - computeStart) / 1000;
-      if (cache !== undefined && cacheKey !== undefined) this.insert(cache, cacheKey, raw, pending, lookupNs);
+      if (cache !== undefined && cacheKey !== undefined) this.insert(cache, cacheKey, raw, { model: modelName, version }, lookupNs);
       const outputStart = process.hrtime.bigint();
       const outputs = postProcess(raw);
-      this.recordPhases(pending, inputNs, process.hrtime.bigint() - outputStart);
-      this.record(modelName, version, batch, computeUs, started, entry.config.platform === 'ensemble');
+      // Triton's compute-input and compute-output phases (see metrics.ts for what they cover here).
+      cells.computeInputUs.inc(Number(inputNs) / 1000);
+      cells.computeOutputUs.inc(Number(process.hrtime.bigint() - outputStart) / 1000);
+      this.record(cells, batch, computeUs, started, entry.config.platform === 'ensemble');
       return { id: request.id, modelName, modelVersion: version, outputs };
     } catch (err) {
       const e = toServingError(err, lease?.label ?? refLabel(ref));
@@ -192,7 +194,7 @@ export class InferenceService {
       if (lease) this.options.metrics.requestFailure.inc({ model: modelName, version, reason });
       throw e;
     } finally {
-      if (pending) this.options.metrics.pendingRequests.dec(pending);
+      cells?.pending.dec();
       lease?.release();
       this.inflight--;
     }
@@ -210,12 +212,6 @@ export class InferenceService {
     m.responseCacheBytes.set(after.bytes);
     m.responseCacheEntries.set(after.entries);
     if (after.evictions > before) m.responseCacheEvictions.inc(after.evictions - before);
-  }
-
-  /** Triton's compute-input and compute-output phases (see metrics.ts for what they cover here). */
-  private recordPhases(labels: { model: string; version: string }, inputNs: bigint, outputNs: bigint): void {
-    this.options.metrics.computeInputDurationUs.inc(labels, Number(inputNs) / 1000);
-    this.options.metrics.computeOutputDurationUs.inc(labels, Number(outputNs) / 1000);
   }
 
   /**
@@ -250,19 +246,18 @@ export class InferenceService {
    * own, so here each request is one execution of it. A response-cache hit
    * passes `ensemble` false: hits are not inferences (Triton excludes them).
    */
-  private record(model: string, version: string, batch: number, computeUs: number, started: bigint, ensemble: boolean): void {
-    const m = this.options.metrics;
+  private record(cells: ModelMetrics, batch: number, computeUs: number, started: bigint, ensemble: boolean): void {
     const totalUs = Number(process.hrtime.bigint() - started) / 1000;
-    const labels = { model, version };
-    m.requestSuccess.inc(labels);
+    cells.requestSuccess.inc();
     if (ensemble) {
-      m.inferenceCount.inc(labels, batch);
-      m.execCount.inc(labels);
-      m.computeInferDurationUs.inc(labels, computeUs);
+      cells.inferenceCount.inc(batch);
+      cells.execCount.inc();
+      cells.computeInferUs.inc(computeUs);
     }
-    m.requestDurationUs.inc(labels, totalUs);
-    m.requestDuration.observe({ model }, totalUs / 1e6);
+    cells.requestDurationUs.inc(totalUs);
+    cells.requestDuration.observe(totalUs / 1e6);
   }
+
 
   // ------------------------------------------------------------ MME management
 

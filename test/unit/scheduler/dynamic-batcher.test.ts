@@ -38,7 +38,7 @@ function setup(
     policy,
     instances: Array.from({ length: options.instances ?? 1 }, () => executor),
     clock,
-    ...(options.metrics ? { metrics: { sink: options.metrics, labels: { model: 'm', version: '1' } } } : {}),
+    ...(options.metrics ? { metrics: options.metrics.forModel('m', '1') } : {}),
   });
   return { batcher, clock, executor };
 }
