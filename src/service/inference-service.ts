@@ -64,6 +64,8 @@ function isBinder(d: InferRequest | RequestBinder): d is RequestBinder {
 
 type OutputStep = (outputs: Map<string, Tensor>) => Map<string, Tensor>;
 
+const unchanged: OutputStep = (outputs) => outputs;
+
 /**
  * The version a request runs and its plan: the package's plan for the
  * highest loaded version, or a one-step plan on another loaded version.
@@ -142,7 +144,7 @@ export class InferenceService {
       if (ref.kind === 'target') normalizeTarget(ref.target);
       const decoded = decode(refLabel(ref));
       let inputNs = process.hrtime.bigint() - started;
-      lease = await this.acquire(ref, ctx.cancel);
+      lease = (ref.kind === 'target' ? this.options.registry.leaseResidentTarget(ref.target) : undefined) ?? (await this.acquire(ref, ctx.cancel));
       const { pkg } = lease;
       const entry = pkg.entry;
       modelName = entry.name;
@@ -151,7 +153,8 @@ export class InferenceService {
       const bindStart = process.hrtime.bigint();
       const request = isBinder(decoded) ? decoded.bindToModel(entry.config, lease.label) : decoded;
       const batch = validateRequest(request, entry.config, lease.label);
-      const postProcess = await this.prepareOutputs(request, entry, lease.label);
+      // Without classification there is nothing to prepare: no promise to wait on (the common case).
+      const postProcess = request.outputs?.some((o) => classificationOf(o) !== undefined) ? await this.prepareOutputs(request, entry, lease.label) : unchanged;
       inputNs += process.hrtime.bigint() - bindStart;
       const wanted = request.outputs?.map((o) => o.name) ?? entry.config.output.map((t) => t.name);
       const cache = entry.config.responseCacheEnabled ? this.options.responseCache : undefined;
@@ -221,7 +224,7 @@ export class InferenceService {
    */
   private async prepareOutputs(request: InferRequest, entry: LoadedModel, label: string): Promise<OutputStep> {
     const asked = (request.outputs ?? []).filter((o) => classificationOf(o) !== undefined);
-    if (asked.length === 0) return (outputs) => outputs;
+    if (asked.length === 0) return unchanged;
     const batching = entry.config.maxBatchSize > 0;
     const jobs = await Promise.all(
       asked.map(async (o) => {
