@@ -28,16 +28,17 @@ export function refLabel(ref: ModelRef): string {
   return ref.kind === 'target' ? ref.target : ref.kind === 'managed' ? ref.name : 'default';
 }
 
-function send(res: ServerResponse, answer: HttpAnswer, extra: OutgoingHttpHeaders): void {
+/** `id`: X-Request-Id, written here rather than set beforehand (request-context.ts says why). */
+function send(res: ServerResponse, id: string, answer: HttpAnswer, extra: OutgoingHttpHeaders): void {
   if (typeof answer.body === 'string') {
     // What express's res.type(...).send(string) wrote: the type with charset=utf-8 and the byte length.
-    res.writeHead(200, { ...answer.headers, ...extra, 'Content-Type': `${answer.contentType}; charset=utf-8`, 'Content-Length': Buffer.byteLength(answer.body) });
+    res.writeHead(200, { 'X-Request-Id': id, ...answer.headers, ...extra, 'Content-Type': `${answer.contentType}; charset=utf-8`, 'Content-Length': Buffer.byteLength(answer.body) });
     res.end(answer.body);
     return;
   }
   let length = 0;
   for (const b of answer.body) length += b.length;
-  res.writeHead(200, { ...answer.headers, ...extra, 'Content-Type': answer.contentType, 'Content-Length': length });
+  res.writeHead(200, { 'X-Request-Id': id, ...answer.headers, ...extra, 'Content-Type': answer.contentType, 'Content-Length': length });
   res.cork();
   for (const chunk of answer.body) res.write(chunk);
   res.end();
@@ -67,5 +68,5 @@ export async function serveInference(
     const value = Array.isArray(attrs) ? attrs[0] : attrs;
     if (value !== undefined && value !== '') extra = { 'X-Amzn-SageMaker-Custom-Attributes': value };
   }
-  send(res, answer, extra);
+  send(res, ctx.id, answer, extra);
 }

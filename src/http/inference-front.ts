@@ -120,7 +120,8 @@ export function createInferenceFront(deps: InferenceFrontDeps, fallback: (req: I
       fallback(req, res);
       return;
     }
-    const envelope = openEnvelope(req, res, deps, { path });
+    // serveInference and sendError write X-Request-Id in their writeHead.
+    const envelope = openEnvelope(req, res, deps, { path, callerWritesId: true });
     const refused = shutdownRefusal(req, path, deps);
     if (refused !== undefined) {
       // Refused before any route took it, exactly as the express middleware does.

@@ -56,7 +56,18 @@ class HttpRequestContext implements RequestContext {
  * when the whole answer was written, false when the client went away first
  * (the cancellation has fired by then).
  */
-export function createRequestContext(req: IncomingMessage, res: ServerResponse, root: Logger, onClose?: (finished: boolean) => void): RequestContext {
+export function createRequestContext(
+  req: IncomingMessage,
+  res: ServerResponse,
+  root: Logger,
+  onClose?: (finished: boolean) => void,
+  /**
+   * The caller writes X-Request-Id in its own writeHead (the lean inference
+   * path): a header set here beforehand sends node's writeHead down its slow
+   * path, which copies and re-validates every header of the answer.
+   */
+  callerWritesId = false,
+): RequestContext {
   const given = headerValue(req, 'x-amzn-sagemaker-inference-id') ?? headerValue(req, 'x-request-id');
   // Echo a client id only when it is printable and short: it ends up in logs.
   const id = given !== undefined && ID_PATTERN.test(given) ? given : randomUUID();
@@ -66,7 +77,7 @@ export function createRequestContext(req: IncomingMessage, res: ServerResponse, 
     if (!finished) ctx.cancel.cancel();
     onClose?.(finished);
   });
-  res.setHeader('X-Request-Id', id);
+  if (!callerWritesId) res.setHeader('X-Request-Id', id);
   return ctx;
 }
 

@@ -39,6 +39,8 @@ export interface OpenOptions {
   readonly path?: string;
   /** Where the route label comes from at the end (express: the route it matched); default: `envelope.route`. */
   readonly routeOf?: () => string;
+  /** Every answer of this request goes out through writeHead with X-Request-Id in it (the lean path); see createRequestContext. */
+  readonly callerWritesId?: boolean;
 }
 
 /** The path part of a request URL (no query string). */
@@ -66,7 +68,7 @@ export function openEnvelope(req: IncomingMessage, res: ServerResponse, deps: En
     if (debug) {
       ctx.log.debug({ method: req.method, path, status: res.statusCode, ...modelFields(ctx), durationMs: elapsedMs(ctx) }, 'request');
     }
-  });
+  }, options.callerWritesId === true);
   envelope = { ctx, path, route: 'unmatched' };
   if (debug) ctx.log.debug({ method: req.method, path }, 'request received');
   return envelope;
@@ -118,6 +120,6 @@ export function sendError(req: IncomingMessage, res: ServerResponse, envelope: E
   if (reply.status >= 500) ctx.log.error({ ...fields, stack: reply.error.cause instanceof Error ? reply.error.cause.stack : undefined }, 'request failed');
   else ctx.log.warn(fields, 'request rejected');
   if (res.headersSent || res.destroyed) return;
-  res.writeHead(reply.status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(reply.body) });
+  res.writeHead(reply.status, { 'X-Request-Id': ctx.id, 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(reply.body) });
   res.end(reply.body);
 }
