@@ -29,6 +29,8 @@ export interface Cancellation {
 /** The owner's side: a Cancellation and the `cancel()` that fires it. */
 export class CancelSource implements Cancellation {
   private cancelled = false;
+  /** Almost every request registers one callback (its batcher queue): kept in a field, a Set only from the second. */
+  private first: (() => void) | undefined;
   private hooks: Set<() => void> | undefined;
   private controller: AbortController | undefined;
 
@@ -37,6 +39,12 @@ export class CancelSource implements Cancellation {
   }
 
   onCancel(fn: () => void): () => void {
+    if (this.first === undefined && this.hooks === undefined) {
+      this.first = fn;
+      return () => {
+        if (this.first === fn) this.first = undefined;
+      };
+    }
     const hooks = (this.hooks ??= new Set());
     hooks.add(fn);
     return () => void hooks.delete(fn);
@@ -54,11 +62,12 @@ export class CancelSource implements Cancellation {
     if (this.cancelled) return;
     this.cancelled = true;
     this.controller?.abort();
-    const hooks = this.hooks;
-    if (hooks === undefined) return;
     // A callback may register or unregister others: run the ones registered now, once each.
-    const due = [...hooks];
-    hooks.clear();
+    const due = this.hooks === undefined ? [] : [...this.hooks];
+    this.hooks?.clear();
+    const first = this.first;
+    this.first = undefined;
+    first?.();
     for (const fn of due) fn();
   }
 }

@@ -73,7 +73,9 @@ export function readBody(req: IncomingMessage, limit: number, alignAfter?: numbe
       chunks.push(chunk);
     };
     const onEnd = (): void => {
-      cleanup();
+      // No listener removal on the way every request takes: after 'end' no data or error can come,
+      // and a later 'close' finds `settled`.
+      settled = true;
       resolve(assemble(chunks, total, alignAfter));
     };
     const cancelled = (): ServingError => new ServingError('CANCELLED', 'the client closed the connection before the request body ended');

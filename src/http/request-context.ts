@@ -72,7 +72,8 @@ export function createRequestContext(
   // Echo a client id only when it is printable and short: it ends up in logs.
   const id = given !== undefined && ID_PATTERN.test(given) ? given : randomUUID();
   const ctx = new HttpRequestContext(id, root);
-  res.once('close', () => {
+  // 'close' comes once per response: `on`, without once's wrapper.
+  res.on('close', () => {
     const finished = res.writableFinished;
     if (!finished) ctx.cancel.cancel();
     onClose?.(finished);

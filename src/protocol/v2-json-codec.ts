@@ -38,10 +38,11 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 /** Parse a body as JSON with a message that names the model and the position. */
 export function parseJsonBody(body: Buffer | string, model: string): unknown {
   const text = typeof body === 'string' ? body : body.toString('utf8');
-  if (text.trim() === '') throw badRequest(model, 'request body is empty; expected a KServe v2 JSON inference request');
   try {
     return JSON.parse(text);
   } catch (err) {
+    // Only a body that failed to parse is looked at again (an empty one fails too).
+    if (text.trim() === '') throw badRequest(model, 'request body is empty; expected a KServe v2 JSON inference request');
     throw badRequest(model, `request body is not valid JSON: ${(err as Error).message}`);
   }
 }
