@@ -165,6 +165,13 @@ export async function runPlan(
 }
 
 function collect(plan: ExecutionPlan, tensors: ReadonlyMap<string, Tensor>, wanted: readonly string[]): Map<string, Tensor> {
+  // A batcher's answer to a single model already is exactly `wanted`, in order: no copy.
+  if (tensors instanceof Map && tensors.size === wanted.length) {
+    let i = 0;
+    let same = true;
+    for (const name of tensors.keys()) if (name !== wanted[i++]) same = false;
+    if (same) return tensors as Map<string, Tensor>;
+  }
   const out = new Map<string, Tensor>();
   for (const name of wanted) {
     const t = tensors.get(name);

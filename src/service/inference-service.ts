@@ -66,14 +66,28 @@ type OutputStep = (outputs: Map<string, Tensor>) => Map<string, Tensor>;
 
 const unchanged: OutputStep = (outputs) => outputs;
 
+const ALL_OUTPUTS = new WeakMap<ModelConfig, readonly string[]>();
+
+/** Every output name of a model, in config order (what a request without `outputs` gets); made once per config. */
+function allOutputs(config: ModelConfig): readonly string[] {
+  let names = ALL_OUTPUTS.get(config);
+  if (names === undefined) ALL_OUTPUTS.set(config, (names = Object.freeze(config.output.map((t) => t.name))));
+  return names;
+}
+
 /**
  * The version a request runs and its plan: the package's plan for the
  * highest loaded version, or a one-step plan on another loaded version.
  * Ensembles (no sessions of their own) serve only the version they report.
  */
+const LATEST = new WeakMap<ExecutionPlan, { readonly version: string; readonly plan: ExecutionPlan }>();
+
 function servedVersion(entry: LoadedModel, plan: ExecutionPlan, requested: number | undefined, label: string): { version: string; plan: ExecutionPlan } {
-  const latest = latestVersion(entry)?.version ?? 1;
-  if (requested === undefined || requested === latest) return { version: String(latest), plan };
+  // A package's versions never change while it is loaded: its latest is worked out once (per request otherwise).
+  let cached = LATEST.get(plan);
+  if (cached === undefined) LATEST.set(plan, (cached = { version: String(latestVersion(entry)?.version ?? 1), plan }));
+  if (requested === undefined || String(requested) === cached.version) return cached;
+  const latest = Number(cached.version);
   const v = entry.versions.get(requested);
   if (!v) {
     const loaded = entry.versions.size > 0 ? [...entry.versions.keys()].sort((a, b) => a - b) : [latest];
@@ -156,7 +170,7 @@ export class InferenceService {
       // Without classification there is nothing to prepare: no promise to wait on (the common case).
       const postProcess = request.outputs?.some((o) => classificationOf(o) !== undefined) ? await this.prepareOutputs(request, entry, lease.label) : unchanged;
       inputNs += process.hrtime.bigint() - bindStart;
-      const wanted = request.outputs?.map((o) => o.name) ?? entry.config.output.map((t) => t.name);
+      const wanted = request.outputs?.map((o) => o.name) ?? allOutputs(entry.config);
       const cache = entry.config.responseCacheEnabled ? this.options.responseCache : undefined;
       if (entry.config.responseCacheEnabled && cache === undefined && !this.uncachedWarned.has(entry)) {
         this.uncachedWarned.add(entry);

@@ -18,10 +18,32 @@ function expectedShape(t: TensorConfig, config: ModelConfig): number[] {
   return config.maxBatchSize > 0 ? [-1, ...t.dims] : [...t.dims];
 }
 
-function checkShape(label: string, t: TensorConfig, tensor: Tensor, config: ModelConfig): void {
-  const want = expectedShape(t, config);
+/** What every request to a model is checked against, built once per config (configs are frozen; this runs per request). */
+interface ConfigIndex {
+  readonly inputs: ReadonlyMap<string, TensorConfig>;
+  readonly shapes: ReadonlyMap<string, readonly number[]>;
+  readonly outputs: ReadonlySet<string>;
+}
+
+const INDEX = new WeakMap<ModelConfig, ConfigIndex>();
+
+function indexOf(config: ModelConfig): ConfigIndex {
+  let index = INDEX.get(config);
+  if (index === undefined) {
+    index = {
+      inputs: new Map(config.input.map((t) => [t.name, t])),
+      shapes: new Map(config.input.map((t) => [t.name, expectedShape(t, config)])),
+      outputs: new Set(config.output.map((t) => t.name)),
+    };
+    INDEX.set(config, index);
+  }
+  return index;
+}
+
+function checkShape(label: string, t: TensorConfig, tensor: Tensor, want: readonly number[]): void {
   const got = tensor.shape;
-  const ok = want.length === got.length && want.every((d, i) => d === -1 || d === got[i]);
+  let ok = want.length === got.length;
+  for (let i = 0; ok && i < want.length; i++) ok = want[i] === -1 || want[i] === got[i];
   if (!ok) {
     throw bad(label, `unexpected shape for input '${t.name}'. Expected ${formatShape(want)}, got ${formatShape(got)}`);
   }
@@ -29,7 +51,8 @@ function checkShape(label: string, t: TensorConfig, tensor: Tensor, config: Mode
 
 /** Returns the request's batch size (1 for models that do not batch). Throws INVALID_INPUT. */
 export function validateRequest(request: InferRequest, config: ModelConfig, label: string): number {
-  const declared = new Map(config.input.map((t) => [t.name, t]));
+  const index = indexOf(config);
+  const declared = index.inputs;
   for (const name of request.inputs.keys()) {
     if (!declared.has(name)) {
       throw bad(label, `unexpected inference input '${name}'; the model's inputs are ${config.input.map((t) => `'${t.name}'`).join(', ')}`);
@@ -46,7 +69,7 @@ export function validateRequest(request: InferRequest, config: ModelConfig, labe
     if (tensor.datatype !== t.dataType) {
       throw bad(label, `inference input '${t.name}' data-type is '${tensor.datatype}', but the model expects '${t.dataType}'`);
     }
-    checkShape(label, t, tensor, config);
+    checkShape(label, t, tensor, index.shapes.get(t.name)!);
     if (config.maxBatchSize > 0) {
       const b = tensor.shape[0]!;
       if (batch === undefined) {
@@ -61,9 +84,8 @@ export function validateRequest(request: InferRequest, config: ModelConfig, labe
     throw bad(label, `inference request batch-size must be between 1 and ${config.maxBatchSize}, got ${batch}`);
   }
   if (request.outputs) {
-    const outputs = new Set(config.output.map((t) => t.name));
     for (const o of request.outputs) {
-      if (!outputs.has(o.name)) {
+      if (!index.outputs.has(o.name)) {
         throw bad(label, `unexpected inference output '${o.name}'; the model's outputs are ${config.output.map((t) => `'${t.name}'`).join(', ')}`);
       }
     }
