@@ -5,13 +5,15 @@
  * another input order, other requested outputs and models without the
  * setting run; the byte budget evicts least recently used answers; a model
  * reloaded under the same name with new weights is never answered from the
- * old model's entries; a server without a cache warns once and serves.
+ * old model's entries; an ensemble caches at its own level (a hit runs no
+ * step); classification is applied to cached outputs as to fresh ones; a
+ * server without a cache warns once and serves.
  */
 import assert from 'node:assert/strict';
 import { appendFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { addSub, scale, writeModelDir } from '../../examples/models/zoo.js';
+import { addSub, denseForward, ensembleRepository, packTarGz, scale, tiny, writeModelDir, writeRepository } from '../../examples/models/zoo.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
@@ -54,6 +56,12 @@ before(async () => {
   await writeModelDir(models, 'plain', addSub());
   await writeModelDir(models, 'small', scale(2, 64));
   await appendFile(path.join(models, 'small', 'config.pbtxt'), CACHE);
+  await writeModelDir(models, 'cls', tiny({ in: 4, out: 3 }));
+  await appendFile(path.join(models, 'cls', 'config.pbtxt'), CACHE);
+  const repo = ensembleRepository();
+  const ensembleModels = { ...repo.models, [repo.name]: { ...repo.models[repo.name]!, config: `${repo.models[repo.name]!.config}${CACHE}` } };
+  await writeRepository(path.join(root, 'work', 'pipeline'), ensembleModels);
+  await packTarGz(path.join(root, 'work', 'pipeline'), path.join(models, 'pipeline.tar.gz'));
   // Room for a handful of 'small' answers (64 floats each) and not for 30.
   server = await startTestServer({ modelSource: models, cacheDir: path.join(root, 'cache'), env: { MME_RESPONSE_CACHE_BYTES: '4000' } });
 });
@@ -111,6 +119,35 @@ describe('response cache', () => {
     const m = await metrics(server.url);
     assert.equal(sample(m, 'nv_cache_num_hits_per_model', labels), hits0 + 1);
     assert.equal(sample(m, 'nv_cache_num_misses_per_model', labels), misses0 + 3);
+  });
+
+  it('an ensemble caches at its own level: a hit runs none of its steps', async () => {
+    const body = { inputs: [input('INPUT', 'FP32', [1, 4], [1, 2, 3, 4])] };
+    const first = await invoke(server.url, 'pipeline.tar.gz', body);
+    assert.equal(first.status, 200, first.text);
+    const second = await invoke(server.url, 'pipeline.tar.gz', body);
+    assert.deepEqual(second.body, first.body);
+    const m = await metrics(server.url);
+    assert.equal(sample(m, 'nv_cache_num_hits_per_model', { model: 'pipeline' }), 1);
+    assert.equal(sample(m, 'nv_cache_num_misses_per_model', { model: 'pipeline' }), 1);
+    // The steps ran once, for the miss.
+    assert.equal(sample(m, 'nv_inference_count', { model: 'classifier' }), 1);
+    assert.equal(sample(m, 'nv_inference_count', { model: 'preprocess' }), 1);
+  });
+
+  it('classification applies to a cached answer exactly as to a fresh one', async () => {
+    const x = [0.5, -1, 2, 0.25];
+    const plain = await invoke(server.url, 'cls', { inputs: [input('INPUT0', 'FP32', [1, 4], x)] });
+    assert.equal(plain.status, 200, plain.text);
+    const scores = Array.from(denseForward(tiny({ in: 4, out: 3 }).layers, Float32Array.from(x), 1));
+    plain.body.outputs[0].data.forEach((v: number, i: number) => assert.ok(Math.abs(v - scores[i]!) < 1e-5));
+    // Same inputs and output name: the raw outputs come from the cache, then top-1 is taken from them.
+    const top = await invoke(server.url, 'cls', { inputs: [input('INPUT0', 'FP32', [1, 4], x)], outputs: [{ name: 'OUTPUT0', parameters: { classification: 1 } }] });
+    assert.equal(top.status, 200, top.text);
+    const best = scores.indexOf(Math.max(...scores));
+    assert.deepEqual(top.body.outputs[0].data, [`${scores[best]!.toFixed(6)}:${best}`]);
+    const m = await metrics(server.url);
+    assert.equal(sample(m, 'nv_cache_num_hits_per_model', { model: 'cls' }), 1);
   });
 
   it('a model without response_cache runs every request and has no cache series', async () => {
