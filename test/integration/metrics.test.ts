@@ -16,6 +16,7 @@ import { startServer } from '../../src/server.js';
 import { writeModelDir } from '../../examples/models/zoo.js';
 import { buildModelSource, type SourceFixture } from '../support/model-source-fixture.js';
 import { slowModel } from '../support/slow-model.js';
+import { sample } from '../support/metric-value.js';
 import { tempDir } from '../support/temp-dir.js';
 import { request, startTestServer, type TestServer } from '../support/test-server.js';
 
@@ -27,17 +28,6 @@ let root: string;
 
 const A = Array.from({ length: 16 }, (_, i) => i);
 const addSubBody = { inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: A }, { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], data: A }] };
-
-/** The value of one sample line `name{labels} value`, labels given in any order. */
-function sample(text: string, name: string, labels: Record<string, string>): number | undefined {
-  for (const line of text.split('\n')) {
-    const m = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
-    if (!m || m[1] !== name) continue;
-    const have = new Map([...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((x) => [x[1]!, x[2]!]));
-    if (Object.entries(labels).every(([k, v]) => have.get(k) === v)) return Number(m[3]);
-  }
-  return undefined;
-}
 
 async function metricsText(url: string): Promise<string> {
   const res = await fetch(`${url}/metrics`);

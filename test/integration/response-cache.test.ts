@@ -14,6 +14,7 @@ import { appendFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { addSub, denseForward, ensembleRepository, packTarGz, scale, tiny, writeModelDir, writeRepository } from '../../examples/models/zoo.js';
+import { sample } from '../support/metric-value.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
@@ -22,17 +23,6 @@ const CACHE = 'response_cache { enable: true }\n';
 
 let server: TestServer;
 let root: string;
-
-/** The value of one sample line `name{labels} value`, labels given in any order. */
-function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
-  for (const line of text.split('\n')) {
-    const m = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
-    if (!m || m[1] !== name) continue;
-    const have = new Map([...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((x) => [x[1]!, x[2]!]));
-    if (Object.entries(labels).every(([k, v]) => have.get(k) === v)) return Number(m[3]);
-  }
-  return undefined;
-}
 
 async function metrics(url: string): Promise<string> {
   return (await fetch(`${url}/metrics`)).text();
