@@ -146,7 +146,6 @@ export class ModelRegistry {
 
   // ------------------------------------------------------------ self-managed
 
-  /** Lease the package for a target, loading it from the source on first use. */
   /**
    * The hot path of a request to a target already in memory: the lease at
    * once, with no promise to settle and no microtask turns (a request makes
@@ -162,6 +161,7 @@ export class ModelRegistry {
     return this.lease(entry, entry.pkg);
   }
 
+  /** Lease the package for a target, loading it from the source on first use. */
   async acquireTarget(rawTarget: string, cancel?: Cancellation): Promise<Lease> {
     const target = normalizeTarget(rawTarget);
     const key = `target:${target}`;

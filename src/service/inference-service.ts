@@ -15,7 +15,7 @@ import { runPlan } from '../ensemble/plan-runner.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics, ModelMetrics } from '../observability/metrics.js';
 import { checkClassifiable, classificationOf, classify } from '../protocol/classification.js';
-import type { InferRequest, InferResponse } from '../protocol/infer-types.js';
+import type { InferRequest, InferResponse, RequestedOutput } from '../protocol/infer-types.js';
 import type { Tensor } from '../protocol/tensor.js';
 import { latestVersion, type LoadedModel } from '../registry/loaded-model.js';
 import type { Lease, ManagedModelInfo, ModelRegistry } from '../registry/model-registry.js';
@@ -75,12 +75,13 @@ function allOutputs(config: ModelConfig): readonly string[] {
   return names;
 }
 
+const LATEST = new WeakMap<ExecutionPlan, { readonly version: string; readonly plan: ExecutionPlan }>();
+
 /**
  * The version a request runs and its plan: the package's plan for the
  * highest loaded version, or a one-step plan on another loaded version.
  * Ensembles (no sessions of their own) serve only the version they report.
  */
-const LATEST = new WeakMap<ExecutionPlan, { readonly version: string; readonly plan: ExecutionPlan }>();
 
 function servedVersion(entry: LoadedModel, plan: ExecutionPlan, requested: number | undefined, label: string): { version: string; plan: ExecutionPlan } {
   // A package's versions never change while it is loaded: its latest is worked out once (per request otherwise).
@@ -168,7 +169,8 @@ export class InferenceService {
       const request = isBinder(decoded) ? decoded.bindToModel(entry.config, lease.label) : decoded;
       const batch = validateRequest(request, entry.config, lease.label);
       // Without classification there is nothing to prepare: no promise to wait on (the common case).
-      const postProcess = request.outputs?.some((o) => classificationOf(o) !== undefined) ? await this.prepareOutputs(request, entry, lease.label) : unchanged;
+      const prepared = this.prepareOutputs(request, entry, lease.label);
+      const postProcess = typeof prepared === 'function' ? prepared : await prepared;
       inputNs += process.hrtime.bigint() - bindStart;
       const wanted = request.outputs?.map((o) => o.name) ?? allOutputs(entry.config);
       const cache = entry.config.responseCacheEnabled ? this.options.responseCache : undefined;
@@ -236,9 +238,14 @@ export class InferenceService {
    * label file) and returns the step that turns the raw outputs into the
    * answer's outputs.
    */
-  private async prepareOutputs(request: InferRequest, entry: LoadedModel, label: string): Promise<OutputStep> {
-    const asked = (request.outputs ?? []).filter((o) => classificationOf(o) !== undefined);
-    if (asked.length === 0) return unchanged;
+  private prepareOutputs(request: InferRequest, entry: LoadedModel, label: string): OutputStep | Promise<OutputStep> {
+    const asked = request.outputs?.filter((o) => classificationOf(o) !== undefined);
+    if (asked === undefined || asked.length === 0) return unchanged;
+    return this.prepareClassification(asked, entry, label);
+  }
+
+  /** Only requests that ask for classification wait here: their label files may have to be read. */
+  private async prepareClassification(asked: readonly RequestedOutput[], entry: LoadedModel, label: string): Promise<OutputStep> {
     const batching = entry.config.maxBatchSize > 0;
     const jobs = await Promise.all(
       asked.map(async (o) => {
@@ -274,7 +281,6 @@ export class InferenceService {
     cells.requestDurationUs.inc(totalUs);
     cells.requestDuration.observe(totalUs / 1e6);
   }
-
 
   // ------------------------------------------------------------ MME management
 
