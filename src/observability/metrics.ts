@@ -5,6 +5,9 @@
  * instance, and each test, has its own registry. Names follow Triton's
  * `nv_inference_*` where they mean the same thing, so existing dashboards work;
  * histograms are added because counters alone cannot give percentiles.
+ * The metrics the request path updates are cells (metric-cells.ts: plain
+ * accumulators read at scrape time); `forModel` hands out one model
+ * version's set.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { CellCounter, CellGauge, CellHistogram, type CounterCell, type GaugeCell, type HistogramCell } from './metric-cells.js';

@@ -85,7 +85,11 @@ export class ResponseCache {
       h.update(`${name.length}:${name}\0${t.datatype}\0${t.shape.join(',')}\0`);
       const d = t.data;
       if (Array.isArray(d)) {
-        for (const s of d) h.update(`${s.length}:${s}`);
+        // UTF-16 code units as they are: UTF-8 would turn every lone surrogate into the same U+FFFD.
+        for (const s of d) {
+          h.update(`${s.length}:`);
+          h.update(s, 'utf16le');
+        }
       } else {
         h.update(`${d.byteLength}\0`);
         h.update(new Uint8Array(d.buffer, d.byteOffset, d.byteLength));

@@ -45,6 +45,7 @@ describe('ResponseCache keys', () => {
     const s = (data: string[]) => inputs(['T', { datatype: 'BYTES', shape: [data.length], data }]);
     assert.notEqual(key(pkg, '1', s(['ab', 'c'])), key(pkg, '1', s(['a', 'bc'])));
     assert.equal(key(pkg, '1', s(['ab', 'c'])), key(pkg, '1', s(['ab', 'c'])));
+    assert.notEqual(key(pkg, '1', s(['\ud800'])), key(pkg, '1', s(['\udc00'])), 'two different lone surrogates');
     const big = Float32Array.from([9, 1, 2, 9]);
     const view = inputs(['A', { datatype: 'FP32', shape: [1, 2], data: big.subarray(1, 3) }], ['B', f32([1, 2], [3, 4])]);
     assert.equal(key(pkg, '1', view), key(pkg, '1', base));
