@@ -180,6 +180,29 @@ describe('the no-tuning default (max_batch_size > 0, no dynamic_batching block)'
     await settle();
     t.forEach((x, i) => assert.deepEqual(outputOf(x).data, expectedRows(i + 1, 1)));
   });
+
+  test('while a batch runs, requests read in separate callbacks of one I/O turn still form one batch in the free slot', async () => {
+    const executor = new ManualExecutor();
+    const batcher = new DynamicBatcher({ model: 'm', policy: resolveBatchPolicy(batchingConfig(8), false, DEFAULT_BATCHING), instances: [executor], batchesPerInstance: 2, clock: new FakeClock() });
+    const first = send(batcher, rowsRequest(0, 1));
+    await settle();
+    assert.equal(executor.calls.length, 1, 'a lone request runs at once');
+    // Each socket's data arrives in its own callback, with microtasks run between them.
+    const later: Tracked[] = [];
+    for (let i = 1; i <= 3; i++) {
+      later.push(send(batcher, rowsRequest(i, 1)));
+      for (let k = 0; k < 5; k++) await Promise.resolve();
+    }
+    assert.equal(executor.calls.length, 1, 'nothing leaves before the end of the turn');
+    await settle();
+    assert.equal(executor.calls.length, 2);
+    assert.equal(executor.call(1).rows, 3, 'the three requests go together, not the first one alone');
+    executor.call(0).finish();
+    executor.call(1).finish();
+    await settle();
+    assert.deepEqual(outputOf(first).data, expectedRows(0, 1));
+    later.forEach((x, i) => assert.deepEqual(outputOf(x).data, expectedRows(i + 1, 1)));
+  });
 });
 
 describe('dynamic_batching { preferred_batch_size, max_queue_delay_microseconds }', () => {

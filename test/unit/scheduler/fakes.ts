@@ -2,7 +2,7 @@
  * @module test/unit/scheduler/fakes
  * What the batcher tests drive by hand: a clock whose time moves only when
  * the test says so, and an executor whose runs finish only when the test says
- * so. No sleeps: `settle()` lets promise callbacks run (one macrotask turn),
+ * so. No sleeps: `settle()` lets promise callbacks run (two macrotask turns),
  * which is all the batcher needs between steps.
  */
 import type { ModelConfig } from '../../../src/config/model-config-types.js';
@@ -12,9 +12,14 @@ import type { Tensor } from '../../../src/protocol/tensor.js';
 import type { Clock } from '../../../src/scheduler/clock.js';
 import type { ModelExecutor } from '../../../src/scheduler/model-scheduler.js';
 
-/** Let queued microtasks and promise chains run. */
-export function settle(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
+/**
+ * Let queued microtasks and promise chains run, and the batcher's pump: while
+ * a batch is in flight it runs in the check phase (setImmediate), possibly
+ * queued after settle's first turn, so settle waits two turns.
+ */
+export async function settle(): Promise<void> {
+  await new Promise((resolve) => setImmediate(resolve));
+  await new Promise((resolve) => setImmediate(resolve));
 }
 
 interface FakeTimer {
