@@ -61,6 +61,9 @@ type BodyKind =
   | { readonly kind: 'csv' }
   | { readonly kind: 'npy' };
 
+/** node lower-cases incoming header names; a constant (an internalized string) is also a fast property lookup. */
+const LENGTH_HEADER_KEY = HEADER_LENGTH_HEADER.toLowerCase();
+
 function header(headers: IncomingHttpHeaders, name: string): string | undefined {
   const v = headers[name];
   return Array.isArray(v) ? v[0] : v;
@@ -77,7 +80,7 @@ function lengthOf(raw: string, bodyLength: number, where: string, label: string)
 /** Which body format the headers announce; 415 for what we do not read. */
 function bodyKind(headers: IncomingHttpHeaders, bodyLength: number, label: string): BodyKind {
   const ct = header(headers, 'content-type');
-  const lengthHeader = header(headers, HEADER_LENGTH_HEADER.toLowerCase());
+  const lengthHeader = header(headers, LENGTH_HEADER_KEY);
   const media = ct === undefined || ct.trim() === '' ? undefined : parseMediaType(ct);
   if (ct !== undefined && ct.trim() !== '' && media === undefined) throw unsupported(label, `malformed Content-Type '${ct.slice(0, 100)}'`);
   const type = media?.type;
@@ -108,7 +111,7 @@ function bodyKind(headers: IncomingHttpHeaders, bodyLength: number, label: strin
  * the body arrives (only to lay the body out aligned; bodyKind validates it).
  */
 export function announcedHeaderLength(headers: IncomingHttpHeaders): number | undefined {
-  const fromHeader = header(headers, HEADER_LENGTH_HEADER.toLowerCase());
+  const fromHeader = header(headers, LENGTH_HEADER_KEY);
   const ct = header(headers, 'content-type');
   const media = ct === undefined ? undefined : parseMediaType(ct);
   const raw = fromHeader ?? (media?.type === SAGEMAKER_BINARY_CONTENT_TYPE ? media.params.get(SAGEMAKER_HEADER_SIZE_PARAM) : undefined);

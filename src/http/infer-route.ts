@@ -28,11 +28,14 @@ export function refLabel(ref: ModelRef): string {
   return ref.kind === 'target' ? ref.target : ref.kind === 'managed' ? ref.name : 'default';
 }
 
+/** The common text type's header value, made once: a value built per answer is a new string node re-checks and flattens each time. */
+const JSON_UTF8 = 'application/json; charset=utf-8';
+
 /** `id`: X-Request-Id, written here rather than set beforehand (request-context.ts says why). */
 function send(res: ServerResponse, id: string, answer: HttpAnswer, extra: OutgoingHttpHeaders): void {
   if (typeof answer.body === 'string') {
     // What express's res.type(...).send(string) wrote: the type with charset=utf-8 and the byte length.
-    res.writeHead(200, { 'X-Request-Id': id, ...answer.headers, ...extra, 'Content-Type': `${answer.contentType}; charset=utf-8`, 'Content-Length': Buffer.byteLength(answer.body) });
+    res.writeHead(200, { 'X-Request-Id': id, ...answer.headers, ...extra, 'Content-Type': answer.contentType === 'application/json' ? JSON_UTF8 : `${answer.contentType}; charset=utf-8`, 'Content-Length': Buffer.byteLength(answer.body) });
     res.end(answer.body);
     return;
   }

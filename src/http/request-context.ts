@@ -12,10 +12,10 @@
  * nothing). One `close` listener serves both the abort and the caller's own
  * end-of-request work.
  */
-import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CancelSource, type Cancellation } from '../cancellation.js';
 import type { Logger } from '../observability/logger.js';
+import { newRequestId } from './request-id.js';
 
 export interface RequestContext {
   readonly id: string;
@@ -70,7 +70,7 @@ export function createRequestContext(
 ): RequestContext {
   const given = headerValue(req, 'x-amzn-sagemaker-inference-id') ?? headerValue(req, 'x-request-id');
   // Echo a client id only when it is printable and short: it ends up in logs.
-  const id = given !== undefined && ID_PATTERN.test(given) ? given : randomUUID();
+  const id = given !== undefined && ID_PATTERN.test(given) ? given : newRequestId();
   const ctx = new HttpRequestContext(id, root);
   // 'close' comes once per response: `on`, without once's wrapper.
   res.on('close', () => {

@@ -43,6 +43,15 @@ export interface OpenOptions {
   readonly callerWritesId?: boolean;
 }
 
+/** Status codes as label strings, made once each: a new string per request would be hashed again by every metric-cell lookup. */
+const STATUS_LABELS = new Map<number, string>();
+
+function statusLabel(code: number): string {
+  let label = STATUS_LABELS.get(code);
+  if (label === undefined) STATUS_LABELS.set(code, (label = String(code)));
+  return label;
+}
+
 /** The path part of a request URL (no query string). */
 export function pathOf(url: string | undefined): string {
   if (url === undefined) return '/';
@@ -64,7 +73,7 @@ export function openEnvelope(req: IncomingMessage, res: ServerResponse, deps: En
   const ctx = createRequestContext(req, res, deps.logger, (finished) => {
     deps.inflight.count--;
     if (!finished) return;
-    deps.metrics.httpRequests.cell({ route: options.routeOf ? options.routeOf() : envelope.route, status: String(res.statusCode) }).inc();
+    deps.metrics.httpRequests.cell({ route: options.routeOf ? options.routeOf() : envelope.route, status: statusLabel(res.statusCode) }).inc();
     if (debug) {
       ctx.log.debug({ method: req.method, path, status: res.statusCode, ...modelFields(ctx), durationMs: elapsedMs(ctx) }, 'request');
     }
