@@ -52,6 +52,8 @@ export interface ServerConfig {
   readonly intraOpThreads: number | undefined;
   /** MME_MAIN_THREAD_MAX_RUN_US: CPU models whose largest batch runs at most this long (µs) run on the main thread; 0 = none unless a config asks. */
   readonly mainThreadMaxRunUs: number;
+  /** MME_MAIN_THREAD_ONLY_MAX_RUN_US: of those, models whose largest batch runs at most this long (µs) keep no worker copy; 0 = none. */
+  readonly mainThreadOnlyMaxRunUs: number;
   /** Byte budget of the response cache (models with `response_cache { enable: true }`); 0 = no cache. */
   readonly responseCacheBytes: number;
   /** MME_DYNAMIC_BATCHING: false = every request runs alone (config dynamic_batching blocks included). */
@@ -346,6 +348,14 @@ export const SETTINGS: readonly AnySetting[] = [
     description:
       'A CPU model with one instance whose largest batch runs in at most this many µs (measured at load) also gets a session on the main thread, used when no other request for it is queued: the hop to a runtime worker costs more than such a run. 0 = never (a model\'s `execution_thread` parameter still may). At most 100000.',
     parse: (raw) => (raw === undefined ? 1000 : int('MME_MAIN_THREAD_MAX_RUN_US', raw, 0, 100_000)),
+  },
+  {
+    key: 'mainThreadOnlyMaxRunUs',
+    env: ['MME_MAIN_THREAD_ONLY_MAX_RUN_US'],
+    defaultText: '15',
+    description:
+      'Of the models that get a main-thread session, those whose largest batch runs in at most this many µs run there only, busy or not, with no worker session: handing a batch to a worker and taking the answer back costs the main thread more than such a run. 0 = never. At most 100000.',
+    parse: (raw) => (raw === undefined ? 15 : int('MME_MAIN_THREAD_ONLY_MAX_RUN_US', raw, 0, 100_000)),
   },
   {
     key: 'responseCacheBytes',

@@ -27,6 +27,11 @@
  * dimension (the cost depends on the request), string inputs, or inputs that
  * zeros do not suit keep it in its worker only.
  *
+ * A model cheaper still, whose largest batch runs in at most
+ * MME_MAIN_THREAD_ONLY_MAX_RUN_US, keeps no worker copy at all: under load
+ * the hop costs the main thread more than such a run
+ * (DEFAULT_MAIN_THREAD_ONLY_MAX_RUN_US has the measurement).
+ *
  * Per model, `parameters { key: "execution_thread" value: { string_value: "auto" | "main" | "worker" } }`:
  * `main` runs it on the main thread only (no worker copy, no measurement;
  * CPU, one instance), `worker` keeps it in its worker only.
@@ -47,6 +52,11 @@ export interface PlacementSettings {
   /** Largest measured run (µs, median, at the largest batch) that `auto` moves to the main thread; 0 = `auto` never does. */
   readonly mainThreadMaxRunUs: number;
   /**
+   * Largest measured run that `auto` puts on the main thread only, with no
+   * worker session (DEFAULT_MAIN_THREAD_ONLY_MAX_RUN_US says why); 0 = none.
+   */
+  readonly mainThreadOnlyMaxRunUs?: number;
+  /**
    * Intra-op threads of an `auto` main-thread copy; default: every core, at
    * most MAIN_THREAD_MAX_INTRA_OP_THREADS. The copy runs only while the whole
    * server is quiet (scheduler/quiet-window.ts), so one run may use the
@@ -55,8 +65,23 @@ export interface PlacementSettings {
   readonly mainThreadIntraOpThreads?: number;
 }
 
-/** The server's default (MME_MAIN_THREAD_MAX_RUN_US). */
-export const DEFAULT_PLACEMENT: PlacementSettings = Object.freeze({ mainThreadMaxRunUs: 1000 });
+/**
+ * MME_MAIN_THREAD_ONLY_MAX_RUN_US's default. A model whose largest batch
+ * runs in at most this many µs lives on the main thread only, busy or quiet:
+ * handing a batch to a worker and taking its answer back costs the main
+ * thread more than such a run. Measured on the 2-core bench box, tiny model
+ * at 64 connections (8 rows a batch; the probe reads 8 µs a run, about 2 µs
+ * of it the event-loop turn onnxruntime-node takes per run): the hop cost
+ * the main thread about 10-14 µs a batch, and with every batch on the main
+ * thread the server answered 44.9k req/s against 40.8k with busy batches in
+ * the worker (medians of 5 interleaved runs). The main thread is what limits
+ * throughput there, so the worker copy only added work to it, and held the
+ * weights twice.
+ */
+export const DEFAULT_MAIN_THREAD_ONLY_MAX_RUN_US = 15;
+
+/** The server's defaults (MME_MAIN_THREAD_MAX_RUN_US, MME_MAIN_THREAD_ONLY_MAX_RUN_US). */
+export const DEFAULT_PLACEMENT: PlacementSettings = Object.freeze({ mainThreadMaxRunUs: 1000, mainThreadOnlyMaxRunUs: DEFAULT_MAIN_THREAD_ONLY_MAX_RUN_US });
 
 /**
  * Cap on a main-thread copy's intra-op threads: every copy holds its own
@@ -71,6 +96,16 @@ export const MAIN_THREAD_MAX_FILE_BYTES = 64 * 1024 * 1024;
 
 /** Runs timed per probe: enough for a stable median, few enough to keep loads fast (each run is at most a few ms). */
 const PROBE_RUNS = 7;
+/**
+ * A model that may be cheaper than the hop is timed again, longer: the first
+ * dozen runs after a load are cold (tiny model: a median of 37 µs over the
+ * first 7 runs, 8 µs from the 20th on), which is noise against a 1 ms limit
+ * but not against MME_MAIN_THREAD_ONLY_MAX_RUN_US. Such runs are short, so
+ * the second probe costs a few ms at most.
+ */
+const REFINE_RUNS = 50;
+/** The first probe's median below which the second one runs, as a multiple of the main-thread-only limit. */
+const REFINE_BELOW = 10;
 const PARAMETER = 'execution_thread';
 
 export function executionThreadOf(config: ModelConfig, label: string): ExecutionThread {
@@ -103,6 +138,7 @@ export async function placeSessions(model: LoadedModel, label: string, settings:
   const choice = executionThreadOf(config, label);
   if (choice === 'worker') return;
   const outputs = config.output.map((o) => o.name);
+  const onlyMaxRunUs = Math.min(settings.mainThreadOnlyMaxRunUs ?? DEFAULT_MAIN_THREAD_ONLY_MAX_RUN_US, settings.mainThreadMaxRunUs);
   const ownThreads = config.parameters['intra_op_thread_count'];
   const copyThreads = ownThreads !== undefined && ownThreads !== '' ? undefined : (settings.mainThreadIntraOpThreads ?? Math.min(MAIN_THREAD_MAX_INTRA_OP_THREADS, os.availableParallelism()));
   for (const version of model.versions.values()) {
@@ -121,6 +157,7 @@ export async function placeSessions(model: LoadedModel, label: string, settings:
       if ((await filesBytes(path.join(model.dir, String(version.version)))) > MAIN_THREAD_MAX_FILE_BYTES) continue;
       try {
         runUs = median(await session.timeRuns(feeds, outputs, PROBE_RUNS));
+        if (runUs <= onlyMaxRunUs * REFINE_BELOW) runUs = median(await session.timeRuns(feeds, outputs, REFINE_RUNS));
       } catch (err) {
         logger.debug({ model: label, version: version.version, err: (err as Error).message }, 'placement probe failed; the session stays in its runtime worker');
         continue;
@@ -130,8 +167,12 @@ export async function placeSessions(model: LoadedModel, label: string, settings:
         continue;
       }
     }
+    // Cheaper than the hop: no worker copy at all. One intra-op thread (unless the model sets its own): a run
+    // this short gains nothing from more, and a pool's threads would spin beside the server under load.
+    const only = choice === 'main' || (runUs !== undefined && runUs <= onlyMaxRunUs);
     try {
       if (choice === 'main') await session.moveToMainThread();
+      else if (only) await session.moveToMainThread(copyThreads === undefined ? undefined : 1);
       else await session.addMainThreadCopy(copyThreads);
     } catch (err) {
       logger.warn({ model: label, version: version.version, err: (err as Error).message }, 'could not create the session on the main thread; it stays in its runtime worker');
@@ -140,7 +181,9 @@ export async function placeSessions(model: LoadedModel, label: string, settings:
     logger.info(
       choice === 'main'
         ? { model: label, version: version.version, placement: 'main thread only (execution_thread "main")' }
-        : {
+        : only
+          ? { model: label, version: version.version, placement: 'main thread only (a batch runs in less than a hop to a worker costs)', runUs: Math.round(runUs ?? 0), batch: Math.max(1, config.maxBatchSize) }
+          : {
             model: label,
             version: version.version,
             placement: 'main thread when the server is quiet, worker when busy',

@@ -42,7 +42,7 @@ export interface ModelSession {
    */
   addMainThreadCopy(intraOpThreads?: number): Promise<void>;
   /** Like addMainThreadCopy, then release the worker's copy: every run is on the main thread. */
-  moveToMainThread(): Promise<void>;
+  moveToMainThread(intraOpThreads?: number): Promise<void>;
   release(): Promise<void>;
 }
 
@@ -145,8 +145,8 @@ class PooledModelSession implements ModelSession {
     this.onMain = await createMainThreadSession(this.origin.path, options);
   }
 
-  async moveToMainThread(): Promise<void> {
-    await this.addMainThreadCopy();
+  async moveToMainThread(intraOpThreads?: number): Promise<void> {
+    await this.addMainThreadCopy(intraOpThreads);
     const old = this.inWorker;
     this.inWorker = undefined;
     await old?.release();

@@ -1,9 +1,12 @@
 /**
  * Session placement (registry/session-placement.ts) through the real server:
  * a small CPU model gets a main-thread copy beside its worker session and
- * answers the same whichever runs; MME_MAIN_THREAD_MAX_RUN_US and the
- * `execution_thread` parameter decide; models whose cost the probe cannot
- * bound stay in their worker; the copy is counted in the model's memory.
+ * answers the same whichever runs; one cheaper than the hop to a worker runs
+ * on the main thread only; MME_MAIN_THREAD_MAX_RUN_US,
+ * MME_MAIN_THREAD_ONLY_MAX_RUN_US and the `execution_thread` parameter
+ * decide; models whose cost the probe cannot bound stay in their worker; the
+ * copy is counted in the model's memory. How fast a run is depends on the
+ * machine, so each test sets the limits that make its outcome certain.
  */
 import os from 'node:os';
 import assert from 'node:assert/strict';
@@ -50,11 +53,14 @@ function sessionOf(s: TestServer, target: string): ModelSession {
   return session;
 }
 
+/** No model is cheap enough to leave its worker entirely: the copy rule alone decides. */
+const COPY_ONLY = { MME_MAIN_THREAD_ONLY_MAX_RUN_US: '0' };
+
 const placed = (s: TestServer, model: string) => s.logs.filter((l) => l['msg'] === 'session placed' && l['model'] === model);
 
 describe('session placement', () => {
   it('a small CPU model gets a main-thread copy; lone and concurrent requests get their own rows either way', async () => {
-    const s = await server({ small: { onnx: scale(3).onnx, config: SCALE_CONFIG() } });
+    const s = await server({ small: { onnx: scale(3).onnx, config: SCALE_CONFIG() } }, COPY_ONLY);
     const first = await invoke(s, 'small', [[1, 2, 3, 4]]);
     assert.equal(first.status, 200, first.text);
     assert.deepEqual(first.body.outputs[0].data, [3, 6, 9, 12]);
@@ -77,7 +83,7 @@ describe('session placement', () => {
   });
 
   it('the copy is counted: the reservation holds two copies of the weights', async () => {
-    const withCopy = await server({ m: { onnx: scale(2).onnx, config: SCALE_CONFIG() } });
+    const withCopy = await server({ m: { onnx: scale(2).onnx, config: SCALE_CONFIG() } }, COPY_ONLY);
     const without = await server({ m: { onnx: scale(2).onnx, config: SCALE_CONFIG() } }, { MME_MAIN_THREAD_MAX_RUN_US: '0' });
     for (const s of [withCopy, without]) assert.equal((await invoke(s, 'm', [[1, 1, 1, 1]])).status, 200);
     const bytes = (s: TestServer): number => {
@@ -88,6 +94,33 @@ describe('session placement', () => {
     assert.equal(sessionOf(without, 'm').copies, 1);
     assert.equal(placed(without, 'm').length, 0, 'MME_MAIN_THREAD_MAX_RUN_US=0: no copy');
     assert.ok(bytes(withCopy) > bytes(without), `${bytes(withCopy)} > ${bytes(without)}`);
+  });
+
+  it('a model whose batch runs in less than MME_MAIN_THREAD_ONLY_MAX_RUN_US runs on the main thread only, busy or not', async () => {
+    // 1000 µs: every run of this model here is well under it (the limit is capped by MME_MAIN_THREAD_MAX_RUN_US, 1000 by default).
+    const s = await server({ cheap: { onnx: scale(3).onnx, config: SCALE_CONFIG() } }, { MME_MAIN_THREAD_ONLY_MAX_RUN_US: '1000' });
+    const first = await invoke(s, 'cheap', [[1, 2, 3, 4]]);
+    assert.equal(first.status, 200, first.text);
+    assert.deepEqual(first.body.outputs[0].data, [3, 6, 9, 12]);
+    const session = sessionOf(s, 'cheap');
+    assert.equal(session.copies, 1, 'no worker copy: the weights are held once');
+    assert.equal(session.worker, -1);
+    const line = placed(s, 'cheap')[0];
+    assert.ok(line, 'the placement is logged');
+    assert.equal(line['placement'], 'main thread only (a batch runs in less than a hop to a worker costs)');
+    assert.equal(line['batch'], 8);
+    assert.ok(typeof line['runUs'] === 'number' && line['runUs'] <= 1000, String(line['runUs']));
+    const replies = await Promise.all(Array.from({ length: 64 }, (_, i) => invoke(s, 'cheap', [[i, i + 1, i + 2, i + 3]])));
+    replies.forEach((r, i) => {
+      assert.equal(r.status, 200, r.text);
+      assert.deepEqual(r.body.outputs[0].data, [3 * i, 3 * (i + 1), 3 * (i + 2), 3 * (i + 3)], `request ${i}`);
+    });
+
+    // The copy rule's own limit still bounds it: with MME_MAIN_THREAD_MAX_RUN_US=1 nothing leaves the worker.
+    const capped = await server({ m: { onnx: scale(2).onnx, config: SCALE_CONFIG() } }, { MME_MAIN_THREAD_ONLY_MAX_RUN_US: '1000', MME_MAIN_THREAD_MAX_RUN_US: '1' });
+    assert.equal((await invoke(capped, 'm', [[1, 1, 1, 1]])).status, 200);
+    assert.ok(sessionOf(capped, 'm').worker >= 0, 'still in its worker');
+    assert.equal(placed(capped, 'm').length, 0);
   });
 
   it('execution_thread "main" runs on the main thread only; "worker" keeps the worker only', async () => {

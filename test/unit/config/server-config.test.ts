@@ -204,6 +204,16 @@ describe('loadServerConfig: each variable', () => {
     assert.equal(load({ MME_MAX_INFLIGHT_REQUESTS: '5' }).maxInflightRequests, 5);
     expectProblem({ MME_MAX_INFLIGHT_REQUESTS: '0' }, `MME_MAX_INFLIGHT_REQUESTS must be an integer in [1, 9007199254740991], got '0'`);
   });
+
+  test('MME_MAIN_THREAD_MAX_RUN_US (default 1000) and MME_MAIN_THREAD_ONLY_MAX_RUN_US (default 15): µs in [0, 100000]', () => {
+    const defaults = load({});
+    assert.equal(defaults.mainThreadMaxRunUs, 1000);
+    assert.equal(defaults.mainThreadOnlyMaxRunUs, 15);
+    assert.equal(load({ MME_MAIN_THREAD_ONLY_MAX_RUN_US: '0' }).mainThreadOnlyMaxRunUs, 0);
+    assert.equal(load({ MME_MAIN_THREAD_ONLY_MAX_RUN_US: ' 40 ' }).mainThreadOnlyMaxRunUs, 40);
+    expectProblem({ MME_MAIN_THREAD_ONLY_MAX_RUN_US: '100001' }, `MME_MAIN_THREAD_ONLY_MAX_RUN_US must be an integer in [0, 100000], got '100001'`);
+    expectProblem({ MME_MAIN_THREAD_ONLY_MAX_RUN_US: '-1' }, `MME_MAIN_THREAD_ONLY_MAX_RUN_US must be an integer in [0, 100000], got '-1'`);
+  });
 });
 
 describe('loadServerConfig: errors and result', () => {
