@@ -210,6 +210,9 @@ function rawBinder(body: Uint8Array): RequestBinder {
   };
 }
 
+/** The extra headers of most answers: none (one shared object, not one per answer). */
+const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
+
 export interface HttpAnswer {
   readonly contentType: string;
   readonly headers: Readonly<Record<string, string>>;
@@ -291,13 +294,15 @@ export function prepareExchange(headers: IncomingHttpHeaders, body: Buffer, fami
       const [tensor] = response.outputs.values();
       if (!tensor) throw new ServingError('INTERNAL', `model '${response.modelName}': the model produced no output`, { model: response.modelName });
       return responseType === CSV_CONTENT_TYPE
-        ? { contentType: CSV_CONTENT_TYPE, headers: {}, body: encodeCsv(tensor) }
-        : { contentType: NPY_CONTENT_TYPE, headers: {}, body: encodeNpy(tensor) };
+        ? { contentType: CSV_CONTENT_TYPE, headers: NO_HEADERS, body: encodeCsv(tensor) }
+        : { contentType: NPY_CONTENT_TYPE, headers: NO_HEADERS, body: encodeNpy(tensor) };
     }
-    if (tfStyle !== undefined) return { contentType: 'application/json', headers: {}, body: encodeTfServingResponse(response.modelName, tfStyle, response.outputs) };
+    if (tfStyle !== undefined) return { contentType: 'application/json', headers: NO_HEADERS, body: encodeTfServingResponse(response.modelName, tfStyle, response.outputs) };
     const request = bound;
     const binary = request ? (name: string) => wantsBinaryOutput(request, name) : () => false;
-    if (![...response.outputs.keys()].some(binary)) return { contentType: 'application/json', headers: {}, body: encodeInferResponse(response) };
+    let anyBinary = false;
+    for (const name of response.outputs.keys()) if ((anyBinary = binary(name))) break;
+    if (!anyBinary) return { contentType: 'application/json', headers: NO_HEADERS, body: encodeInferResponse(response) };
     const encoded = encodeInferResponseBinary(response, binary);
     const json = Buffer.from(encoded.json, 'utf8');
     const headerLength = String(json.length);

@@ -9,7 +9,7 @@
  * node writes the head and the body in a single send; binary answers go out
  * as chunks straight from the output tensors' memory.
  */
-import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { DefaultAccept } from '../config/server-config.js';
 import type { InferenceService, ModelRef } from '../service/inference-service.js';
 import { announcedHeaderLength, prepareExchange, responseTypeFor, type HttpAnswer, type RouteFamily } from './infer-exchange.js';
@@ -23,6 +23,8 @@ export interface InferRouteDeps {
 }
 
 const CUSTOM_ATTRIBUTES = 'x-amzn-sagemaker-custom-attributes';
+/** Infer options of a request that names no version (shared, not made per request). */
+const LATEST = Object.freeze({});
 
 export function refLabel(ref: ModelRef): string {
   return ref.kind === 'target' ? ref.target : ref.kind === 'managed' ? ref.name : 'default';
@@ -31,17 +33,27 @@ export function refLabel(ref: ModelRef): string {
 /** The common text type's header value, made once: a value built per answer is a new string node re-checks and flattens each time. */
 const JSON_UTF8 = 'application/json; charset=utf-8';
 
-/** `id`: X-Request-Id, written here rather than set beforehand (request-context.ts says why). */
-function send(res: ServerResponse, id: string, answer: HttpAnswer, extra: OutgoingHttpHeaders): void {
+/**
+ * `id`: X-Request-Id, written here rather than set beforehand (request-context.ts says why).
+ * The headers go to writeHead as a flat [name, value, …] list, which node
+ * writes without walking an object's keys.
+ */
+function send(res: ServerResponse, id: string, answer: HttpAnswer, customAttributes: string | undefined): void {
+  const headers: (string | number)[] = ['X-Request-Id', id];
+  for (const name in answer.headers) headers.push(name, answer.headers[name]!);
+  if (customAttributes !== undefined) headers.push('X-Amzn-SageMaker-Custom-Attributes', customAttributes);
   if (typeof answer.body === 'string') {
     // What express's res.type(...).send(string) wrote: the type with charset=utf-8 and the byte length.
-    res.writeHead(200, { 'X-Request-Id': id, ...answer.headers, ...extra, 'Content-Type': answer.contentType === 'application/json' ? JSON_UTF8 : `${answer.contentType}; charset=utf-8`, 'Content-Length': Buffer.byteLength(answer.body) });
+    const type = answer.contentType === 'application/json' ? JSON_UTF8 : `${answer.contentType}; charset=utf-8`;
+    headers.push('Content-Type', type, 'Content-Length', Buffer.byteLength(answer.body));
+    res.writeHead(200, headers);
     res.end(answer.body);
     return;
   }
   let length = 0;
   for (const b of answer.body) length += b.length;
-  res.writeHead(200, { 'X-Request-Id': id, ...answer.headers, ...extra, 'Content-Type': answer.contentType, 'Content-Length': length });
+  headers.push('Content-Type', answer.contentType, 'Content-Length', length);
+  res.writeHead(200, headers);
   res.cork();
   for (const chunk of answer.body) res.write(chunk);
   res.end();
@@ -61,15 +73,15 @@ export async function serveInference(
   const responseType = responseTypeFor(Array.isArray(accept) ? accept.join(',') : accept, deps.defaultAccept, label);
   const body = await readBody(req, deps.bodyLimitBytes, announcedHeaderLength(req.headers));
   const exchange = prepareExchange(req.headers, body, family, responseType, label);
-  const response = await deps.service.infer(ref, exchange.decode, ctx, version === undefined ? {} : { version });
+  const response = await deps.service.infer(ref, exchange.decode, ctx, version === undefined ? LATEST : { version });
   ctx.model = response.modelName;
   ctx.modelVersion = response.modelVersion;
   const answer = exchange.answer(response);
-  let extra: OutgoingHttpHeaders = {};
+  let customAttributes: string | undefined;
   if (family === 'sagemaker') {
     const attrs = req.headers[CUSTOM_ATTRIBUTES];
     const value = Array.isArray(attrs) ? attrs[0] : attrs;
-    if (value !== undefined && value !== '') extra = { 'X-Amzn-SageMaker-Custom-Attributes': value };
+    if (value !== undefined && value !== '') customAttributes = value;
   }
-  send(res, ctx.id, answer, extra);
+  send(res, ctx.id, answer, customAttributes);
 }

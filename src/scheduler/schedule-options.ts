@@ -21,8 +21,12 @@ function nonNegativeInteger(parameters: Parameters, key: string, model: string):
   return v;
 }
 
+/** What a request without scheduling parameters gets (most do): one shared object, none built per request. */
+const NO_OPTIONS: ScheduleOptions = Object.freeze({});
+
 export function scheduleOptionsFrom(parameters: Parameters, model: string): ScheduleOptions {
   const priority = nonNegativeInteger(parameters, 'priority', model);
   const timeoutUs = nonNegativeInteger(parameters, 'timeout', model);
+  if (priority === undefined && timeoutUs === undefined) return NO_OPTIONS;
   return { ...(priority === undefined ? {} : { priority }), ...(timeoutUs === undefined ? {} : { timeoutUs }) };
 }

@@ -160,22 +160,27 @@ export class InferenceService {
       // Reject a bad target, then a malformed body, before anything is loaded.
       if (ref.kind === 'target') normalizeTarget(ref.target);
       const decoded = decode(refLabel(ref));
-      let inputNs = process.hrtime.bigint() - started;
-      lease = (ref.kind === 'target' ? this.options.registry.leaseResidentTarget(ref.target) : undefined) ?? (await this.acquire(ref, ctx.cancel));
+      // Compute-input time leaves out any wait for the model (a load); a model in memory is leased at once, unclocked.
+      let waitNs = 0n;
+      lease = ref.kind === 'target' ? this.options.registry.leaseResidentTarget(ref.target) : undefined;
+      if (lease === undefined) {
+        const waitStart = process.hrtime.bigint();
+        lease = await this.acquire(ref, ctx.cancel);
+        waitNs = process.hrtime.bigint() - waitStart;
+      }
       const { pkg } = lease;
       const entry = pkg.entry;
       modelName = entry.name;
       const served = servedVersion(entry, pkg.plan, options.version, lease.label);
       version = served.version;
-      const bindStart = process.hrtime.bigint();
       const request = isBinder(decoded) ? decoded.bindToModel(entry.config, lease.label) : decoded;
       const batch = validateRequest(request, entry.config, lease.label);
       // Without classification there is nothing to prepare: no promise to wait on (the common case).
       const prepared = this.prepareOutputs(request, entry, lease.label);
       const postProcess = typeof prepared === 'function' ? prepared : await prepared;
-      // Each clock read costs about 0.1 µs on the hot path: one read ends a phase and starts the next.
+      // A clock read and its BigInt arithmetic cost about 0.05 µs on the hot path: one read ends a phase and starts the next.
       const boundAt = process.hrtime.bigint();
-      inputNs += boundAt - bindStart;
+      const inputNs = boundAt - started - waitNs;
       const wanted = request.outputs?.map((o) => o.name) ?? allOutputs(entry.config);
       const cache = entry.config.responseCacheEnabled ? this.options.responseCache : undefined;
       if (entry.config.responseCacheEnabled && cache === undefined && !this.uncachedWarned.has(entry)) {
