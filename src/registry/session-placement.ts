@@ -70,8 +70,9 @@ export interface PlacementSettings {
  * runs in at most this many µs lives on the main thread only, busy or quiet:
  * handing a batch to a worker and taking its answer back costs the main
  * thread more than such a run. Measured on the 2-core bench box, tiny model
- * at 64 connections (8 rows a batch; the probe reads 8 µs a run, about 2 µs
- * of it the event-loop turn onnxruntime-node takes per run): the hop cost
+ * at 64 connections (8 rows a batch; the probe reads 8 µs a run, where a
+ * loop of runs on the main thread costs it 5.5-6 µs each: the probe also
+ * times the event-loop turn onnxruntime-node takes per run): the hop cost
  * the main thread about 10-14 µs a batch, and with every batch on the main
  * thread the server answered 44.9k req/s against 40.8k with busy batches in
  * the worker (medians of 5 interleaved runs). The main thread is what limits
