@@ -12,7 +12,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
-import type { CounterCell } from '../observability/metric-cells.js';
 import type { Metrics } from '../observability/metrics.js';
 import { errorReply } from './error-response.js';
 import { createRequestContext, elapsedMs, type RequestContext } from './request-context.js';
@@ -44,22 +43,13 @@ export interface OpenOptions {
   readonly callerWritesId?: boolean;
 }
 
-/**
- * The `onnx_mme_http_requests_total` cell of a route and status, held by
- * route then status: route labels are a few constant strings, so this
- * lookup builds and hashes no string per request (the cell table's own key
- * would be built from both labels every time).
- */
-const HTTP_CELLS = new WeakMap<Metrics, Map<string, Map<number, CounterCell>>>();
+/** Status codes as label strings, made once each: the metric cell lookup then hashes no new string per request. */
+const STATUS_LABELS = new Map<number, string>();
 
-function httpRequestsCell(metrics: Metrics, route: string, status: number): CounterCell {
-  let byRoute = HTTP_CELLS.get(metrics);
-  if (byRoute === undefined) HTTP_CELLS.set(metrics, (byRoute = new Map()));
-  let byStatus = byRoute.get(route);
-  if (byStatus === undefined) byRoute.set(route, (byStatus = new Map()));
-  let cell = byStatus.get(status);
-  if (cell === undefined) byStatus.set(status, (cell = metrics.httpRequests.cell({ route, status: String(status) })));
-  return cell;
+function statusLabel(code: number): string {
+  let label = STATUS_LABELS.get(code);
+  if (label === undefined) STATUS_LABELS.set(code, (label = String(code)));
+  return label;
 }
 
 /** The path part of a request URL (no query string). */
@@ -83,7 +73,7 @@ export function openEnvelope(req: IncomingMessage, res: ServerResponse, deps: En
   const ctx = createRequestContext(req, res, deps.logger, (finished) => {
     deps.inflight.count--;
     if (!finished) return;
-    httpRequestsCell(deps.metrics, options.routeOf ? options.routeOf() : envelope.route, res.statusCode).inc();
+    deps.metrics.httpRequests.cell({ route: options.routeOf ? options.routeOf() : envelope.route, status: statusLabel(res.statusCode) }).inc();
     if (debug) {
       ctx.log.debug({ method: req.method, path, status: res.statusCode, ...modelFields(ctx), durationMs: elapsedMs(ctx) }, 'request');
     }

@@ -90,12 +90,14 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
   const registry = new Registry();
   if (options.collectProcessMetrics) collectDefaultMetrics({ register: registry });
   const registers = [registry];
-  const byModel = new Map<string, ModelMetrics>();
+  /** By model, then version: the request path looks its set up with strings it already holds, building no key. */
+  const byModel = new Map<string, Map<string, ModelMetrics>>();
   const metrics: Metrics = {
     registry,
     forModel(model, version) {
-      const key = `${model}\u0000${version}`;
-      let cells = byModel.get(key);
+      let versions = byModel.get(model);
+      if (versions === undefined) byModel.set(model, (versions = new Map()));
+      let cells = versions.get(version);
       if (cells === undefined) {
         const labels = { model, version };
         cells = Object.freeze({
@@ -111,7 +113,7 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
           queueUs: metrics.queueDurationUs.cell(labels),
           batchSize: metrics.batchSize.cell(labels),
         });
-        byModel.set(key, cells);
+        versions.set(version, cells);
       }
       return cells;
     },

@@ -122,8 +122,6 @@ export class InferenceService {
   private inflight = 0;
   /** Models already warned that they enable a response cache the server does not have (once per load). */
   private readonly uncachedWarned = new WeakSet<LoadedModel>();
-  /** Metric cells by served version (servedVersion's object, one per loaded package for its latest version): no key string built per request. */
-  private readonly cellsByServed = new WeakMap<object, ModelMetrics>();
 
   constructor(private readonly options: InferenceServiceOptions) {}
 
@@ -199,11 +197,11 @@ export class InferenceService {
           this.options.metrics.cacheHits.inc(labels);
           this.options.metrics.cacheHitDurationUs.inc(labels, Number(lookupNs) / 1000);
           const outputs = postProcess(hit);
-          this.record(this.cellsFor(served, modelName), batch, 0, started, process.hrtime.bigint(), false);
+          this.record(this.options.metrics.forModel(modelName, version), batch, 0, started, process.hrtime.bigint(), false);
           return { id: request.id, modelName, modelVersion: version, outputs };
         }
       }
-      cells = this.cellsFor(served, modelName);
+      cells = this.options.metrics.forModel(modelName, version);
       cells.pending.inc();
       const computeStart = cache === undefined ? boundAt : process.hrtime.bigint();
       const raw = await runPlan(served.plan, request.inputs, wanted, ctx.cancel, scheduleOptionsFrom(request.parameters, lease.label));
@@ -230,12 +228,6 @@ export class InferenceService {
       lease?.release();
       this.inflight--;
     }
-  }
-
-  private cellsFor(served: { readonly version: string }, modelName: string): ModelMetrics {
-    let cells = this.cellsByServed.get(served);
-    if (cells === undefined) this.cellsByServed.set(served, (cells = this.options.metrics.forModel(modelName, served.version)));
-    return cells;
   }
 
   /** A miss: keep the answer (before post-processing, which may replace outputs in `raw`); Triton's miss time is lookup + insert. */

@@ -31,6 +31,14 @@ describe('CellCounter', () => {
     assert.deepEqual(await samples(registry), ['c{route="a",status="200"} 7', 'c{route="b",status="500"} 0.5']);
   });
 
+  test('label sets are told apart by their values alone: a missing label is not an empty one, and no separator character can merge two sets', () => {
+    const counter = new CellCounter({ name: 'c', help: 'h', labelNames: ['route', 'status'], registers: [] });
+    const missing = counter.cell({ route: 'a' });
+    assert.notEqual(counter.cell({ route: 'a', status: '' }), missing);
+    assert.equal(counter.cell({ route: 'a' }), missing);
+    assert.notEqual(counter.cell({ route: 'a\u0000b', status: 'c' }), counter.cell({ route: 'a', status: 'b\u0000c' }));
+  });
+
   test("prom-client's own inc and a cell's inc on the same label set add up", async () => {
     const registry = new Registry();
     const counter = new CellCounter({ name: 'c', help: 'h', labelNames: ['route'], registers: [registry] });
