@@ -1,6 +1,6 @@
 /**
  * @module bench/instance-overlap
- * The experiment behind `instance_group { count: N }` (README, "Dynamic
+ * The experiment behind `instance_group { count: N }` (docs/batching-and-performance.md, "Dynamic
  * batching and concurrency"): does onnxruntime-node 1.30 overlap concurrent
  * `run()` calls on one session, and what actually runs N batches at once?
  *

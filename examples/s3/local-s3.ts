@@ -1,7 +1,7 @@
 /**
  * @module examples/s3/local-s3
  * A local S3-compatible store for trying the S3 flow without AWS and without
- * the aws CLI (README, "Models from S3"):
+ * the aws CLI (docs/memory-and-caching.md, "Models from S3"):
  *
  *   node dist/examples/s3/local-s3.js serve [dir]        s3rver on 127.0.0.1:4569, bucket `models`,
  *                                                       the demo tarballs uploaded under `prefix/`

@@ -9,6 +9,7 @@
  */
 import { ServingError } from '../errors.js';
 import { EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, write, type CliCommand, type CliIo } from './cli-support.js';
+import { packageVersion } from './version.js';
 
 /** Name → summary (for the overview, without loading the command) and loader. */
 const COMMANDS: Readonly<Record<string, { readonly summary: string; load(): Promise<CliCommand> }>> = {
@@ -35,6 +36,7 @@ const COMMANDS: Readonly<Record<string, { readonly summary: string; load(): Prom
 };
 
 const OVERVIEW = `Usage: onnx-mme <command> [options]
+       onnx-mme --version
 
 Commands:
 ${Object.entries(COMMANDS)
@@ -54,6 +56,10 @@ async function runCli(argv: readonly string[], io: CliIo): Promise<number | unde
   if (name === undefined || name === '-h' || name === '--help' || name === 'help') {
     write(name === undefined ? io.stderr : io.stdout, OVERVIEW);
     return name === undefined ? EXIT_USAGE : EXIT_OK;
+  }
+  if (name === '--version' || name === '-v' || name === 'version') {
+    write(io.stdout, packageVersion());
+    return EXIT_OK;
   }
   const entry = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   if (!entry) {

@@ -16,7 +16,7 @@ Runs the server: /ping, /invocations (X-Amzn-SageMaker-Target-Model), the
 SageMaker MME API (/models), /metrics. Configured only by the environment,
 exactly as the container: SAGEMAKER_BIND_TO_PORT (8080), MME_MODEL_SOURCE
 (/opt/ml/model, a directory or s3://bucket/prefix/), MME_CACHE_DIR,
-AWS_REGION, AWS_ENDPOINT_URL_S3, ... (the README's configuration table lists
+AWS_REGION, AWS_ENDPOINT_URL_S3, ... (docs/configuration.md lists
 every variable). Stops cleanly on SIGTERM/SIGINT.
 
 Options:

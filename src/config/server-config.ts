@@ -3,7 +3,7 @@
  * The single reader of `process.env`. Every setting is declared once in
  * SETTINGS (env names, default, description); `loadServerConfig` parses them
  * into a typed, deep-frozen ServerConfig and reports every bad value at once.
- * The README's env-var table is checked against SETTINGS by a test.
+ * The env-var table in docs/configuration.md is checked against SETTINGS by a test.
  */
 import os from 'node:os';
 import path from 'node:path';

@@ -1,7 +1,7 @@
 /**
  * @module http/inference-front
  * The lean path for inference requests, in front of express. Measured on a
- * 2-core box (bench/invocations.bench.ts, README "Benchmark"): with the tiny
+ * 2-core box (bench/invocations.bench.ts, bench/README.md): with the tiny
  * model, express's per-request work (app and router dispatch over every
  * layer, prototype swaps on req/res, res.send's type and length handling)
  * cost more main-thread time than reading, decoding, batching and answering

@@ -65,7 +65,7 @@ export interface Metrics {
   readonly modelEvictions: Counter;
   /** How long requests waited for their model to be loaded (SageMaker ModelLoadingWaitTime). */
   readonly modelLoadingWait: Histogram;
-  /** Requests admitted for a model (its package leased) and not yet finished; see README "Metrics". */
+  /** Requests admitted for a model (its package leased) and not yet finished; see docs/metrics-and-logs.md. */
   readonly pendingRequests: CellGauge<'model' | 'version'>;
   /** Request body → typed tensors, bound and validated against the model (Triton's "compute input"). */
   readonly computeInputDurationUs: CellCounter<'model' | 'version'>;

@@ -278,7 +278,7 @@ export class PackageBuilder {
       policy ??= resolveBatchPolicy(config, raw['dynamic_batching'] !== undefined, this.deps.batching ?? DEFAULT_BATCHING);
       if (loaded.size === 0) instances = this.instanceCount(config, session, modelLabel);
       // One session per instance, each on its own worker: a worker runs one session at a
-      // time and one session never overlaps its own runs (README, "the instance experiment").
+      // time and one session never overlaps its own runs (bench/README.md, "instance-overlap").
       const sessions = [session];
       while (sessions.length < instances) {
         const more = await createModelSession(file, { ...sessionOptions, avoidWorkers: new Set(sessions.map((s) => s.worker)) });

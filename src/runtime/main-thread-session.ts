@@ -2,7 +2,7 @@
  * @module runtime/main-thread-session
  * A session that runs on the main thread, for models so small that the trip
  * to a runtime worker costs more than the run. Measured on the 2-core bench
- * box (README "Where a model runs"): a worker round trip is two thread
+ * box (docs/batching-and-performance.md, "Where a model runs"): a worker round trip is two thread
  * wake-ups plus a structured clone each way, about 65 µs of a 0.21 ms request
  * at one connection, while a 16→4 model runs in about 6 µs and a
  * 256→1024→1024→16 MLP in about 45 µs. onnxruntime-node runs synchronously on the calling thread, so such

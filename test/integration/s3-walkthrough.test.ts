@@ -1,5 +1,5 @@
 /**
- * The README's local S3 walkthrough, run as written: the example script
+ * The local S3 walkthrough of docs/memory-and-caching.md, run as written: the example script
  * starts an S3-compatible store, `put` adds a tarball, the container serves it
  * by target, `put` again replaces it, `rm` retires it.
  */

@@ -1,6 +1,6 @@
 /**
  * @module test/support/check-imports
- * Enforces the architecture's import directions (README "Architecture"):
+ * Enforces the architecture's import directions (docs/architecture.md):
  * transport → service → scheduler/ensemble → registry → runtime/backends/store, with
  * express only in the HTTP layer, onnxruntime only in runtime/, archives and
  * the AWS SDK only in store/. Run by `npm run lint` and by a unit test.

@@ -1,7 +1,7 @@
 /**
  * @module test/unit/config/server-config
  * loadServerConfig: defaults, every variable, aliases, file:// URLs, all
- * problems in one error, a deep-frozen result; and the README documents every
+ * problems in one error, a deep-frozen result; and docs/configuration.md documents every
  * variable SETTINGS declares.
  */
 import assert from 'node:assert/strict';
@@ -261,7 +261,7 @@ describe('loadServerConfig: errors and result', () => {
   });
 });
 
-// ------------------------------------------------------------------ README
+// ------------------------------------------------------------------ docs
 
 function isRepoRoot(dir: string): boolean {
   const pkg = path.join(dir, 'package.json');
@@ -282,19 +282,19 @@ function findRepoRoot(): string | undefined {
 }
 
 const repoRoot = findRepoRoot();
-const readmePath = repoRoot === undefined ? undefined : path.join(repoRoot, 'README.md');
+const readmePath = repoRoot === undefined ? undefined : path.join(repoRoot, 'docs', 'configuration.md');
 
-describe('README', () => {
+describe('docs/configuration.md', () => {
   test(
-    'README.md mentions every environment variable in SETTINGS',
+    'docs/configuration.md mentions every environment variable in SETTINGS',
     () => {
       assert.ok(readmePath, 'repository root (package.json named onnx-mme) not found from the test file or the working directory');
-      assert.ok(existsSync(readmePath), `README.md is missing at ${readmePath}`);
+      assert.ok(existsSync(readmePath), `docs/configuration.md is missing at ${readmePath}`);
       const readme = readFileSync(readmePath, 'utf8');
       const names = SETTINGS.flatMap((s) => s.env);
       assert.ok(names.includes('SAGEMAKER_TRITON_DEFAULT_MODEL_NAME'));
       const missing = names.filter((n) => !new RegExp(`(^|[^A-Z0-9_])${n}([^A-Z0-9_]|$)`).test(readme));
-      assert.deepEqual(missing, [], `README.md does not mention: ${missing.join(', ')}`);
+      assert.deepEqual(missing, [], `docs/configuration.md does not mention: ${missing.join(', ')}`);
     },
   );
 });
