@@ -5,7 +5,6 @@
  * tests start real servers on port 0 exactly as production does.
  */
 import { cancellationOf } from './cancellation.js';
-import { QuietWindow } from './scheduler/quiet-window.js';
 import type { Server } from 'node:http';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
@@ -15,9 +14,11 @@ import type { ServerConfig } from './config/server-config.js';
 import type { Logger } from './observability/logger.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
 import { MemoryManager } from './registry/memory-manager.js';
+import { createModelLoader } from './registry/model-loader.js';
 import { ModelRegistry } from './registry/model-registry.js';
 import { gpuMemory, hostMemoryBytes } from './runtime/memory-usage.js';
 import { detectHostCapabilities } from './runtime/execution-providers.js';
+import { QuietWindow } from './runtime/quiet-window.js';
 import { RuntimePool } from './runtime/runtime-pool.js';
 import { InferenceService } from './service/inference-service.js';
 import { ResponseCache } from './service/response-cache.js';
@@ -74,24 +75,29 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
     defaultModel: config.defaultModel,
     revalidateMs: config.revalidateMs,
     memory,
-    gpuVisible: host.gpuVisible,
-    loadDeps: {
-      pool,
-      intraOpThreads: config.intraOpThreads,
+    loader: createModelLoader({
+      memory,
+      gpuVisible: host.gpuVisible,
       logger,
-      host,
-      serverProviders: config.executionProviders,
-      batching: {
-        enabled: config.dynamicBatching,
-        maxQueueDelayUs: config.batchMaxDelayUs,
-        maxBatchSize: config.batchMaxSize,
-        maxQueueSize: config.maxQueueSize,
-      },
       metrics,
-      allowJsBackend: config.allowJsBackend,
-      placement: { mainThreadMaxRunUs: config.mainThreadMaxRunUs, mainThreadOnlyMaxRunUs: config.mainThreadOnlyMaxRunUs },
-      quiet: new QuietWindow(),
-    },
+      loadDeps: {
+        pool,
+        intraOpThreads: config.intraOpThreads,
+        logger,
+        host,
+        serverProviders: config.executionProviders,
+        batching: {
+          enabled: config.dynamicBatching,
+          maxQueueDelayUs: config.batchMaxDelayUs,
+          maxBatchSize: config.batchMaxSize,
+          maxQueueSize: config.maxQueueSize,
+        },
+        metrics,
+        allowJsBackend: config.allowJsBackend,
+        placement: { mainThreadMaxRunUs: config.mainThreadMaxRunUs, mainThreadOnlyMaxRunUs: config.mainThreadOnlyMaxRunUs },
+        quiet: new QuietWindow(),
+      },
+    }),
     logger,
     metrics,
   });

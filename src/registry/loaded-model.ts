@@ -8,7 +8,7 @@
 import type { ModelConfig, TensorConfig } from '../config/model-config-types.js';
 import type { Tensor } from '../protocol/tensor.js';
 import type { ModelSession } from '../runtime/onnx-session.js';
-import type { ModelExecutor, ModelScheduler } from '../scheduler/model-scheduler.js';
+import type { BatchLoad, ModelExecutor, ModelScheduler } from '../scheduler/model-scheduler.js';
 
 export interface LoadedVersion {
   readonly version: number;
@@ -74,7 +74,7 @@ export class SessionExecutor implements ModelExecutor {
     this.outputReshape = new Map(config.output.filter((t) => t.reshape).map((t) => [t.name, t]));
   }
 
-  async execute(inputs: ReadonlyMap<string, Tensor>, outputNames: readonly string[], busy?: boolean): Promise<Map<string, Tensor>> {
+  async execute(inputs: ReadonlyMap<string, Tensor>, outputNames: readonly string[], load?: BatchLoad): Promise<Map<string, Tensor>> {
     let feeds = inputs;
     if (this.inputReshape.size > 0) {
       const m = new Map<string, Tensor>();
@@ -84,7 +84,7 @@ export class SessionExecutor implements ModelExecutor {
       }
       feeds = m;
     }
-    const out = await this.session.run(feeds, outputNames, busy);
+    const out = await this.session.run(feeds, outputNames, load);
     if (this.outputReshape.size > 0) {
       for (const [name, t] of out) {
         const cfg = this.outputReshape.get(name);

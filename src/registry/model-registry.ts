@@ -10,9 +10,15 @@
  * run in parallel across keys. A lease pins an entry: it is never released
  * while a request holds it, and an unload waits for the last lease.
  *
- * Memory: every entry holds a reservation in the MemoryManager (predicted from
- * its files, corrected up after load and warm-up by the measured footprint).
- * Idle entries are evicted least recently used first when a load needs room.
+ * How a model gets into memory and what it costs (reserve, load, warm-up,
+ * placement, measurement) is the injected ModelLoader's business
+ * (registry/model-loader.ts); SageMaker's list is registry/managed-records.ts.
+ * This module keeps the entries: their states, leases, single flight,
+ * freshness, and eviction when the MemoryManager picks an idle one.
+ *
+ * Memory: every entry holds a reservation in the MemoryManager (made and
+ * corrected by the loader). Idle entries are evicted least recently used
+ * first when a load needs room.
  * A self-managed entry evicted is simply gone (the next request loads it again,
  * usually from the disk cache); a SageMaker-managed model stays registered
  * (`GET /models` is SageMaker's list, unchanged) and is paged back in from its
@@ -31,15 +37,15 @@ import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { CounterCell } from '../observability/metric-cells.js';
 import type { Metrics } from '../observability/metrics.js';
-import { gpuMemory, processRssBytes } from '../runtime/memory-usage.js';
 import { abortable } from '../store/abort.js';
 import type { LocalModel, ModelSource } from '../store/model-source.js';
 import { normalizeTarget } from '../store/target-path.js';
-import type { MemoryManager, Reservation, Resident } from './memory-manager.js';
-import { loadPackage, type LoadedPackage, type PackageLoadDeps, type PackageLoadRequest } from './package-loader.js';
-import { predictLoadedBytes, predictPackageBytes } from './package-size.js';
-import { DEFAULT_PLACEMENT, placeSessions } from './session-placement.js';
-import { warmUpModel } from './warmup.js';
+import { info, ManagedRecords, managedModelDir, type ManagedModelInfo } from './managed-records.js';
+import type { MemoryManager, Resident } from './memory-manager.js';
+import type { LoadedModelPackage, ModelLoader } from './model-loader.js';
+import type { LoadedPackage, PackageLoadRequest } from './package-loader.js';
+
+export type { ManagedModelInfo } from './managed-records.js';
 
 export type EntryKind = 'target' | 'managed' | 'default';
 export type EntryState = 'LOADING' | 'READY' | 'UNLOADING';
@@ -49,15 +55,6 @@ export interface Lease {
   /** Name for logs and metrics: the target, or the managed model's target header / name. */
   readonly label: string;
   release(): void;
-}
-
-export interface ManagedModelInfo {
-  readonly modelName: string;
-  readonly modelUrl: string;
-  readonly targetModel: string | undefined;
-  readonly state: EntryState;
-  readonly entryModel: string | undefined;
-  readonly loadedAt: string | undefined;
 }
 
 /** One model of the source, with where it is (repository index / listing). */
@@ -78,8 +75,10 @@ interface Entry {
   readonly url: string | undefined;
   readonly targetHeader: string | undefined;
   state: EntryState;
-  readonly ready: Promise<LoadedPackage>;
+  readonly ready: Promise<LoadedModelPackage>;
   pkg: LoadedPackage | undefined;
+  /** The loaded package with its reservation (the loader's); set when the load succeeds. */
+  loaded: LoadedModelPackage | undefined;
   inflight: number;
   idle: (() => void) | undefined;
   loadedAt: Date | undefined;
@@ -88,22 +87,8 @@ interface Entry {
   /** performance.now() of the last confirmation that `local.version` is current. */
   checkedAt: number;
   revalidating: Promise<void> | undefined;
-  /** This entry's share of the memory budget, from just before its load until its release. */
-  reservation: Reservation | undefined;
   /** The handle the memory manager evicts it through. */
   readonly resident: Resident;
-}
-
-/** What SageMaker loaded with POST /models: outlives page-outs of the entry's sessions. */
-interface ManagedRecord {
-  readonly modelName: string;
-  readonly dir: string;
-  readonly targetHeader: string | undefined;
-  readonly label: string;
-  readonly loadedAt: Date;
-  readonly entryModel: string;
-  /** Versions of the entry model at the first load (for readiness while paged out). */
-  readonly versions: readonly number[];
 }
 
 export interface RegistryOptions {
@@ -113,15 +98,13 @@ export interface RegistryOptions {
   readonly defaultModel: string | undefined;
   /** Revalidate a self-managed target after this many ms; 0 = never. */
   readonly revalidateMs?: number;
-  readonly loadDeps: PackageLoadDeps;
-  readonly memory: MemoryManager;
-  /** Whether GPU memory can be measured (a GPU is visible): packages on CUDA are measured there. */
-  readonly gpuVisible?: boolean;
+  /** How a model is brought into memory and measured (registry/model-loader.ts createModelLoader; a fake in unit tests). */
+  readonly loader: ModelLoader;
+  /** The LRU the entries are tracked in (the loader reserves in the same manager). */
+  readonly memory: Pick<MemoryManager, 'track' | 'touch' | 'forget' | 'notify'>;
   readonly logger: Logger;
-  readonly metrics: Metrics;
+  readonly metrics: Pick<Metrics, 'modelRevalidations' | 'modelLoadingWait' | 'modelCacheLookups' | 'loadedModels' | 'modelUnloadDuration'>;
 }
-
-const FORBIDDEN_URL_ROOTS = ['/dev', '/proc', '/sys'];
 
 /** `team/b.tar.gz` → `team/b`: the same model addressed without its suffix. */
 function archiveStem(target: string): string {
@@ -135,9 +118,7 @@ function archiveBaseName(target: string): string {
 export class ModelRegistry {
   private readonly entries = new Map<string, Entry>();
   /** SageMaker-managed models by model_name (the source of truth for GET /models). */
-  private readonly managed = new Map<string, ManagedRecord>();
-  /** Loads in progress, for telling whether a memory measurement was disturbed by another load. */
-  private readonly measuring = new Set<{ overlapped: boolean }>();
+  private readonly managed = new ManagedRecords();
   private closing = false;
   /** The `memory` lookup cell, counted on every request (made on first use). */
   private memoryLookups: CounterCell | undefined;
@@ -171,10 +152,10 @@ export class ModelRegistry {
       // Not the caller's signal: the load is shared, one caller leaving must not fail the others.
       const local = await this.options.source.localize(target);
       try {
-        const pkg = await this.load(entry, { dir: local.dir, label: target, fallbackName: archiveBaseName(target) });
+        const loaded = await this.load({ dir: local.dir, label: target, fallbackName: archiveBaseName(target) });
         entry.local = local;
         entry.checkedAt = performance.now();
-        return pkg;
+        return loaded;
       } catch (err) {
         local.release();
         throw err;
@@ -219,7 +200,7 @@ export class ModelRegistry {
     const label = defaultModel ?? path.basename(defaultRoot);
     return this.acquireOrLoad('default', 'default', label, cancel, async (entry) => {
       try {
-        return await this.load(entry, {
+        return await this.load({
           dir: defaultRoot,
           label,
           fallbackName: defaultModel ?? 'model',
@@ -245,29 +226,22 @@ export class ModelRegistry {
     if (this.managed.has(modelName) || this.entries.has(key)) {
       throw new ServingError('MODEL_ALREADY_LOADED', `model '${modelName}' is already loaded`, { model: modelName });
     }
-    const dir = path.resolve(url);
-    if (!path.isAbsolute(url) || url.split(/[\\/]/).includes('..') || FORBIDDEN_URL_ROOTS.some((r) => dir === r || dir.startsWith(`${r}/`))) {
-      throw new ServingError('INVALID_REQUEST', `model '${modelName}': url must be an absolute path to the extracted model directory, got '${url}'`, {
-        model: modelName,
-      });
-    }
+    const dir = managedModelDir(modelName, url);
     const label = targetHeader ?? modelName;
     const fallbackName = targetHeader ? archiveBaseName(targetHeader) : modelName;
-    const entry = this.startLoad(key, 'managed', label, { url: dir, targetHeader }, (e) => this.load(e, { dir, label, fallbackName }));
-    const pkg = await entry.ready;
+    const entry = this.startLoad(key, 'managed', label, { url: dir, targetHeader }, () => this.load({ dir, label, fallbackName }));
+    const { pkg } = await entry.ready;
     const versions = [...pkg.entry.versions.keys()];
-    const record: ManagedRecord = { modelName, dir, targetHeader, label, loadedAt: new Date(), entryModel: pkg.entry.name, versions };
-    this.managed.set(modelName, record);
-    return this.info(record);
+    const record = { modelName, dir, targetHeader, label, loadedAt: new Date(), entryModel: pkg.entry.name, versions };
+    this.managed.add(record);
+    return info(record);
   }
 
   /** Lease a SageMaker-loaded model, paging its sessions back in if the LRU paged them out. */
   async acquireManaged(modelName: string, targetHeader: string | undefined, cancel?: Cancellation): Promise<Lease> {
-    const record = this.managed.get(modelName);
-    if (!record) throw new ServingError('MODEL_NOT_FOUND', `model '${modelName}' is not loaded`, { model: modelName });
-    this.checkHeader(record, targetHeader);
+    const record = this.managed.require(modelName, targetHeader);
     const fallbackName = record.targetHeader ? archiveBaseName(record.targetHeader) : modelName;
-    return this.acquireOrLoad(`managed:${modelName}`, 'managed', record.label, cancel, (e) => this.load(e, { dir: record.dir, label: record.label, fallbackName }), {
+    return this.acquireOrLoad(`managed:${modelName}`, 'managed', record.label, cancel, () => this.load({ dir: record.dir, label: record.label, fallbackName }), {
       url: record.dir,
       targetHeader: record.targetHeader,
     });
@@ -275,24 +249,18 @@ export class ModelRegistry {
 
   /** Unload and free memory before returning; waits for requests that hold the model. */
   async unloadManaged(modelName: string, targetHeader: string | undefined): Promise<void> {
-    const record = this.managed.get(modelName);
-    if (!record) throw new ServingError('MODEL_NOT_FOUND', `model '${modelName}' is not loaded`, { model: modelName });
-    this.checkHeader(record, targetHeader);
+    this.managed.require(modelName, targetHeader);
     this.managed.delete(modelName);
     const entry = this.entries.get(`managed:${modelName}`);
     if (entry) await this.unload(entry);
   }
 
   listManaged(): ManagedModelInfo[] {
-    return [...this.managed.values()]
-      .map((r) => this.info(r))
-      .sort((a, b) => (a.modelName < b.modelName ? -1 : a.modelName > b.modelName ? 1 : 0));
+    return this.managed.list();
   }
 
   describeManaged(modelName: string): ManagedModelInfo {
-    const record = this.managed.get(modelName);
-    if (!record) throw new ServingError('MODEL_NOT_FOUND', `model '${modelName}' is not loaded`, { model: modelName });
-    return this.info(record);
+    return info(this.managed.require(modelName));
   }
 
   /** Whether SageMaker loaded a model of this name (resident or paged out). */
@@ -302,7 +270,7 @@ export class ModelRegistry {
 
   /** Versions a SageMaker-managed model serves (known even while it is paged out); undefined when not loaded. */
   managedVersions(modelName: string): readonly number[] | undefined {
-    return this.managed.get(modelName)?.versions;
+    return this.managed.versions(modelName);
   }
 
   /** Whether a SageMaker-managed model's sessions are in memory now (false after a page-out). */
@@ -323,16 +291,6 @@ export class ModelRegistry {
   }
 
   // ---------------------------------------------------------------- internals
-
-  private checkHeader(record: ManagedRecord, header: string | undefined): void {
-    if (header !== undefined && record.targetHeader !== undefined && header !== record.targetHeader) {
-      throw new ServingError(
-        'TARGET_MISMATCH',
-        `X-Amzn-SageMaker-Target-Model header '${header}' does not match the model requested in the URL ('${record.modelName}' was loaded as '${record.targetHeader}')`,
-        { model: record.modelName },
-      );
-    }
-  }
 
   private isStale(entry: Entry): boolean {
     const ms = this.options.revalidateMs ?? 0;
@@ -374,79 +332,9 @@ export class ModelRegistry {
     this.unload(entry).catch((err: unknown) => logger.warn({ model: entry.label, err }, 'unloading the superseded version failed'));
   }
 
-  private info(r: ManagedRecord): ManagedModelInfo {
-    return {
-      modelName: r.modelName,
-      modelUrl: r.dir,
-      targetModel: r.targetHeader,
-      state: 'READY',
-      entryModel: r.entryModel,
-      loadedAt: r.loadedAt.toISOString(),
-    };
-  }
-
-  /**
-   * Reserve memory (predicted from the files), load the package, warm it up,
-   * measure its footprint and correct the reservation. On any failure the
-   * sessions and the reservation are released before the error propagates.
-   */
-  private async load(entry: Entry, request: PackageLoadRequest): Promise<LoadedPackage> {
-    const { memory, metrics, logger } = this.options;
-    const started = process.hrtime.bigint();
-    const elapsedMs = (): number => Math.round(Number(process.hrtime.bigint() - started) / 1e6);
-    let pkg: LoadedPackage | undefined;
-    try {
-      const predicted = await predictPackageBytes(request.dir);
-      entry.reservation = await memory.reserve(request.label, predicted);
-      const probe = { overlapped: this.measuring.size > 0 };
-      for (const other of this.measuring) other.overlapped = true;
-      this.measuring.add(probe);
-      const gpuBefore = this.options.gpuVisible ? await gpuMemory(0) : undefined;
-      const rssBefore = processRssBytes();
-      try {
-        pkg = await loadPackage(request, this.options.loadDeps);
-        for (const model of pkg.models.values()) {
-          await warmUpModel(model, request.label, logger);
-          await placeSessions(model, request.label, this.options.loadDeps.placement ?? DEFAULT_PLACEMENT, logger);
-        }
-      } finally {
-        this.measuring.delete(probe);
-      }
-      const onGpu = [...pkg.models.values()].some((m) => [...m.versions.values()].some((v) => v.sessions.some((s) => s.provider !== 'cpu')));
-      const gpuAfter = onGpu && gpuBefore ? await gpuMemory(0) : undefined;
-      const measured = onGpu ? (gpuAfter && gpuBefore ? gpuAfter.usedBytes - gpuBefore.usedBytes : undefined) : processRssBytes() - rssBefore;
-      // Another load at the same time makes a process-wide delta meaningless: keep the prediction then.
-      const trusted = measured !== undefined && !probe.overlapped;
-      // Now exact about what was loaded (versions served, one weight copy per instance); a trusted measurement can only raise it.
-      const loadedPrediction = await predictLoadedBytes(pkg);
-      const bytes = Math.max(loadedPrediction, trusted ? measured : 0);
-      if (bytes !== entry.reservation.bytes) {
-        entry.reservation.resize(bytes);
-        if (bytes > predicted) void memory.trim().catch((err: unknown) => logger.warn({ err }, 'trimming memory after a load failed'));
-      }
-      metrics.modelLoadDuration.observe({ outcome: 'success' }, elapsedMs() / 1000);
-      logger.info(
-        {
-          model: request.label,
-          entryModel: pkg.entry.name,
-          models: [...pkg.models.keys()],
-          bytes: entry.reservation.bytes,
-          predictedBytes: predicted,
-          measuredBytes: trusted ? measured : undefined,
-          device: onGpu ? 'gpu' : 'cpu',
-          durationMs: elapsedMs(),
-        },
-        'model loaded',
-      );
-      return pkg;
-    } catch (err) {
-      await pkg?.release();
-      entry.reservation?.release();
-      entry.reservation = undefined;
-      metrics.modelLoadDuration.observe({ outcome: 'failure' }, elapsedMs() / 1000);
-      logger.warn({ model: request.label, err: (err as Error).message, durationMs: elapsedMs() }, 'model load failed');
-      throw err;
-    }
+  /** Reserve, load, warm up, place and measure: the injected loader's work (registry/model-loader.ts). */
+  private load(request: PackageLoadRequest): Promise<LoadedModelPackage> {
+    return this.options.loader.load(request);
   }
 
   private startLoad(
@@ -454,7 +342,7 @@ export class ModelRegistry {
     kind: EntryKind,
     label: string,
     extra: { url: string | undefined; targetHeader: string | undefined },
-    loader: (entry: Entry) => Promise<LoadedPackage>,
+    loader: (entry: Entry) => Promise<LoadedModelPackage>,
   ): Entry {
     const entry: Entry = {
       key,
@@ -466,18 +354,18 @@ export class ModelRegistry {
       // On the next microtask, so the loader can record what it localizes on the entry.
       ready: Promise.resolve().then(() => loader(entry)),
       pkg: undefined,
+      loaded: undefined,
       inflight: 0,
       idle: undefined,
       loadedAt: undefined,
       local: undefined,
       checkedAt: performance.now(),
       revalidating: undefined,
-      reservation: undefined,
       resident: {
         key,
         label,
         get bytes() {
-          return entry.reservation?.bytes ?? 0;
+          return entry.loaded?.bytes ?? 0;
         },
         pinned: () => entry.inflight > 0 || entry.state !== 'READY',
         evict: () => this.evict(entry),
@@ -485,8 +373,9 @@ export class ModelRegistry {
     };
     this.entries.set(key, entry);
     entry.ready.then(
-      (pkg) => {
-        entry.pkg = pkg;
+      (loaded) => {
+        entry.loaded = loaded;
+        entry.pkg = loaded.pkg;
         entry.loadedAt = new Date();
         if (entry.state === 'LOADING') {
           entry.state = 'READY';
@@ -507,7 +396,7 @@ export class ModelRegistry {
     kind: EntryKind,
     label: string,
     cancel: Cancellation | undefined,
-    loader: (entry: Entry) => Promise<LoadedPackage>,
+    loader: (entry: Entry) => Promise<LoadedModelPackage>,
     extra: { url: string | undefined; targetHeader: string | undefined } = { url: undefined, targetHeader: undefined },
   ): Promise<Lease> {
     if (this.closing) throw new ServingError('SHUTTING_DOWN', 'the server is shutting down');
@@ -523,7 +412,7 @@ export class ModelRegistry {
     // Resident: lease at once. Nothing to wait for, so no abort listener (the hot path of every request).
     if (resident && entry!.pkg !== undefined) return this.lease(entry!, entry!.pkg);
     entry ??= this.startLoad(key, kind, label, extra, loader);
-    const pkg = await abortable(entry.ready, cancel?.signal, label);
+    const { pkg } = await abortable(entry.ready, cancel?.signal, label);
     if (!resident) this.options.metrics.modelLoadingWait.observe((performance.now() - waitStarted) / 1000);
     if (entry.state === 'UNLOADING') throw new ServingError('MODEL_NOT_FOUND', `model '${label}' was unloaded`, { model: label });
     return this.lease(entry, pkg);
@@ -562,23 +451,21 @@ export class ModelRegistry {
   private async unload(entry: Entry): Promise<void> {
     entry.state = 'UNLOADING';
     const started = process.hrtime.bigint();
-    const pkg = await entry.ready.catch(() => undefined);
+    const loaded = await entry.ready.catch(() => undefined);
     if (entry.inflight > 0) {
       await new Promise<void>((resolve) => {
         entry.idle = resolve;
       });
     }
-    await pkg?.release();
+    const bytes = loaded?.bytes;
+    await loaded?.release();
     entry.local?.release();
     this.options.memory.forget(entry.resident);
-    const bytes = entry.reservation?.bytes;
-    entry.reservation?.release();
-    entry.reservation = undefined;
     if (this.entries.get(entry.key) === entry) this.entries.delete(entry.key);
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     this.options.metrics.modelUnloadDuration.observe(seconds);
     this.options.metrics.loadedModels.set(this.loadedCount());
-    if (pkg) this.options.logger.info({ model: entry.label, bytes, durationMs: Math.round(seconds * 1000) }, 'model unloaded');
+    if (loaded) this.options.logger.info({ model: entry.label, bytes, durationMs: Math.round(seconds * 1000) }, 'model unloaded');
   }
 
   // ---------------------------------------------------------------------------

@@ -26,10 +26,10 @@ import { DynamicBatcher } from '../scheduler/dynamic-batcher.js';
 import { checkConfigAgainstGraph } from './config-check.js';
 import { latestVersion, SessionExecutor, type LoadedModel, type LoadedVersion } from './loaded-model.js';
 import type { ModelExecutor } from '../scheduler/model-scheduler.js';
-import type { QuietWindow } from '../scheduler/quiet-window.js';
+import { ownLoadBusy, type QuietWindow } from '../runtime/quiet-window.js';
 import { chooseEntryModel, scanRepository, type ModelDirectory, type RepositoryLayout } from './repository-layout.js';
 import { providerHintsFromJson } from './provider-hints.js';
-import type { PlacementSettings } from './session-placement.js';
+import type { PlacementSettings } from '../runtime/session-placement.js';
 import { selectVersions } from './version-policy.js';
 
 export interface LoadedPackage {
@@ -55,9 +55,9 @@ export interface PackageLoadDeps {
   readonly metrics?: Pick<Metrics, 'forModel'>;
   /** MME_ALLOW_JS_BACKEND: false refuses packages with a `backend: "js"` step. Default true. */
   readonly allowJsBackend?: boolean;
-  /** Which sessions move to the main thread after warm-up (registry/session-placement.ts); DEFAULT_PLACEMENT when omitted. */
+  /** Which sessions move to the main thread after warm-up (runtime/session-placement.ts); DEFAULT_PLACEMENT when omitted. */
   readonly placement?: PlacementSettings;
-  /** The server-wide quiet window every batcher shares (scheduler/quiet-window.ts); omitted: each model judges its own load. */
+  /** The server-wide quiet window every session shares (runtime/quiet-window.ts); omitted: each model judges its own load. */
   readonly quiet?: QuietWindow;
 }
 
@@ -215,7 +215,8 @@ export class PackageBuilder {
       });
       this.steps.push(step);
       // Every instance shares the step: an instance is a slot for one batch in flight (steps are async, not thread-bound).
-      const executors: ModelExecutor[] = Array.from({ length: instances }, () => step);
+      const executor = this.reportingLoad(step);
+      const executors: ModelExecutor[] = Array.from({ length: instances }, () => executor);
       const scheduler = this.batcher(modelLabel, md.name, version, policy, executors);
       loaded.set(version, { version, session: undefined, sessions: [], executors, scheduler, release: () => step.release(), backend: config.backend });
     }
@@ -252,6 +253,7 @@ export class PackageBuilder {
       interOpThreads: threadParameter(raw, 'inter_op_thread_count', modelLabel),
       logger: this.deps.logger,
       model: modelLabel,
+      ...(this.deps.quiet ? { quiet: this.deps.quiet } : {}),
     };
     let config: ModelConfig | undefined;
     let policy: BatchPolicy | undefined;
@@ -325,6 +327,22 @@ export class PackageBuilder {
     return workers;
   }
 
+  /**
+   * A processing step runs in-process, so it has no placement of its own, but
+   * its busy batches count for the server's quiet window like a session's
+   * (runtime/quiet-window.ts): a busy pipeline keeps main-thread copies idle.
+   */
+  private reportingLoad(step: ModelExecutor): ModelExecutor {
+    const quiet = this.deps.quiet;
+    if (quiet === undefined) return step;
+    return {
+      execute: (inputs, outputNames, load) => {
+        if (ownLoadBusy(load)) quiet.markBusy();
+        return step.execute(inputs, outputNames, load);
+      },
+    };
+  }
+
   /** The one scheduler every model version runs through, ONNX or processing step alike. */
   private batcher(modelLabel: string, name: string, version: number, policy: BatchPolicy, executors: ModelExecutor[], batchesPerInstance = 1): DynamicBatcher {
     return new DynamicBatcher({
@@ -332,7 +350,6 @@ export class PackageBuilder {
       policy,
       instances: executors,
       batchesPerInstance,
-      ...(this.deps.quiet ? { quiet: this.deps.quiet } : {}),
       logger: this.deps.logger,
       ...(this.deps.metrics ? { metrics: this.deps.metrics.forModel(name, String(version)) } : {}),
     });

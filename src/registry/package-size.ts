@@ -30,7 +30,7 @@ export async function predictLoadedBytes(pkg: LoadedPackage): Promise<number> {
     for (const version of model.versions.values()) {
       const bytes = await filesBytes(path.join(model.dir, String(version.version)));
       // A processing step (no session) holds its files once, whatever its instance count;
-      // a session with a main-thread copy as well as its worker's holds two (registry/session-placement.ts).
+      // a session with a main-thread copy as well as its worker's holds two (runtime/session-placement.ts).
       const copies = version.sessions.reduce((n, s) => n + s.copies, 0);
       total += version.sessions.length === 0 ? bytes : (bytes + SESSION_OVERHEAD_BYTES) * copies;
     }

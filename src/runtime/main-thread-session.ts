@@ -7,7 +7,7 @@
  * at one connection, while a 16→4 model runs in about 6 µs and a
  * 256→1024→1024→16 MLP in about 45 µs. onnxruntime-node runs synchronously on the calling thread, so such
  * a session blocks the event loop for exactly its run time; session placement
- * (registry/session-placement.ts) only puts a model here when that time was
+ * (runtime/session-placement.ts) only puts a model here when that time was
  * measured small, and never a GPU session.
  */
 import * as ort from 'onnxruntime-node';

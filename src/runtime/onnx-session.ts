@@ -13,6 +13,7 @@ import type { Tensor } from '../protocol/tensor.js';
 import { isProviderLoadError, type ProviderChoice } from './execution-providers.js';
 import type { OnnxIoInfo } from './onnx-io.js';
 import { createMainThreadSession, MAIN_THREAD } from './main-thread-session.js';
+import { ownLoadBusy, type QuietWindow, type RunLoad } from './quiet-window.js';
 import type { PooledSession, RuntimePool } from './runtime-pool.js';
 import type { CreateSessionOptions } from './worker-protocol.js';
 
@@ -27,11 +28,13 @@ export interface ModelSession {
   /** Copies of the session held (a worker's and a main-thread one): each holds the weights; memory is predicted per copy. */
   readonly copies: number;
   /**
-   * Run once. `busy`: other requests are waiting for this model, so a
-   * session with both copies runs in its worker, leaving the main thread to
-   * them; otherwise the main-thread copy runs, saving the thread hop.
+   * Run once. `load`: what waits behind this run (the scheduler's facts). A
+   * session with both copies decides here where the run goes: busy (work
+   * waiting for this model, or for any model within the server's quiet
+   * window) runs in its worker, leaving the main thread to that work;
+   * otherwise the main-thread copy runs, saving the thread hop.
    */
-  run(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[], busy?: boolean): Promise<Map<string, Tensor>>;
+  run(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[], load?: RunLoad): Promise<Map<string, Tensor>>;
   /** Durations (µs) of `repeats` runs, measured inside the worker (no message passing): what session placement decides on. */
   timeRuns(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[], repeats: number): Promise<number[]>;
   /**
@@ -58,6 +61,8 @@ export interface SessionOptions {
   readonly model: string;
   /** Workers to keep away from if another has room: those holding the model's other instances. */
   readonly avoidWorkers?: ReadonlySet<number>;
+  /** The server-wide quiet window (runtime/quiet-window.ts); omitted: busy means only this model's own load. */
+  readonly quiet?: QuietWindow;
 }
 
 /** Memory trouble as onnxruntime (CPU or CUDA) reports it; Triton's list, matched at the runtime boundary only. */
@@ -96,6 +101,7 @@ class PooledModelSession implements ModelSession {
     private readonly model: string,
     /** How it was created, to create it again on the main thread. */
     private readonly origin: { readonly path: string; readonly options: CreateSessionOptions },
+    private readonly quiet: QuietWindow | undefined,
   ) {
     this.inWorker = session;
   }
@@ -120,8 +126,10 @@ class PooledModelSession implements ModelSession {
     return (this.inWorker ? 1 : 0) + (this.onMain ? 1 : 0);
   }
 
-  async run(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[], busy = false): Promise<Map<string, Tensor>> {
+  async run(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[], load?: RunLoad): Promise<Map<string, Tensor>> {
     if (this.released) throw new ServingError('INTERNAL', `model '${this.model}': session used after release`, { model: this.model });
+    // Every session reports its load to the shared window (a busy model elsewhere keeps the copies off the main thread).
+    const busy = this.quiet !== undefined ? this.quiet.busy(load) : ownLoadBusy(load);
     const session = this.onMain !== undefined && (!busy || this.inWorker === undefined) ? this.onMain : this.any;
     try {
       return await session.run(feeds, outputNames);
@@ -177,7 +185,7 @@ export async function createModelSession(modelPath: string, options: SessionOpti
         interOpThreads: options.interOpThreads,
       };
       const session = await options.pool.createSession(modelPath, createOptions, options.avoidWorkers);
-      return new PooledModelSession(session, providers[0] ?? 'cpu', model, { path: modelPath, options: createOptions });
+      return new PooledModelSession(session, providers[0] ?? 'cpu', model, { path: modelPath, options: createOptions }, options.quiet);
     } catch (err) {
       const first = providers[0];
       if (first && first !== 'cpu' && isProviderLoadError(err)) {

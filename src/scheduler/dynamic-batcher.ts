@@ -35,8 +35,7 @@ import type { Tensor } from '../protocol/tensor.js';
 import { batchSignature, concatInputs, requestRows, splitOutputs } from './batch-merge.js';
 import type { BatchPolicy } from './batch-policy.js';
 import { systemClock, type Clock } from './clock.js';
-import type { ModelExecutor, ModelScheduler, ScheduleOptions } from './model-scheduler.js';
-import type { QuietWindow } from './quiet-window.js';
+import type { BatchLoad, ModelExecutor, ModelScheduler, ScheduleOptions } from './model-scheduler.js';
 
 /** The batch-level cells of the model version a batcher serves (observability/metrics.ts forModel). */
 export type SchedulerMetrics = Pick<ModelMetrics, 'execCount' | 'inferenceCount' | 'computeInferUs' | 'queueUs' | 'batchSize'>;
@@ -57,12 +56,6 @@ export interface DynamicBatcherOptions {
    * instance has one.
    */
   readonly batchesPerInstance?: number;
-  /**
-   * The server-wide quiet window (scheduler/quiet-window.ts): a batch counts
-   * as busy for its executor while any model was busy within the window.
-   * Without it, busy means only this model's own queue or other batch.
-   */
-  readonly quiet?: QuietWindow;
   /** The model version's metric cells; omitted in tests that do not look. */
   readonly metrics?: SchedulerMetrics;
   readonly clock?: Clock;
@@ -420,16 +413,10 @@ export class DynamicBatcher implements ModelScheduler {
     metrics?.queueUs.inc(queuedUs);
     this.running++;
     const seq = this.nextBatch++;
-    // The executor's hint of load (ModelExecutor.execute): requests still queued behind this batch, or
-    // another batch of the model in flight; with a quiet window, also any model busy within it.
-    let busy = this.queued > 0 || this.running > 1;
-    const quiet = this.options.quiet;
-    if (quiet !== undefined) {
-      if (busy) quiet.markBusy(now);
-      else busy = !quiet.isQuiet(now);
-    }
+    // Facts for the executor (ModelExecutor.execute): what waits behind this batch. Where it runs is the runtime's call.
+    const load: BatchLoad = { queued: this.queued, inFlight: this.running };
     const instances = this.options.instances;
-    void this.execute(instances[slot % instances.length]!, batch, busy).then((outcomes) => {
+    void this.execute(instances[slot % instances.length]!, batch, load).then((outcomes) => {
       this.free.push(slot);
       this.running--;
       this.answer(seq, batch, outcomes);
@@ -439,15 +426,15 @@ export class DynamicBatcher implements ModelScheduler {
   }
 
   /** Never rejects: every request gets an outcome. */
-  private async execute(executor: ModelExecutor, batch: readonly Pending[], busy: boolean): Promise<Outcome[]> {
-    if (batch.length === 1) return [await this.runAlone(executor, batch[0]!, busy)];
+  private async execute(executor: ModelExecutor, batch: readonly Pending[], load: BatchLoad): Promise<Outcome[]> {
+    if (batch.length === 1) return [await this.runAlone(executor, batch[0]!, load)];
     // The union of what the requests asked for; each gets back only its own.
     const names = [...new Set(batch.flatMap((p) => p.outputs))];
     const rows = batch.map((p) => p.rows);
     const totalRows = rows.reduce((a, b) => a + b, 0);
     try {
       const started = this.clock.nowUs();
-      const outputs = await executor.execute(concatInputs(batch.map((p) => p.inputs)), names, busy);
+      const outputs = await executor.execute(concatInputs(batch.map((p) => p.inputs)), names, load);
       const split = splitOutputs(outputs, rows, batch.map((p) => p.outputs), this.model);
       this.recordExecution(totalRows, batch.length, this.clock.nowUs() - started);
       return split.map((o) => ({ ok: true, outputs: o }));
@@ -456,15 +443,15 @@ export class DynamicBatcher implements ModelScheduler {
       const message = err instanceof Error ? err.message : String(err);
       this.options.logger?.warn({ model: this.model, requests: batch.length, rows: totalRows, err: message }, 'batch failed; running its requests one at a time');
       const outcomes: Outcome[] = [];
-      for (const p of batch) outcomes.push(await this.runAlone(executor, p, busy));
+      for (const p of batch) outcomes.push(await this.runAlone(executor, p, load));
       return outcomes;
     }
   }
 
-  private async runAlone(executor: ModelExecutor, p: Pending, busy: boolean): Promise<Outcome> {
+  private async runAlone(executor: ModelExecutor, p: Pending, load: BatchLoad): Promise<Outcome> {
     try {
       const started = this.clock.nowUs();
-      const outputs = await executor.execute(p.inputs, p.outputs, busy);
+      const outputs = await executor.execute(p.inputs, p.outputs, load);
       this.recordExecution(p.rows, 1, this.clock.nowUs() - started);
       return { ok: true, outputs };
     } catch (error) {

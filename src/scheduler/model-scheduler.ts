@@ -7,14 +7,25 @@
 import type { Cancellation } from '../cancellation.js';
 import type { Tensor } from '../protocol/tensor.js';
 
+/**
+ * Facts about the load around a batch, passed with it to the executor. The
+ * scheduler reports them; where the batch runs is the runtime's decision
+ * (runtime/session-placement.ts, runtime/quiet-window.ts), not the scheduler's.
+ */
+export interface BatchLoad {
+  /** Requests still queued for the model behind this batch. */
+  readonly queued: number;
+  /** Batches of the model in flight, this one included. */
+  readonly inFlight: number;
+}
+
 export interface ModelExecutor {
   /**
    * Run the model once on tensors shaped as the config declares them (batch
-   * dim first when batching). `busy`: more requests for the model are queued
-   * behind this batch (an executor may then run it where it leaves the main
-   * thread free for them; see registry/session-placement.ts).
+   * dim first when batching). `load`: what waits behind this batch; omitted
+   * outside a scheduler (warm-up, probes).
    */
-  execute(inputs: ReadonlyMap<string, Tensor>, outputNames: readonly string[], busy?: boolean): Promise<Map<string, Tensor>>;
+  execute(inputs: ReadonlyMap<string, Tensor>, outputNames: readonly string[], load?: BatchLoad): Promise<Map<string, Tensor>>;
 }
 
 /** Per-request scheduling wishes (KServe v2 request parameters `priority` and `timeout`). */

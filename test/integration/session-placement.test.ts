@@ -1,5 +1,5 @@
 /**
- * Session placement (registry/session-placement.ts) through the real server:
+ * Session placement (runtime/session-placement.ts) through the real server:
  * a small CPU model gets a main-thread copy beside its worker session and
  * answers the same whichever runs; one cheaper than the hop to a worker runs
  * on the main thread only; MME_MAIN_THREAD_MAX_RUN_US,

@@ -1,7 +1,9 @@
 /**
  * @module test/support/check-imports
  * Enforces the architecture's import directions (docs/architecture.md):
- * transport → service → scheduler/ensemble → registry → runtime/backends/store, with
+ * transport → service → registry → ensemble → scheduler → runtime/backends/store
+ * (the registry builds each model's batchers and execution plan; the scheduler
+ * reports load facts and the runtime decides where a session runs), with
  * express only in the HTTP layer, onnxruntime only in runtime/, archives and
  * the AWS SDK only in store/. Run by `npm run lint` and by a unit test.
  */
@@ -21,6 +23,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   runtime: ['runtime', 'config', 'protocol', 'observability', 'errors'],
   // Processing steps (image, tokenizer, tensor ops, js): beside runtime/, loaded by the registry; no scheduler knowledge.
   backends: ['backends', 'config', 'protocol', 'observability', 'errors'],
+  // Batching only: it reports facts about load with each batch, and knows nothing of sessions, placement or models in memory.
   scheduler: ['scheduler', 'protocol', 'config', 'observability', 'errors', 'cancellation'],
   ensemble: ['ensemble', 'scheduler', 'protocol', 'config', 'errors', 'cancellation'],
   registry: ['registry', 'store', 'runtime', 'backends', 'scheduler', 'ensemble', 'config', 'protocol', 'observability', 'errors', 'cancellation'],

@@ -18,6 +18,7 @@ import type { Tensor, TensorData } from '../../../src/protocol/tensor.js';
 import type { ProviderChoice } from '../../../src/runtime/execution-providers.js';
 import { createModelSession, isAllocationFailure, type SessionOptions } from '../../../src/runtime/onnx-session.js';
 import { RuntimePool, type PooledSession } from '../../../src/runtime/runtime-pool.js';
+import { QuietWindow } from '../../../src/runtime/quiet-window.js';
 import type { CreateSessionOptions } from '../../../src/runtime/worker-protocol.js';
 
 const CUDA_THEN_CPU: ProviderChoice = { providers: ['cuda', 'cpu'], warnings: [], deviceId: 0 };
@@ -402,7 +403,10 @@ describe('isAllocationFailure', () => {
   });
 });
 
-describe('a session with a main-thread copy (registry/session-placement.ts)', () => {
+describe('a session with a main-thread copy (runtime/session-placement.ts)', () => {
+  /** What the batcher reports when a request waits behind the batch. */
+  const BUSY = { queued: 1, inFlight: 1 } as const;
+  const LONE = { queued: 0, inFlight: 1 } as const;
   const feeds = (): Map<string, Tensor> =>
     new Map<string, Tensor>([
       ['INPUT0', { datatype: 'FP32', shape: [1, 4], data: Float32Array.from([1, 2, 3, 4]) }],
@@ -422,10 +426,34 @@ describe('a session with a main-thread copy (registry/session-placement.ts)', ()
     const idle = await session.run(feeds(), ['OUTPUT0']);
     assert.deepEqual(values(idle.get('OUTPUT0')!.data), [2, 3, 4, 5], 'computed by the real main-thread session');
     assert.equal(workerRuns, 0);
-    const busy = await session.run(feeds(), ['OUTPUT0'], true);
+    const busy = await session.run(feeds(), ['OUTPUT0'], BUSY);
     assert.deepEqual(values(busy.get('OUTPUT0')!.data), [-1, -1, -1, -1]);
     assert.equal(workerRuns, 1);
     await session.release();
+  });
+
+  test('the runtime decides from the facts: a busy model anywhere keeps every copy in its worker for the quiet window', async () => {
+    let nowUs = 0;
+    const quiet = new QuietWindow(1000, () => nowUs);
+    let workerRuns = 0;
+    const { pool: fake } = fakePool(() => fakeSession(async () => (workerRuns++, marker())));
+    const session = await createModelSession(addSubPath, { ...options(fake, 'm', CPU_ONLY), quiet });
+    const neighbour = await createModelSession(addSubPath, { ...options(fake, 'n', CPU_ONLY), quiet });
+    await session.addMainThreadCopy();
+    await session.run(feeds(), ['OUTPUT0'], LONE);
+    assert.equal(workerRuns, 0, 'the server has been quiet: main-thread copy');
+    await neighbour.run(feeds(), ['OUTPUT0'], { queued: 0, inFlight: 2 });
+    assert.equal(workerRuns, 1, 'the neighbour (worker only) ran with another batch in flight: marks the server busy');
+    nowUs = 999;
+    await session.run(feeds(), ['OUTPUT0'], LONE);
+    assert.equal(workerRuns, 2, 'alone in its own queue, but the neighbour was busy 999 µs ago: worker copy');
+    nowUs = 1999;
+    await session.run(feeds(), ['OUTPUT0'], LONE);
+    assert.equal(workerRuns, 2, 'a whole window without a busy batch: main-thread copy again');
+    await session.run(feeds(), ['OUTPUT0']);
+    assert.equal(workerRuns, 2, 'no load known (warm-up, probes): main-thread copy, nothing marked');
+    assert.equal(quiet.isQuiet(nowUs), true);
+    await Promise.all([session.release(), neighbour.release()]);
   });
 
   test('moveToMainThread releases the worker copy: every run is on the main thread', async () => {
@@ -436,7 +464,7 @@ describe('a session with a main-thread copy (registry/session-placement.ts)', ()
     assert.equal(released, 1);
     assert.equal(session.copies, 1);
     assert.equal(session.worker, -1);
-    const out = await session.run(feeds(), ['OUTPUT0'], true);
+    const out = await session.run(feeds(), ['OUTPUT0'], BUSY);
     assert.deepEqual(values(out.get('OUTPUT0')!.data), [2, 3, 4, 5]);
     await session.release();
   });
@@ -446,11 +474,11 @@ describe('a session with a main-thread copy (registry/session-placement.ts)', ()
     try {
       await session.addMainThreadCopy();
       const a = await session.run(feeds(), ['OUTPUT0', 'OUTPUT1']);
-      const b = await session.run(feeds(), ['OUTPUT0', 'OUTPUT1'], true);
+      const b = await session.run(feeds(), ['OUTPUT0', 'OUTPUT1'], BUSY);
       for (const name of ['OUTPUT0', 'OUTPUT1']) assert.deepEqual(values(a.get(name)!.data), values(b.get(name)!.data), name);
       const bad = new Map<string, Tensor>([['INPUT0', { datatype: 'FP32', shape: [1, 3], data: Float32Array.from([1, 2, 3]) }], ...[...feeds()].slice(1)]);
-      for (const busy of [false, true]) {
-        await assert.rejects(session.run(bad, ['OUTPUT0'], busy), (err) => (expectServingError(err, 'INTERNAL', 'agree'), true));
+      for (const load of [LONE, BUSY]) {
+        await assert.rejects(session.run(bad, ['OUTPUT0'], load), (err) => (expectServingError(err, 'INTERNAL', 'agree'), true));
       }
       const timed = await session.timeRuns(feeds(), ['OUTPUT0'], 3);
       assert.equal(timed.length, 3);

@@ -15,7 +15,6 @@ import { createMetrics } from '../../../src/observability/metrics.js';
 import type { Tensor } from '../../../src/protocol/tensor.js';
 import { DEFAULT_BATCHING, resolveBatchPolicy, type BatchingDefaults } from '../../../src/scheduler/batch-policy.js';
 import { DynamicBatcher } from '../../../src/scheduler/dynamic-batcher.js';
-import { QuietWindow } from '../../../src/scheduler/quiet-window.js';
 import type { ScheduleOptions } from '../../../src/scheduler/model-scheduler.js';
 import { isServingError } from '../../support/serving-error.js';
 import { batchingConfig, config, expectedRows, FakeClock, ManualExecutor, rowsRequest, settle } from './fakes.js';
@@ -674,52 +673,19 @@ describe('failures and instances', () => {
     all.forEach((t, i) => assert.deepEqual(outputOf(t).data, expectedRows(i, 1)));
   });
 
-  test('busy hint: queued requests or another batch in flight make a run busy; without a quiet window nothing else does', async () => {
+  test('load facts: each run is told how many requests wait behind it and how many batches of the model are in flight', async () => {
     const { batcher, executor } = setup(batchingConfig(1));
     send(batcher, rowsRequest(1, 1));
     await settle();
-    assert.equal(executor.call(0).busy, false, 'a lone request');
+    assert.deepEqual(executor.call(0).load, { queued: 0, inFlight: 1 }, 'a lone request');
     send(batcher, rowsRequest(2, 1));
     send(batcher, rowsRequest(3, 1));
     executor.call(0).finish();
     await settle();
-    assert.equal(executor.call(1).busy, true, 'request 3 is queued behind it');
+    assert.deepEqual(executor.call(1).load, { queued: 1, inFlight: 1 }, 'request 3 is queued behind it');
     executor.call(1).finish();
     await settle();
-    assert.equal(executor.call(2).busy, false, 'the last one, nothing behind it');
-  });
-
-  test('quiet window: after any busy batch, runs stay busy until the window has passed with none', async () => {
-    const clock = new FakeClock();
-    const quiet = new QuietWindow(1000);
-    const executor = new ManualExecutor();
-    const other = new ManualExecutor();
-    const policy = resolveBatchPolicy(batchingConfig(1), false, DEFAULT_BATCHING);
-    const batcher = new DynamicBatcher({ model: 'm', policy, instances: [executor], clock, quiet });
-    // Another model sharing the window.
-    const neighbour = new DynamicBatcher({ model: 'n', policy, instances: [other], clock, quiet });
-    send(batcher, rowsRequest(1, 1));
-    await settle();
-    assert.equal(executor.call(0).busy, false, 'the server has been quiet');
-    executor.call(0).finish();
-    send(neighbour, rowsRequest(1, 1));
-    send(neighbour, rowsRequest(2, 1));
-    await settle();
-    assert.equal(other.call(0).busy, true, 'the neighbour has a request queued behind its batch');
-    other.call(0).finish();
-    await clock.advance(999);
-    send(batcher, rowsRequest(2, 1));
-    await settle();
-    assert.equal(executor.call(1).busy, true, 'alone in its own queue, but the neighbour was busy 999 µs ago');
-    executor.call(1).finish();
-    other.call(1).finish();
-    await clock.advance(1000);
-    send(batcher, rowsRequest(3, 1));
-    await settle();
-    assert.equal(executor.call(2).busy, false, 'a whole window without a busy batch');
-    executor.call(2).finish();
-    await settle();
-    assert.equal(quiet.isQuiet(clock.nowUs()), true);
+    assert.deepEqual(executor.call(2).load, { queued: 0, inFlight: 1 }, 'the last one, nothing behind it');
   });
 
   test('close: refuses new requests, runs what is queued without waiting for the delay, resolves when idle', async () => {

@@ -10,7 +10,7 @@ import { modelConfigFromJson } from '../../../src/config/model-config.js';
 import { parseModelConfigJson } from '../../../src/config/model-config-text.js';
 import type { Tensor } from '../../../src/protocol/tensor.js';
 import type { Clock } from '../../../src/scheduler/clock.js';
-import type { ModelExecutor } from '../../../src/scheduler/model-scheduler.js';
+import type { BatchLoad, ModelExecutor } from '../../../src/scheduler/model-scheduler.js';
 
 /**
  * Let queued microtasks and promise chains run, and the batcher's pump: while
@@ -71,8 +71,8 @@ export interface Call {
   readonly outputNames: readonly string[];
   /** Rows of the first input (the batch size the model saw). */
   readonly rows: number;
-  /** The batcher's load hint for this run (ModelExecutor.execute's `busy`). */
-  readonly busy: boolean | undefined;
+  /** The facts the batcher passed with this run (ModelExecutor.execute's `load`). */
+  readonly load: BatchLoad | undefined;
   finish(outputs?: Map<string, Tensor>): void;
   fail(err: Error): void;
 }
@@ -89,7 +89,7 @@ export class ManualExecutor implements ModelExecutor {
 
   constructor(private readonly compute: (inputs: ReadonlyMap<string, Tensor>) => Map<string, Tensor> = doubleInput) {}
 
-  execute(inputs: ReadonlyMap<string, Tensor>, outputNames: readonly string[], busy?: boolean): Promise<Map<string, Tensor>> {
+  execute(inputs: ReadonlyMap<string, Tensor>, outputNames: readonly string[], load?: BatchLoad): Promise<Map<string, Tensor>> {
     this.running++;
     this.maxRunning = Math.max(this.maxRunning, this.running);
     return new Promise((resolve, reject) => {
@@ -98,7 +98,7 @@ export class ManualExecutor implements ModelExecutor {
         inputs,
         outputNames,
         rows: inputs.values().next().value?.shape[0] ?? 0,
-        busy,
+        load,
         finish: (outputs) => {
           done();
           resolve(outputs ?? this.compute(inputs));

@@ -1,6 +1,9 @@
 /**
- * @module registry/session-placement
- * Decides, once per loaded model, where its session runs. By default a
+ * @module runtime/session-placement
+ * Where a session runs: decided once per loaded model version here (a
+ * main-thread copy or not), and per run by the session itself from the
+ * scheduler's facts (runtime/onnx-session.ts run, runtime/quiet-window.ts).
+ * The scheduler only says what waits behind a batch; the runtime decides. By default a
  * session lives in a runtime worker, which keeps HTTP responsive while a
  * model runs; but each run then costs a round trip between threads (a
  * structured clone each way and two thread wake-ups: p50 at one connection
@@ -9,9 +12,9 @@
  * 6 µs, a 256→1024→1024→16 MLP in about 45 µs).
  *
  * So a small, fast CPU model gets a second copy of its session on the main
- * thread, and each batch picks one (ModelSession.run's `busy`, set by the
- * batcher): while the server is quiet (no model had requests queued behind a
- * batch or two batches in flight within scheduler/quiet-window.ts's window),
+ * thread, and each batch picks one (ModelSession.run, from the batch's load the
+ * batcher reports): while the server is quiet (no model had requests queued behind a
+ * batch or two batches in flight within runtime/quiet-window.ts's window),
  * the main-thread copy runs (no hop: the latency of a lone request is the
  * run itself), with intra-op threads on every core; otherwise the worker
  * copy runs, so the main thread keeps reading and answering requests in
@@ -37,14 +40,11 @@
  * CPU, one instance), `worker` keeps it in its worker only.
  */
 import os from 'node:os';
-import path from 'node:path';
 import type { ModelConfig } from '../config/model-config-types.js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Tensor } from '../protocol/tensor.js';
-import type { LoadedModel } from './loaded-model.js';
-import { filesBytes } from './package-size.js';
-import { zeroFeeds } from './warmup.js';
+import type { ModelSession } from './onnx-session.js';
 
 export type ExecutionThread = 'auto' | 'main' | 'worker';
 
@@ -59,7 +59,7 @@ export interface PlacementSettings {
   /**
    * Intra-op threads of an `auto` main-thread copy; default: every core, at
    * most MAIN_THREAD_MAX_INTRA_OP_THREADS. The copy runs only while the whole
-   * server is quiet (scheduler/quiet-window.ts), so one run may use the
+   * server is quiet (runtime/quiet-window.ts), so one run may use the
    * cores; a model's own `intra_op_thread_count` parameter wins.
    */
   readonly mainThreadIntraOpThreads?: number;
@@ -117,9 +117,18 @@ export function executionThreadOf(config: ModelConfig, label: string): Execution
 }
 
 /** Zeros at the largest batch, or undefined when a run's cost cannot be bounded from the config alone. */
-function probeFeeds(config: ModelConfig): Map<string, Tensor> | undefined {
+function probeFeeds(config: ModelConfig, zeros: (rows: number) => Map<string, Tensor>): Map<string, Tensor> | undefined {
   const unbounded = config.input.some((i) => !i.optional && (i.dataType === 'BYTES' || i.dims.some((d) => d < 0)));
-  return unbounded ? undefined : zeroFeeds(config, config.maxBatchSize);
+  return unbounded ? undefined : zeros(config.maxBatchSize);
+}
+
+/** One loaded version of a model, as placement sees it (the registry supplies it). */
+export interface PlacedVersion {
+  readonly version: number;
+  /** Its ONNX sessions, one per instance; empty for a processing step. */
+  readonly sessions: readonly ModelSession[];
+  /** Bytes of the version's files (the model and external data): a main-thread copy holds them again. */
+  fileBytes(): Promise<number>;
 }
 
 function median(values: readonly number[]): number {
@@ -133,8 +142,15 @@ function median(values: readonly number[]): number {
  * it takes traffic. A failed probe or copy leaves the session in its worker
  * (logged); only a bad `execution_thread` fails the load.
  */
-export async function placeSessions(model: LoadedModel, label: string, settings: PlacementSettings, logger: Logger): Promise<void> {
-  const { config } = model;
+export async function placeSessions(
+  config: ModelConfig,
+  versions: Iterable<PlacedVersion>,
+  /** Zeros shaped for the config at `rows` rows (the warm-up's own, registry/warmup.ts). */
+  zeros: (rows: number) => Map<string, Tensor>,
+  label: string,
+  settings: PlacementSettings,
+  logger: Logger,
+): Promise<void> {
   if (config.platform === 'ensemble') return;
   const choice = executionThreadOf(config, label);
   if (choice === 'worker') return;
@@ -142,7 +158,7 @@ export async function placeSessions(model: LoadedModel, label: string, settings:
   const onlyMaxRunUs = Math.min(settings.mainThreadOnlyMaxRunUs ?? DEFAULT_MAIN_THREAD_ONLY_MAX_RUN_US, settings.mainThreadMaxRunUs);
   const ownThreads = config.parameters['intra_op_thread_count'];
   const copyThreads = ownThreads !== undefined && ownThreads !== '' ? undefined : (settings.mainThreadIntraOpThreads ?? Math.min(MAIN_THREAD_MAX_INTRA_OP_THREADS, os.availableParallelism()));
-  for (const version of model.versions.values()) {
+  for (const version of versions) {
     const session = version.sessions[0];
     if (session === undefined) continue; // a processing step: already in-process
     const why = version.sessions.length > 1 ? `it has ${version.sessions.length} instances` : session.provider !== 'cpu' ? `it runs on ${session.provider}` : undefined;
@@ -153,9 +169,9 @@ export async function placeSessions(model: LoadedModel, label: string, settings:
     let runUs: number | undefined;
     if (choice === 'auto') {
       if (settings.mainThreadMaxRunUs <= 0) continue;
-      const feeds = probeFeeds(config);
+      const feeds = probeFeeds(config, zeros);
       if (feeds === undefined) continue;
-      if ((await filesBytes(path.join(model.dir, String(version.version)))) > MAIN_THREAD_MAX_FILE_BYTES) continue;
+      if ((await version.fileBytes()) > MAIN_THREAD_MAX_FILE_BYTES) continue;
       try {
         runUs = median(await session.timeRuns(feeds, outputs, PROBE_RUNS));
         if (runUs <= onlyMaxRunUs * REFINE_BELOW) runUs = median(await session.timeRuns(feeds, outputs, REFINE_RUNS));

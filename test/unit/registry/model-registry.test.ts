@@ -1,0 +1,240 @@
+/**
+ * The registry's state machine on fakes (test/unit/registry/fake-loader.ts):
+ * single flight, leases, unload waiting for leases, LRU eviction through the
+ * real MemoryManager, freshness, SageMaker-managed records, close. No server,
+ * no files, no onnxruntime: the loader is injected.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { cancellationOf } from '../../../src/cancellation.js';
+import { isServingError } from '../../support/serving-error.js';
+import { deferred, registryFixture, settle } from './fake-loader.js';
+
+describe('ModelRegistry: single flight and leases', () => {
+  test('concurrent requests for one target share one load; other targets load in parallel', async () => {
+    const { registry, loader } = registryFixture();
+    loader.hold = true;
+    const a1 = registry.acquireTarget('a');
+    const a2 = registry.acquireTarget('a');
+    const b = registry.acquireTarget('b');
+    await settle();
+    assert.equal(loader.loadsOf('a').length, 1, 'one load for two requests');
+    assert.equal(loader.loadsOf('b').length, 1, 'b does not wait for a');
+    assert.equal(registry.peekResident('target', 'a')?.state, 'LOADING');
+    for (const c of loader.calls) c.gate.resolve();
+    const [l1, l2, lb] = await Promise.all([a1, a2, b]);
+    assert.equal(l1.pkg, l2.pkg, 'the same package');
+    assert.notEqual(l1.pkg, lb.pkg);
+    assert.equal(registry.loadedCount(), 2);
+    assert.equal(registry.peekResident('target', 'a')?.state, 'READY');
+    // Resident: the hot path leases without a promise, and without another load.
+    const hot = registry.leaseResidentTarget('a');
+    assert.equal(hot?.pkg, l1.pkg);
+    assert.equal(loader.loadsOf('a').length, 1);
+    for (const l of [l1, l2, lb, hot!]) l.release();
+  });
+
+  test('a failed load leaves nothing behind (copy released, no entry); the next request loads again', async () => {
+    const { registry, loader, source, memory } = registryFixture();
+    loader.failures.set('a', new Error('bad graph'));
+    await assert.rejects(registry.acquireTarget('a'), /bad graph/);
+    assert.equal(registry.peekResident('target', 'a'), undefined);
+    assert.deepEqual(source.releasedCopies, ['a@v1'], 'the disk copy is let go');
+    assert.equal(memory.usedBytes, 0, 'the reservation is given back');
+    loader.failures.clear();
+    const lease = await registry.acquireTarget('a');
+    assert.equal(loader.loadsOf('a').length, 2);
+    lease.release();
+  });
+
+  test('a request that gives up while the model loads does not fail the others', async () => {
+    const { registry, loader } = registryFixture();
+    loader.hold = true;
+    const controller = new AbortController();
+    const leaving = registry.acquireTarget('a', cancellationOf(controller.signal));
+    const staying = registry.acquireTarget('a');
+    await settle();
+    controller.abort();
+    await assert.rejects(leaving);
+    loader.calls[0]!.gate.resolve();
+    const lease = await staying;
+    assert.equal(lease.pkg.entry.name, 'a');
+    lease.release();
+  });
+
+  test('unload waits for the last lease, then releases the package and its memory', async () => {
+    const { registry, loader, memory, source } = registryFixture();
+    const lease = await registry.acquireTarget('a');
+    const pkg = await loader.calls[0]!.result;
+    let unloaded = false;
+    const unloading = registry.unloadTarget('a').then(() => (unloaded = true));
+    await settle();
+    assert.equal(unloaded, false, 'a request still holds it');
+    assert.equal(pkg.released(), false);
+    assert.equal(registry.peekResident('target', 'a')?.state, 'UNLOADING');
+    assert.equal(registry.leaseResidentTarget('a'), undefined, 'no new lease on a model going away');
+    lease.release();
+    lease.release(); // idempotent: must not drive the count negative
+    await unloading;
+    assert.equal(pkg.released(), true);
+    assert.equal(memory.usedBytes, 0);
+    assert.deepEqual(source.releasedCopies, ['a@v1']);
+    assert.equal(registry.peekResident('target', 'a'), undefined);
+    await assert.rejects(registry.unloadTarget('a'), isServingError('MODEL_NOT_FOUND', /'a' is not loaded/));
+  });
+});
+
+describe('ModelRegistry: eviction', () => {
+  test('a load that needs room evicts idle models least recently used first, never one in use', async () => {
+    const { registry, loader, memory } = registryFixture({ budgetBytes: 20 });
+    (await registry.acquireTarget('a')).release();
+    (await registry.acquireTarget('b')).release();
+    // a is used again: b is now the least recently used.
+    registry.leaseResidentTarget('a')!.release();
+    const c = await registry.acquireTarget('c');
+    assert.equal(registry.peekResident('target', 'b'), undefined, 'b was evicted');
+    assert.equal(registry.peekResident('target', 'a')?.state, 'READY');
+    assert.equal((await loader.loadsOf('b')[0]!.result).released(), true);
+    assert.equal(memory.usedBytes, 20);
+    // a is idle, c is held: loading b again evicts a, not c.
+    const b = await registry.acquireTarget('b');
+    assert.equal(registry.peekResident('target', 'a'), undefined);
+    assert.equal(registry.peekResident('target', 'c')?.state, 'READY');
+    assert.equal(loader.loadsOf('b').length, 2, 'an evicted model is loaded again on its next request');
+    b.release();
+    c.release();
+  });
+
+  test('when every model is in use a load waits for a lease to end; past the wait it gets 507', async () => {
+    const { registry } = registryFixture({ budgetBytes: 20, waitMs: 2000 });
+    const a = await registry.acquireTarget('a');
+    const b = await registry.acquireTarget('b');
+    let loaded = false;
+    const c = registry.acquireTarget('c').then((l) => ((loaded = true), l));
+    await settle();
+    assert.equal(loaded, false, 'waiting for memory held by requests');
+    a.release();
+    const lc = await c;
+    assert.equal(registry.peekResident('target', 'a'), undefined, 'a was evicted once idle');
+    const short = registryFixture({ budgetBytes: 10, waitMs: 20 });
+    const held = await short.registry.acquireTarget('a');
+    await assert.rejects(short.registry.acquireTarget('b'), isServingError('INSUFFICIENT_MEMORY', /'b' needs about 10 bytes.*in flight/));
+    held.release();
+    lc.release();
+    b.release();
+  });
+});
+
+describe('ModelRegistry: freshness', () => {
+  test('a changed object detaches the entry: new requests load the new version, the old one drains then goes', async () => {
+    const { registry, loader, source } = registryFixture({ registry: { revalidateMs: 1 } });
+    const old = await registry.acquireTarget('a');
+    source.versions.set('a', 'v2');
+    await new Promise((r) => setTimeout(r, 5));
+    assert.equal(registry.leaseResidentTarget('a'), undefined, 'due for a check: the hot path steps aside');
+    const fresh = await registry.acquireTarget('a');
+    assert.notEqual(fresh.pkg, old.pkg);
+    assert.equal(loader.loadsOf('a').length, 2);
+    assert.equal(loader.loadsOf('a')[1]!.request.dir, '/fake/a/v2');
+    const oldPkg = await loader.loadsOf('a')[0]!.result;
+    assert.equal(oldPkg.released(), false, 'a request still runs on the old version');
+    old.release();
+    await settle();
+    assert.equal(oldPkg.released(), true);
+    assert.deepEqual(source.releasedCopies, ['a@v1']);
+    fresh.release();
+  });
+
+  test('a deleted object: MODEL_NOT_FOUND; an unreachable source: the cached copy keeps serving', async () => {
+    const { registry, loader, source, metrics } = registryFixture({ registry: { revalidateMs: 1 } });
+    (await registry.acquireTarget('a')).release();
+    source.unreachable = true;
+    await new Promise((r) => setTimeout(r, 5));
+    const cached = await registry.acquireTarget('a');
+    assert.equal(loader.loadsOf('a').length, 1, 'served from memory');
+    cached.release();
+    source.unreachable = false;
+    source.versions.delete('a');
+    await new Promise((r) => setTimeout(r, 5));
+    await assert.rejects(registry.acquireTarget('a'), isServingError('MODEL_NOT_FOUND', /'a' not found/));
+    const text = await metrics.registry.metrics();
+    assert.match(text, /result="error"\} 1/);
+    assert.match(text, /result="deleted"\} 1/);
+  });
+
+  test('concurrent requests to a stale entry share one freshness check', async () => {
+    const { registry, source } = registryFixture({ registry: { revalidateMs: 1 } });
+    (await registry.acquireTarget('a')).release();
+    await new Promise((r) => setTimeout(r, 5));
+    let checks = 0;
+    const gate = deferred();
+    const real = source.currentVersion.bind(source);
+    source.currentVersion = async (t) => (checks++, await gate.promise, real(t));
+    const all = [registry.acquireTarget('a'), registry.acquireTarget('a'), registry.acquireTarget('a')];
+    await settle();
+    gate.resolve();
+    for (const l of await Promise.all(all)) l.release();
+    assert.equal(checks, 1);
+  });
+});
+
+describe('ModelRegistry: SageMaker-managed models', () => {
+  test('load, list, page out under memory pressure (still listed), page back in on invoke, unload', async () => {
+    const { registry, loader } = registryFixture({ budgetBytes: 10 });
+    const info = await registry.loadManaged('m1', '/opt/ml/models/m1', undefined);
+    assert.equal(info.modelName, 'm1');
+    assert.equal(info.modelUrl, '/opt/ml/models/m1');
+    await assert.rejects(registry.loadManaged('m1', '/opt/ml/models/m1', undefined), isServingError('MODEL_ALREADY_LOADED', /'m1' is already loaded/));
+    await registry.loadManaged('m2', '/opt/ml/models/m2', 'team/m2.tar.gz');
+    assert.deepEqual(
+      registry.listManaged().map((m) => m.modelName),
+      ['m1', 'm2'],
+    );
+    assert.equal(registry.isManagedResident('m1'), false, 'paged out to make room for m2');
+    assert.equal(registry.isManaged('m1'), true, 'but still loaded for SageMaker');
+    assert.deepEqual(registry.managedVersions('m1'), [1]);
+    const lease = await registry.acquireManaged('m1', undefined);
+    assert.equal(loader.loadsOf('m1').length, 2, 'paged back in');
+    assert.equal(registry.isManagedResident('m2'), false);
+    lease.release();
+    await assert.rejects(registry.acquireManaged('m2', 'other.tar.gz'), isServingError('TARGET_MISMATCH', /'other.tar.gz' does not match/));
+    await registry.unloadManaged('m1', undefined);
+    assert.equal(registry.isManaged('m1'), false);
+    await assert.rejects(registry.acquireManaged('m1', undefined), isServingError('MODEL_NOT_FOUND', /'m1' is not loaded/));
+    assert.throws(() => registry.describeManaged('m1'), isServingError('MODEL_NOT_FOUND', /'m1'/));
+  });
+
+  test('urls outside an absolute model directory are refused naming the model', async () => {
+    const { registry, loader } = registryFixture();
+    for (const url of ['relative/dir', '/opt/../etc', '/proc/self', '/dev']) {
+      await assert.rejects(registry.loadManaged('x', url, undefined), isServingError('INVALID_REQUEST', /model 'x': url must be an absolute path/));
+    }
+    assert.equal(loader.calls.length, 0);
+  });
+
+  test('a failed managed load is not listed', async () => {
+    const { registry, loader } = registryFixture();
+    loader.failures.set('bad', new Error('no model found'));
+    await assert.rejects(registry.loadManaged('bad', '/models/bad', undefined), /no model found/);
+    assert.deepEqual(registry.listManaged(), []);
+    assert.equal(registry.isManaged('bad'), false);
+  });
+});
+
+describe('ModelRegistry: close', () => {
+  test('waits for requests that hold a model, releases everything, then refuses', async () => {
+    const { registry, loader, memory } = registryFixture();
+    const lease = await registry.acquireTarget('a');
+    await registry.loadManaged('m', '/models/m', undefined);
+    let closed = false;
+    const closing = registry.close().then(() => (closed = true));
+    await settle();
+    assert.equal(closed, false);
+    await assert.rejects(registry.acquireTarget('b'), isServingError('SHUTTING_DOWN', /shutting down/));
+    lease.release();
+    await closing;
+    for (const c of loader.calls) assert.equal((await c.result).released(), true);
+    assert.equal(memory.usedBytes, 0);
+    assert.deepEqual(registry.listManaged(), []);
+  });
+});

@@ -1,0 +1,73 @@
+/**
+ * InferenceService on a registry built from fakes (test/unit/registry/fake-loader.ts):
+ * the use cases without a server, files or onnxruntime.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { silentLogger } from '../../../src/observability/logger.js';
+import type { InferRequest } from '../../../src/protocol/infer-types.js';
+import type { Tensor } from '../../../src/protocol/tensor.js';
+import { InferenceService } from '../../../src/service/inference-service.js';
+import { isServingError } from '../../support/serving-error.js';
+import { deferred, registryFixture, settle } from '../registry/fake-loader.js';
+
+function request(values: number[]): InferRequest {
+  const input: Tensor = { datatype: 'FP32', shape: [1, values.length], data: Float32Array.from(values) };
+  return { id: 'r1', inputs: new Map([['INPUT0', input]]), outputs: undefined, parameters: {} };
+}
+
+const ctx = { log: silentLogger() };
+
+function serviceFixture(maxInflight = 8): ReturnType<typeof registryFixture> & { service: InferenceService } {
+  const fixture = registryFixture({ budgetBytes: 20 });
+  return { ...fixture, service: new InferenceService({ registry: fixture.registry, metrics: fixture.metrics, maxInflight }) };
+}
+
+describe('InferenceService with a fake loader', () => {
+  test('infer loads the target once, runs its plan, answers, and lets go of the lease', async () => {
+    const { service, registry, loader } = serviceFixture();
+    const answer = await service.infer({ kind: 'target', target: 'a' }, () => request([1, 2, 3]), ctx);
+    assert.equal(answer.modelName, 'a');
+    assert.equal(answer.modelVersion, '1');
+    assert.deepEqual([...(answer.outputs.get('OUTPUT0')!.data as Float32Array)], [2, 4, 6]);
+    await service.infer({ kind: 'target', target: 'a' }, () => request([1]), ctx);
+    assert.equal(loader.loadsOf('a').length, 1, 'the second request finds it resident');
+    assert.equal(service.inflightCount, 0);
+    // Nothing holds it: an unload completes at once.
+    await registry.unloadTarget('a');
+  });
+
+  test('a request that fails validation is refused before it runs, and releases its lease', async () => {
+    const { service, registry, loader } = serviceFixture();
+    const bad: InferRequest = { ...request([1]), inputs: new Map([['NOPE', { datatype: 'FP32', shape: [1, 1], data: Float32Array.from([1]) }]]) };
+    await assert.rejects(service.infer({ kind: 'target', target: 'a' }, () => bad, ctx), isServingError('INVALID_INPUT', /model 'a': unexpected inference input 'NOPE'/));
+    const pkg = await loader.calls[0]!.result;
+    assert.equal(pkg.scheduler.runs, 0);
+    await registry.unloadTarget('a');
+    assert.equal(pkg.released(), true);
+  });
+
+  test('past maxInflight requests get OVERLOADED; the slots come back when they end', async () => {
+    const { service, loader } = serviceFixture(1);
+    (await service.infer({ kind: 'target', target: 'a' }, () => request([1]), ctx)).outputs;
+    const pkg = await loader.calls[0]!.result;
+    const gate = deferred();
+    pkg.scheduler.gate = gate.promise;
+    const first = service.infer({ kind: 'target', target: 'a' }, () => request([1]), ctx);
+    await settle();
+    await assert.rejects(service.infer({ kind: 'target', target: 'a' }, () => request([1]), ctx), isServingError('OVERLOADED', /limit of 1 requests/));
+    gate.resolve();
+    await first;
+    await service.infer({ kind: 'target', target: 'a' }, () => request([1]), ctx);
+  });
+
+  test('SageMaker management through the service: load, invoke (paging in), list, unload', async () => {
+    const { service, loader } = serviceFixture();
+    await service.loadModel('m', '/models/m', undefined);
+    const answer = await service.infer({ kind: 'managed', name: 'm', targetHeader: undefined }, () => request([5]), ctx);
+    assert.deepEqual([...(answer.outputs.get('OUTPUT0')!.data as Float32Array)], [10]);
+    assert.equal(loader.loadsOf('m').length, 1);
+    await service.unloadModel('m', undefined);
+    await assert.rejects(service.infer({ kind: 'managed', name: 'm', targetHeader: undefined }, () => request([5]), ctx), isServingError('MODEL_NOT_FOUND', /'m' is not loaded/));
+  });
+});
