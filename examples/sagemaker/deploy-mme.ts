@@ -15,9 +15,11 @@
  *     --target add_sub.tar.gz --request add_sub.json \
  *     --target pipeline.tar.gz --request pipeline.json
  *
- * It needs AWS credentials with iam-policy.json's permissions; nothing here
- * runs in CI (it only type-checks there, and its request builders are tested).
+ * It needs AWS credentials with iam-policy.json's permissions. `--dry-run`
+ * checks the arguments and request files and prints the requests it would
+ * send, calling nothing: that is what the README's quick-start test runs.
  */
+import { realpathSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -149,7 +151,7 @@ async function deploy(o: DeployOptions, invocations: readonly Invocation[], keep
 
 const USAGE = `Usage: node dist/examples/sagemaker/deploy-mme.js --image <ecr-uri> --role <role-arn> --models s3://bucket/prefix/
          --target <archive> --request <request.json> [--target ... --request ...]
-         [--name onnx-mme-demo] [--instance-type ml.m5.xlarge] [--instance-count 1] [--env KEY=VALUE ...] [--keep]
+         [--name onnx-mme-demo] [--instance-type ml.m5.xlarge] [--instance-count 1] [--env KEY=VALUE ...] [--keep] [--dry-run]
 Region and credentials: the AWS SDK's standard chain (AWS_REGION, AWS_PROFILE, ...).`;
 
 async function main(argv: readonly string[]): Promise<void> {
@@ -166,6 +168,7 @@ async function main(argv: readonly string[]): Promise<void> {
       'instance-count': { type: 'string', default: '1' },
       env: { type: 'string', multiple: true },
       keep: { type: 'boolean', default: false },
+      'dry-run': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -194,14 +197,23 @@ async function main(argv: readonly string[]): Promise<void> {
     instanceCount: Number(values['instance-count']),
     environment,
   };
-  await deploy(
-    options,
-    targets.map((target, i) => ({ target, requestFile: path.resolve(files[i]!) })),
-    values.keep,
-  );
+  const invocations = targets.map((target, i) => ({ target, requestFile: path.resolve(files[i]!) }));
+  if (values['dry-run']) {
+    // Everything but the AWS calls: the requests as they would be sent, each request file read and parsed.
+    const invokes = [];
+    for (const inv of invocations) {
+      const body = await readFile(inv.requestFile);
+      JSON.parse(body.toString('utf8'));
+      invokes.push({ ...invocationRequest(options.name, inv.target, body), Body: `${body.length} bytes from ${files[invocations.indexOf(inv)]}` });
+    }
+    console.log(JSON.stringify({ ...deploymentRequests(options), invocations: invokes }, null, 2));
+    return;
+  }
+  await deploy(options, invocations, values.keep);
 }
 
-if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+// Compared as real paths, so a symlinked checkout or dist/ still runs main.
+if (process.argv[1] && realpathSync(path.resolve(process.argv[1])) === realpathSync(fileURLToPath(import.meta.url))) {
   main(process.argv.slice(2)).catch((err: unknown) => {
     console.error(err instanceof Error ? err.message : String(err));
     process.exit(1);

@@ -1,0 +1,148 @@
+/**
+ * The commands of our docs, run as written. Every shell block marked
+ * `<!-- doc-test: KIND -->` in any Markdown file (the README's quick starts
+ * among them) runs in bash, in a directory laid out like a fresh clone after
+ * `npm ci && npm start` (the demo repository generated, `dist/` built), and
+ * each command's output must match the `# ...` lines under it.
+ *
+ * Kinds:
+ * - `demo-server`: the server `npm start` runs (package.json's own start
+ *   script), on a free loopback port that replaces localhost:8080;
+ * - `sagemaker`: an S3-compatible server (s3rver) stands in for S3 with the
+ *   bucket `my-model-bucket`, and deploy-mme.js gets `--dry-run`, so
+ *   everything but the AWS calls runs.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, symlinkSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import net, { type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, it } from 'node:test';
+import { buildDemoRepository } from '../../examples/demo/build-demo-repository.js';
+import { markdownFiles } from '../support/markdown.js';
+import { markedBlocks, runSteps, steps, type DocBlock } from '../support/doc-commands.js';
+import { S3RVER_CREDENTIALS, startLoopbackS3, type LoopbackS3 } from '../support/s3rver.js';
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+const KINDS = new Set(['demo-server', 'sagemaker']);
+
+const blocks: DocBlock[] = markdownFiles(repoRoot).flatMap((f) => markedBlocks(f, readFileSync(path.join(repoRoot, f), 'utf8')));
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** The environment of a reader's shell: no AWS or MME settings leaking in from the test runner. */
+function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!/^(AWS_|MME_|SAGEMAKER_|npm_)/.test(k)) env[k] = v;
+  return { ...env, NODE_NO_WARNINGS: '1', ...extra };
+}
+
+describe('marked doc blocks', () => {
+  it('exist (the README quick starts at least) and use known kinds', () => {
+    const readme = blocks.filter((b) => b.file === 'README.md');
+    assert.ok(readme.filter((b) => b.kind === 'demo-server').length >= 3, 'README quick starts 1-3 are marked');
+    assert.ok(readme.some((b) => b.kind === 'sagemaker'), 'the SageMaker deployment block is marked');
+    for (const b of blocks) assert.ok(KINDS.has(b.kind), `${b.file}:${b.line}: unknown doc-test kind '${b.kind}'`);
+  });
+});
+
+describe('doc commands, run as written', () => {
+  let work = '';
+  let port = 0;
+  let server: ChildProcess | undefined;
+  let s3: LoopbackS3 | undefined;
+
+  before(async () => {
+    work = await mkdtemp(path.join(tmpdir(), 'onnx-mme-docs-'));
+    await buildDemoRepository(path.join(work, 'examples', 'demo', 'repository'), { log: () => {} });
+    symlinkSync(path.join(repoRoot, 'dist'), path.join(work, 'dist'));
+    port = await freePort();
+    // `npm start` without npm: its prestart (build, demo) is done above; this is its start script.
+    const pkg = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+    const start = pkg.scripts['start']!;
+    assert.match(start, /MME_MODEL_SOURCE=\$\{MME_MODEL_SOURCE:-examples\/demo\/repository\}/);
+    server = spawn('sh', ['-c', start], {
+      cwd: work,
+      detached: true, // its own process group: the shell and the node it starts stop together
+      env: cleanEnv({ SAGEMAKER_BIND_TO_PORT: String(port) }),
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let printed = '';
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`npm start's server did not listen within 60 s: ${printed}`)), 60_000);
+      server!.stdout!.on('data', (d: Buffer) => {
+        printed += d.toString();
+        if (printed.includes('onnx-mme listening')) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      server!.once('exit', (code) => reject(new Error(`the server exited with ${code}: ${printed}`)));
+    });
+    s3 = await startLoopbackS3(['my-model-bucket']);
+  });
+
+  after(async () => {
+    if (server && server.exitCode === null && server.pid !== undefined) {
+      const exited = new Promise((r) => server!.once('exit', r));
+      process.kill(-server.pid, 'SIGTERM');
+      await exited;
+    }
+    await s3?.close();
+    if (work) await rm(work, { recursive: true, force: true });
+  });
+
+  for (const block of blocks) {
+    it(`${block.file}:${block.line} (${block.kind})`, async () => {
+      const base = { cwd: work, timeoutMs: 120_000 };
+      const local = (c: string) => c.replaceAll('localhost:8080', `127.0.0.1:${port}`);
+      const list = steps(block.text);
+      assert.ok(list.length > 0, 'an empty block');
+      const results =
+        block.kind === 'sagemaker'
+          ? await runSteps(list, {
+              ...base,
+              env: cleanEnv({ AWS_ENDPOINT_URL_S3: s3!.endpoint, AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId, AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey }),
+              rewrite: (c) => (c.includes('deploy-mme.js') ? `${c} --dry-run` : c),
+            })
+          : await runSteps(list, { ...base, env: cleanEnv({}), rewrite: local });
+      const failed = results.filter((r) => r.mismatch !== undefined).map((r) => `line ${block.line + r.step.line}: ${r.step.command.split('\n')[0]}\n  ${r.mismatch}`);
+      assert.deepEqual(failed, []);
+      if (block.kind === 'sagemaker') {
+        const deploy = results.find((r) => r.step.command.includes('deploy-mme.js'));
+        if (deploy) {
+          const printed = JSON.parse(deploy.output) as { model: { PrimaryContainer: { Mode: string; ModelDataUrl: string } }; invocations: { TargetModel: string }[] };
+          assert.equal(printed.model.PrimaryContainer.Mode, 'MultiModel');
+          assert.match(printed.model.PrimaryContainer.ModelDataUrl, /^s3:\/\//);
+          assert.ok(printed.invocations.length > 0);
+        }
+      }
+    });
+  }
+});
+
+describe('the step reader', () => {
+  it('pairs commands with the comment lines under them, heredocs and continuations included', () => {
+    const list = steps("# prose\necho a \\\n  b\n# a b\n\ncat > f <<'EOF'\nx\nEOF\ncat f\n# x\n");
+    assert.deepEqual(list.map((s) => [s.command, s.expected]), [
+      ['echo a \\\n  b', ['a b']],
+      ["cat > f <<'EOF'\nx\nEOF", []],
+      ['cat f', ['x']],
+    ]);
+  });
+  it('fails a command whose output differs from the docs, or that fails', async () => {
+    const results = await runSteps(steps(`echo 1\n# 2\nfalse\necho '{"a":1,"b":2}'\n# {"a":1,...}   (annotation)\n`), { cwd: tmpdir(), env: process.env });
+    assert.match(results[0]!.mismatch ?? '', /printed "1", the docs show "2"/);
+    assert.match(results[1]!.mismatch ?? '', /exit status 1/);
+    assert.equal(results[2]!.mismatch, undefined);
+  });
+});
