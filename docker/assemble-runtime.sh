@@ -1,6 +1,6 @@
 #!/bin/sh
 # Assembles the runtime tree of the onnx-mme image into DEST:
-#   DEST/package.json, package-lock.json, .npmrc   (package.json's "type": "module" makes dist/ ESM)
+#   DEST/package.json, package-lock.json           (package.json's "type": "module" makes dist/ ESM)
 #   DEST/node_modules                              production dependencies only, from the lockfile
 #   DEST/dist/src                                  the compiled server and CLI
 #   DEST/serve                                     SageMaker's entry point (docker run IMAGE serve)
@@ -34,7 +34,7 @@ if [ -e "$dest" ] && [ -n "$(ls -A "$dest")" ]; then
 fi
 mkdir -p "$dest/dist"
 
-cp "$repo/package.json" "$repo/package-lock.json" "$repo/.npmrc" "$dest/"
+cp "$repo/package.json" "$repo/package-lock.json" "$dest/"
 (
   cd "$dest"
   ONNXRUNTIME_NODE_INSTALL=skip npm ci --omit=dev --offline --ignore-scripts --no-audit --no-fund --loglevel=error

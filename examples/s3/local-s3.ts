@@ -13,6 +13,7 @@
  * the standard AWS settings (AWS_ENDPOINT_URL_S3, credentials), defaulting to
  * the local one. s3rver is a dev dependency: this is for trying, not serving.
  */
+import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,8 +24,14 @@ const BUCKET = 'models';
 const PORT = Number(process.env['S3_PORT'] ?? 4569);
 const ENDPOINT = process.env['AWS_ENDPOINT_URL_S3'] ?? `http://127.0.0.1:${PORT}`;
 const here = path.dirname(fileURLToPath(import.meta.url));
-/** The demo repository built by `npm run demo` (dist/examples/s3 → examples/demo/repository). */
-const DEMO_DIR = path.resolve(here, '..', '..', '..', 'examples', 'demo', 'repository');
+/**
+ * The demo repository built by `npm run demo`: examples/demo/repository in the
+ * working directory (the repository root, where the docs run this), else the
+ * one beside this script's checkout (dist/examples/s3 → examples/demo/repository).
+ */
+const DEMO_DIR = [path.resolve('examples', 'demo', 'repository'), path.resolve(here, '..', '..', '..', 'examples', 'demo', 'repository')].find((d) =>
+  existsSync(d),
+) ?? path.resolve(here, '..', '..', '..', 'examples', 'demo', 'repository');
 
 function client(): S3Client {
   const hasCredentials = process.env['AWS_ACCESS_KEY_ID'] !== undefined;

@@ -2,7 +2,8 @@
  * The commands of our docs, run as written. Every shell block marked
  * `<!-- doc-test: KIND -->` in any Markdown file (the README's quick starts
  * among them) runs in bash, in a directory laid out like a fresh clone after
- * `npm ci && npm start` (the demo repository generated, `dist/` built), and
+ * `npm ci && npm start` (the demo repository generated, `dist/` built; the
+ * example pipelines built as `npm run pipelines` does), and
  * each command's output must match the `# ...` lines under it.
  *
  * Kinds:
@@ -10,10 +11,14 @@
  *   script), on a free loopback port that replaces localhost:8080;
  * - `sagemaker`: an S3-compatible server (s3rver) stands in for S3 with the
  *   bucket `my-model-bucket`, and deploy-mme.js gets `--dry-run`, so
- *   everything but the AWS calls runs.
+ *   everything but the AWS calls runs;
+ * - `demo-server-python`: the same, for blocks that also need python3 with
+ *   numpy (skipped, with the reason, where python3 or numpy is missing);
+ * - `standalone`: nothing running; the block starts what it needs in the
+ *   background (`&`), on free ports that replace 8080 and 4569.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync, symlinkSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import net, { type AddressInfo } from 'node:net';
@@ -22,12 +27,15 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { buildDemoRepository } from '../../examples/demo/build-demo-repository.js';
+import { buildPipelines } from '../../examples/pipelines/build-pipelines.js';
 import { markdownFiles } from '../support/markdown.js';
 import { markedBlocks, runSteps, steps, type DocBlock } from '../support/doc-commands.js';
 import { S3RVER_CREDENTIALS, startLoopbackS3, type LoopbackS3 } from '../support/s3rver.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
-const KINDS = new Set(['demo-server', 'sagemaker']);
+const KINDS = new Set(['demo-server', 'demo-server-python', 'sagemaker', 'standalone']);
+/** What `demo-server-python` blocks need besides the server (they say so where they stand). */
+const hasNumpy = spawnSync('python3', ['-c', 'import numpy'], { stdio: 'ignore' }).status === 0;
 
 const blocks: DocBlock[] = markdownFiles(repoRoot).flatMap((f) => markedBlocks(f, readFileSync(path.join(repoRoot, f), 'utf8')));
 
@@ -64,7 +72,9 @@ describe('doc commands, run as written', () => {
   before(async () => {
     work = await mkdtemp(path.join(tmpdir(), 'onnx-mme-docs-'));
     await buildDemoRepository(path.join(work, 'examples', 'demo', 'repository'), { log: () => {} });
+    await buildPipelines(path.join(work, 'examples', 'pipelines', 'out')); // `npm run pipelines`
     symlinkSync(path.join(repoRoot, 'dist'), path.join(work, 'dist'));
+    symlinkSync(path.join(repoRoot, 'serve'), path.join(work, 'serve'));
     port = await freePort();
     // `npm start` without npm: its prestart (build, demo) is done above; this is its start script.
     const pkg = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
@@ -101,14 +111,31 @@ describe('doc commands, run as written', () => {
     if (work) await rm(work, { recursive: true, force: true });
   });
 
+  /** A block that starts its own servers: 8080 and 4569 become free ports, everything else as written. */
+  async function standalone(list: ReturnType<typeof steps>, base: { cwd: string; timeoutMs: number }) {
+    const [http, s3port] = [await freePort(), await freePort()];
+    const tmp = await mkdtemp(path.join(work, 'tmp-'));
+    return runSteps(list, {
+      ...base,
+      env: cleanEnv({ SAGEMAKER_BIND_TO_PORT: String(http), S3_PORT: String(s3port), TMPDIR: tmp }),
+      rewrite: (c) => c.replaceAll('localhost:8080', `127.0.0.1:${http}`).replaceAll('127.0.0.1:4569', `127.0.0.1:${s3port}`),
+    });
+  }
+
   for (const block of blocks) {
-    it(`${block.file}:${block.line} (${block.kind})`, async () => {
+    it(`${block.file}:${block.line} (${block.kind})`, async (t) => {
+      if (block.kind === 'demo-server-python' && !hasNumpy) {
+        t.skip('python3 with numpy is not installed');
+        return;
+      }
       const base = { cwd: work, timeoutMs: 120_000 };
       const local = (c: string) => c.replaceAll('localhost:8080', `127.0.0.1:${port}`);
       const list = steps(block.text);
       assert.ok(list.length > 0, 'an empty block');
       const results =
-        block.kind === 'sagemaker'
+        block.kind === 'standalone'
+          ? await standalone(list, base)
+          : block.kind === 'sagemaker'
           ? await runSteps(list, {
               ...base,
               env: cleanEnv({ AWS_ENDPOINT_URL_S3: s3!.endpoint, AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId, AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey }),
@@ -132,11 +159,12 @@ describe('doc commands, run as written', () => {
 
 describe('the step reader', () => {
   it('pairs commands with the comment lines under them, heredocs and continuations included', () => {
-    const list = steps("# prose\necho a \\\n  b\n# a b\n\ncat > f <<'EOF'\nx\nEOF\ncat f\n# x\n");
+    const list = steps("# prose\necho a \\\n  b\n# a b\n\n# more prose\n#   on two lines\ncat > f <<'EOF'\nx\nEOF\ncat f\n# x\npython3 -c 'a\nb' \\\n  -x\n");
     assert.deepEqual(list.map((s) => [s.command, s.expected]), [
       ['echo a \\\n  b', ['a b']],
       ["cat > f <<'EOF'\nx\nEOF", []],
       ['cat f', ['x']],
+      ["python3 -c 'a\nb' \\\n  -x", []],
     ]);
   });
   it('fails a command whose output differs from the docs, or that fails', async () => {

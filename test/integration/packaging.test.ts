@@ -111,7 +111,7 @@ describe('container images', () => {
       // Every file the build stage copies exists, and it copies what the script needs (and no tests, no examples).
       const copied = all(build, 'COPY').flatMap((c) => copyParts(c.args).sources);
       for (const src of copied) assert.ok(existsSync(path.join(repoRoot, src)), `${file}: COPY ${src}: no such path in the repository`);
-      for (const needed of ['package.json', 'package-lock.json', '.npmrc', 'tsconfig.json', 'serve', 'src', 'docker/assemble-runtime.sh']) {
+      for (const needed of ['package.json', 'package-lock.json', 'tsconfig.json', 'serve', 'src', 'docker/assemble-runtime.sh']) {
         assert.ok(copied.includes(needed), `${file}: the build stage does not COPY ${needed}`);
       }
       assert.ok(all(build, 'RUN').some((r) => /^npm ci\b/.test(r.args) && !/--omit/.test(r.args)), `${file}: a full 'npm ci' must fill the npm cache the production install reads`);
@@ -188,7 +188,7 @@ describe('container images', () => {
     for (const dep of Object.keys(pkg.devDependencies)) assert.ok(!existsSync(path.join(dest, 'node_modules', dep)), `dev dependency ${dep} in the runtime tree`);
     assert.deepEqual(await readdir(path.join(dest, 'node_modules', 'onnxruntime-node', 'bin', 'napi-v6')), [process.platform]);
     assert.deepEqual(await readdir(path.join(dest, 'node_modules', 'onnxruntime-node', 'bin', 'napi-v6', process.platform)), [process.arch]);
-    assert.deepEqual((await readdir(dest)).sort(), ['.npmrc', 'dist', 'node_modules', 'package-lock.json', 'package.json', 'serve']);
+    assert.deepEqual((await readdir(dest)).sort(), ['dist', 'node_modules', 'package-lock.json', 'package.json', 'serve']);
     assert.deepEqual(await readdir(path.join(dest, 'dist')), ['src']);
     assert.equal(JSON.parse(await readFile(path.join(dest, 'package.json'), 'utf8')).type, 'module');
 

@@ -59,29 +59,56 @@ export interface DocStep {
 export function steps(block: string): DocStep[] {
   const out: { command: string[]; expected: string[]; line: number }[] = [];
   const lines = block.split('\n');
+  // Comment lines right under a command (no blank line between) are its output; other comments are prose.
+  let underCommand = false;
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]!;
-    if (line.trim() === '') continue;
-    const comment = /^\s*#\s?(.*)$/.exec(line);
-    if (comment) {
-      const last = out[out.length - 1];
-      // A comment before any command, or after a blank line, is prose, not output.
-      if (last && lines[i - 1]!.trim() !== '') last.expected.push(comment[1]!);
+    if (line.trim() === '') {
+      underCommand = false;
       continue;
     }
+    const comment = /^\s*#\s?(.*)$/.exec(line);
+    if (comment) {
+      if (underCommand) out[out.length - 1]!.expected.push(comment[1]!);
+      continue;
+    }
+    underCommand = true;
     const command = [line];
     const heredoc = /<<-?\s*'?"?(\w+)'?"?/.exec(line);
-    let continued = line.endsWith('\\');
-    while (i + 1 < lines.length && (continued || heredoc)) {
+    let state = quoteState('none', line);
+    let continued = state === 'none' && line.endsWith('\\');
+    // A command goes on while a heredoc has not ended, a quote is open, or a line ends with a backslash.
+    while (i + 1 < lines.length && (heredoc !== null || state !== 'none' || continued)) {
       const next = lines[++i]!;
       command.push(next);
-      if (heredoc && !continued && next === heredoc[1]) break;
-      continued = next.endsWith('\\');
-      if (!continued && !heredoc) break;
+      if (heredoc !== null) {
+        if (next === heredoc[1]) break;
+        continue;
+      }
+      state = quoteState(state, next);
+      continued = state === 'none' && next.endsWith('\\');
     }
     out.push({ command, expected: [], line: i + 1 });
   }
   return out.map((s) => ({ command: s.command.join('\n'), expected: s.expected, line: s.line }));
+}
+
+type Quote = 'none' | 'single' | 'double';
+
+/** The shell quoting state after `line`, starting in `state` (enough for the docs' commands). */
+function quoteState(state: Quote, line: string): Quote {
+  for (let k = 0; k < line.length; k++) {
+    const c = line[k]!;
+    if (state === 'single') {
+      if (c === "'") state = 'none';
+    } else if (c === '\\') k++;
+    else if (state === 'double') {
+      if (c === '"') state = 'none';
+    } else if (c === "'") state = 'single';
+    else if (c === '"') state = 'double';
+    else if (c === '#' && (k === 0 || /\s/.test(line[k - 1]!))) break; // a trailing comment
+  }
+  return state;
 }
 
 /** A regular expression for one expectation line. */
@@ -111,9 +138,11 @@ export async function runSteps(
   list: readonly DocStep[],
   options: { cwd: string; env: NodeJS.ProcessEnv; rewrite?: (command: string) => string; timeoutMs?: number },
 ): Promise<StepResult[]> {
-  const script = list
-    .map((s) => `${options.rewrite ? options.rewrite(s.command) : s.command}\nprintf '\\n${MARK}%d${MARK}\\n' "$?"`)
-    .join('\n');
+  // Background servers a block starts (`... &`) stop with it, whatever happens.
+  const script = [
+    "trap 'kill $(jobs -p) 2>/dev/null' EXIT",
+    ...list.map((s) => `${options.rewrite ? options.rewrite(s.command) : s.command}\nprintf '\\n${MARK}%d${MARK}\\n' "$?"`),
+  ].join('\n');
   const { stdout, stderr } = await new Promise<{ stdout: string; stderr: string }>((resolve, reject) => {
     const child = spawn('bash', ['--noprofile', '--norc', '-c', script], { cwd: options.cwd, env: options.env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
