@@ -40,7 +40,8 @@ function warningSink(): { stream: Writable; notes: string[] } {
       for (const line of chunk.toString('utf8').split('\n')) {
         if (!line.trim()) continue;
         try {
-          const rec = JSON.parse(line) as { model?: string; msg?: string };
+          const rec = JSON.parse(line) as { model?: string; msg?: string; field?: string };
+          if (rec.field !== undefined) continue; // an ignored config field: listed under its model
           const msg = rec.msg ?? line;
           notes.push(
             /^execution provider/.test(msg)
@@ -125,6 +126,7 @@ export function formatReport(r: ValidationReport): string {
     lines.push(`  ${m.name}: ${m.platform}, ${versions}, max_batch_size ${m.maxBatchSize}${m.autoCompleted ? ', config completed from the ONNX graph' : ''}`);
     for (const t of m.inputs) lines.push(`    input  ${t.name} ${t.datatype} ${shape(t.shape)}`);
     for (const t of m.outputs) lines.push(`    output ${t.name} ${t.datatype} ${shape(t.shape)}`);
+    for (const f of m.ignoredFields) lines.push(`    ignored: ${f.path} (${f.note})`);
     if (m.platform === 'onnxruntime_onnx') lines.push(`    model files: ${formatBytes(m.fileBytes)}`);
     else if (m.platform !== 'ensemble') lines.push(`    processing step: backend '${m.platform}', runs in the server process${m.fileBytes > 0 ? ` (version files: ${formatBytes(m.fileBytes)})` : ''}`);
   }
@@ -158,7 +160,9 @@ config (tensor names, datatypes, shapes), every processing step (image,
 tokenizer, mean_pooling, l2_normalize, softmax, topk, argmax, js) loaded by its
 backend (parameters, tokenizer.json, label files; a js step's model.mjs is
 imported and its initialize() runs), ensemble steps and tensor wiring validated
-(datatypes, shapes, max_batch_size). An archive is extracted with the server's safe extractor and limits.
+(datatypes, shapes, max_batch_size). Every config.pbtxt field is judged by the
+server's field table (docs/model-packages.md): a refused field is a problem, an
+ignored one is listed under its model as "ignored: <field> (why)". An archive is extracted with the server's safe extractor and limits.
 Every problem is listed, then the memory estimate.
 
 Options:

@@ -5,6 +5,7 @@
  * has its Triton default applied, so no caller re-derives defaults.
  */
 import type { DataType } from '../protocol/tensor.js';
+import type { FieldFinding } from './field-support.js';
 
 export type TensorFormat = 'FORMAT_NONE' | 'FORMAT_NHWC' | 'FORMAT_NCHW';
 
@@ -116,6 +117,8 @@ export interface ModelConfig {
   readonly optimization: OptimizationConfig | undefined;
   readonly responseCacheEnabled: boolean;
   readonly decoupled: boolean;
+  /** Fields set in the config that the server accepts and ignores (config/field-support.ts); the load logs each. */
+  readonly ignoredFields: readonly FieldFinding[];
   /** The whole config in Triton's JSON form (snake_case proto field names), as GET .../config returns it. */
   readonly json: Readonly<Record<string, unknown>>;
 }

@@ -15,6 +15,7 @@
  */
 import { ServingError } from '../errors.js';
 import { dataTypeFromConfigName, type DataType } from '../protocol/tensor.js';
+import { fieldFindings, type FieldFinding } from './field-support.js';
 import { ModelConfigDescriptor } from './model-config-schema.js';
 import type {
   DynamicBatchingConfig,
@@ -62,6 +63,9 @@ export function parseModelConfig(text: string, options: ModelConfigOptions): Mod
 export function modelConfigFromJson(json: Readonly<Record<string, unknown>>, options: ModelConfigOptions): ModelConfig {
   const decoded = decodeJsonForm(json, ModelConfigDescriptor, options.sourceName) as Json;
   const problems: string[] = [];
+  // Before normalisation, which adds Triton's defaults: what the author wrote. Refusals are the
+  // loader's (config/model-config-draft), so a config the server refuses still parses here.
+  const findings = fieldFindings(decoded);
   normalise(decoded, options, problems);
   // Normalisation adds bare messages ({}); this prints their fields at their defaults.
   const config = withDefaults(decoded, ModelConfigDescriptor);
@@ -70,7 +74,7 @@ export function modelConfigFromJson(json: Readonly<Record<string, unknown>>, opt
   if (problems.length > 0) {
     throw new ServingError('INVALID_MODEL', `${options.sourceName}: ${problems.join('; ')}`, name === '' ? {} : { model: name });
   }
-  return deepFreeze(toTyped(deepFreeze(config)));
+  return deepFreeze(toTyped(deepFreeze(config), findings.filter((f) => f.status === 'ignored')));
 }
 
 /** The config as config.pbtxt text; parsing it back gives the same `json`. */
@@ -182,8 +186,8 @@ function validateTensors(kind: 'input' | 'output', tensors: Json[], mbs: number,
     seen.add(name);
     const label = name === '' ? `${kind} #${i}` : `${kind} '${name}'`;
     if (t['data_type'] === 'TYPE_INVALID') problems.push(`${label}: must specify 'data_type' (missing or TYPE_INVALID)`);
+    // `dims: [ ]` is a scalar per item (rank 0, or [-1] with the batch dim), as is `dims: [1]` for a rank-0 graph tensor (registry/config-check).
     const dims = nums(t['dims']);
-    if (dims.length === 0) problems.push(`${label}: dims must not be empty`);
     // 0 is a legal (empty) extent; -1 is the wildcard.
     if (dims.some((d) => d < -1)) problems.push(`${label}: dims must be >= 0 or -1 (variable), got ${shape(dims)}`);
     const reshape = opt(t['reshape']);
@@ -201,15 +205,11 @@ function validateTensors(kind: 'input' | 'output', tensors: Json[], mbs: number,
 
 /** core ValidateIOShape: reshape keeps the element count, chunk by chunk around -1 dims. */
 function validateReshape(label: string, dims: number[], reshape: number[], mbs: number, problems: string[]): void {
-  if (reshape.length === 0 && mbs === 0) {
-    problems.push(`${label}: reshape must not be empty for a model with max_batch_size 0 (scalar tensors are not supported)`);
-    return;
-  }
   if (reshape.some((d) => d < 1 && d !== -1)) {
     problems.push(`${label}: reshape dimensions must be >= 1 or -1 (variable), got ${shape(reshape)}`);
     return;
   }
-  if (dims.length === 0 || dims.some((d) => d < -1)) return; // already reported
+  if (dims.some((d) => d < -1)) return; // already reported
   const dimChunks = chunkCounts(dims);
   const reshapeChunks = chunkCounts(reshape);
   const mismatch = `${label}: reshape ${shape(reshape)} does not have the same element count as dims ${shape(dims)}`;
@@ -429,7 +429,7 @@ function validateMetrics(metrics: Json | undefined, problems: string[]): void {
 
 // ---- typed view -----------------------------------------------------------------
 
-function toTyped(json: Json): ModelConfig {
+function toTyped(json: Json, ignoredFields: readonly FieldFinding[]): ModelConfig {
   const mbs = num(json['max_batch_size']);
   const scheduling = opt(json['ensemble_scheduling']);
   return {
@@ -449,6 +449,7 @@ function toTyped(json: Json): ModelConfig {
     optimization: toOptimization(opt(json['optimization'])),
     responseCacheEnabled: opt(json['response_cache'])?.['enable'] === true,
     decoupled: opt(json['model_transaction_policy'])?.['decoupled'] === true,
+    ignoredFields,
     json,
   };
 }
@@ -473,7 +474,8 @@ function toTensor(t: Json, isInput: boolean): TensorConfig {
   };
 }
 
-function toVersionPolicy(policy: Json): VersionPolicy {
+/** Exported for config/model-config-draft (the same reading before auto-complete). */
+export function toVersionPolicy(policy: Json): VersionPolicy {
   const latest = opt(policy['latest']);
   if (latest !== undefined) return { kind: 'latest', numVersions: num(latest['num_versions']) };
   const specific = opt(policy['specific']);

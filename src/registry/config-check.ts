@@ -10,9 +10,22 @@ import type { ModelConfig, TensorConfig } from '../config/model-config-types.js'
 import { ServingError } from '../errors.js';
 import { formatShape } from '../protocol/tensor.js';
 
+/**
+ * The reshape the session applies to a config tensor: its own `reshape`, or,
+ * for a rank-0 graph tensor of a model that does not batch, [] when the
+ * config says dims [1] (what auto-complete writes, and what Triton's
+ * onnxruntime backend accepts for a scalar): requests send shape [1], the
+ * graph gets a 0-dim tensor, answers come back as [1].
+ */
+export function effectiveReshape(t: TensorConfig, graphTensor: GraphTensor | undefined, maxBatchSize: number): readonly number[] | undefined {
+  if (t.reshape !== undefined) return t.reshape;
+  if (maxBatchSize === 0 && graphTensor?.shape?.length === 0 && t.dims.length === 1 && t.dims[0] === 1) return [];
+  return undefined;
+}
+
 /** The shape the model itself sees for a config tensor, batch dim included (-1). */
-export function modelShapeOf(t: TensorConfig, maxBatchSize: number): number[] {
-  const inner = [...(t.reshape ?? t.dims)];
+export function modelShapeOf(t: TensorConfig, maxBatchSize: number, graphTensor?: GraphTensor): number[] {
+  const inner = [...(effectiveReshape(t, graphTensor, maxBatchSize) ?? t.dims)];
   return maxBatchSize > 0 ? [-1, ...inner] : inner;
 }
 
@@ -32,7 +45,7 @@ function checkTensor(
     problems.push(`${kind} '${t.name}': config.pbtxt says ${t.dataType} but the ONNX model has ${graphTensor.datatype ?? 'a non-tensor type'}`);
   }
   if (graphTensor.shape === undefined) return; // the graph declares no shape: nothing to compare
-  const want = modelShapeOf(t, config.maxBatchSize);
+  const want = modelShapeOf(t, config.maxBatchSize, graphTensor);
   const have = graphTensor.shape;
   const shown = `config ${formatShape(want)} vs model ${formatShape(have)}`;
   if (want.length !== have.length) {

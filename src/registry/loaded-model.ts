@@ -5,10 +5,12 @@
  * executor applies config `reshape`, so the scheduler and everything above it
  * see tensors exactly as config.pbtxt declares them.
  */
+import type { GraphTensor } from '../config/auto-complete.js';
 import type { ModelConfig, TensorConfig } from '../config/model-config-types.js';
 import type { Tensor } from '../protocol/tensor.js';
 import type { ModelSession } from '../runtime/onnx-session.js';
 import type { BatchLoad, ModelExecutor, ModelScheduler } from '../scheduler/model-scheduler.js';
+import { effectiveReshape } from './config-check.js';
 
 export interface LoadedVersion {
   readonly version: number;
@@ -60,9 +62,25 @@ function resolveDims(dims: readonly number[], count: number): number[] {
   return dims.map((d) => (d === -1 ? (known === 0 ? 0 : count / known) : d));
 }
 
+interface Reshape {
+  /** The config dims (what requests and answers use). */
+  readonly dims: readonly number[];
+  /** What the graph is fed / gives (registry/config-check `effectiveReshape`). */
+  readonly reshape: readonly number[];
+}
+
+function reshapes(tensors: readonly TensorConfig[], graph: readonly GraphTensor[], maxBatchSize: number): Map<string, Reshape> {
+  const out = new Map<string, Reshape>();
+  for (const t of tensors) {
+    const reshape = effectiveReshape(t, graph.find((g) => g.name === t.name), maxBatchSize);
+    if (reshape !== undefined) out.set(t.name, { dims: t.dims, reshape });
+  }
+  return out;
+}
+
 export class SessionExecutor implements ModelExecutor {
-  private readonly inputReshape: ReadonlyMap<string, TensorConfig>;
-  private readonly outputReshape: ReadonlyMap<string, TensorConfig>;
+  private readonly inputReshape: ReadonlyMap<string, Reshape>;
+  private readonly outputReshape: ReadonlyMap<string, Reshape>;
   private readonly batching: boolean;
 
   constructor(
@@ -70,8 +88,8 @@ export class SessionExecutor implements ModelExecutor {
     config: ModelConfig,
   ) {
     this.batching = config.maxBatchSize > 0;
-    this.inputReshape = new Map(config.input.filter((t) => t.reshape).map((t) => [t.name, t]));
-    this.outputReshape = new Map(config.output.filter((t) => t.reshape).map((t) => [t.name, t]));
+    this.inputReshape = reshapes(config.input, session.inputs, config.maxBatchSize);
+    this.outputReshape = reshapes(config.output, session.outputs, config.maxBatchSize);
   }
 
   async execute(inputs: ReadonlyMap<string, Tensor>, outputNames: readonly string[], load?: BatchLoad): Promise<Map<string, Tensor>> {
@@ -80,7 +98,7 @@ export class SessionExecutor implements ModelExecutor {
       const m = new Map<string, Tensor>();
       for (const [name, t] of inputs) {
         const cfg = this.inputReshape.get(name);
-        m.set(name, cfg?.reshape ? reshaped(t, cfg.reshape, this.batching) : t);
+        m.set(name, cfg ? reshaped(t, cfg.reshape, this.batching) : t);
       }
       feeds = m;
     }

@@ -12,6 +12,7 @@
  */
 import { readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { ignoredParameterKeys } from '../config/field-support.js';
 import type { ModelConfig, TensorConfig } from '../config/model-config-types.js';
 import { ServingError, type ErrorCode } from '../errors.js';
 import type { DataType } from '../protocol/tensor.js';
@@ -49,6 +50,8 @@ export interface CheckedModel {
   readonly autoCompleted: boolean;
   /** Ensembles: the step models in order. */
   readonly steps: readonly string[] | undefined;
+  /** Config fields set here that the server accepts and ignores (config/field-support.ts), with why; it logs each at load. */
+  readonly ignoredFields: readonly { readonly path: string; readonly note: string }[];
 }
 
 export interface PackageCheck {
@@ -113,6 +116,12 @@ async function describe(model: LoadedModel): Promise<CheckedModel> {
     fileBytes,
     autoCompleted: false,
     steps: config.ensembleSteps?.map((s) => s.modelName),
+    ignoredFields: [
+      ...config.ignoredFields.map((f) => ({ path: f.path, note: f.note })),
+      ...(config.platform === 'onnxruntime_onnx'
+        ? ignoredParameterKeys(config.parameters).map((k) => ({ path: `parameters.${k}`, note: 'onnx-mme gives onnxruntime only intra_op_thread_count and inter_op_thread_count' }))
+        : []),
+    ],
   };
 }
 

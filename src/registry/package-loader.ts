@@ -7,9 +7,8 @@
  */
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
-import { autoCompleteConfig } from '../config/auto-complete.js';
-import { modelConfigFromJson } from '../config/model-config.js';
-import { parseModelConfigJson } from '../config/model-config-text.js';
+import { ignoredFieldMessage, ignoredParameterKeys } from '../config/field-support.js';
+import { completeModelConfig, finishModelConfig, readModelConfigDraft, threadCountParameter, type ModelConfigDraft } from '../config/model-config-draft.js';
 import type { ModelConfig } from '../config/model-config-types.js';
 import type { ProviderName } from '../config/server-config.js';
 import { isStepBackend, loadStep, STEP_BACKENDS, type LoadedStep } from '../backends/step-backend.js';
@@ -28,7 +27,7 @@ import { latestVersion, SessionExecutor, type LoadedModel, type LoadedVersion } 
 import type { ModelExecutor } from '../scheduler/model-scheduler.js';
 import { ownLoadBusy, type QuietWindow } from '../runtime/quiet-window.js';
 import { chooseEntryModel, scanRepository, type ModelDirectory, type RepositoryLayout } from './repository-layout.js';
-import { providerHintsFromJson } from './provider-hints.js';
+import { providerHintsOf } from './provider-hints.js';
 import type { PlacementSettings } from '../runtime/session-placement.js';
 import { selectVersions } from './version-policy.js';
 
@@ -90,14 +89,9 @@ const SESSION_BATCHES_PER_INSTANCE = 2;
 /** Most instances a processing step may ask for: each is only a concurrency slot in this process. */
 const MAX_STEP_INSTANCES = 64;
 
-function isEnsemble(json: Record<string, unknown>): boolean {
-  return json['platform'] === 'ensemble';
-}
-
 /** A config naming a processing-step backend (backends/): `backend: "image"`, `"tokenizer"`, `"js"`, ... */
-function stepBackendOf(json: Record<string, unknown>): string | undefined {
-  const backend = json['backend'];
-  return typeof backend === 'string' && isStepBackend(backend) && (json['platform'] === '' || json['platform'] === undefined) ? backend : undefined;
+function stepBackendOf(draft: ModelConfigDraft): string | undefined {
+  return isStepBackend(draft.backend) && draft.platform === '' ? draft.backend : undefined;
 }
 
 async function modelFilePath(md: ModelDirectory, version: number, fileName: string, label: string): Promise<string> {
@@ -136,12 +130,13 @@ export class PackageBuilder {
     // goes on after a failure) and must not then look like a cycle.
     try {
       const sourceName = `${md.name}/config.pbtxt`;
-      const raw = md.configText === undefined ? {} : parseModelConfigJson(md.configText, sourceName);
-      const model = isEnsemble(raw)
-        ? await this.loadEnsemble(md, raw, sourceName)
-        : stepBackendOf(raw) !== undefined
-          ? await this.loadStep(md, raw, sourceName)
-          : await this.loadOnnx(md, raw, sourceName);
+      const draft = readModelConfigDraft(md.configText, { sourceName, directoryName: md.name });
+      const model =
+        draft.platform === 'ensemble'
+          ? await this.loadEnsemble(md, draft)
+          : stepBackendOf(draft) !== undefined
+            ? await this.loadStep(md, draft)
+            : await this.loadOnnx(md, draft);
       this.models.set(md.name, model);
       return model;
     } finally {
@@ -154,20 +149,21 @@ export class PackageBuilder {
     return this.models;
   }
 
-  private async loadEnsemble(md: ModelDirectory, raw: Record<string, unknown>, sourceName: string): Promise<LoadedModel> {
+  private async loadEnsemble(md: ModelDirectory, draft: ModelConfigDraft): Promise<LoadedModel> {
     let config: ModelConfig;
     try {
-      config = modelConfigFromJson(raw, { sourceName, directoryName: md.name });
+      config = finishModelConfig(draft);
     } catch (err) {
       if (!(err instanceof ServingError)) throw err;
       // The config's own wiring is wrong; still check the steps against their models, so one error lists everything.
-      const spec = ensembleSpecFromJson(raw, md.name);
+      const spec = ensembleSpecFromJson(draft.json, md.name);
       await this.loadStepModels(spec);
       const { problems } = ensembleProblems(spec, (name, version) => this.stepModel(name, version), { wiring: false });
       if (problems.length === 0) throw err;
       throw new ServingError('INVALID_MODEL', `${err.message}; ${problems.join('; ')}`, { model: err.model ?? md.name, cause: err });
     }
     await this.loadStepModels(config);
+    this.warnIgnored(config, this.layout.singleModel ? this.label : `${this.label}/${md.name}`, false);
     return { name: md.name, dir: md.dir, config, versions: new Map() };
   }
 
@@ -196,11 +192,12 @@ export class PackageBuilder {
    * and it is scheduled exactly like an ONNX model: its own DynamicBatcher,
    * with instance_group count batches at once (default 1).
    */
-  private async loadStep(md: ModelDirectory, raw: Record<string, unknown>, sourceName: string): Promise<LoadedModel> {
+  private async loadStep(md: ModelDirectory, draft: ModelConfigDraft): Promise<LoadedModel> {
     const modelLabel = this.layout.singleModel ? this.label : `${this.label}/${md.name}`;
-    const config = modelConfigFromJson(raw, { sourceName, directoryName: md.name });
-    const versions = selectVersions(md.versions, raw['version_policy'], modelLabel);
-    const policy = resolveBatchPolicy(config, raw['dynamic_batching'] !== undefined, this.deps.batching ?? DEFAULT_BATCHING);
+    const config = finishModelConfig(draft);
+    this.warnIgnored(config, modelLabel, false);
+    const versions = selectVersions(md.versions, config.versionPolicy, modelLabel);
+    const policy = resolveBatchPolicy(config, draft.dynamicBatchingWritten, this.deps.batching ?? DEFAULT_BATCHING);
     const instances = Math.min(MAX_STEP_INSTANCES, requestedInstances(config.instanceGroup, true));
     const loaded = new Map<number, LoadedVersion>();
     for (const version of versions) {
@@ -228,11 +225,10 @@ export class PackageBuilder {
     return { name: md.name, dir: md.dir, config, versions: loaded };
   }
 
-  private async loadOnnx(md: ModelDirectory, raw: Record<string, unknown>, sourceName: string): Promise<LoadedModel> {
+  private async loadOnnx(md: ModelDirectory, draft: ModelConfigDraft): Promise<LoadedModel> {
     const modelLabel = this.layout.singleModel ? this.label : `${this.label}/${md.name}`;
     // Refuse another framework before looking for a model.onnx it would not have (e.g. backend "python", platform "tensorrt_plan").
-    const backend = typeof raw['backend'] === 'string' ? raw['backend'] : '';
-    const platform = typeof raw['platform'] === 'string' ? raw['platform'] : '';
+    const { backend, platform } = draft;
     if ((backend !== '' && backend !== 'onnxruntime') || (platform !== '' && platform !== 'onnxruntime_onnx')) {
       throw new ServingError(
         'INVALID_MODEL',
@@ -240,17 +236,17 @@ export class PackageBuilder {
         { model: modelLabel },
       );
     }
-    const versions = selectVersions(md.versions, raw['version_policy'], modelLabel);
-    const fileName = typeof raw['default_model_filename'] === 'string' && raw['default_model_filename'] ? raw['default_model_filename'] : 'model.onnx';
-    const providerChoice = chooseProviders(providerHintsFromJson(raw), this.deps.serverProviders, this.deps.host);
+    const versions = selectVersions(md.versions, draft.versionPolicy, modelLabel);
+    const fileName = draft.defaultModelFilename || 'model.onnx';
+    const providerChoice = chooseProviders(providerHintsOf(draft), this.deps.serverProviders, this.deps.host);
     for (const w of providerChoice.warnings) this.deps.logger.warn({ model: modelLabel }, w);
 
     const sessionOptions = {
       pool: this.deps.pool,
       providerChoice,
-      graphLevel: graphLevelFromJson(raw),
-      intraOpThreads: threadParameter(raw, 'intra_op_thread_count', modelLabel) ?? this.deps.intraOpThreads,
-      interOpThreads: threadParameter(raw, 'inter_op_thread_count', modelLabel),
+      graphLevel: draft.graphLevel,
+      intraOpThreads: threadCountParameter(draft, 'intra_op_thread_count', modelLabel) ?? this.deps.intraOpThreads,
+      interOpThreads: threadCountParameter(draft, 'inter_op_thread_count', modelLabel),
       logger: this.deps.logger,
       model: modelLabel,
       ...(this.deps.quiet ? { quiet: this.deps.quiet } : {}),
@@ -265,8 +261,7 @@ export class PackageBuilder {
       this.sessions.push(session);
       if (!config) {
         // Auto-complete from the first loaded version's graph, as Triton does.
-        const completed = autoCompleteConfig(raw, session, modelLabel);
-        config = modelConfigFromJson(completed, { sourceName, directoryName: md.name });
+        config = completeModelConfig(draft, session, modelLabel);
         if (config.platform !== 'onnxruntime_onnx' && config.backend !== 'onnxruntime') {
           throw new ServingError(
             'INVALID_MODEL',
@@ -277,7 +272,7 @@ export class PackageBuilder {
       }
       checkConfigAgainstGraph(config, session, `${modelLabel} version ${version}`);
       // The user's own dynamic_batching block is Triton's knobs; none (or auto-complete's empty one) gets the server default.
-      policy ??= resolveBatchPolicy(config, raw['dynamic_batching'] !== undefined, this.deps.batching ?? DEFAULT_BATCHING);
+      policy ??= resolveBatchPolicy(config, draft.dynamicBatchingWritten, this.deps.batching ?? DEFAULT_BATCHING);
       if (loaded.size === 0) instances = this.instanceCount(config, session, modelLabel);
       // One session per instance, each on its own worker: a worker runs one session at a
       // time and one session never overlaps its own runs (bench/README.md, "instance-overlap").
@@ -293,6 +288,7 @@ export class PackageBuilder {
       loaded.set(version, { version, session, sessions, executors, scheduler });
     }
     if (!config || !policy) throw new ServingError('INVALID_MODEL', `model '${modelLabel}': no version to load`, { model: modelLabel });
+    this.warnIgnored(config, modelLabel, true);
     this.deps.logger.debug(
       {
         model: modelLabel,
@@ -343,6 +339,18 @@ export class PackageBuilder {
     };
   }
 
+  /** Logs each config field the server ignores (config/field-support.ts), and, for ONNX models, each `parameters` key onnxruntime is not given. */
+  private warnIgnored(config: ModelConfig, label: string, onnx: boolean): void {
+    for (const f of config.ignoredFields) this.deps.logger.warn({ model: label, field: f.path }, ignoredFieldMessage(f));
+    if (!onnx) return;
+    for (const key of ignoredParameterKeys(config.parameters)) {
+      this.deps.logger.warn(
+        { model: label, field: `parameters.${key}` },
+        `config.pbtxt parameter '${key}' is ignored: onnx-mme gives onnxruntime only intra_op_thread_count and inter_op_thread_count`,
+      );
+    }
+  }
+
   /** The one scheduler every model version runs through, ONNX or processing step alike. */
   private batcher(modelLabel: string, name: string, version: number, policy: BatchPolicy, executors: ModelExecutor[], batchesPerInstance = 1): DynamicBatcher {
     return new DynamicBatcher({
@@ -386,24 +394,6 @@ export class PackageBuilder {
     await releaseModels(this.models);
     await this.abort();
   }
-}
-
-/** Triton's onnxruntime backend keys: `parameters { key: "intra_op_thread_count" value: { string_value: "2" } }`; 0 = onnxruntime's default. */
-function threadParameter(raw: Record<string, unknown>, key: string, label: string): number | undefined {
-  const params = raw['parameters'] as Record<string, { string_value?: unknown }> | undefined;
-  const v = params?.[key]?.string_value;
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (typeof v !== 'string' || !Number.isInteger(n) || n < 0) {
-    throw new ServingError('INVALID_MODEL', `model '${label}': parameter ${key} must be a non-negative integer, got ${JSON.stringify(v)}`, { model: label });
-  }
-  return n === 0 ? undefined : n;
-}
-
-function graphLevelFromJson(raw: Record<string, unknown>): number {
-  const opt = raw['optimization'] as { graph?: { level?: unknown } } | undefined;
-  const level = opt?.graph?.level;
-  return typeof level === 'number' ? level : 0;
 }
 
 async function releaseModels(models: ReadonlyMap<string, LoadedModel>): Promise<void> {

@@ -1,33 +1,27 @@
 /**
  * @module registry/version-policy
  * Which version directories to load: Triton's latest/all/specific policy,
- * default latest { num_versions: 1 }.
+ * default latest { num_versions: 1 } (config/model-config-draft reads the
+ * policy; an empty `version_policy {}` is all, as Triton's VersionsToLoad).
  */
+import type { VersionPolicy } from '../config/model-config-types.js';
 import { ServingError } from '../errors.js';
 
-type Json = Record<string, unknown>;
-
-export function selectVersions(available: readonly number[], policy: unknown, label: string): number[] {
+export function selectVersions(available: readonly number[], policy: VersionPolicy, label: string): number[] {
   const sorted = [...available].sort((a, b) => a - b);
-  // Absent → latest 1 (Triton's normalisation); present but with no choice set → all (Triton's VersionsToLoad).
-  const p = (policy ?? { latest: {} }) as Json;
-  const none = p['all'] === undefined && p['specific'] === undefined && p['latest'] === undefined;
   let chosen: number[];
-  if (p['all'] !== undefined || none) {
+  if (policy.kind === 'all') {
     chosen = sorted;
-  } else if (p['specific'] !== undefined) {
-    const wanted = ((p['specific'] as Json)['versions'] as number[] | undefined) ?? [];
-    const missing = wanted.filter((v) => !sorted.includes(v));
+  } else if (policy.kind === 'specific') {
+    const missing = policy.versions.filter((v) => !sorted.includes(v));
     if (missing.length > 0) {
       throw new ServingError('INVALID_MODEL', `model '${label}': version_policy asks for version(s) ${missing.join(', ')} but the package has ${sorted.join(', ') || 'none'}`, {
         model: label,
       });
     }
-    chosen = sorted.filter((v) => wanted.includes(v));
+    chosen = sorted.filter((v) => policy.versions.includes(v));
   } else {
-    const latest = (p['latest'] ?? {}) as Json;
-    const n = typeof latest['num_versions'] === 'number' && latest['num_versions'] > 0 ? latest['num_versions'] : 1;
-    chosen = sorted.slice(-n);
+    chosen = sorted.slice(-Math.max(1, policy.numVersions));
   }
   if (chosen.length === 0) {
     throw new ServingError(

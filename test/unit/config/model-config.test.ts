@@ -496,6 +496,7 @@ describe('model config: real Triton configs', () => {
       optimization: { graphLevel: 0, gpuExecutionAccelerators: [], cpuExecutionAccelerators: [] },
       responseCacheEnabled: false,
       decoupled: false,
+      ignoredFields: [],
       json: undefined,
     });
     assertRoundTrip(c);
@@ -963,9 +964,10 @@ output [ { name: "output" data_type: TYPE_FP32 dims: [ 1 ] } ]`,
     );
   });
 
-  test('dims: not empty, >= 0 or -1; 0 is allowed', () => {
-    invalid(withIo('input { name: "e" data_type: TYPE_FP32 }'), "config.pbtxt: input 'e': dims must not be empty");
-    invalid(withIo('input { name: "e" data_type: TYPE_FP32 dims: [ ] }'), "config.pbtxt: input 'e': dims must not be empty");
+  test('dims: >= 0 or -1; 0 is allowed; empty dims are a scalar per item', () => {
+    // proto3 cannot tell `dims: [ ]` from no dims: both are a rank-0 tensor (per batch row when batching).
+    assert.deepEqual(load(withIo('input { name: "e" data_type: TYPE_FP32 }'), 'm').input[1]?.dims, []);
+    assert.deepEqual(load(withIo('input { name: "e" data_type: TYPE_FP32 dims: [ ] }', 0), 'm').input[1]?.dims, []);
     invalid(withIo('output { name: "n" data_type: TYPE_FP32 dims: [ 2, -2 ] }'), "config.pbtxt: output 'n': dims must be >= 0 or -1 (variable), got [2, -2]");
     assert.deepEqual(load(withIo('input { name: "z" data_type: TYPE_FP32 dims: [ 0, 3 ] }'), 'm').input[1]?.dims, [0, 3]);
   });
@@ -1005,13 +1007,11 @@ output [ { name: "output" data_type: TYPE_FP32 dims: [ 1 ] } ]`,
     assert.deepEqual(ok.input[1]?.reshape, [8, -1, 1, 6]);
   });
 
-  test('reshape: empty means scalar (needs batching), zeros are not allowed', () => {
+  test('reshape: empty means scalar (with or without batching), zeros are not allowed', () => {
     const scalar = load(withIo('input { name: "s" data_type: TYPE_FP32 dims: [ 1 ] reshape: { shape: [ ] } }', 4), 'm');
     assert.deepEqual(scalar.input[1]?.reshape, []);
-    invalid(
-      withIo('input { name: "s" data_type: TYPE_FP32 dims: [ 1 ] reshape: { shape: [ ] } }', 0),
-      "config.pbtxt: input 's': reshape must not be empty for a model with max_batch_size 0 (scalar tensors are not supported)",
-    );
+    // Triton's onnxruntime backend feeds a rank-0 model input from dims [1] without batching too.
+    assert.deepEqual(load(withIo('input { name: "s" data_type: TYPE_FP32 dims: [ 1 ] reshape: { shape: [ ] } }', 0), 'm').input[1]?.reshape, []);
     invalid(
       withIo('input { name: "s" data_type: TYPE_FP32 dims: [ 2 ] reshape: { shape: [ ] } }', 4),
       "config.pbtxt: input 's': reshape [] does not have the same element count as dims [2]",
@@ -1147,7 +1147,7 @@ dynamic_batching { preferred_batch_size: [ 4 ] }`,
         assert.equal(err.model, 'bad');
         assert.equal(
           err.message,
-          "config.pbtxt: input 'a': must specify 'data_type' (missing or TYPE_INVALID); input 'a': dims must not be empty; duplicate input name 'a'; dynamic_batching: preferred_batch_size 4 is larger than max_batch_size 2",
+          "config.pbtxt: input 'a': must specify 'data_type' (missing or TYPE_INVALID); duplicate input name 'a'; dynamic_batching: preferred_batch_size 4 is larger than max_batch_size 2",
         );
         return true;
       },

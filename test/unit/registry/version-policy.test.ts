@@ -7,7 +7,14 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { modelConfigFromJson } from '../../../src/config/model-config.js';
 import { ServingError } from '../../../src/errors.js';
+import { modelConfigDraftFromJson } from '../../../src/config/model-config-draft.js';
 import { selectVersions } from '../../../src/registry/version-policy.js';
+
+/** A version_policy as written in config.pbtxt (JSON form), read as the loader reads it. */
+function policy(raw: unknown) {
+  const json = raw === undefined || raw === null ? {} : { version_policy: raw as Record<string, unknown> };
+  return modelConfigDraftFromJson(json, { sourceName: 'm/config.pbtxt', directoryName: 'm' }).versionPolicy;
+}
 
 function throwsInvalidModel(fn: () => unknown, message: string): void {
   assert.throws(fn, (err: unknown) => {
@@ -24,41 +31,40 @@ const NONE_AVAILABLE =
 
 describe('selectVersions: latest', () => {
   test('no policy (undefined, null) means latest 1: the highest version', () => {
-    assert.deepEqual(selectVersions([1, 2, 10], undefined, 'lbl'), [10]);
-    assert.deepEqual(selectVersions([1, 2, 10], null, 'lbl'), [10]);
-    assert.deepEqual(selectVersions([3], undefined, 'lbl'), [3]);
+    assert.deepEqual(selectVersions([1, 2, 10], policy(undefined), 'lbl'), [10]);
+    assert.deepEqual(selectVersions([1, 2, 10], policy(null), 'lbl'), [10]);
+    assert.deepEqual(selectVersions([3], policy(undefined), 'lbl'), [3]);
   });
 
   test('latest n gives the n highest versions, ascending; input order does not matter', () => {
-    assert.deepEqual(selectVersions([3, 1, 10, 2], { latest: { num_versions: 2 } }, 'lbl'), [3, 10]);
-    assert.deepEqual(selectVersions([1, 2, 3], { latest: { num_versions: 3 } }, 'lbl'), [1, 2, 3]);
+    assert.deepEqual(selectVersions([3, 1, 10, 2], policy({ latest: { num_versions: 2 } }), 'lbl'), [3, 10]);
+    assert.deepEqual(selectVersions([1, 2, 3], policy({ latest: { num_versions: 3 } }), 'lbl'), [1, 2, 3]);
   });
 
   test('latest n larger than what exists gives every version', () => {
-    assert.deepEqual(selectVersions([5, 2], { latest: { num_versions: 9 } }, 'lbl'), [2, 5]);
+    assert.deepEqual(selectVersions([5, 2], policy({ latest: { num_versions: 9 } }), 'lbl'), [2, 5]);
   });
 
-  test('latest with num_versions 0, missing or not a number behaves as 1', () => {
-    assert.deepEqual(selectVersions([1, 2], { latest: { num_versions: 0 } }, 'lbl'), [2]);
-    assert.deepEqual(selectVersions([1, 2], { latest: {} }, 'lbl'), [2]);
-    assert.deepEqual(selectVersions([1, 2], { latest: { num_versions: '2' } }, 'lbl'), [2]);
+  test('latest with num_versions 0 or missing behaves as 1', () => {
+    assert.deepEqual(selectVersions([1, 2], policy({ latest: { num_versions: 0 } }), 'lbl'), [2]);
+    assert.deepEqual(selectVersions([1, 2], policy({ latest: {} }), 'lbl'), [2]);
   });
 
   test('the input array is not modified', () => {
     const available = [3, 1, 2];
-    selectVersions(available, { latest: { num_versions: 2 } }, 'lbl');
+    selectVersions(available, policy({ latest: { num_versions: 2 } }), 'lbl');
     assert.deepEqual(available, [3, 1, 2]);
   });
 
   test('latest with no versions is INVALID_MODEL', () => {
-    throwsInvalidModel(() => selectVersions([], undefined, 'lbl'), NONE_AVAILABLE);
-    throwsInvalidModel(() => selectVersions([], { latest: { num_versions: 2 } }, 'lbl'), NONE_AVAILABLE);
+    throwsInvalidModel(() => selectVersions([], policy(undefined), 'lbl'), NONE_AVAILABLE);
+    throwsInvalidModel(() => selectVersions([], policy({ latest: { num_versions: 2 } }), 'lbl'), NONE_AVAILABLE);
   });
 });
 
 describe('selectVersions: all', () => {
   test('all gives every version, ascending', () => {
-    assert.deepEqual(selectVersions([10, 1, 2], { all: {} }, 'lbl'), [1, 2, 10]);
+    assert.deepEqual(selectVersions([10, 1, 2], policy({ all: {} }), 'lbl'), [1, 2, 10]);
   });
 
   test(
@@ -75,32 +81,32 @@ describe('selectVersions: all', () => {
         { sourceName: 'm/config.pbtxt', directoryName: 'm' },
       );
       assert.deepEqual(config.versionPolicy, { kind: 'all' });
-      assert.deepEqual(selectVersions([1, 2, 3], config.json['version_policy'], 'lbl'), [1, 2, 3]);
+      assert.deepEqual(selectVersions([1, 2, 3], config.versionPolicy, 'lbl'), [1, 2, 3]);
     },
   );
 
   test('all with no versions is INVALID_MODEL', () => {
-    throwsInvalidModel(() => selectVersions([], { all: {} }, 'lbl'), NONE_AVAILABLE);
+    throwsInvalidModel(() => selectVersions([], policy({ all: {} }), 'lbl'), NONE_AVAILABLE);
   });
 });
 
 describe('selectVersions: specific', () => {
   test('specific gives exactly the listed versions, ascending', () => {
-    assert.deepEqual(selectVersions([1, 2, 3, 4], { specific: { versions: [3, 1] } }, 'lbl'), [1, 3]);
-    assert.deepEqual(selectVersions([1, 2], { specific: { versions: [2] } }, 'lbl'), [2]);
+    assert.deepEqual(selectVersions([1, 2, 3, 4], policy({ specific: { versions: [3, 1] } }), 'lbl'), [1, 3]);
+    assert.deepEqual(selectVersions([1, 2], policy({ specific: { versions: [2] } }), 'lbl'), [2]);
   });
 
   test('a listed version the package lacks is INVALID_MODEL naming it and what exists', () => {
     throwsInvalidModel(
-      () => selectVersions([1, 2, 3], { specific: { versions: [4, 1, 7] } }, 'lbl'),
+      () => selectVersions([1, 2, 3], policy({ specific: { versions: [4, 1, 7] } }), 'lbl'),
       "model 'lbl': version_policy asks for version(s) 4, 7 but the package has 1, 2, 3",
     );
-    throwsInvalidModel(() => selectVersions([], { specific: { versions: [1] } }, 'lbl'), "model 'lbl': version_policy asks for version(s) 1 but the package has none");
+    throwsInvalidModel(() => selectVersions([], policy({ specific: { versions: [1] } }), 'lbl'), "model 'lbl': version_policy asks for version(s) 1 but the package has none");
   });
 
   test('an empty or missing list selects nothing: INVALID_MODEL', () => {
-    throwsInvalidModel(() => selectVersions([1, 2], { specific: { versions: [] } }, 'lbl'), NONE_AVAILABLE);
-    throwsInvalidModel(() => selectVersions([1, 2], { specific: {} }, 'lbl'), NONE_AVAILABLE);
+    throwsInvalidModel(() => selectVersions([1, 2], policy({ specific: { versions: [] } }), 'lbl'), NONE_AVAILABLE);
+    throwsInvalidModel(() => selectVersions([1, 2], policy({ specific: {} }), 'lbl'), NONE_AVAILABLE);
   });
 });
 
@@ -116,7 +122,7 @@ describe('selectVersions with a normalised config', () => {
       },
       { sourceName: 'm/config.pbtxt', directoryName: 'm' },
     );
-    assert.deepEqual(selectVersions([1, 4, 2], config.json['version_policy'], 'lbl'), [4]);
+    assert.deepEqual(selectVersions([1, 4, 2], config.versionPolicy, 'lbl'), [4]);
   });
 
   test('a parsed specific policy selects the listed versions', () => {
@@ -130,6 +136,6 @@ describe('selectVersions with a normalised config', () => {
       },
       { sourceName: 'm/config.pbtxt', directoryName: 'm' },
     );
-    assert.deepEqual(selectVersions([1, 2, 3], config.json['version_policy'], 'lbl'), [1, 2]);
+    assert.deepEqual(selectVersions([1, 2, 3], config.versionPolicy, 'lbl'), [1, 2]);
   });
 });
