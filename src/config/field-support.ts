@@ -187,11 +187,11 @@ export const FIELD_SUPPORT: ReadonlyMap<string, FieldSupport> = new Map<string, 
   ['model_warmup.inputs.dims', served('without the batch dim; must be fixed')],
   ['model_warmup.inputs.zero_data', served('zeros of the input datatype')],
   ['model_warmup.inputs.random_data', served('random values')],
-  ['model_warmup.inputs.input_data_file', served('raw little-endian data read from <model>/warmup/')],
+  ['model_warmup.inputs.input_data_file', served("raw little-endian data read from the model's warmup/ directory")],
   ['model_warmup.count', served('runs of the sample (0 = 1)')],
 
   ['model_operations', refused('custom operator libraries cannot be loaded into onnxruntime-node; the model would not run')],
-  ['model_transaction_policy', served('container')],
+  ['model_transaction_policy', served('holds the fields below')],
   ['model_transaction_policy.decoupled', refused('decoupled (streaming, 0..n responses) models are not implemented; every request gets exactly one answer', isTrue, 'true')],
   ['model_repository_agents', refused('repository agents (checksum, decryption, ...) are not run; the files would be loaded as they are')],
   ['response_cache', served('the response cache (MME_RESPONSE_CACHE_BYTES)')],
@@ -272,4 +272,17 @@ export function refusalProblems(findings: readonly FieldFinding[]): string[] {
 /** One line per ignored field, for the load's warning and `validate`'s notes. */
 export function ignoredFieldMessage(finding: FieldFinding): string {
   return `config.pbtxt field '${finding.path}' is ignored: ${finding.note}`;
+}
+
+/**
+ * The table as Markdown rows, for docs/model-packages.md (a docs test keeps
+ * the page equal to this, so the page and the server cannot disagree).
+ */
+export function fieldSupportMarkdown(): string {
+  const rows = ['| field | onnx-mme | what it does, or why not |', '|---|---|---|'];
+  for (const [path, s] of FIELD_SUPPORT) {
+    const verdict = s.status === 'served' ? 'served' : s.when === undefined ? s.status : `${s.status} when ${s.whenText ?? ''}`;
+    rows.push(`| \`${path}\` | ${verdict} | ${s.note} |`);
+  }
+  return rows.join('\n');
 }
