@@ -23,6 +23,8 @@ export interface ModelConfigDraft {
   readonly json: Readonly<Record<string, unknown>>;
   /** True when there was no config.pbtxt (or an empty one). */
   readonly empty: boolean;
+  /** `name` as written ('' when not given). */
+  readonly name: string;
   readonly platform: string;
   readonly backend: string;
   /** As written; '' = the platform's default. */
@@ -68,6 +70,7 @@ export function modelConfigDraftFromJson(written: Readonly<Json>, options: Model
     options,
     json,
     empty,
+    name: json['name'] as string,
     platform: json['platform'] as string,
     backend: json['backend'] as string,
     defaultModelFilename: json['default_model_filename'] as string,

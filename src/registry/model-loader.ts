@@ -20,7 +20,7 @@ import type { LoadedModel } from './loaded-model.js';
 import type { MemoryManager, Reservation } from './memory-manager.js';
 import { loadPackage, type LoadedPackage, type PackageLoadDeps, type PackageLoadRequest } from './package-loader.js';
 import { filesBytes, predictLoadedBytes, predictPackageBytes } from './package-size.js';
-import { warmUpModel, zeroFeeds } from './warmup.js';
+import { warmUpModel, zeroFeeds, type WarmupTimes } from './warmup.js';
 
 /** A package in memory with its share of the budget; what the registry holds per entry. */
 export interface LoadedModelPackage {
@@ -51,10 +51,10 @@ export interface ModelLoaderDeps {
   readonly memory: Pick<MemoryManager, 'reserve' | 'trim'>;
   /** Build the package's sessions, schedulers and plan (registry/package-loader.ts loadPackage). */
   readonly loadPackage: (request: PackageLoadRequest) => Promise<LoadedPackage>;
-  /** Run each session once before traffic (registry/warmup.ts). */
-  readonly warmUp: (model: LoadedModel, label: string) => Promise<void>;
-  /** Decide where each session runs (runtime/session-placement.ts). */
-  readonly place: (model: LoadedModel, label: string) => Promise<void>;
+  /** Run each session once before traffic (registry/warmup.ts); µs of each version's implicit run, where there was one. */
+  readonly warmUp: (model: LoadedModel, label: string) => Promise<WarmupTimes | void>;
+  /** Decide where each session runs (runtime/session-placement.ts), knowing the warm-up's run times. */
+  readonly place: (model: LoadedModel, label: string, warmupRunUs?: WarmupTimes) => Promise<void>;
   /** Budget bytes predicted from the package's files, before loading. */
   readonly predictFiles: (dir: string) => Promise<number>;
   /** The same once loaded: the versions served and every session copy. */
@@ -75,11 +75,12 @@ export interface ModelLoaderOptions {
 }
 
 /** Placement of every ONNX version of a model (the runtime decides; this supplies the files and the zeros). */
-export function placeModel(model: LoadedModel, label: string, settings: PlacementSettings, logger: Logger): Promise<void> {
+export function placeModel(model: LoadedModel, label: string, settings: PlacementSettings, logger: Logger, warmupRunUs?: WarmupTimes): Promise<void> {
   const versions = [...model.versions.values()].map((v) => ({
     version: v.version,
     sessions: v.sessions,
     fileBytes: () => filesBytes(path.join(model.dir, String(v.version))),
+    warmupRunUs: warmupRunUs?.get(v.version),
   }));
   return placeSessions(model.config, versions, (rows) => zeroFeeds(model.config, rows), label, settings, logger);
 }
@@ -92,7 +93,7 @@ export function createModelLoader(options: ModelLoaderOptions): PackageModelLoad
     memory: options.memory,
     loadPackage: (request) => loadPackage(request, loadDeps),
     warmUp: (model, label) => warmUpModel(model, label, logger),
-    place: (model, label) => placeModel(model, label, placement, logger),
+    place: (model, label, warmupRunUs) => placeModel(model, label, placement, logger, warmupRunUs),
     predictFiles: predictPackageBytes,
     predictLoaded: predictLoadedBytes,
     probe: { rssBytes: processRssBytes, ...(options.gpuVisible ? { gpu: gpuMemory } : {}) },
@@ -128,8 +129,8 @@ export class PackageModelLoader implements ModelLoader {
       try {
         pkg = await this.deps.loadPackage(request);
         for (const model of pkg.models.values()) {
-          await this.deps.warmUp(model, request.label);
-          await this.deps.place(model, request.label);
+          const warmupRunUs = await this.deps.warmUp(model, request.label);
+          await this.deps.place(model, request.label, warmupRunUs ?? undefined);
         }
       } finally {
         this.measuring.delete(measure);

@@ -42,8 +42,10 @@ import type { LocalModel, ModelSource } from '../store/model-source.js';
 import { normalizeTarget } from '../store/target-path.js';
 import { info, ManagedRecords, managedModelDir, type ManagedModelInfo } from './managed-records.js';
 import type { MemoryManager, Resident } from './memory-manager.js';
+import { FailedLoads } from './failed-loads.js';
 import type { LoadedModelPackage, ModelLoader } from './model-loader.js';
 import type { LoadedPackage, PackageLoadRequest } from './package-loader.js';
+import { flatModelName } from './repository-layout.js';
 
 export type { ManagedModelInfo } from './managed-records.js';
 
@@ -122,6 +124,12 @@ export class ModelRegistry {
   private closing = false;
   /** The `memory` lookup cell, counted on every request (made on first use). */
   private memoryLookups: CounterCell | undefined;
+  /** Loads that failed because of the object itself, by canonical target (registry/failed-loads.ts). */
+  private readonly failedLoads = new FailedLoads();
+  /** Normalised target → the canonical spelling of its object (ModelSource.canonicalTarget); bounded. */
+  private readonly spellings = new Map<string, string>();
+  /** The version check in flight per target in a failed load's back-off. */
+  private readonly versionChecks = new Map<string, Promise<string | undefined | null>>();
 
   constructor(private readonly options: RegistryOptions) {}
 
@@ -136,7 +144,8 @@ export class ModelRegistry {
    */
   leaseResidentTarget(rawTarget: string): Lease | undefined {
     if (this.closing) return undefined;
-    const entry = this.entries.get(`target:${normalizeTarget(rawTarget)}`);
+    const target = normalizeTarget(rawTarget);
+    const entry = this.entries.get(`target:${this.spellings.get(target) ?? target}`);
     if (entry?.state !== 'READY' || entry.pkg === undefined || this.isStale(entry)) return undefined;
     this.countMemoryLookup();
     return this.lease(entry, entry.pkg);
@@ -144,23 +153,69 @@ export class ModelRegistry {
 
   /** Lease the package for a target, loading it from the source on first use. */
   async acquireTarget(rawTarget: string, cancel?: Cancellation): Promise<Lease> {
-    const target = normalizeTarget(rawTarget);
+    const target = await this.canonicalTarget(normalizeTarget(rawTarget), cancel);
     const key = `target:${target}`;
     const existing = this.entries.get(key);
     if (existing?.state === 'READY' && this.isStale(existing)) await abortable(this.revalidate(existing), cancel?.signal, target);
+    if (existing === undefined) await this.refuseRecentFailure(target, cancel);
     return this.acquireOrLoad(key, 'target', target, cancel, async (entry) => {
       // Not the caller's signal: the load is shared, one caller leaving must not fail the others.
-      const local = await this.options.source.localize(target);
+      let version: string | undefined;
       try {
-        const loaded = await this.load({ dir: local.dir, label: target, fallbackName: archiveBaseName(target) });
-        entry.local = local;
-        entry.checkedAt = performance.now();
-        return loaded;
+        const local = await this.options.source.localize(target);
+        version = local.version;
+        try {
+          const loaded = await this.load({ dir: local.dir, label: target, fallbackName: archiveBaseName(target) });
+          entry.local = local;
+          entry.checkedAt = performance.now();
+          this.failedLoads.forget(target);
+          return loaded;
+        } catch (err) {
+          local.release();
+          throw err;
+        }
       } catch (err) {
-        local.release();
+        if (FailedLoads.remembers(err)) this.failedLoads.record(target, version ?? (await this.options.source.currentVersion(target).catch(() => undefined)), err);
+        // Gone from the source: a spelling may now find another object (`x.tgz` after `x.tar.gz`).
+        if (err instanceof ServingError && err.code === 'MODEL_NOT_FOUND') for (const [k, v] of this.spellings) if (v === target) this.spellings.delete(k);
         throw err;
       }
     });
+  }
+
+  /** An explicit load (the repository API): a remembered failure of `rawTarget` is forgotten, so it loads now. */
+  async forgetFailedLoad(rawTarget: string): Promise<void> {
+    this.failedLoads.forget(await this.canonicalTarget(normalizeTarget(rawTarget), undefined));
+  }
+
+  /**
+   * The spelling every request for this object is keyed by. Known spellings
+   * (and targets resident under their own spelling) cost a map lookup; a new
+   * one asks the source once.
+   */
+  private async canonicalTarget(target: string, cancel: Cancellation | undefined): Promise<string> {
+    const known = this.spellings.get(target);
+    if (known !== undefined) return known;
+    const { source } = this.options;
+    if (source.canonicalTarget === undefined || this.entries.has(`target:${target}`)) return target;
+    const canonical = await abortable(source.canonicalTarget(target), cancel?.signal, target);
+    if (this.spellings.size >= 1024) this.spellings.clear();
+    this.spellings.set(target, canonical);
+    return canonical;
+  }
+
+  /** Within a failed load's back-off the same error at once, unless the object changed (one version check at a time per target). */
+  private async refuseRecentFailure(target: string, cancel: Cancellation | undefined): Promise<void> {
+    if (!this.failedLoads.inWindow(target)) return;
+    let check = this.versionChecks.get(target);
+    if (check === undefined) {
+      // A source that cannot answer keeps the remembered error (`null` never equals a version).
+      check = this.options.source.currentVersion(target).catch(() => null).finally(() => this.versionChecks.delete(target));
+      this.versionChecks.set(target, check);
+    }
+    const current = await abortable(check, cancel?.signal, target);
+    const again = this.failedLoads.stillFailing(target, current === null ? '\u0000unknown' : current);
+    if (again !== undefined) throw again;
   }
 
   /** The source's models with their disk and memory state (the repository index). */
@@ -228,7 +283,8 @@ export class ModelRegistry {
     }
     const dir = managedModelDir(modelName, url);
     const label = targetHeader ?? modelName;
-    const fallbackName = targetHeader ? archiveBaseName(targetHeader) : modelName;
+    // A url that is itself one model directory whose config names it after the directory is that model, as in Triton.
+    const fallbackName = (await flatModelName(dir)) ?? (targetHeader ? archiveBaseName(targetHeader) : modelName);
     const entry = this.startLoad(key, 'managed', label, { url: dir, targetHeader }, () => this.load({ dir, label, fallbackName }));
     const { pkg } = await entry.ready;
     const versions = [...pkg.entry.versions.keys()];
@@ -475,14 +531,18 @@ export class ModelRegistry {
 
   /** A resident entry's state and package, without loading anything; undefined when not resident. */
   peekResident(kind: 'target' | 'managed', name: string): { readonly state: EntryState; readonly pkg: LoadedPackage | undefined } | undefined {
-    const entry = this.entries.get(kind === 'target' ? `target:${normalizeTarget(name)}` : `managed:${name}`);
+    const entry = this.entries.get(kind === 'target' ? this.targetKey(normalizeTarget(name)) : `managed:${name}`);
     return entry === undefined ? undefined : { state: entry.state, pkg: entry.pkg };
+  }
+
+  private targetKey(target: string): string {
+    return `target:${this.spellings.get(target) ?? target}`;
   }
 
   /** Unload a resident self-managed target, waiting for its requests; MODEL_NOT_FOUND when it is not resident. */
   async unloadTarget(rawTarget: string): Promise<void> {
     const target = normalizeTarget(rawTarget);
-    const entry = this.entries.get(`target:${target}`);
+    const entry = this.entries.get(this.targetKey(target));
     if (!entry || entry.state === 'UNLOADING') throw new ServingError('MODEL_NOT_FOUND', `model '${target}' is not loaded`, { model: target });
     await this.unload(entry);
   }

@@ -6,6 +6,7 @@
  */
 import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { readModelConfigDraft } from '../config/model-config-draft.js';
 import { ServingError } from '../errors.js';
 
 export interface ModelDirectory {
@@ -71,6 +72,23 @@ async function subModels(root: string): Promise<ModelDirectory[]> {
     if (m) models.push(m);
   }
   return models;
+}
+
+/**
+ * The name of the one model `dir` itself is, when its config.pbtxt names it
+ * after the directory (Triton's rule, for a SageMaker `url` that is one model
+ * directory); undefined otherwise (the caller's naming applies). Never throws:
+ * a config that cannot be read is reported by the load.
+ */
+export async function flatModelName(dir: string): Promise<string | undefined> {
+  const text = await readIfExists(path.join(dir, 'config.pbtxt')).catch(() => undefined);
+  if (text === undefined) return undefined;
+  const name = path.basename(dir);
+  try {
+    return readModelConfigDraft(text, { sourceName: `${name}/config.pbtxt` }).name === name ? name : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

@@ -11,7 +11,10 @@
  * `batch_size` as the batch dimension when the model batches, run `count`
  * times (at least once); a failing sample fails the load, naming it. Without
  * it, one implicit run with zeros (dynamic dims as 1) whose failure is only
- * logged: some models cannot take zeros, and that is not a load error.
+ * logged: some models cannot take zeros, and that is not a load error. That
+ * run is timed: its duration settles the session-placement probe of a model
+ * far above the main-thread limit (registry/session-placement.ts), so a heavy
+ * model's load costs its sessions plus one run, not one plus seven.
  */
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -24,9 +27,13 @@ import type { LoadedModel } from './loaded-model.js';
 /** Largest warm-up tensor we build (elements); a sample beyond it is refused rather than allocated. */
 const MAX_WARMUP_ELEMENTS = 64 * 1024 * 1024;
 
-export async function warmUpModel(model: LoadedModel, label: string, logger: Logger): Promise<void> {
+/** Microseconds of each version's implicit warm-up run (first instance), where it ran and succeeded. */
+export type WarmupTimes = ReadonlyMap<number, number>;
+
+export async function warmUpModel(model: LoadedModel, label: string, logger: Logger): Promise<WarmupTimes> {
   const config = model.config;
-  if (config.platform === 'ensemble') return;
+  const times = new Map<number, number>();
+  if (config.platform === 'ensemble') return times;
   const outputs = config.output.map((o) => o.name);
   for (const version of model.versions.values()) {
     // Every instance: each is its own session with its own lazy allocations.
@@ -35,7 +42,9 @@ export async function warmUpModel(model: LoadedModel, label: string, logger: Log
         // The implicit run is for onnxruntime's lazy allocations; a processing step (backends/) has none, and zeros are no image or text.
         if (version.sessions.length === 0) continue;
         try {
+          const started = performance.now();
           await executor.execute(zeroFeeds(config, 1), outputs);
+          if (!times.has(version.version)) times.set(version.version, (performance.now() - started) * 1000);
         } catch (err) {
           logger.debug({ model: label, version: version.version, err: (err as Error).message }, 'implicit warm-up skipped: the model did not take zero inputs');
         }
@@ -55,6 +64,7 @@ export async function warmUpModel(model: LoadedModel, label: string, logger: Log
       }
     }
   }
+  return times;
 }
 
 /**

@@ -98,6 +98,21 @@ export const MAIN_THREAD_MAX_FILE_BYTES = 64 * 1024 * 1024;
 /** Runs timed per probe: enough for a stable median, few enough to keep loads fast (each run is at most a few ms). */
 const PROBE_RUNS = 7;
 /**
+ * A first probe run this many times over MME_MAIN_THREAD_MAX_RUN_US settles
+ * the probe at once: no median of noise could bring it under the limit. So a
+ * heavy model costs one probe run (none when its implicit warm-up run already says so),
+ * where it used to cost PROBE_RUNS at max_batch_size rows: a 4 s model took 32 s to load.
+ */
+const SETTLED_ABOVE = 50;
+/**
+ * The same for the implicit warm-up run, which is cold (first allocations,
+ * kernel selection, the first hop to the worker): a tiny model's first run can
+ * take milliseconds on a busy host, so only a run this far over the limit counts.
+ */
+const WARMUP_SETTLED_ABOVE = 100;
+/** Most time the probe's further runs may take together, after a first run that did not settle it. */
+const PROBE_CAP_US = 20_000;
+/**
  * A model that may be cheaper than the hop is timed again, longer: the first
  * dozen runs after a load are cold (tiny model: a median of 37 µs over the
  * first 7 runs, 8 µs from the 20th on), which is noise against a 1 ms limit
@@ -129,6 +144,8 @@ export interface PlacedVersion {
   readonly sessions: readonly ModelSession[];
   /** Bytes of the version's files (the model and external data): a main-thread copy holds them again. */
   fileBytes(): Promise<number>;
+  /** µs of its implicit warm-up run (one row of zeros, registry/warmup.ts), when it ran: a run far over the limit settles the probe. */
+  readonly warmupRunUs?: number | undefined;
 }
 
 function median(values: readonly number[]): number {
@@ -172,9 +189,22 @@ export async function placeSessions(
       const feeds = probeFeeds(config, zeros);
       if (feeds === undefined) continue;
       if ((await version.fileBytes()) > MAIN_THREAD_MAX_FILE_BYTES) continue;
+      const settled = settings.mainThreadMaxRunUs * SETTLED_ABOVE;
+      // The implicit warm-up ran one row; the probe would run max_batch_size rows, which cost at least as much.
+      const oneRow = version.warmupRunUs;
+      if (oneRow !== undefined && oneRow > settings.mainThreadMaxRunUs * WARMUP_SETTLED_ABOVE) {
+        logger.debug({ model: label, version: version.version, warmupRunUs: Math.round(oneRow), maxRunUs: settings.mainThreadMaxRunUs }, 'session stays in its runtime worker (its warm-up run settles it)');
+        continue;
+      }
       try {
-        runUs = median(await session.timeRuns(feeds, outputs, PROBE_RUNS));
-        if (runUs <= onlyMaxRunUs * REFINE_BELOW) runUs = median(await session.timeRuns(feeds, outputs, REFINE_RUNS));
+        const [first = Number.POSITIVE_INFINITY] = await session.timeRuns(feeds, outputs, 1);
+        runUs = first;
+        if (first <= settled) {
+          // Bounded: at most PROBE_RUNS - 1 more runs of at most `settled` µs each, and at most PROBE_CAP_US in all.
+          const more = Math.max(2, Math.min(PROBE_RUNS - 1, Math.floor(PROBE_CAP_US / Math.max(1, first))));
+          runUs = median([first, ...(await session.timeRuns(feeds, outputs, more))]);
+          if (runUs <= onlyMaxRunUs * REFINE_BELOW) runUs = median(await session.timeRuns(feeds, outputs, REFINE_RUNS));
+        }
       } catch (err) {
         logger.debug({ model: label, version: version.version, err: (err as Error).message }, 'placement probe failed; the session stays in its runtime worker');
         continue;

@@ -384,6 +384,8 @@ export class InferenceService {
 
   /** Load a model by name (a target is loaded and kept resident; a managed model is already loaded). */
   async loadByName(ref: ModelRef, cancel?: Cancellation): Promise<void> {
+    // Explicit: a remembered failed load is retried now (registry/failed-loads.ts).
+    if (ref.kind === 'target') await this.options.registry.forgetFailedLoad(ref.target);
     await this.inspect(ref, undefined, cancel, () => undefined);
   }
 

@@ -99,6 +99,12 @@ export class LocalModelSource implements ModelSource {
     return this.flights.run(resolved.rel, target, signal, () => this.localizeArchive(resolved.rel, resolved.realPath, target));
   }
 
+  async canonicalTarget(rawTarget: string): Promise<string> {
+    const target = normalizeTarget(rawTarget);
+    const resolved = await this.resolve(target);
+    return resolved.kind === 'directory' ? target : resolved.rel;
+  }
+
   async currentVersion(rawTarget: string): Promise<string | undefined> {
     const target = normalizeTarget(rawTarget);
     let resolved: Resolved;

@@ -48,6 +48,15 @@ export interface ModelSource {
    * retired. For revalidating loaded models.
    */
   currentVersion(target: string, signal?: AbortSignal): Promise<string | undefined>;
+  /**
+   * The one spelling of `target` that names its object, whichever spelling
+   * reached it: `team/x` → `team/x.tar.gz` when that is the archive found
+   * (`team/x.tar.gz` and `./team/x.tar.gz` are already it). The registry keys
+   * models by it, so every spelling shares one load, one reservation and one
+   * metrics series. Throws MODEL_NOT_FOUND like `localize`. Optional: without
+   * it the normalised target is the key.
+   */
+  canonicalTarget?(target: string, signal?: AbortSignal): Promise<string>;
   /** Targets available in the source (archives and model directories). */
   list(): Promise<readonly SourceEntry[]>;
 }

@@ -186,6 +186,14 @@ export class S3ModelSource implements ModelSource {
     return this.flights.run(target, target, signal, () => this.localizeObject(target));
   }
 
+  async canonicalTarget(rawTarget: string, signal?: AbortSignal): Promise<string> {
+    const target = normalizeTarget(rawTarget);
+    if (isArchiveName(target)) return target;
+    const info = await this.head(target, signal);
+    if (info === undefined) throw notFound(target, this.candidateUris(target));
+    return info.key.slice(this.prefix.length);
+  }
+
   async currentVersion(rawTarget: string, signal?: AbortSignal): Promise<string | undefined> {
     const target = normalizeTarget(rawTarget);
     const info = await this.head(target, signal);

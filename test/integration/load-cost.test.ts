@@ -1,0 +1,51 @@
+/**
+ * What a load costs in runs of the model, measured from outside: a slow
+ * fixed-shape model (tens to hundreds of ms a run, far above
+ * MME_MAIN_THREAD_MAX_RUN_US) is loaded through the real server, and the time
+ * its load spends running it (warm-up and placement: from the log line
+ * `model sessions created` to `model loaded`) is compared with the median
+ * time of a request once it is resident. Before the probe stopped early the
+ * load ran the model 8 times (warm-up + 7 probe runs).
+ */
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { after, describe, it } from 'node:test';
+import { writeModelDir } from '../../examples/models/zoo.js';
+import { slowModel } from '../support/slow-model.js';
+import { tempDir } from '../support/temp-dir.js';
+import { request, startTestServer } from '../support/test-server.js';
+
+const cleanups: (() => Promise<void>)[] = [];
+const ctx = { after: (fn: () => Promise<void>) => cleanups.push(fn) };
+after(async () => {
+  for (const fn of cleanups.reverse()) await fn();
+});
+
+describe('load cost', () => {
+  it('a heavy fixed-shape model runs about once while it loads (it used to run eight times)', async () => {
+    const root = await tempDir(ctx);
+    const width = 256;
+    const model = slowModel({ width, rows: 512, layers: 16 });
+    await writeModelDir(root, 'heavy', model);
+    const s = await startTestServer({ modelSource: root, cacheDir: path.join(await tempDir(ctx), 'cache') });
+    cleanups.push(() => s.close());
+    const body = { inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, width], data: Array.from({ length: width }, () => 0.5) }] };
+    const invoke = () => request(`${s.url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': 'heavy' }, json: body });
+    const first = await invoke();
+    assert.equal(first.status, 200, first.text);
+    const runs: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const started = performance.now();
+      assert.equal((await invoke()).status, 200);
+      runs.push(performance.now() - started);
+    }
+    const run = [...runs].sort((a, b) => a - b)[2]!;
+    const at = (msg: string) => Date.parse(String(s.logs.find((l) => l['msg'] === msg && l['model'] === 'heavy')?.['time']));
+    // What runs the model during the load: warm-up and placement, from the sessions existing to the model being ready.
+    const runningMs = at('model loaded') - at('model sessions created');
+    assert.ok(run > 5, `the model must be heavy for this test to mean anything: a run took ${run.toFixed(1)} ms`);
+    assert.ok(Number.isFinite(runningMs), 'both log lines are there');
+    assert.ok(runningMs < 2.5 * run, `warm-up and placement took ${runningMs} ms, ${(runningMs / run).toFixed(2)}x a run of ${run.toFixed(1)} ms`);
+    assert.ok(s.logs.some((l) => typeof l['msg'] === 'string' && l['msg'].startsWith('session stays in its runtime worker') && l['model'] === 'heavy'));
+  });
+});
