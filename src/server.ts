@@ -10,6 +10,7 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { createApp } from './app.js';
 import { createMetricsListener } from './http/metrics-listener.js';
+import { startGrpcListener, type GrpcListener } from './grpc/grpc-server.js';
 import type { ServerConfig } from './config/server-config.js';
 import type { Logger } from './observability/logger.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
@@ -33,6 +34,8 @@ export interface RunningServer {
   readonly port: number;
   /** The separate /metrics listener's port (MME_METRICS_PORT), when there is one. */
   readonly metricsPort: number | undefined;
+  /** The KServe v2 gRPC listener's port (MME_GRPC_PORT), when there is one. */
+  readonly grpcPort: number | undefined;
   readonly registry: ModelRegistry;
   readonly metrics: Metrics;
   readonly service: InferenceService;
@@ -147,10 +150,36 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
     const a = listener.address();
     metricsPort = typeof a === 'object' && a ? a.port : config.metricsPort;
   }
+  // MME_GRPC_PORT: the same service layer, models, limits and drain as HTTP, over gRPC.
+  let grpc: GrpcListener | undefined;
+  if (config.grpcPort !== undefined) {
+    try {
+      grpc = await startGrpcListener({
+        host: config.host,
+        port: config.grpcPort,
+        maxMessageBytes: config.bodyLimitBytes,
+        tls: config.grpcTlsCertFile === undefined || config.grpcTlsKeyFile === undefined ? undefined : { certFile: config.grpcTlsCertFile, keyFile: config.grpcTlsKeyFile, caFile: config.grpcTlsCaFile },
+        service,
+        metrics,
+        logger,
+        isShuttingDown: () => shuttingDown,
+        inflight,
+      });
+    } catch (err) {
+      // Nothing half-started, as for the metrics listener.
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      if (metricsServer) await new Promise<void>((resolve) => metricsServer!.close(() => resolve()));
+      await pool.close();
+      throw err;
+    }
+  }
+  const grpcPort = grpc?.port;
   logger.info(
     {
       port,
       metricsPort,
+      grpcPort,
+      grpcTls: grpc?.tls,
       source: source.description,
       cacheDir: config.cacheDir,
       multiModel: config.multiModel,
@@ -178,6 +207,8 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
     (stopping ??= (async () => {
       shuttingDown = true;
       preloading.abort();
+      // gRPC keeps its port open while draining so health can say NOT_SERVING; new inferences there are refused.
+      grpc?.stopServing();
       logger.info({ reason, inflight: inflight.count }, 'shutting down: draining in-flight requests');
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
@@ -185,7 +216,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
       while (inflight.count > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       if (inflight.count > 0) logger.warn({ inflight: inflight.count }, 'shutdown deadline reached with requests still running');
       server.closeAllConnections();
-      await closed;
+      await Promise.all([closed, grpc?.close(Date.now() + 1000)]);
       // Scrapers could still read the metrics while requests drained; now that listener goes too.
       if (metricsServer) {
         const m = metricsServer;
@@ -198,7 +229,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
       logger.info('shutdown complete');
     })());
 
-  return { server, port, metricsPort, registry, metrics, service, shutdown };
+  return { server, port, metricsPort, grpcPort, registry, metrics, service, shutdown };
 }
 
 

@@ -72,6 +72,13 @@ export interface ServerConfig {
   readonly metricsPort: number | undefined;
   /** Response content type when Accept is missing or * / *. */
   readonly defaultAccept: DefaultAccept;
+  /** MME_GRPC_PORT: the KServe v2 gRPC listener; undefined = none (the default); 0 = any free port (tests). */
+  readonly grpcPort: number | undefined;
+  /** MME_GRPC_TLS_CERT / MME_GRPC_TLS_KEY: PEM files, both or neither (undefined = plaintext gRPC). */
+  readonly grpcTlsCertFile: string | undefined;
+  readonly grpcTlsKeyFile: string | undefined;
+  /** MME_GRPC_TLS_CA: PEM CAs that must have signed a client's certificate (mutual TLS). */
+  readonly grpcTlsCaFile: string | undefined;
 }
 
 export type DefaultAccept = 'application/json' | 'text/csv' | 'application/x-npy';
@@ -84,6 +91,16 @@ function portRange(name: string, raw: string): { min: number; max: number } {
   const max = m ? Number(m[2]) : Number.NaN;
   if (!(min >= 1 && max <= 65535 && min <= max)) throw new Error(`${name} must be an inclusive port range 'MIN-MAX' within 1-65535, got '${raw}'`);
   return { min, max };
+}
+
+/** SAGEMAKER_SAFE_PORT_RANGE for the extra ports' checks; a malformed one is reported by its own setting. */
+function safeRange(env: NodeJS.ProcessEnv): { min: number; max: number } | undefined {
+  const raw = env['SAGEMAKER_SAFE_PORT_RANGE'];
+  try {
+    return raw === undefined || raw.trim() === '' ? undefined : portRange('SAGEMAKER_SAFE_PORT_RANGE', raw);
+  } catch {
+    return undefined;
+  }
 }
 
 interface Setting<K extends keyof ServerConfig> {
@@ -434,13 +451,7 @@ export const SETTINGS: readonly AnySetting[] = [
     parse: (raw, env) => {
       if (raw === undefined || raw.trim() === '') return undefined;
       const port = int('MME_METRICS_PORT', raw, 0, 65535);
-      const rangeRaw = env['SAGEMAKER_SAFE_PORT_RANGE'];
-      let range: { min: number; max: number } | undefined;
-      try {
-        range = rangeRaw === undefined || rangeRaw.trim() === '' ? undefined : portRange('SAGEMAKER_SAFE_PORT_RANGE', rangeRaw);
-      } catch {
-        range = undefined; // reported by its own setting
-      }
+      const range = safeRange(env);
       if (range && (port < range.min || port > range.max)) {
         throw new Error(`MME_METRICS_PORT ${port} is outside SAGEMAKER_SAFE_PORT_RANGE ${range.min}-${range.max} (SageMaker only allows extra ports inside it)`);
       }
@@ -448,6 +459,60 @@ export const SETTINGS: readonly AnySetting[] = [
       const main = mainRaw === undefined ? 8080 : Number(mainRaw.trim());
       if (port !== 0 && port === main) throw new Error(`MME_METRICS_PORT ${port} is the main port (SAGEMAKER_BIND_TO_PORT); choose another or leave it unset`);
       return port;
+    },
+  },
+  {
+    key: 'grpcPort',
+    env: ['MME_GRPC_PORT'],
+    defaultText: '(none: no gRPC listener)',
+    description: "Serve the KServe v2 gRPC protocol (`inference.GRPCInferenceService`, Triton's; with `grpc.health.v1`) on this port; Triton's is 8001. Must lie inside `SAGEMAKER_SAFE_PORT_RANGE` when that is set. 0 = any free port.",
+    parse: (raw, env) => {
+      if (raw === undefined || raw.trim() === '') return undefined;
+      const port = int('MME_GRPC_PORT', raw, 0, 65535);
+      const range = safeRange(env);
+      if (range && (port < range.min || port > range.max)) {
+        throw new Error(`MME_GRPC_PORT ${port} is outside SAGEMAKER_SAFE_PORT_RANGE ${range.min}-${range.max} (SageMaker only allows extra ports inside it)`);
+      }
+      const mainRaw = env['SAGEMAKER_BIND_TO_PORT'];
+      const main = mainRaw === undefined ? 8080 : Number(mainRaw.trim());
+      if (port !== 0 && port === main) throw new Error(`MME_GRPC_PORT ${port} is the main (HTTP) port; choose another, e.g. 8001`);
+      const metricsRaw = env['MME_METRICS_PORT'];
+      if (port !== 0 && metricsRaw !== undefined && metricsRaw.trim() !== '' && Number(metricsRaw.trim()) === port) {
+        throw new Error(`MME_GRPC_PORT ${port} is also MME_METRICS_PORT; give each listener its own port`);
+      }
+      return port;
+    },
+  },
+  {
+    key: 'grpcTlsCertFile',
+    env: ['MME_GRPC_TLS_CERT'],
+    defaultText: '(none: plaintext gRPC)',
+    description: 'PEM certificate chain: TLS on the gRPC port, with `MME_GRPC_TLS_KEY`; both or neither. Read at startup.',
+    parse: (raw, env) => {
+      const cert = raw?.trim() || undefined;
+      const key = env['MME_GRPC_TLS_KEY']?.trim() || undefined;
+      if ((cert === undefined) !== (key === undefined)) {
+        throw new Error(`${cert === undefined ? 'MME_GRPC_TLS_KEY' : 'MME_GRPC_TLS_CERT'} is set without ${cert === undefined ? 'MME_GRPC_TLS_CERT' : 'MME_GRPC_TLS_KEY'}: TLS needs both the certificate and its key`);
+      }
+      return cert === undefined ? undefined : path.resolve(cert);
+    },
+  },
+  {
+    key: 'grpcTlsKeyFile',
+    env: ['MME_GRPC_TLS_KEY'],
+    defaultText: '(none)',
+    description: 'PEM private key of `MME_GRPC_TLS_CERT`.',
+    parse: (raw) => (raw?.trim() ? path.resolve(raw.trim()) : undefined),
+  },
+  {
+    key: 'grpcTlsCaFile',
+    env: ['MME_GRPC_TLS_CA'],
+    defaultText: '(none: clients are not asked for a certificate)',
+    description: 'PEM CA certificates: with TLS on, gRPC clients must present a certificate one of them signed (mutual TLS).',
+    parse: (raw, env) => {
+      if (!raw?.trim()) return undefined;
+      if (!env['MME_GRPC_TLS_CERT']?.trim()) throw new Error("MME_GRPC_TLS_CA needs MME_GRPC_TLS_CERT and MME_GRPC_TLS_KEY (the server's own certificate and key)");
+      return path.resolve(raw.trim());
     },
   },
   {

@@ -16,15 +16,13 @@ import express, { type Request, type Response, type Router } from 'express';
 import { ServingError } from '../errors.js';
 import { parseJsonBody } from '../protocol/v2-json-codec.js';
 import type { ModelRef } from '../service/inference-service.js';
+import { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../service/server-identity.js';
 import { serveInference, type InferRouteDeps } from './infer-route.js';
 import { readBody } from './read-body.js';
 import type { RequestContext } from './request-context.js';
 
-/** Server metadata (GET /v2). Kept equal to package.json's version by a unit test. */
-export const SERVER_NAME = 'onnx-mme';
-export const SERVER_VERSION = '0.1.0';
-/** Only what this server implements (Triton lists more; shared memory, statistics and tracing are not here). */
-export const V2_EXTENSIONS = ['binary_tensor_data', 'classification', 'model_configuration', 'model_repository', 'model_repository(unload_dependents)'];
+// One answer for HTTP and gRPC (service/server-identity.ts); re-exported for the HTTP layer's callers.
+export { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../service/server-identity.js';
 
 export interface V2RouteDeps extends InferRouteDeps {
   readonly context: (req: Request, res: Response) => RequestContext;
@@ -51,16 +49,6 @@ function yes(res: Response): void {
 
 function no(res: Response, message: string): void {
   sendJson(res, 400, { error: message });
-}
-
-/** A `/versions/{v}` path parameter: a positive integer, or undefined when the path has none. */
-export function parseVersion(raw: string | undefined): number | undefined {
-  if (raw === undefined) return undefined;
-  const v = /^\d{1,15}$/.test(raw) ? Number(raw) : Number.NaN;
-  if (!Number.isSafeInteger(v) || v < 1) {
-    throw new ServingError('INVALID_REQUEST', `model version must be a positive integer, got '${raw.slice(0, 40)}'`);
-  }
-  return v;
 }
 
 function versionParam(req: Request): number | undefined {

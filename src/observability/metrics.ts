@@ -48,6 +48,8 @@ export interface Metrics {
   readonly computeInferDurationUs: CellCounter<'model' | 'version'>;
   readonly requestDuration: CellHistogram<'model'>;
   readonly httpRequests: CellCounter<'route' | 'status'>;
+  /** gRPC calls by RPC (the service's fixed method names) and status code name: bounded like the HTTP routes. */
+  readonly grpcRequests: CellCounter<'method' | 'code'>;
   readonly modelLoadDuration: Histogram<'outcome'>;
   readonly modelUnloadDuration: Histogram;
   readonly loadedModels: Gauge;
@@ -177,6 +179,12 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
       name: 'onnx_mme_http_requests_total',
       help: 'HTTP requests by route and status code',
       labelNames: ['route', 'status'],
+      registers,
+    }),
+    grpcRequests: new CellCounter({
+      name: 'onnx_mme_grpc_requests_total',
+      help: 'gRPC calls (MME_GRPC_PORT) by method and status code',
+      labelNames: ['method', 'code'],
       registers,
     }),
     modelLoadDuration: new Histogram({

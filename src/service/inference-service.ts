@@ -21,6 +21,7 @@ import { latestVersion, type LoadedModel } from '../registry/loaded-model.js';
 import type { Lease, ManagedModelInfo, ModelRegistry } from '../registry/model-registry.js';
 import { scheduleOptionsFrom } from '../scheduler/schedule-options.js';
 import { normalizeTarget } from '../store/target-path.js';
+import { modelStatistics, type ModelStatisticsEntry } from './model-statistics.js';
 import { outputLabels } from './output-labels.js';
 import type { ResponseCache } from './response-cache.js';
 import { validateRequest } from './validate-request.js';
@@ -122,6 +123,8 @@ export class InferenceService {
   private inflight = 0;
   /** Models already warned that they enable a response cache the server does not have (once per load). */
   private readonly uncachedWarned = new WeakSet<LoadedModel>();
+  /** When each (model, version) last answered, by its metric cells (statistics' last_inference); one Date.now() per request. */
+  private readonly lastAnswered = new Map<ModelMetrics, number>();
 
   constructor(private readonly options: InferenceServiceOptions) {}
 
@@ -283,6 +286,7 @@ export class InferenceService {
    */
   private record(cells: ModelMetrics, batch: number, computeUs: number, started: bigint, done: bigint, ensemble: boolean): void {
     const totalUs = Number(done - started) / 1000;
+    this.lastAnswered.set(cells, Date.now());
     cells.requestSuccess.inc();
     if (ensemble) {
       cells.inferenceCount.inc(batch);
@@ -318,6 +322,30 @@ export class InferenceService {
   }
 
   // ------------------------------------------------------------ KServe v2
+
+  /**
+   * Triton's statistics of every model that has served requests, or of one
+   * (name resolved like an inference's: a target is reported under its
+   * model's name). A named model that is neither known to the metrics nor
+   * ready is MODEL_NOT_FOUND, as in Triton; a ready one that has served
+   * nothing yet gets a row of zeros.
+   */
+  async statistics(name: string | undefined, version: number | undefined): Promise<ModelStatisticsEntry[]> {
+    const { metrics, registry } = this.options;
+    const last = (model: string, v: string): number => this.lastAnswered.get(metrics.forModel(model, v)) ?? 0;
+    if (name === undefined) return modelStatistics(metrics, last);
+    const ref = this.resolveModelName(name);
+    const resident = ref.kind === 'target' ? registry.peekResident('target', ref.target)?.pkg : ref.kind === 'managed' ? registry.peekResident('managed', ref.name)?.pkg : undefined;
+    const modelName = resident?.entry.name ?? name;
+    const rows = await modelStatistics(metrics, last, { name: modelName, ...(version === undefined ? {} : { version: String(version) }) });
+    if (rows.length > 0) return rows;
+    if (!this.modelReady(ref, version)) {
+      throw new ServingError('MODEL_NOT_FOUND', `model '${name}'${version === undefined ? '' : ` version ${version}`} is not loaded: it has no statistics`, { model: name });
+    }
+    const served = version ?? (resident ? (latestVersion(resident.entry)?.version ?? 1) : 1);
+    const zero = { count: 0, ns: 0 };
+    return [{ name: modelName, version: String(served), lastInference: 0, inferenceCount: 0, executionCount: 0, success: zero, fail: zero, queue: zero, computeInput: zero, computeInfer: zero, computeOutput: zero, cacheHit: zero, cacheMiss: zero }];
+  }
 
   /**
    * How a KServe v2 model name resolves: the SageMaker-managed model of that

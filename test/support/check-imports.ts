@@ -29,6 +29,8 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   registry: ['registry', 'store', 'runtime', 'backends', 'scheduler', 'ensemble', 'config', 'protocol', 'observability', 'errors', 'cancellation'],
   service: ['service', 'registry', 'ensemble', 'scheduler', 'store', 'protocol', 'config', 'observability', 'errors', 'cancellation'],
   http: ['http', 'service', 'registry', 'protocol', 'config', 'observability', 'errors', 'cancellation'],
+  // The gRPC transport sits beside http/: the same service layer, never the HTTP layer itself.
+  grpc: ['grpc', 'service', 'protocol', 'config', 'observability', 'errors', 'cancellation'],
   app: ['http', 'service', 'protocol', 'observability', 'errors', 'cancellation'],
   server: ['*'],
   main: ['*'],
@@ -44,6 +46,8 @@ const PACKAGE_OWNERS: Readonly<Record<string, readonly string[]>> = {
   '@aws-sdk/client-s3': ['store', 'cli'],
   '@aws-sdk/lib-storage': ['cli'],
   sharp: ['backends'],
+  '@grpc/grpc-js': ['grpc'],
+  '@grpc/proto-loader': ['grpc'],
   '@huggingface/tokenizers': ['backends'],
 };
 

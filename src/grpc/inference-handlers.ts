@@ -1,0 +1,269 @@
+/**
+ * @module grpc/inference-handlers
+ * inference.GRPCInferenceService over InferenceService: the same use cases,
+ * models, limits and error vocabulary as the HTTP routes (http/v2-routes.ts),
+ * only the wire differs. Each RPC: count the call in flight (the drain waits
+ * for it), tie the client's cancellation to the request (a cancelled call
+ * leaves the batcher queue), run, answer, and count the call by method and
+ * status code. Errors become gRPC statuses in grpc/status-codes.ts.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Metadata, ServerDuplexStream, ServerUnaryCall, UntypedServiceImplementation, sendUnaryData } from '@grpc/grpc-js';
+import { CancelSource } from '../cancellation.js';
+import { ServingError } from '../errors.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { InferenceService, InferOptions, ModelRef } from '../service/inference-service.js';
+import type { ModelStatisticsEntry } from '../service/model-statistics.js';
+import { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../service/server-identity.js';
+import { decodeModelInferRequest, encodeModelInferResponse, type ModelInferRequestMessage, type ModelInferResponseMessage } from './infer-codec.js';
+import { grpcErrorReply, statusName } from './status-codes.js';
+
+export interface HandlerDeps {
+  readonly service: InferenceService;
+  readonly metrics: Metrics;
+  readonly logger: Logger;
+  readonly isShuttingDown: () => boolean;
+  /** Shared with the HTTP listener: the drain waits until no request of either is running. */
+  readonly inflight: { count: number };
+}
+
+/** gRPC also serves the statistics extension (ModelStatistics). */
+export const GRPC_EXTENSIONS = Object.freeze([...new Set([...V2_EXTENSIONS, 'statistics'])]);
+
+interface CallContext {
+  readonly id: string;
+  readonly cancel: CancelSource;
+  readonly log: Logger;
+}
+
+const LATEST: InferOptions = Object.freeze({});
+/** Only a printable, short client id is echoed into logs (as X-Request-Id on HTTP). */
+const PRINTABLE_ID = /^[\x21-\x7e]{1,128}$/;
+
+function requestId(metadata: Metadata): string {
+  const given = metadata.get('x-request-id')[0];
+  return typeof given === 'string' && PRINTABLE_ID.test(given) ? given : randomUUID();
+}
+
+function modelName(raw: string | undefined, field: string): string {
+  if (raw === undefined || raw === '') throw new ServingError('INVALID_REQUEST', `'${field}' is empty: name the model`);
+  return raw;
+}
+
+function versionOf(raw: string | undefined): number | undefined {
+  return raw === undefined || raw === '' ? undefined : parseVersion(raw);
+}
+
+function refusedWhileDraining(deps: HandlerDeps): void {
+  if (deps.isShuttingDown()) throw new ServingError('SHUTTING_DOWN', 'the server is shutting down; retry on another instance');
+}
+
+/** Where a lazily made child logger would cost more than the line: one bound logger per call, made only when something logs. */
+function lazyLog(root: Logger, id: string): { readonly log: Logger } {
+  let child: Logger | undefined;
+  return {
+    get log() {
+      return (child ??= root.child({ reqId: id }));
+    },
+  };
+}
+
+export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplementation {
+  const { service, metrics } = deps;
+  const finish = (method: string, code: string): void => metrics.grpcRequests.cell({ method, code }).inc();
+
+  const fail = (method: string, ctx: CallContext, err: unknown, started: number): ReturnType<typeof grpcErrorReply> => {
+    const reply = grpcErrorReply(err);
+    const code = statusName(reply.grpcError.code!);
+    const fields = { method, grpcCode: code, code: reply.error.code, model: reply.error.model, durationMs: Math.round((performance.now() - started) * 100) / 100, err: reply.error.message };
+    if (reply.error.isClientFault || reply.error.code === 'OVERLOADED' || reply.error.code === 'SHUTTING_DOWN') ctx.log.warn(fields, 'grpc call rejected');
+    else ctx.log.error({ ...fields, stack: reply.error.cause instanceof Error ? reply.error.cause.stack : undefined }, 'grpc call failed');
+    finish(method, code);
+    return reply;
+  };
+
+  /** A unary RPC: `run` gets the request and the call's context; its result is the answer. */
+  const unary = <Req, Res>(method: string, run: (request: Req, ctx: CallContext) => Res | Promise<Res>) => {
+    return (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>): void => {
+      const started = performance.now();
+      deps.inflight.count++;
+      const id = requestId(call.metadata);
+      const logs = lazyLog(deps.logger, id);
+      const cancel = new CancelSource();
+      const ctx: CallContext = { id, cancel, get log() { return logs.log; } };
+      call.once('cancelled', () => cancel.cancel());
+      let done = false;
+      const end = (): void => {
+        if (done) return;
+        done = true;
+        deps.inflight.count--;
+      };
+      Promise.resolve()
+        .then(() => run(call.request, ctx))
+        .then(
+          (answer) => {
+            end();
+            finish(method, cancel.aborted ? 'CANCELLED' : 'OK');
+            callback(null, answer);
+          },
+          (err: unknown) => {
+            end();
+            callback(fail(method, ctx, cancel.aborted ? new ServingError('CANCELLED', `the client cancelled the call (${(err as Error).message ?? String(err)})`) : err, started).grpcError);
+          },
+        );
+    };
+  };
+
+  const refOf = (name: string): ModelRef => service.resolveModelName(name);
+
+  const infer = async (request: ModelInferRequestMessage, ctx: CallContext): Promise<ModelInferResponseMessage> => {
+    refusedWhileDraining(deps);
+    const name = modelName(request.model_name, 'model_name');
+    const version = versionOf(request.model_version);
+    const response = await service.infer(refOf(name), (label) => decodeModelInferRequest(request, label), { cancel: ctx.cancel, log: ctx.log }, version === undefined ? LATEST : { version });
+    return encodeModelInferResponse(response);
+  };
+
+  const unsupported = (what: string) => () => {
+    throw new ServingError('UNSUPPORTED', `${what} is not supported by onnx-mme: send tensors in raw_input_contents`);
+  };
+
+  return {
+    ServerLive: unary('ServerLive', () => ({ live: true })),
+    ServerReady: unary('ServerReady', () => ({ ready: !deps.isShuttingDown() })),
+    ServerMetadata: unary('ServerMetadata', () => ({ name: SERVER_NAME, version: SERVER_VERSION, extensions: GRPC_EXTENSIONS })),
+    // Readiness never loads anything (as GET /v2/models/{m}/ready).
+    ModelReady: unary('ModelReady', (r: { name: string; version: string }) => ({ ready: service.modelReady(refOf(modelName(r.name, 'name')), versionOf(r.version)) })),
+    ModelMetadata: unary('ModelMetadata', async (r: { name: string; version: string }, ctx) => service.modelMetadata(refOf(modelName(r.name, 'name')), versionOf(r.version), ctx.cancel)),
+    ModelConfig: unary('ModelConfig', async (r: { name: string; version: string }, ctx) => ({ config: await service.modelConfig(refOf(modelName(r.name, 'name')), versionOf(r.version), ctx.cancel) })),
+    ModelInfer: unary('ModelInfer', infer),
+    ModelStreamInfer: (call: ServerDuplexStream<ModelInferRequestMessage, unknown>) => streamInfer(deps, call, infer, finish),
+    ModelStatistics: unary('ModelStatistics', async (r: { name: string; version: string }) => ({
+      model_stats: (await service.statistics(r.name === '' ? undefined : r.name, versionOf(r.version))).map(statisticsMessage),
+    })),
+    RepositoryIndex: unary('RepositoryIndex', async (r: { repository_name: string; ready: boolean }) => {
+      if (r.repository_name !== '') throw new ServingError('INVALID_REQUEST', `onnx-mme has one model repository (MME_MODEL_SOURCE): repository_name must be empty, got '${r.repository_name.slice(0, 100)}'`);
+      const rows = await service.repositoryIndex(r.ready);
+      return { models: rows.map((m) => ({ name: m.name, version: m.version ?? '', state: m.state, reason: m.reason })) };
+    }),
+    RepositoryModelLoad: unary('RepositoryModelLoad', async (r: { repository_name: string; model_name: string; parameters: Record<string, unknown> }, ctx) => {
+      const name = modelName(r.model_name, 'model_name');
+      refusedWhileDraining(deps);
+      const keys = Object.keys(r.parameters ?? {});
+      const overrides = keys.filter((k) => k === 'config' || k.startsWith('file:'));
+      if (overrides.length > 0) {
+        throw new ServingError('UNSUPPORTED', `model '${name}': load parameters ${overrides.map((k) => `'${k}'`).join(', ')} are not supported: models load from the model source as they are`, { model: name });
+      }
+      if (keys.length > 0) ctx.log.warn({ model: name, parameters: keys }, 'load parameters ignored: none of them changes how a model loads here');
+      ctx.log.info({ model: name }, 'load requested (gRPC repository)');
+      await service.loadByName(refOf(name), ctx.cancel);
+      return {};
+    }),
+    RepositoryModelUnload: unary('RepositoryModelUnload', async (r: { repository_name: string; model_name: string; parameters: Record<string, unknown> }, ctx) => {
+      const name = modelName(r.model_name, 'model_name');
+      // unload_dependents is what always happens here: a package's step models go with it.
+      const ignored = Object.keys(r.parameters ?? {}).filter((k) => k !== 'unload_dependents');
+      if (ignored.length > 0) ctx.log.warn({ model: name, parameters: ignored }, 'unload parameters ignored');
+      ctx.log.info({ model: name }, 'unload requested (gRPC repository)');
+      await service.unloadByName(refOf(name));
+      return {};
+    }),
+    SystemSharedMemoryStatus: unary('SystemSharedMemoryStatus', unsupported('system shared memory')),
+    SystemSharedMemoryRegister: unary('SystemSharedMemoryRegister', unsupported('system shared memory')),
+    SystemSharedMemoryUnregister: unary('SystemSharedMemoryUnregister', unsupported('system shared memory')),
+    CudaSharedMemoryStatus: unary('CudaSharedMemoryStatus', unsupported('CUDA shared memory')),
+    CudaSharedMemoryRegister: unary('CudaSharedMemoryRegister', unsupported('CUDA shared memory')),
+    CudaSharedMemoryUnregister: unary('CudaSharedMemoryUnregister', unsupported('CUDA shared memory')),
+    TraceSetting: unary('TraceSetting', () => {
+      throw new ServingError('UNSUPPORTED', 'trace settings are not supported by onnx-mme (request logs carry reqId and traceparent instead)');
+    }),
+    LogSettings: unary('LogSettings', () => {
+      throw new ServingError('UNSUPPORTED', 'log settings cannot be changed at run time: set MME_LOG_LEVEL');
+    }),
+  };
+}
+
+const duration = (d: { count: number; ns: number }): { count: number; ns: number } => ({ count: d.count, ns: d.ns });
+
+function statisticsMessage(s: ModelStatisticsEntry): Record<string, unknown> {
+  return {
+    name: s.name,
+    version: s.version,
+    last_inference: s.lastInference,
+    inference_count: s.inferenceCount,
+    execution_count: s.executionCount,
+    inference_stats: {
+      success: duration(s.success),
+      fail: duration(s.fail),
+      queue: duration(s.queue),
+      compute_input: duration(s.computeInput),
+      compute_infer: duration(s.computeInfer),
+      compute_output: duration(s.computeOutput),
+      cache_hit: duration(s.cacheHit),
+      cache_miss: duration(s.cacheMiss),
+    },
+    batch_stats: [],
+    memory_usage: [],
+    response_stats: {},
+  };
+}
+
+/**
+ * ModelStreamInfer: each request on the stream is one inference, answered
+ * on the stream when it completes (so answers may come back out of order;
+ * clients match them by `id`, as with Triton). A failed inference is an
+ * answer with `error_message`; the stream stays open. The stream ends when
+ * the client has half-closed it and every answer is written.
+ */
+function streamInfer(
+  deps: HandlerDeps,
+  call: ServerDuplexStream<ModelInferRequestMessage, unknown>,
+  infer: (request: ModelInferRequestMessage, ctx: CallContext) => Promise<ModelInferResponseMessage>,
+  finish: (method: string, code: string) => void,
+): void {
+  const id = requestId(call.metadata);
+  const logs = lazyLog(deps.logger, id);
+  const cancel = new CancelSource();
+  const ctx: CallContext = { id, cancel, get log() { return logs.log; } };
+  let pending = 0;
+  let ended = false;
+  let closed = false;
+  const close = (code: string): void => {
+    if (closed) return;
+    closed = true;
+    finish('ModelStreamInfer', code);
+  };
+  call.once('cancelled', () => {
+    cancel.cancel();
+    close('CANCELLED');
+  });
+  const maybeEnd = (): void => {
+    if (ended && pending === 0 && !closed) {
+      close('OK');
+      call.end();
+    }
+  };
+  call.on('data', (request: ModelInferRequestMessage) => {
+    pending++;
+    deps.inflight.count++;
+    infer(request, ctx).then(
+      (answer) => {
+        if (!cancel.aborted) call.write({ error_message: '', infer_response: answer });
+      },
+      (err: unknown) => {
+        const reply = grpcErrorReply(err);
+        ctx.log.warn({ method: 'ModelStreamInfer', code: reply.error.code, model: reply.error.model, err: reply.error.message }, 'grpc stream inference failed');
+        if (!cancel.aborted) call.write({ error_message: reply.grpcError.details, infer_response: { id: request.id ?? '', model_name: request.model_name ?? '', model_version: request.model_version ?? '' } });
+      },
+    ).finally(() => {
+      pending--;
+      deps.inflight.count--;
+      maybeEnd();
+    });
+  });
+  call.on('end', () => {
+    ended = true;
+    maybeEnd();
+  });
+}

@@ -1,0 +1,72 @@
+/**
+ * @module grpc/status-codes
+ * The only place that knows how an error code becomes a gRPC status (the
+ * gRPC twin of http/error-response.ts). Triton's choices where it has one:
+ * a full queue or an expired queue timeout is UNAVAILABLE (clients retry
+ * it), an unsupported feature UNIMPLEMENTED, a message over the limit
+ * RESOURCE_EXHAUSTED (what gRPC itself answers for one). The code travels
+ * too, in the trailing metadata `onnx-mme-error-code`, for machines.
+ */
+import { Metadata, status, type ServiceError } from '@grpc/grpc-js';
+import { assertNever, toServingError, type ErrorCode, type ServingError } from '../errors.js';
+
+export function grpcStatusOf(code: ErrorCode): status {
+  switch (code) {
+    case 'INVALID_REQUEST':
+    case 'INVALID_INPUT':
+    case 'INVALID_TARGET':
+    case 'TARGET_MISMATCH':
+    case 'INVALID_MODEL':
+    case 'ARCHIVE_REJECTED':
+    case 'UNSUPPORTED_MEDIA_TYPE':
+    case 'NOT_ACCEPTABLE':
+      return status.INVALID_ARGUMENT;
+    case 'MODEL_NOT_FOUND':
+    case 'ROUTE_NOT_FOUND':
+      return status.NOT_FOUND;
+    case 'MODEL_ALREADY_LOADED':
+      return status.ALREADY_EXISTS;
+    case 'ACCESS_DENIED':
+      return status.PERMISSION_DENIED;
+    case 'PAYLOAD_TOO_LARGE':
+    case 'INSUFFICIENT_MEMORY':
+    case 'INSUFFICIENT_STORAGE':
+      return status.RESOURCE_EXHAUSTED;
+    case 'OVERLOADED':
+    case 'TIMEOUT':
+    case 'UPSTREAM_UNAVAILABLE':
+    case 'SHUTTING_DOWN':
+      return status.UNAVAILABLE;
+    case 'CANCELLED':
+      return status.CANCELLED;
+    case 'METHOD_NOT_ALLOWED':
+    case 'UNSUPPORTED':
+      return status.UNIMPLEMENTED;
+    case 'INTERNAL':
+      return status.INTERNAL;
+    default:
+      return assertNever(code);
+  }
+}
+
+/** The name of a status, e.g. `NOT_FOUND` (metric label values). */
+export function statusName(code: status): string {
+  return status[code] ?? String(code);
+}
+
+/** Same cap as the HTTP error body: SageMaker-style consumers and log lines stay bounded. */
+const MAX_MESSAGE = 2048;
+export const ERROR_CODE_METADATA = 'onnx-mme-error-code';
+
+export interface GrpcErrorReply {
+  readonly grpcError: Partial<ServiceError>;
+  readonly error: ServingError;
+}
+
+export function grpcErrorReply(err: unknown): GrpcErrorReply {
+  const e = toServingError(err);
+  const message = e.message.length > MAX_MESSAGE ? `${e.message.slice(0, MAX_MESSAGE - 3)}...` : e.message;
+  const metadata = new Metadata();
+  metadata.set(ERROR_CODE_METADATA, e.code);
+  return { grpcError: { code: grpcStatusOf(e.code), details: message, metadata }, error: e };
+}
