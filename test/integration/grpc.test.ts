@@ -10,9 +10,11 @@
  * grpc.health.v1; and the drain.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { status } from '@grpc/grpc-js';
+import { credentials, status } from '@grpc/grpc-js';
 import * as ort from 'onnxruntime-node';
 import { configText, denseForward, identity, IDENTITY_TYPES, writeModelDir } from '../../examples/models/zoo.js';
 import { buildModelSource, type SourceFixture } from '../support/model-source-fixture.js';
@@ -426,5 +428,63 @@ describe('gRPC: drain', () => {
     } finally {
       c.close();
     }
+  });
+});
+
+/** A self-signed certificate and key for `cn` (also valid for 127.0.0.1), made with the openssl CLI. */
+function selfSigned(dir: string, name: string, cn: string): { cert: string; key: string } {
+  const cert = path.join(dir, `${name}.pem`);
+  const key = path.join(dir, `${name}.key`);
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', `/CN=${cn}`, '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'], { stdio: 'ignore' });
+  return { cert, key };
+}
+
+const hasOpenssl = (() => {
+  try {
+    execFileSync('openssl', ['version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+describe('gRPC: TLS', { skip: hasOpenssl ? false : 'the openssl CLI is not installed (it makes the test certificates)' }, () => {
+  it('MME_GRPC_TLS_CERT/KEY: TLS clients trusting the certificate are served, plaintext clients are not; MME_GRPC_TLS_CA requires a client certificate', async () => {
+    const dir = await tempDir(ctx, 'onnx-mme-grpc-tls-');
+    const root = path.join(dir, 'models');
+    await writeModelDir(root, 'identity_int32', identity('INT32', [3]));
+    const serverCert = selfSigned(dir, 'server', 'localhost');
+    const clientCert = selfSigned(dir, 'client', 'client');
+    const s = await startTestServer({
+      modelSource: root,
+      cacheDir: path.join(dir, 'cache'),
+      env: { MME_GRPC_PORT: '0', MME_GRPC_TLS_CERT: serverCert.cert, MME_GRPC_TLS_KEY: serverCert.key, MME_GRPC_TLS_CA: clientCert.cert },
+    });
+    const target = `127.0.0.1:${s.running.grpcPort}`;
+    const ca = readFileSync(serverCert.cert);
+    const mutual = connect(target, credentials.createSsl(ca, readFileSync(clientCert.key), readFileSync(clientCert.cert)));
+    const noClientCert = connect(target, credentials.createSsl(ca));
+    const plaintext = connect(target);
+    try {
+      const r = await call(mutual.inference, 'ModelInfer', inferRequest('identity_int32', [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 3], values: [7, 8, 9] }]));
+      assert.equal(r.error, null, r.error?.details);
+      assert.deepEqual(asValues(r.response, 'OUTPUT0')!.values, [7, 8, 9]);
+      assert.equal((await call(mutual.health, 'Check', { service: '' })).response.status, 'SERVING');
+      assert.equal((await call(noClientCert.inference, 'ServerLive', {}, { deadlineMs: 5000 })).error?.code, status.UNAVAILABLE);
+      assert.equal((await call(plaintext.inference, 'ServerLive', {}, { deadlineMs: 5000 })).error?.code, status.UNAVAILABLE);
+    } finally {
+      mutual.close();
+      noClientCert.close();
+      plaintext.close();
+      await s.close();
+    }
+  });
+
+  it('a certificate file that cannot be read stops startup with a message naming the setting', async () => {
+    const dir = await tempDir(ctx, 'onnx-mme-grpc-tls-bad-');
+    await assert.rejects(
+      startTestServer({ modelSource: dir, cacheDir: path.join(dir, 'cache'), env: { MME_GRPC_PORT: '0', MME_GRPC_TLS_CERT: path.join(dir, 'missing.pem'), MME_GRPC_TLS_KEY: path.join(dir, 'missing.key') } }),
+      /MME_GRPC_TLS_CERT/,
+    );
   });
 });

@@ -1,0 +1,59 @@
+/**
+ * @module test/unit/grpc/status-codes
+ * Every ServingError code maps to its documented gRPC status (written out
+ * here on purpose, as for HTTP), the code travels in the trailing metadata,
+ * long messages are cut, and anything else is INTERNAL.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { status } from '@grpc/grpc-js';
+import { ERROR_CODES, ServingError, type ErrorCode } from '../../../src/errors.js';
+import { ERROR_CODE_METADATA, grpcErrorReply, grpcStatusOf, statusName } from '../../../src/grpc/status-codes.js';
+
+const EXPECTED: Readonly<Record<ErrorCode, status>> = {
+  INVALID_REQUEST: status.INVALID_ARGUMENT,
+  INVALID_INPUT: status.INVALID_ARGUMENT,
+  INVALID_TARGET: status.INVALID_ARGUMENT,
+  TARGET_MISMATCH: status.INVALID_ARGUMENT,
+  INVALID_MODEL: status.INVALID_ARGUMENT,
+  ARCHIVE_REJECTED: status.INVALID_ARGUMENT,
+  UNSUPPORTED_MEDIA_TYPE: status.INVALID_ARGUMENT,
+  NOT_ACCEPTABLE: status.INVALID_ARGUMENT,
+  ACCESS_DENIED: status.PERMISSION_DENIED,
+  MODEL_NOT_FOUND: status.NOT_FOUND,
+  ROUTE_NOT_FOUND: status.NOT_FOUND,
+  METHOD_NOT_ALLOWED: status.UNIMPLEMENTED,
+  UNSUPPORTED: status.UNIMPLEMENTED,
+  MODEL_ALREADY_LOADED: status.ALREADY_EXISTS,
+  PAYLOAD_TOO_LARGE: status.RESOURCE_EXHAUSTED,
+  INSUFFICIENT_MEMORY: status.RESOURCE_EXHAUSTED,
+  INSUFFICIENT_STORAGE: status.RESOURCE_EXHAUSTED,
+  OVERLOADED: status.UNAVAILABLE,
+  TIMEOUT: status.UNAVAILABLE,
+  UPSTREAM_UNAVAILABLE: status.UNAVAILABLE,
+  SHUTTING_DOWN: status.UNAVAILABLE,
+  CANCELLED: status.CANCELLED,
+  INTERNAL: status.INTERNAL,
+};
+
+describe('grpc/status-codes', () => {
+  test('every error code has its gRPC status', () => {
+    for (const code of ERROR_CODES) assert.equal(grpcStatusOf(code), EXPECTED[code], code);
+  });
+
+  test('the reply carries the message, the status and the code in metadata', () => {
+    const { grpcError, error } = grpcErrorReply(new ServingError('MODEL_NOT_FOUND', "model 'x' not found", { model: 'x' }));
+    assert.equal(grpcError.code, status.NOT_FOUND);
+    assert.equal(grpcError.details, "model 'x' not found");
+    assert.deepEqual(grpcError.metadata!.get(ERROR_CODE_METADATA), ['MODEL_NOT_FOUND']);
+    assert.equal(error.model, 'x');
+    assert.equal(statusName(status.NOT_FOUND), 'NOT_FOUND');
+  });
+
+  test('long messages are cut to 2048 characters; unknown errors are INTERNAL', () => {
+    assert.equal(grpcErrorReply(new ServingError('INVALID_INPUT', 'x'.repeat(5000))).grpcError.details!.length, 2048);
+    const r = grpcErrorReply(new Error('boom'));
+    assert.equal(r.grpcError.code, status.INTERNAL);
+    assert.equal(r.error.code, 'INTERNAL');
+  });
+});
