@@ -2,7 +2,7 @@
 # Assembles the runtime tree of the onnx-mme image into DEST:
 #   DEST/package.json, package-lock.json           (package.json's "type": "module" makes dist/ ESM)
 #   DEST/node_modules                              production dependencies only, from the lockfile
-#   DEST/dist/src                                  the compiled server and CLI
+#   DEST/dist/src                                  the compiled server and CLI (and the gRPC .proto files)
 #   DEST/serve                                     SageMaker's entry point (docker run IMAGE serve)
 # Both Dockerfiles run this in their build stage and copy DEST into the
 # runtime stage unchanged; test/integration/packaging.test.ts runs it too and
@@ -26,6 +26,10 @@ dest=$3
 
 if [ ! -f "$build/src/main.js" ] || [ ! -f "$build/src/cli/onnx-mme.js" ]; then
   echo "$0: $build/src has no compiled server; run 'npm run build' first" >&2
+  exit 1
+fi
+if [ ! -f "$build/src/grpc/proto/grpc_service.proto" ]; then
+  echo "$0: $build/src/grpc/proto has no .proto files (the gRPC listener loads them); 'npm run build' copies them" >&2
   exit 1
 fi
 if [ -e "$dest" ] && [ -n "$(ls -A "$dest")" ]; then

@@ -23,6 +23,8 @@ const config = loadServerConfig({
 const running = await startServer(config, silentLogger(), createMetrics({ collectProcessMetrics: true }));
 announce({
   port: running.port,
+  // MME_GRPC_PORT=0 in the parent's env: the gRPC listener's port (grpc.bench).
+  ...(running.grpcPort === undefined ? {} : { grpcPort: running.grpcPort }),
   runtimeWorkers: config.runtimeWorkers,
   intraOpThreads: config.intraOpThreads ?? 'onnxruntime default',
   maxInflightRequests: config.maxInflightRequests,

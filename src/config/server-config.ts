@@ -440,7 +440,7 @@ export const SETTINGS: readonly AnySetting[] = [
     key: 'safePortRange',
     env: ['SAGEMAKER_SAFE_PORT_RANGE'],
     defaultText: '(none)',
-    description: 'Set by SageMaker: the inclusive range (`MIN-MAX`) any extra port must lie in; `MME_METRICS_PORT` outside it stops startup.',
+    description: 'Set by SageMaker: the inclusive range (`MIN-MAX`) any extra port must lie in; `MME_METRICS_PORT` or `MME_GRPC_PORT` outside it stops startup.',
     parse: (raw) => (raw === undefined || raw.trim() === '' ? undefined : portRange('SAGEMAKER_SAFE_PORT_RANGE', raw)),
   },
   {
@@ -465,7 +465,7 @@ export const SETTINGS: readonly AnySetting[] = [
     key: 'grpcPort',
     env: ['MME_GRPC_PORT'],
     defaultText: '(none: no gRPC listener)',
-    description: "Serve the KServe v2 gRPC protocol (`inference.GRPCInferenceService`, Triton's; with `grpc.health.v1`) on this port; Triton's is 8001. Must lie inside `SAGEMAKER_SAFE_PORT_RANGE` when that is set. 0 = any free port.",
+    description: "Serve the KServe v2 gRPC protocol (`inference.GRPCInferenceService`, Triton's; with `grpc.health.v1`) on this port; Triton's is 8001. Must lie inside `SAGEMAKER_SAFE_PORT_RANGE` when that is set, and differ from the main and metrics ports. 0 = any free port.",
     parse: (raw, env) => {
       if (raw === undefined || raw.trim() === '') return undefined;
       const port = int('MME_GRPC_PORT', raw, 0, 65535);

@@ -16,6 +16,7 @@ import { addSub, writeModelDir } from '../../examples/models/zoo.js';
 import { deploymentRequests, invocationRequest } from '../../examples/sagemaker/deploy-mme.js';
 import { parseYamlDocuments, type YamlValue } from '../support/mini-yaml.js';
 import { tempDir } from '../support/temp-dir.js';
+import { asValues, call, connect, inferRequest } from '../support/grpc-client.js';
 import { input, request, startTestServer } from '../support/test-server.js';
 
 const buildRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -94,8 +95,10 @@ describe('Kubernetes and KServe manifests', () => {
         assert.doesNotThrow(() => loadServerConfig(env), `${where}: the server refuses these values`);
         assert.deepEqual(c['args'], ['serve'], `${where}: the image's ENTRYPOINT is onnx-mme; args must be ["serve"]`);
         const port = loadServerConfig(env).port;
+        const grpcPort = loadServerConfig(env).grpcPort;
         const ports = list(c['ports'], `${where} ports`).map((p) => obj(p, 'port'));
-        assert.deepEqual(ports.map((p) => p['containerPort']), [port], `${where}: containerPort is the port the server listens on`);
+        assert.deepEqual(ports.map((p) => p['containerPort']), grpcPort === undefined ? [port] : [port, grpcPort], `${where}: containerPort is the port the server listens on (then MME_GRPC_PORT's)`);
+        if (grpcPort !== undefined) assert.equal(ports[1]!['name'], 'h2c', `${where}: KServe and Knative know a gRPC port by the name h2c`);
         for (const probeName of ['readinessProbe', 'livenessProbe']) {
           const get = obj(obj(c[probeName], `${where} ${probeName}`)['httpGet'], `${probeName}.httpGet`);
           const p = get['port'];
@@ -169,7 +172,14 @@ describe('Kubernetes and KServe manifests', () => {
       const server = await startTestServer({
         modelSource: path.join(work, 'models'),
         cacheDir: path.join(work, `cache-${m.file}`),
-        env: { ...env, MME_MODEL_SOURCE: path.join(work, 'models'), MME_CACHE_DIR: path.join(work, `cache-${m.file}`), SAGEMAKER_BIND_TO_PORT: '0', MME_HOST: '127.0.0.1' },
+        env: {
+          ...env,
+          MME_MODEL_SOURCE: path.join(work, 'models'),
+          MME_CACHE_DIR: path.join(work, `cache-${m.file}`),
+          SAGEMAKER_BIND_TO_PORT: '0',
+          MME_HOST: '127.0.0.1',
+          ...(env['MME_GRPC_PORT'] === undefined ? {} : { MME_GRPC_PORT: '0' }),
+        },
       });
       try {
         for (const p of paths) assert.equal((await request(`${server.url}${p}`)).status, 200, `${m.file}: GET ${p}`);
@@ -186,6 +196,18 @@ describe('Kubernetes and KServe manifests', () => {
         const v2 = await request(`${server.url}/v2/models/add_sub/infer`, { method: 'POST', json: body });
         assert.equal(v2.status, 200, `${m.file}: KServe v2 infer: ${v2.text}`);
         assert.deepEqual(v2.body.outputs[0].data, seq.map((v) => 2 * v));
+        if (env['MME_GRPC_PORT'] !== undefined) {
+          // The gRPC port the manifest exposes: health, and the same inference as tritonclient.grpc sends it.
+          const grpc = connect(`127.0.0.1:${server.running.grpcPort}`);
+          try {
+            assert.equal((await call(grpc.health, 'Check', { service: '' })).response?.status, 'SERVING', `${m.file}: grpc.health.v1`);
+            const r = await call(grpc.inference, 'ModelInfer', inferRequest('add_sub', [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], values: seq }, { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], values: seq }]));
+            assert.equal(r.error, null, `${m.file}: gRPC ModelInfer: ${r.error?.details}`);
+            assert.deepEqual(asValues(r.response, 'OUTPUT0')!.values, seq.map((v) => 2 * v));
+          } finally {
+            grpc.close();
+          }
+        }
       } finally {
         await server.close();
       }

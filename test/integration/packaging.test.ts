@@ -185,7 +185,12 @@ describe('container images', () => {
     // What the tree holds: production dependencies only, this platform's onnxruntime binaries, compiled JS.
     const pkg = JSON.parse(await readFile(path.join(repoRoot, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; devDependencies: Record<string, string> };
     for (const dep of Object.keys(pkg.dependencies)) assert.ok(existsSync(path.join(dest, 'node_modules', dep, 'package.json')), `production dependency ${dep} missing`);
-    for (const dep of Object.keys(pkg.devDependencies)) assert.ok(!existsSync(path.join(dest, 'node_modules', dep)), `dev dependency ${dep} in the runtime tree`);
+    // A dev dependency that a production one also needs (protobufjs, under @grpc/proto-loader, depends on @types/node) is not dev-only: the lockfile says which are.
+    const lock = JSON.parse(await readFile(path.join(repoRoot, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> };
+    for (const dep of Object.keys(pkg.devDependencies)) {
+      if (lock.packages[`node_modules/${dep}`]?.dev !== true) continue;
+      assert.ok(!existsSync(path.join(dest, 'node_modules', dep)), `dev dependency ${dep} in the runtime tree`);
+    }
     assert.deepEqual(await readdir(path.join(dest, 'node_modules', 'onnxruntime-node', 'bin', 'napi-v6')), [process.platform]);
     assert.deepEqual(await readdir(path.join(dest, 'node_modules', 'onnxruntime-node', 'bin', 'napi-v6', process.platform)), [process.arch]);
     assert.deepEqual((await readdir(dest)).sort(), ['dist', 'node_modules', 'package-lock.json', 'package.json', 'serve']);
