@@ -164,6 +164,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
         logger,
         isShuttingDown: () => shuttingDown,
         inflight,
+        modelMesh: config.modelMesh ? { capacityBytes: budget.bytes, maxLoadingConcurrency: Math.max(1, pool.size) } : undefined,
       });
     } catch (err) {
       // Nothing half-started, as for the metrics listener.
@@ -180,6 +181,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
       metricsPort,
       grpcPort,
       grpcTls: grpc?.tls,
+      modelMesh: config.modelMesh,
       source: source.description,
       cacheDir: config.cacheDir,
       multiModel: config.multiModel,

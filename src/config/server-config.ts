@@ -79,6 +79,8 @@ export interface ServerConfig {
   readonly grpcTlsKeyFile: string | undefined;
   /** MME_GRPC_TLS_CA: PEM CAs that must have signed a client's certificate (mutual TLS). */
   readonly grpcTlsCaFile: string | undefined;
+  /** MME_MODEL_MESH: also serve ModelMesh's runtime SPI (mmesh.ModelRuntime) on the gRPC port. */
+  readonly modelMesh: boolean;
 }
 
 export type DefaultAccept = 'application/json' | 'text/csv' | 'application/x-npy';
@@ -513,6 +515,18 @@ export const SETTINGS: readonly AnySetting[] = [
       if (!raw?.trim()) return undefined;
       if (!env['MME_GRPC_TLS_CERT']?.trim()) throw new Error("MME_GRPC_TLS_CA needs MME_GRPC_TLS_CERT and MME_GRPC_TLS_KEY (the server's own certificate and key)");
       return path.resolve(raw.trim());
+    },
+  },
+  {
+    key: 'modelMesh',
+    env: ['MME_MODEL_MESH'],
+    defaultText: 'false',
+    description:
+      "Also serve ModelMesh's runtime SPI (`mmesh.ModelRuntime`: loadModel, unloadModel, modelSize, predictModelSize, runtimeStatus) on `MME_GRPC_PORT`, over the SageMaker-managed mode; needs `MME_GRPC_PORT`. Off by default: runtimeStatus unloads every managed model.",
+    parse: (raw, env) => {
+      const on = raw === undefined ? false : bool('MME_MODEL_MESH', raw);
+      if (on && !env['MME_GRPC_PORT']?.trim()) throw new Error('MME_MODEL_MESH=true needs MME_GRPC_PORT (model-mesh talks to the runtime over gRPC)');
+      return on;
     },
   },
   {

@@ -18,6 +18,7 @@ import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { ServingError } from '../errors.js';
 import { HealthState } from './health.js';
 import { inferenceImplementation, type HandlerDeps } from './inference-handlers.js';
+import { modelMeshImplementation } from './model-mesh.js';
 import { loadProtos } from './protos.js';
 
 export interface GrpcTlsFiles {
@@ -31,6 +32,8 @@ export interface GrpcListenerOptions extends HandlerDeps {
   readonly port: number;
   readonly maxMessageBytes: number;
   readonly tls: GrpcTlsFiles | undefined;
+  /** MME_MODEL_MESH: also serve mmesh.ModelRuntime, with these limits. */
+  readonly modelMesh: { readonly capacityBytes: number; readonly maxLoadingConcurrency: number } | undefined;
 }
 
 export interface GrpcListener {
@@ -68,6 +71,7 @@ export async function startGrpcListener(options: GrpcListenerOptions): Promise<G
   });
   server.addService(protos.inference, inferenceImplementation(options));
   server.addService(protos.health, health.implementation());
+  if (options.modelMesh !== undefined) server.addService(protos.modelMesh, modelMeshImplementation({ ...options, ...options.modelMesh }));
   const creds = await credentials(options.tls);
   // IPv6 literals need brackets in a gRPC target.
   const host = options.host.includes(':') ? `[${options.host}]` : options.host;

@@ -1,7 +1,8 @@
 /**
  * @module grpc/protos
  * Loads the .proto files of src/grpc/proto (the KServe v2 service, Triton's
- * ModelConfig, grpc.health.v1) with @grpc/proto-loader. `npm run build`
+ * ModelConfig, grpc.health.v1, ModelMesh's mmesh.ModelRuntime) with
+ * @grpc/proto-loader. `npm run build`
  * copies them beside the compiled code (dist/src/grpc/proto), which is what
  * the image carries; a checkout without that copy reads them from src/.
  * Clients in other languages generate their stubs from the same files.
@@ -33,22 +34,27 @@ export const LOADER_OPTIONS: Options = Object.freeze({ keepCase: true, longs: St
 export interface Protos {
   readonly inference: ServiceDefinition;
   readonly health: ServiceDefinition;
+  /** ModelMesh's runtime SPI (mmesh.ModelRuntime). */
+  readonly modelMesh: ServiceDefinition;
   /** The loaded packages (clients are made from these). */
   readonly packages: GrpcObject;
 }
+
+/** The service files (model_config.proto comes in through grpc_service.proto's import). */
+export const PROTO_FILES = ['grpc_service.proto', 'health.proto', 'model-runtime.proto'];
 
 let loaded: Protos | undefined;
 
 export function loadProtos(): Protos {
   if (loaded) return loaded;
   const dir = protoDir();
-  const definition = loadSync([path.join(dir, 'grpc_service.proto'), path.join(dir, 'health.proto')], { ...LOADER_OPTIONS, includeDirs: [dir] });
+  const definition = loadSync(PROTO_FILES.map((f) => path.join(dir, f)), { ...LOADER_OPTIONS, includeDirs: [dir] });
   const packages = loadPackageDefinition(definition);
   const service = (pkg: string, name: string): ServiceDefinition => {
     let node: unknown = packages;
     for (const part of pkg.split('.')) node = (node as Record<string, unknown>)[part];
     return ((node as Record<string, { service: ServiceDefinition }>)[name]!).service;
   };
-  loaded = { inference: service('inference', 'GRPCInferenceService'), health: service('grpc.health.v1', 'Health'), packages };
+  loaded = { inference: service('inference', 'GRPCInferenceService'), health: service('grpc.health.v1', 'Health'), modelMesh: service('mmesh', 'ModelRuntime'), packages };
   return loaded;
 }

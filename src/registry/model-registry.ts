@@ -530,9 +530,10 @@ export class ModelRegistry {
   // self-managed target on request (POST /v2/repository/models/{m}/unload).
 
   /** A resident entry's state and package, without loading anything; undefined when not resident. */
-  peekResident(kind: 'target' | 'managed', name: string): { readonly state: EntryState; readonly pkg: LoadedPackage | undefined } | undefined {
+  peekResident(kind: 'target' | 'managed', name: string): { readonly state: EntryState; readonly pkg: LoadedPackage | undefined; readonly bytes: number } | undefined {
     const entry = this.entries.get(kind === 'target' ? this.targetKey(normalizeTarget(name)) : `managed:${name}`);
-    return entry === undefined ? undefined : { state: entry.state, pkg: entry.pkg };
+    // bytes: the memory the load measured (0 until it has), what the budget counts for it.
+    return entry === undefined ? undefined : { state: entry.state, pkg: entry.pkg, bytes: entry.loaded?.bytes ?? 0 };
   }
 
   private targetKey(target: string): string {

@@ -18,6 +18,7 @@ import { checkClassifiable, classificationOf, classify } from '../protocol/class
 import type { InferRequest, InferResponse, RequestedOutput } from '../protocol/infer-types.js';
 import type { Tensor } from '../protocol/tensor.js';
 import { latestVersion, type LoadedModel } from '../registry/loaded-model.js';
+import { predictPackageBytes } from '../registry/package-size.js';
 import type { Lease, ManagedModelInfo, ModelRegistry } from '../registry/model-registry.js';
 import { scheduleOptionsFrom } from '../scheduler/schedule-options.js';
 import { normalizeTarget } from '../store/target-path.js';
@@ -305,6 +306,16 @@ export class InferenceService {
 
   unloadModel(name: string, targetHeader: string | undefined): Promise<void> {
     return this.options.registry.unloadManaged(name, targetHeader);
+  }
+
+  /** Memory a resident SageMaker-managed model holds, as the memory budget counts it; undefined when it is not resident. */
+  managedModelBytes(name: string): number | undefined {
+    return this.options.registry.peekResident('managed', name)?.bytes;
+  }
+
+  /** The memory a package directory is predicted to need before it is loaded (the registry's own prediction). */
+  predictModelBytes(dir: string): Promise<number> {
+    return predictPackageBytes(dir);
   }
 
   describeModel(name: string): ManagedModelInfo {

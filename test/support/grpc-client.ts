@@ -19,18 +19,21 @@ type Unary = (request: unknown, metadata: Metadata, options: { deadline?: number
 export interface GrpcClients {
   readonly inference: Client & Record<string, Unary> & { ModelStreamInfer(): ClientDuplexStream<unknown, any> };
   readonly health: Client & Record<string, Unary> & { Watch(request: unknown): ClientReadableStream<any> };
+  /** ModelMesh's runtime SPI (served with MME_MODEL_MESH=true). */
+  readonly modelMesh: Client & Record<string, Unary>;
   close(): void;
 }
 
 /** The stubs, from the .proto files exactly as shipped (no server code involved beyond finding them). */
 export function connect(target: string, creds: ChannelCredentials = credentials.createInsecure(), options: Record<string, unknown> = {}): GrpcClients {
   const dir = protoDir();
-  const definition = loadSync([path.join(dir, 'grpc_service.proto'), path.join(dir, 'health.proto')], { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true, includeDirs: [dir] });
+  const definition = loadSync([path.join(dir, 'grpc_service.proto'), path.join(dir, 'health.proto'), path.join(dir, 'model-runtime.proto')], { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true, includeDirs: [dir] });
   const pkgs = loadPackageDefinition(definition) as any;
   const opts = { 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1, ...options };
   const inference = new pkgs.inference.GRPCInferenceService(target, creds, opts);
   const health = new pkgs.grpc.health.v1.Health(target, creds, opts);
-  return { inference, health, close: () => (inference.close(), health.close()) };
+  const modelMesh = new pkgs.mmesh.ModelRuntime(target, creds, opts);
+  return { inference, health, modelMesh, close: () => (inference.close(), health.close(), modelMesh.close()) };
 }
 
 export interface CallResult {

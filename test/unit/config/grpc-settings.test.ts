@@ -45,3 +45,12 @@ describe('gRPC settings', () => {
     assert.match(problem({ MME_GRPC_TLS_CA: 'ca.pem' }), /MME_GRPC_TLS_CA needs/);
   });
 });
+
+describe('MME_MODEL_MESH', () => {
+  test('off by default; on only with MME_GRPC_PORT', () => {
+    assert.equal(loadServerConfig(base).modelMesh, false);
+    assert.equal(loadServerConfig({ ...base, MME_GRPC_PORT: '8001', MME_MODEL_MESH: 'true' }).modelMesh, true);
+    assert.match(problem({ MME_MODEL_MESH: 'true' }), /MME_MODEL_MESH=true needs MME_GRPC_PORT/);
+    assert.match(problem({ MME_GRPC_PORT: '8001', MME_MODEL_MESH: 'maybe' }), /MME_MODEL_MESH must be true or false/);
+  });
+});

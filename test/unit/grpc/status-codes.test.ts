@@ -5,6 +5,9 @@
  * long messages are cut, and anything else is INTERNAL.
  */
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import { ERROR_CODES, ServingError, type ErrorCode } from '../../../src/errors.js';
@@ -55,5 +58,25 @@ describe('grpc/status-codes', () => {
     const r = grpcErrorReply(new Error('boom'));
     assert.equal(r.grpcError.code, status.INTERNAL);
     assert.equal(r.error.code, 'INTERNAL');
+  });
+});
+
+describe('docs/grpc.md', () => {
+  test('its status table is the code\'s: every error code once, under the status it maps to', async () => {
+    // dist/test/unit/grpc → the repository root.
+    const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..');
+    const text = await readFile(path.join(root, 'docs', 'grpc.md'), 'utf8');
+    const table = text.slice(text.indexOf('| gRPC status | Error codes |'));
+    const documented = new Map<string, string>();
+    for (const line of table.split('\n').slice(2)) {
+      if (!line.startsWith('|')) break;
+      const [statusCell, codesCell] = line.split('|').slice(1, 3).map((c) => c.trim());
+      for (const code of codesCell!.match(/[A-Z_]+/g) ?? []) {
+        assert.ok(!documented.has(code), `${code} listed twice`);
+        documented.set(code, statusCell!.replace(/`/g, ''));
+      }
+    }
+    for (const code of ERROR_CODES) assert.equal(documented.get(code), statusName(grpcStatusOf(code)), `docs/grpc.md: ${code}`);
+    assert.equal(documented.size, ERROR_CODES.length);
   });
 });

@@ -1,0 +1,159 @@
+/**
+ * @module grpc/model-mesh
+ * ModelMesh's runtime SPI (`mmesh.ModelRuntime`, MME_MODEL_MESH=true) over
+ * the SageMaker-managed mode, which it mirrors: model-mesh decides which pod
+ * holds which model and tells the runtime to load a model from a local path
+ * under an id, exactly as SageMaker's `POST /models {model_name, url}` does.
+ * So loadModel is a managed load (modelId = model_name, modelPath = url),
+ * unloadModel a managed unload, and inference reaches the model by its id
+ * through inference.GRPCInferenceService, where model-mesh writes the id into
+ * field 1 (`model_name` / `name`) as runtimeStatus tells it.
+ *
+ * ModelMesh's rules kept here: an unload of a model that is not loaded
+ * succeeds; a load cancelled by model-mesh is followed by an unload, which
+ * waits for that load to settle so nothing stays loaded behind its back; a
+ * repeated load of the same id and path succeeds; runtimeStatus purges every
+ * managed model before it answers READY (a model-mesh restart must find the
+ * runtime empty).
+ */
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import type { UntypedServiceImplementation, ServerUnaryCall, sendUnaryData } from '@grpc/grpc-js';
+import { ServingError } from '../errors.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { InferenceService } from '../service/inference-service.js';
+import { SERVER_VERSION } from '../service/server-identity.js';
+import { grpcErrorReply, statusName } from './status-codes.js';
+
+export interface ModelMeshOptions {
+  readonly service: InferenceService;
+  readonly metrics: Metrics;
+  readonly logger: Logger;
+  /** The memory budget models live in (capacityInBytes: model-mesh then never asks for more than the LRU can hold). */
+  readonly capacityBytes: number;
+  /** Loads model-mesh may run at once. */
+  readonly maxLoadingConcurrency: number;
+  readonly isShuttingDown: () => boolean;
+}
+
+/** How long model-mesh waits for a load before giving up on it. */
+export const MODEL_LOADING_TIMEOUT_MS = 120_000;
+/** model-mesh's guess for a model it has not sized yet: most ONNX models served this way are smaller. */
+export const DEFAULT_MODEL_SIZE_BYTES = 64 * 1024 * 1024;
+
+/** The inference RPCs model-mesh may forward, and where the model id goes: field 1 of each request (model_name / name). */
+export const MODEL_MESH_METHODS = ['ModelInfer', 'ModelMetadata', 'ModelReady', 'ModelConfig', 'ModelStatistics'] as const;
+
+interface LoadRequest {
+  readonly modelId: string;
+  readonly modelType: string;
+  readonly modelPath: string;
+  readonly modelKey: string;
+}
+
+function modelId(raw: string | undefined): string {
+  if (raw === undefined || raw === '') throw new ServingError('INVALID_REQUEST', "'modelId' is empty");
+  return raw;
+}
+
+/** model-mesh's puller may hand over the model file itself; a package is its directory. */
+async function packageDir(modelPath: string, id: string): Promise<string> {
+  if (!path.isAbsolute(modelPath)) throw new ServingError('INVALID_REQUEST', `model '${id}': modelPath must be an absolute path, got '${modelPath.slice(0, 200)}'`, { model: id });
+  const s = await stat(modelPath).catch(() => undefined);
+  if (s === undefined) throw new ServingError('MODEL_NOT_FOUND', `model '${id}': nothing at modelPath (${path.basename(modelPath)})`, { model: id });
+  return s.isDirectory() ? modelPath : path.dirname(modelPath);
+}
+
+export function modelMeshImplementation(options: ModelMeshOptions): UntypedServiceImplementation {
+  const { service, metrics, logger } = options;
+  /** Loads in progress by model id: an unload waits for the load it follows. */
+  const loading = new Map<string, Promise<unknown>>();
+
+  const unary = <Req, Res>(method: string, run: (request: Req) => Promise<Res>) => {
+    return (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>): void => {
+      run(call.request).then(
+        (answer) => {
+          metrics.grpcRequests.cell({ method, code: 'OK' }).inc();
+          callback(null, answer);
+        },
+        (err: unknown) => {
+          const reply = grpcErrorReply(err);
+          metrics.grpcRequests.cell({ method, code: statusName(reply.grpcError.code!) }).inc();
+          logger.warn({ method, code: reply.error.code, model: reply.error.model, err: reply.error.message }, 'model-mesh call failed');
+          callback(reply.grpcError);
+        },
+      );
+    };
+  };
+
+  const sizeOf = (id: string): number => service.managedModelBytes(id) ?? 0;
+
+  const load = async (r: LoadRequest): Promise<{ sizeInBytes: number; maxConcurrency: number }> => {
+    const id = modelId(r.modelId);
+    if (options.isShuttingDown()) throw new ServingError('SHUTTING_DOWN', 'the server is shutting down');
+    // Registered before the first await, so an unload that follows (model-mesh cancelled this load) always finds it.
+    const attempt = (async () => {
+      const dir = await packageDir(r.modelPath, id);
+      try {
+        await service.loadModel(id, dir, undefined);
+      } catch (err) {
+        // model-mesh retries: the same id from the same place is already what it asks for.
+        if (!(err instanceof ServingError && err.code === 'MODEL_ALREADY_LOADED' && service.describeModel(id).modelUrl === dir)) throw err;
+      }
+    })();
+    loading.set(id, attempt);
+    try {
+      await attempt;
+    } finally {
+      if (loading.get(id) === attempt) loading.delete(id);
+    }
+    logger.info({ model: id, modelType: r.modelType, bytes: sizeOf(id) }, 'model-mesh load');
+    return { sizeInBytes: sizeOf(id), maxConcurrency: 0 };
+  };
+
+  const unload = async (id: string): Promise<void> => {
+    await loading.get(id)?.catch(() => undefined);
+    try {
+      await service.unloadModel(id, undefined);
+      logger.info({ model: id }, 'model-mesh unload');
+    } catch (err) {
+      if (!(err instanceof ServingError && err.code === 'MODEL_NOT_FOUND')) throw err;
+    }
+  };
+
+  return {
+    loadModel: unary('mmesh.loadModel', load),
+    unloadModel: unary('mmesh.unloadModel', async (r: { modelId: string }) => {
+      await unload(modelId(r.modelId));
+      return {};
+    }),
+    predictModelSize: unary('mmesh.predictModelSize', async (r: LoadRequest) => {
+      const id = modelId(r.modelId);
+      return { sizeInBytes: await service.predictModelBytes(await packageDir(r.modelPath, id)) };
+    }),
+    modelSize: unary('mmesh.modelSize', async (r: { modelId: string }) => {
+      const id = modelId(r.modelId);
+      service.describeModel(id); // MODEL_NOT_FOUND when model-mesh asks about a model it never loaded here
+      return { sizeInBytes: sizeOf(id) };
+    }),
+    runtimeStatus: unary('mmesh.runtimeStatus', async () => {
+      // A model-mesh (re)start must find the runtime empty: what it loaded before is gone from its view.
+      const stale = service.listModels(Number.MAX_SAFE_INTEGER, undefined).models.map((m) => m.modelName);
+      await Promise.all(stale.map((id) => unload(id)));
+      if (stale.length > 0) logger.warn({ models: stale }, 'model-mesh runtimeStatus: unloaded the models loaded before it (re)started');
+      return {
+        status: options.isShuttingDown() ? 'STARTING' : 'READY',
+        capacityInBytes: options.capacityBytes,
+        maxLoadingConcurrency: options.maxLoadingConcurrency,
+        modelLoadingTimeoutMs: MODEL_LOADING_TIMEOUT_MS,
+        defaultModelSizeInBytes: DEFAULT_MODEL_SIZE_BYTES,
+        runtimeVersion: SERVER_VERSION,
+        numericRuntimeVersion: 0,
+        methodInfos: Object.fromEntries(MODEL_MESH_METHODS.map((m) => [`inference.GRPCInferenceService/${m}`, { idInjectionPath: [1] }])),
+        limitModelConcurrency: false,
+        allowAnyMethod: false,
+      };
+    }),
+  };
+}
