@@ -48,8 +48,12 @@ const pinnedOff = (v: unknown): boolean => (v as { enable?: unknown }).enable !=
 const TRT_ONLY = 'TensorRT models only; onnx-mme serves ONNX models with onnxruntime';
 const GPU_ONLY_SPEED = 'a GPU-transfer tuning knob of Triton; onnxruntime-node manages its own buffers and answers are the same';
 
-/** The ONNX Runtime `parameters` keys the server acts on (others are warned about, see `ignoredParameterKeys`). */
-export const ONNX_PARAMETER_KEYS: readonly string[] = Object.freeze(['intra_op_thread_count', 'inter_op_thread_count']);
+/**
+ * The `parameters` keys the server acts on for an ONNX model (others are
+ * warned about, see `ignoredParameterKeys`): Triton's onnxruntime thread
+ * counts, and onnx-mme's own `execution_thread` (runtime/session-placement.ts).
+ */
+export const ONNX_PARAMETER_KEYS: readonly string[] = Object.freeze(['intra_op_thread_count', 'inter_op_thread_count', 'execution_thread']);
 
 export const FIELD_SUPPORT: ReadonlyMap<string, FieldSupport> = new Map<string, FieldSupport>([
   ['name', served('the model name; must equal its directory name (defaults to it)')],
@@ -176,7 +180,7 @@ export const FIELD_SUPPORT: ReadonlyMap<string, FieldSupport> = new Map<string, 
   ['default_model_filename', served('the ONNX file in each version directory (default model.onnx)')],
   ['cc_model_filenames', ignored('per-compute-capability files are a TensorRT feature; default_model_filename is loaded')],
   ['metric_tags', ignored('not added as metric labels (label cardinality is fixed, docs/metrics-and-logs.md)')],
-  ['parameters', served('intra_op_thread_count, inter_op_thread_count for ONNX models; the processing-step backends read their own keys; other onnxruntime keys are logged as ignored')],
+  ['parameters', served('intra_op_thread_count, inter_op_thread_count and execution_thread for ONNX models; the processing-step backends read their own keys; other keys of an ONNX model are logged as ignored')],
   ['parameters.string_value', served('the value')],
 
   ['model_warmup', served('each sample runs on every instance before the model serves; a failing sample fails the load')],

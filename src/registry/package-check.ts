@@ -119,7 +119,7 @@ async function describe(model: LoadedModel): Promise<CheckedModel> {
     ignoredFields: [
       ...config.ignoredFields.map((f) => ({ path: f.path, note: f.note })),
       ...(config.platform === 'onnxruntime_onnx'
-        ? ignoredParameterKeys(config.parameters).map((k) => ({ path: `parameters.${k}`, note: 'onnx-mme gives onnxruntime only intra_op_thread_count and inter_op_thread_count' }))
+        ? ignoredParameterKeys(config.parameters).map((k) => ({ path: `parameters.${k}`, note: 'onnx-mme reads only intra_op_thread_count, inter_op_thread_count and execution_thread for an ONNX model' }))
         : []),
     ],
   };

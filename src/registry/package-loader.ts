@@ -346,7 +346,7 @@ export class PackageBuilder {
     for (const key of ignoredParameterKeys(config.parameters)) {
       this.deps.logger.warn(
         { model: label, field: `parameters.${key}` },
-        `config.pbtxt parameter '${key}' is ignored: onnx-mme gives onnxruntime only intra_op_thread_count and inter_op_thread_count`,
+        `config.pbtxt parameter '${key}' is ignored: onnx-mme reads only intra_op_thread_count, inter_op_thread_count and execution_thread for an ONNX model`,
       );
     }
   }
