@@ -29,6 +29,10 @@ const COMMANDS: Readonly<Record<string, { readonly summary: string; load(): Prom
     summary: 'send one inference request (JSON, .npy or CSV) with the target-model header and print the answer',
     load: async () => (await import('./invoke.js')).invokeCommand,
   },
+  perf: {
+    summary: 'load-test an endpoint (KServe v2, SageMaker /invocations or InvokeEndpoint): throughput, latency percentiles, errors',
+    load: async () => (await import('./perf.js')).perfCommand,
+  },
   serve: {
     summary: 'run the server (what SageMaker starts with `docker run IMAGE serve`)',
     load: async () => (await import('./serve.js')).serveCommand,
