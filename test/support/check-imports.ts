@@ -35,7 +35,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   // The load generator (onnx-mme perf): a client of any endpoint; it knows the wire formats, not the server.
   perf: ['perf', 'protocol', 'errors'],
   // onnx-mme tune: starts the server in-process on candidate configs and measures them with perf/.
-  tune: ['tune', 'perf', 'server', 'config', 'observability', 'protocol', 'errors'],
+  tune: ['tune', 'perf', 'server', 'config', 'observability', 'errors'],
   // The command line is an entry point like main: it composes the layers (validate = registry, pack/push = archives and S3).
   cli: ['*'],
 };
