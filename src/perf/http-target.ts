@@ -115,26 +115,60 @@ export function createHttpTarget(options: HttpTargetOptions): Target {
   };
 }
 
+/**
+ * A GET over node:http(s) (not fetch, whose "bad port" list refuses some
+ * ports a server may well listen on): the status and body, or why there is
+ * none ("ECONNREFUSED", "timeout").
+ */
+export function httpGet(url: string, timeoutMs = 10_000): Promise<{ status: number; body: string } | { error: string }> {
+  return new Promise((resolve) => {
+    let done = false;
+    const finish = (v: { status: number; body: string } | { error: string }): void => {
+      if (!done) {
+        done = true;
+        resolve(v);
+      }
+    };
+    let req: http.ClientRequest;
+    try {
+      req = (url.startsWith('https:') ? https : http).get(url, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.once('end', () => finish({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+        res.once('error', (err: NodeJS.ErrnoException) => finish({ error: err.code ?? err.message }));
+      });
+    } catch (err) {
+      finish({ error: (err as Error).message });
+      return;
+    }
+    req.setTimeout(timeoutMs, () => {
+      finish({ error: `no answer within ${timeoutMs / 1000} s` });
+      req.destroy();
+    });
+    req.once('error', (err: NodeJS.ErrnoException) => finish({ error: err.code ?? err.message }));
+  });
+}
+
 /** GET a JSON document (metadata, statistics); undefined when the target does not answer it with 200 JSON. */
 export async function getJson(url: string, timeoutMs = 10_000): Promise<unknown> {
+  const r = await httpGet(url, timeoutMs);
+  if (!('status' in r) || r.status !== 200) return undefined;
   try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
-    if (res.status !== 200) {
-      await res.body?.cancel();
-      return undefined;
-    }
-    return (await res.json()) as unknown;
+    return JSON.parse(r.body) as unknown;
   } catch {
     return undefined;
   }
 }
 
+/** Why GET `url` gave no model metadata: "HTTP 404: ...", "ECONNREFUSED" (for messages). */
+export async function whyNoJson(url: string, timeoutMs = 10_000): Promise<string> {
+  const r = await httpGet(url, timeoutMs);
+  if (!('status' in r)) return r.error;
+  const text = r.body.slice(0, 200).trim();
+  return r.status === 200 ? 'the answer is not model metadata (KServe v2 {"inputs": [...]})' : `HTTP ${r.status}${text ? `: ${text}` : ''}`;
+}
+
 export async function getText(url: string, timeoutMs = 10_000): Promise<string | undefined> {
-  try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
-    const text = await res.text();
-    return res.status === 200 ? text : undefined;
-  } catch {
-    return undefined;
-  }
+  const r = await httpGet(url, timeoutMs);
+  return 'status' in r && r.status === 200 ? r.body : undefined;
 }

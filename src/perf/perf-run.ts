@@ -7,7 +7,7 @@
  * (perf/server-split.ts) where the target offers them.
  */
 import { readFile } from 'node:fs/promises';
-import { createHttpTarget, getJson, type Target } from './http-target.js';
+import { createHttpTarget, getJson, whyNoJson, type Target } from './http-target.js';
 import { runStep, type StepProgress, type StepResult, type StepSettings } from './load-step.js';
 import { encodeV2, generatedTensors, payloadsFromFile, type InputDataMode, type InputMetadata, type RequestPayload, type ShapeOptions } from './request-payloads.js';
 import { createSdkTarget } from './sdk-target.js';
@@ -99,7 +99,8 @@ async function buildPayloads(options: PerfOptions, metadata: Metadata | undefine
     return out;
   }
   if (metadata === undefined) {
-    throw new PerfSetupError(`no metadata for model '${modelLabel}' at ${options.baseUrl} (GET /v2/models/${modelLabel}): give real requests with --input-data FILE`);
+    const url = `${options.baseUrl.replace(/\/+$/, '')}/v2/models/${encodeURIComponent(modelLabel)}`;
+    throw new PerfSetupError(`no metadata for model '${modelLabel}' (GET ${url}: ${await whyNoJson(url)}); give real requests with --input-data FILE`);
   }
   if (metadata.inputs.length === 0) throw new PerfSetupError(`model '${modelLabel}': its metadata lists no inputs`);
   try {
