@@ -160,10 +160,11 @@ export function perfOptions(parsed: Parsed, io: CliIo): PerfOptions & { readonly
   };
 }
 
-async function writeOutput(file: string | undefined, text: string, what: string, io: CliIo): Promise<void> {
+/** Writes `render()` to `file` when the option was given (rendered only then). */
+async function writeOutput(file: string | undefined, render: () => string, what: string, io: CliIo): Promise<void> {
   if (file === undefined) return;
   try {
-    await writeFile(file, text);
+    await writeFile(file, render());
     write(io.stderr, `perf: wrote ${what} to ${file}`);
   } catch (err) {
     throw new UsageError(`cannot write ${what} to ${file}: ${(err as Error).message}`);
@@ -192,9 +193,9 @@ export const perfCommand: CliCommand = {
     }
     io.stdout.write(runTable(run));
     const subtitle = `onnx-mme perf, ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, client ${os.hostname()} (${os.availableParallelism()} cores)`;
-    await writeOutput(stringOption(parsed, 'json'), runJson(run), 'JSON', io);
-    await writeOutput(stringOption(parsed, 'csv'), runCsv(run), 'CSV', io);
-    await writeOutput(stringOption(parsed, 'chart'), runChart(run, subtitle), 'the chart', io);
+    await writeOutput(stringOption(parsed, 'json'), () => runJson(run), 'JSON', io);
+    await writeOutput(stringOption(parsed, 'csv'), () => runCsv(run), 'CSV', io);
+    await writeOutput(stringOption(parsed, 'chart'), () => runChart(run, subtitle), 'the chart', io);
     const noAnswer = run.steps.filter((s) => s.latency.count === 0);
     const failed = run.steps.reduce((n, s) => n + s.errors, 0);
     if (noAnswer.length > 0) {

@@ -9,7 +9,8 @@
  * runs continuously, completions are sliced into windows by completion time,
  * and the step ends once the last two windows agree within the tolerance on
  * throughput and mean latency, or when its time cap is reached (reported as
- * unstable). The step's figures are those two windows merged; earlier
+ * unstable; a step whose last windows got no answer at all waits up to a
+ * request timeout longer, since that is no measurement). The step's figures are those two windows merged; earlier
  * windows are warm-up. Open-loop latency is counted from the scheduled
  * arrival, not the actual send, so a generator that falls behind cannot hide
  * it (coordinated omission).
@@ -189,7 +190,11 @@ export async function runStep(target: Target, requests: readonly PreparedRequest
         break;
       }
     }
-    if (performance.now() - stepStarted + s.windowMs > s.maxStepMs) break;
+    // The time cap ends the step, unless no answer at all came in the last two windows while requests were out
+    // (a first connection, a cold model): that is no measurement, so it waits, at most a request timeout longer.
+    const late = performance.now() - stepStarted + s.windowMs;
+    const answered = windows.slice(-2).reduce((n, x) => n + x.latenciesMs.length + x.errors.size, 0) > 0;
+    if (late > s.maxStepMs && (answered || late > s.maxStepMs + s.requestTimeoutMs)) break;
   }
   const measured = windows.slice(-2);
   stopping = true;

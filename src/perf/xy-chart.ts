@@ -56,6 +56,7 @@ export function shortNumber(v: number): string {
 
 /** About six round ticks (1, 2, 5 × 10^k steps) covering [lo, hi]. */
 function linearTicks(lo: number, hi: number): number[] {
+  if (!Number.isFinite(lo) || !Number.isFinite(hi)) return [];
   const span = hi - lo || Math.abs(hi) || 1;
   const raw = span / 6;
   const e = 10 ** Math.floor(Math.log10(raw));
@@ -67,6 +68,7 @@ function linearTicks(lo: number, hi: number): number[] {
 
 function logTicks(lo: number, hi: number): number[] {
   const ticks: number[] = [];
+  if (!(lo > 0) || !Number.isFinite(hi) || hi < lo) return ticks;
   for (let e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e++) {
     for (const m of [1, 2, 5]) {
       const t = m * 10 ** e;
@@ -82,7 +84,8 @@ export function renderXyChart(chart: XyChart): string {
   const all = chart.series.flatMap((s) => s.points).filter((p) => Number.isFinite(p.x) && Number.isFinite(p.y));
   const plotW = W - M.left - M.right;
   const plotH = H - M.top - M.bottom;
-  const logX = chart.logX === true && all.every((p) => p.x > 0);
+  // A log axis needs positive values; with none at all (no successful answer) the frame is drawn empty, linear.
+  const logX = chart.logX === true && all.length > 0 && all.every((p) => p.x > 0);
   let xLo = Math.min(...all.map((p) => p.x), Number.POSITIVE_INFINITY);
   let xHi = Math.max(...all.map((p) => p.x), Number.NEGATIVE_INFINITY);
   let yHi = Math.max(...all.map((p) => p.y), 0);

@@ -78,10 +78,11 @@ export async function writeTuneOutput(r: TuneResult, outDir: string, modelLabel:
   files['config.diff'] = diff === '' ? '# no change: your config is the recommendation\n' : diff;
 
   const measured = r.points.filter((p) => p.phase !== 'confirm' && p.error === undefined && p.at !== undefined);
-  const chosen = c.recommended;
+  // Ringed where the chosen setting sits among the candidates (its search measurement), so the mark is on the front drawn.
+  const chosen = measured.find((p) => sameSetting(p.setting, r.recommended)) ?? c.recommended;
   const xy = (p: TunePoint): XyPoint => ({ x: p.at!.p99Ms, y: p.at!.throughputRps, label: p.id });
   files['pareto.svg'] = renderXyChart({
-    title: `${modelLabel}: candidates, throughput vs p99 (${objectiveText(r)})`,
+    title: `${modelLabel}: candidates, throughput vs p99 (objective: ${r.objective.kind === 'throughput' ? 'throughput' : `p99 ≤ ${r.objective.p99Ms} ms`})`,
     subtitle: r.machine,
     xLabel: 'p99 latency at the scored concurrency (ms)',
     yLabel: 'throughput (req/s)',
@@ -91,7 +92,7 @@ export async function writeTuneOutput(r: TuneResult, outDir: string, modelLabel:
       { name: 'Pareto front', color: '#1f77b4', line: true, points: paretoFront(measured.map(xy)) },
       ...(r.objective.kind === 'latency' ? [{ name: `p99 objective ${r.objective.p99Ms} ms`, color: '#d62728', line: true, dashed: true, points: [{ x: r.objective.p99Ms, y: 0 }, { x: r.objective.p99Ms, y: Math.max(1, ...measured.map((p) => p.score)) }] }] : []),
     ],
-    ...(chosen.at ? { highlight: { x: chosen.at.p99Ms, y: chosen.at.throughputRps, label: `chosen (${chosen.id})`, color: '#2ca02c' } } : {}),
+    ...(chosen.at ? { highlight: { x: chosen.at.p99Ms, y: chosen.at.throughputRps, label: `chosen (${chosen.id})${sameSetting(chosen.setting, r.userSetting) ? ' = yours' : ''}`, color: '#2ca02c' } } : {}),
   });
   const withMemory = measured.filter((p) => p.modelBytes !== undefined);
   files['memory.svg'] = renderXyChart({
@@ -127,7 +128,10 @@ export async function writeTuneOutput(r: TuneResult, outDir: string, modelLabel:
   if (gain !== undefined) lines.push(`Gain at the objective: **${gain >= 0 ? '+' : ''}${gain.toFixed(1)}%** throughput.`, '');
   else lines.push('No measured config met the objective at any concurrency swept; see the candidates below (their p99 per step is in tune.json).', '');
   lines.push('The change (`config.diff`):', '', '```diff', diff === '' ? '# no change' : diff.trimEnd(), '```', '');
-  lines.push('To use it: replace `config.pbtxt` in your package with this directory\'s `config.pbtxt` (it is your config with the knobs above changed), then `onnx-mme validate` and `onnx-mme pack` as usual.', '');
+  lines.push(
+    'To use it: replace `config.pbtxt` in your package with this directory\'s `config.pbtxt` (your config with the knobs above changed, printed in canonical text format: comments in yours are not kept; to keep them, apply the lines of `config.diff` by hand), then `onnx-mme validate` and `onnx-mme pack` as usual.',
+    '',
+  );
   lines.push('## Search', '');
   lines.push('One knob at a time, from the best setting so far; the walk along a knob stops at the first value that does not pay.', '');
   for (const d of r.dimensions) lines.push(`- ${d.dimension}: ${d.outcome}`);

@@ -150,4 +150,11 @@ describe('perf chart', () => {
     assert.match(svg, />chosen</);
     assert.doesNotMatch(svg, /NaN|Infinity/);
   });
+  it('draws an empty frame when no point is finite (a step with no successful answer)', () => {
+    for (const points of [[], [{ x: Number.NaN, y: 0 }]]) {
+      const svg = renderXyChart({ title: 't', xLabel: 'x', yLabel: 'y', logX: true, series: [{ name: 'p50', color: '#000', line: true, points }] });
+      assert.match(svg, /<\/svg>\n$/);
+      assert.doesNotMatch(svg, /NaN|Infinity/);
+    }
+  });
 });
