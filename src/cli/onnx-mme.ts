@@ -29,6 +29,14 @@ const COMMANDS: Readonly<Record<string, { readonly summary: string; load(): Prom
     summary: 'send one inference request (JSON, .npy or CSV) with the target-model header and print the answer',
     load: async () => (await import('./invoke.js')).invokeCommand,
   },
+  perf: {
+    summary: 'load-test an endpoint (KServe v2, SageMaker /invocations or InvokeEndpoint): throughput, latency percentiles, errors',
+    load: async () => (await import('./perf.js')).perfCommand,
+  },
+  tune: {
+    summary: 'measure a model package under load with candidate configs on this machine and write the best config.pbtxt',
+    load: async () => (await import('./tune.js')).tuneCommand,
+  },
   serve: {
     summary: 'run the server (what SageMaker starts with `docker run IMAGE serve`)',
     load: async () => (await import('./serve.js')).serveCommand,

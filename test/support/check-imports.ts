@@ -34,6 +34,10 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   app: ['http', 'service', 'protocol', 'observability', 'errors', 'cancellation'],
   server: ['*'],
   main: ['*'],
+  // The load generator (onnx-mme perf): a client of any endpoint; it knows the wire formats, not the server.
+  perf: ['perf', 'protocol', 'errors'],
+  // onnx-mme tune: starts the server in-process on candidate configs and measures them with perf/.
+  tune: ['tune', 'perf', 'server', 'config', 'observability', 'errors'],
   // The command line is an entry point like main: it composes the layers (validate = registry, pack/push = archives and S3).
   cli: ['*'],
 };
@@ -49,6 +53,7 @@ const PACKAGE_OWNERS: Readonly<Record<string, readonly string[]>> = {
   '@grpc/grpc-js': ['grpc'],
   '@grpc/proto-loader': ['grpc'],
   '@huggingface/tokenizers': ['backends'],
+  '@aws-sdk/client-sagemaker-runtime': ['perf'],
 };
 
 function layerOf(srcRel: string): string {
