@@ -48,7 +48,7 @@ export interface MemoryProbe {
 }
 
 export interface ModelLoaderDeps {
-  readonly memory: Pick<MemoryManager, 'reserve' | 'trim'>;
+  readonly memory: Pick<MemoryManager, 'reserve' | 'trim'> & Partial<Pick<MemoryManager, 'notify'>>;
   /** Build the package's sessions, schedulers and plan (registry/package-loader.ts loadPackage). */
   readonly loadPackage: (request: PackageLoadRequest) => Promise<LoadedPackage>;
   /** Run each session once before traffic (registry/warmup.ts); µs of each version's implicit run, where there was one. */
@@ -179,16 +179,17 @@ export class PackageModelLoader implements ModelLoader {
  * live sequence unpins it (registry: pinned), so a load waiting for memory
  * looks again.
  */
-function watchSequences(pkg: LoadedPackage, reservation: Reservation, memory: MemoryManager, stateBytes: Metrics['sequenceStateBytes'] | undefined, logger: Logger): void {
+function watchSequences(pkg: LoadedPackage, reservation: Reservation, memory: ModelLoaderDeps['memory'], stateBytes: Metrics['sequenceStateBytes'] | undefined, logger: Logger): void {
   const sequences = pkg.sequences;
   if (sequences === undefined) return;
   sequences.onChange = (stateDelta, live) => {
     if (stateDelta !== 0) {
       stateBytes?.inc(stateDelta);
       reservation.resize(reservation.bytes + stateDelta);
-      if (stateDelta > 0 && memory.usedBytes > memory.budgetBytes) void memory.trim().catch((err: unknown) => logger.warn({ err }, 'trimming memory for sequence state failed'));
+      // trim() evicts idle models only while the budget is exceeded.
+      if (stateDelta > 0) void memory.trim().catch((err: unknown) => logger.warn({ err }, 'trimming memory for sequence state failed'));
     } else if (live === 0) {
-      memory.notify();
+      memory.notify?.();
     }
   };
 }

@@ -39,7 +39,7 @@ import type { Tensor } from '../protocol/tensor.js';
 import { batchSignature, concatInputs, requestRows, splitOutputs } from './batch-merge.js';
 import { systemClock, type Clock } from './clock.js';
 import type { SchedulerMetrics } from './dynamic-batcher.js';
-import type { ModelExecutor, ModelScheduler, ScheduleOptions } from './model-scheduler.js';
+import type { BatchLoad, ModelExecutor, ModelScheduler, ScheduleOptions } from './model-scheduler.js';
 import { controlTensors, ownedCopy, sequenceKey, showSequenceId, tensorBytes, type ControlTensors, type SequenceId } from './sequence-tensors.js';
 import type { SequenceEndReason, SequenceTracker } from './sequence-tracker.js';
 
@@ -495,8 +495,8 @@ export class SequenceBatcher implements ModelScheduler {
     this.options.metrics?.batch?.queueUs.inc(queuedUs);
     this.inflight[instance]!++;
     this.running++;
-    const busy = this.queued > 0 || this.running > 1;
-    void this.execute(this.options.instances[instance]!, batch, busy).then((outcomes) => {
+    const load: BatchLoad = { queued: this.queued, inFlight: this.running };
+    void this.execute(this.options.instances[instance]!, batch, load).then((outcomes) => {
       this.inflight[instance]!--;
       this.running--;
       batch.forEach((p, i) => this.settle(p, outcomes[i]!));
@@ -505,27 +505,27 @@ export class SequenceBatcher implements ModelScheduler {
   }
 
   /** Never rejects: every request gets an outcome. */
-  private async execute(executor: ModelExecutor, batch: readonly Pending[], busy: boolean): Promise<Outcome[]> {
+  private async execute(executor: ModelExecutor, batch: readonly Pending[], load: BatchLoad): Promise<Outcome[]> {
     const names = [...new Set([...batch.flatMap((p) => p.outputs), ...this.stateOutputs])];
-    if (batch.length === 1) return [await this.runAlone(executor, batch[0]!, names, busy)];
+    if (batch.length === 1) return [await this.runAlone(executor, batch[0]!, names, load)];
     try {
       const started = this.clock.nowUs();
-      const outputs = await executor.execute(concatInputs(batch.map((p) => this.feeds(p))), names, busy);
+      const outputs = await executor.execute(concatInputs(batch.map((p) => this.feeds(p))), names, load);
       const split = splitOutputs(outputs, batch.map(() => 1), batch.map(() => names), this.model);
       this.record(batch.length, this.clock.nowUs() - started);
       return split.map((o) => ({ ok: true, outputs: o }));
     } catch (err) {
       this.options.logger?.warn({ model: this.model, requests: batch.length, err: err instanceof Error ? err.message : String(err) }, 'sequence batch failed; running its requests one at a time');
       const outcomes: Outcome[] = [];
-      for (const p of batch) outcomes.push(await this.runAlone(executor, p, names, busy));
+      for (const p of batch) outcomes.push(await this.runAlone(executor, p, names, load));
       return outcomes;
     }
   }
 
-  private async runAlone(executor: ModelExecutor, p: Pending, names: readonly string[], busy: boolean): Promise<Outcome> {
+  private async runAlone(executor: ModelExecutor, p: Pending, names: readonly string[], load: BatchLoad): Promise<Outcome> {
     try {
       const started = this.clock.nowUs();
-      const outputs = await executor.execute(this.feeds(p), names, busy);
+      const outputs = await executor.execute(this.feeds(p), names, load);
       this.record(1, this.clock.nowUs() - started);
       return { ok: true, outputs };
     } catch (error) {
