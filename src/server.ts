@@ -5,6 +5,7 @@
  * tests start real servers on port 0 exactly as production does.
  */
 import { cancellationOf } from './cancellation.js';
+import { SequenceTracker } from './scheduler/sequence-tracker.js';
 import type { Server } from 'node:http';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
@@ -99,6 +100,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
         allowJsBackend: config.allowJsBackend,
         placement: { mainThreadMaxRunUs: config.mainThreadMaxRunUs, mainThreadOnlyMaxRunUs: config.mainThreadOnlyMaxRunUs },
         quiet: new QuietWindow(),
+        sequences: new SequenceTracker(config.maxSequences),
       },
     }),
     logger,

@@ -61,6 +61,15 @@ export function autoCompleteConfig(
   const hasIo = listOf(out, 'input').length > 0 && listOf(out, 'output').length > 0;
   if (hasIo) return out;
 
+  // A stateful model's control and state tensors are the server's business, never listed in input/output.
+  const sequence = out['sequence_batching'] as Json | undefined;
+  const internal = new Set<string>();
+  for (const c of listOf(sequence ?? {}, 'control_input')) if (typeof c['name'] === 'string') internal.add(c['name']);
+  for (const st of listOf(sequence ?? {}, 'state')) {
+    if (typeof st['input_name'] === 'string') internal.add(st['input_name']);
+    if (typeof st['output_name'] === 'string') internal.add(st['output_name']);
+  }
+  if (internal.size > 0) graph = { inputs: graph.inputs.filter((t) => !internal.has(t.name)), outputs: graph.outputs.filter((t) => !internal.has(t.name)) };
   const canBatch = graphCanBatch(graph.inputs, graph.outputs);
   let mbs = typeof out['max_batch_size'] === 'number' ? (out['max_batch_size'] as number) : 0;
   if (canBatch && mbs === 0) {

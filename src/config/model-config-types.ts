@@ -48,6 +48,60 @@ export interface DynamicBatchingConfig {
   readonly priorityQueuePolicy: Readonly<Record<string, QueuePolicy>>;
 }
 
+/** The server-generated control tensors (ModelSequenceBatching.Control.Kind). */
+export type SequenceControlKind = 'CONTROL_SEQUENCE_START' | 'CONTROL_SEQUENCE_READY' | 'CONTROL_SEQUENCE_END' | 'CONTROL_SEQUENCE_CORRID';
+
+export interface SequenceControlConfig {
+  readonly kind: SequenceControlKind;
+  /** The model input the server fills (not listed in `input`: the client never sends it). */
+  readonly inputName: string;
+  /** START/END/READY: FP32, INT32 or BOOL (from which `*_false_true` is given); CORRID: its `data_type` (UINT64, INT64, UINT32, INT32, BYTES). */
+  readonly dataType: DataType;
+  /** START/END/READY: the [false, true] values (booleans as 0/1); undefined for CORRID. */
+  readonly falseTrue: readonly [number, number] | undefined;
+}
+
+export type InitialStateSource = { readonly kind: 'zero' } | { readonly kind: 'file'; readonly file: string };
+
+export interface InitialStateConfig {
+  readonly name: string;
+  readonly dataType: DataType;
+  /** Fixed dims (no -1), without the batch dim. */
+  readonly dims: readonly number[];
+  /** zero_data, or data_file (raw little-endian bytes in the model's `initial_state/` folder). */
+  readonly source: InitialStateSource;
+}
+
+/** Implicit state: the server keeps `outputName` of one request and feeds it as `inputName` of the next. */
+export interface SequenceStateConfig {
+  readonly inputName: string;
+  readonly outputName: string;
+  readonly dataType: DataType;
+  /** Without the batch dim; -1 = taken from the initial state or the model's output. */
+  readonly dims: readonly number[];
+  /** undefined: the first request of a sequence gets zeros of `dims` (which must then be fixed). */
+  readonly initialState: InitialStateConfig | undefined;
+}
+
+export type SequenceStrategy =
+  | { readonly kind: 'direct'; readonly maxQueueDelayMicroseconds: number; readonly minimumSlotUtilization: number }
+  | {
+      readonly kind: 'oldest';
+      /** Sequences batched together per instance; 0 in the config becomes max(1, max_batch_size). */
+      readonly maxCandidateSequences: number;
+      readonly preferredBatchSize: readonly number[];
+      readonly maxQueueDelayMicroseconds: number;
+    };
+
+export interface SequenceBatchingConfig {
+  /** `direct` unless the config says `oldest` (Triton's default). */
+  readonly strategy: SequenceStrategy;
+  /** Default 1,000,000 (1 s). */
+  readonly maxSequenceIdleMicroseconds: number;
+  readonly controls: readonly SequenceControlConfig[];
+  readonly states: readonly SequenceStateConfig[];
+}
+
 export type InstanceKind = 'KIND_AUTO' | 'KIND_GPU' | 'KIND_CPU' | 'KIND_MODEL';
 
 export interface InstanceGroupConfig {
@@ -108,6 +162,8 @@ export interface ModelConfig {
   readonly input: readonly TensorConfig[];
   readonly output: readonly TensorConfig[];
   readonly dynamicBatching: DynamicBatchingConfig | undefined;
+  /** `sequence_batching { … }`: a stateful model (scheduler/sequence-batcher.ts); undefined = stateless. */
+  readonly sequenceBatching: SequenceBatchingConfig | undefined;
   readonly ensembleSteps: readonly EnsembleStepConfig[] | undefined;
   readonly instanceGroup: readonly InstanceGroupConfig[];
   readonly defaultModelFilename: string;

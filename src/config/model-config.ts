@@ -35,6 +35,7 @@ import type {
 } from './model-config-types.js';
 import { parseTextFormat, printTextFormat } from './pbtxt/parser.js';
 import { decodeJsonForm, withDefaults } from './pbtxt/schema.js';
+import { normaliseSequenceBatching, toSequenceBatching, validateSequenceBatching } from './sequence-batching.js';
 
 export interface ModelConfigOptions {
   /** Names the origin in error messages, e.g. `mymodel/config.pbtxt`. */
@@ -47,8 +48,6 @@ export const ONNX_PLATFORM = 'onnxruntime_onnx';
 export const ONNX_BACKEND = 'onnxruntime';
 export const ENSEMBLE_PLATFORM = 'ensemble';
 export const DEFAULT_ONNX_FILENAME = 'model.onnx';
-/** core SEQUENCE_IDLE_DEFAULT_MICROSECONDS. */
-const SEQUENCE_IDLE_DEFAULT_MICROSECONDS = 1_000_000;
 
 /** Parses config.pbtxt text into the typed config (see `modelConfigFromJson`). */
 export function parseModelConfig(text: string, options: ModelConfigOptions): ModelConfig {
@@ -121,11 +120,7 @@ function normalise(config: Json, options: ModelConfigOptions, problems: string[]
   }
 
   const sequence = opt(config['sequence_batching']);
-  if (sequence !== undefined) {
-    if (sequence['max_sequence_idle_microseconds'] === 0) sequence['max_sequence_idle_microseconds'] = SEQUENCE_IDLE_DEFAULT_MICROSECONDS;
-    const oldest = opt(sequence['oldest']);
-    if (oldest !== undefined && arr(oldest['preferred_batch_size']).length === 0 && mbs > 0) oldest['preferred_batch_size'] = [mbs];
-  }
+  if (sequence !== undefined) normaliseSequenceBatching(sequence, mbs);
 
   // Ensembles have no instances and no optimization; Triton leaves both alone for them.
   if (isEnsemble(config)) return;
@@ -163,7 +158,8 @@ function validate(config: Json, problems: string[]): void {
   validateTensors('output', arr(config['output']), mbs, platform, problems);
   validateBatchIo(config, problems);
   validateDynamicBatching(opt(config['dynamic_batching']), mbs, problems);
-  validateSequenceBatching(config, mbs, problems);
+  const sequence = opt(config['sequence_batching']);
+  if (sequence !== undefined) validateSequenceBatching(config, sequence, problems);
   validateEnsemble(config, problems);
   if (!isEnsemble(config)) validateInstanceGroups(arr(config['instance_group']), platform, problems);
   validateWarmup(arr(config['model_warmup']), mbs, problems);
@@ -289,22 +285,6 @@ function validateDynamicBatching(dynamic: Json | undefined, mbs: number, problem
     if (all.some((p) => p !== undefined && p['timeout_action'] === 'DELAY' && p['default_timeout_microseconds'] !== 0)) {
       problems.push(`dynamic_batching: a queue policy cannot use timeout_action DELAY when preserve_ordering is true`);
     }
-  }
-}
-
-function validateSequenceBatching(config: Json, mbs: number, problems: string[]): void {
-  const sequence = opt(config['sequence_batching']);
-  if (sequence === undefined) return;
-  if (opt(config['response_cache'])?.['enable'] === true) problems.push(`response_cache cannot be enabled with sequence_batching`);
-  const oldest = opt(sequence['oldest']);
-  for (const size of oldest === undefined ? [] : nums(oldest['preferred_batch_size'])) {
-    if (size <= 0) problems.push(`sequence_batching: preferred_batch_size must be positive, got ${size}`);
-    else if (size > mbs) problems.push(`sequence_batching: preferred_batch_size ${size} is larger than max_batch_size ${mbs}`);
-  }
-  const direct = opt(sequence['direct']);
-  const utilization = direct?.['minimum_slot_utilization'];
-  if (direct !== undefined && !(typeof utilization === 'number' && utilization >= 0 && utilization <= 1)) {
-    problems.push(`sequence_batching: minimum_slot_utilization must be in [0, 1], got ${String(utilization)}`);
   }
 }
 
@@ -441,6 +421,7 @@ function toTyped(json: Json, ignoredFields: readonly FieldFinding[]): ModelConfi
     input: arr(json['input']).map((t) => toTensor(t, true)),
     output: arr(json['output']).map((t) => toTensor(t, false)),
     dynamicBatching: toDynamicBatching(opt(json['dynamic_batching'])),
+    sequenceBatching: toSequenceBatching(opt(json['sequence_batching']), mbs),
     ensembleSteps: scheduling === undefined ? undefined : arr(scheduling['step']).map(toEnsembleStep),
     instanceGroup: arr(json['instance_group']).map(toInstanceGroup),
     defaultModelFilename: str(json['default_model_filename']),

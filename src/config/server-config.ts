@@ -66,6 +66,8 @@ export interface ServerConfig {
   readonly batchMaxSize: number | undefined;
   /** Waiting requests per model (and priority level) where config.pbtxt sets no max_queue_size. */
   readonly maxQueueSize: number;
+  /** MME_MAX_SEQUENCES: live sequences of stateful models (sequence_batching) the server holds at once; a start beyond it gets 429. */
+  readonly maxSequences: number;
   /** Inclusive range SageMaker allows for extra ports (SAGEMAKER_SAFE_PORT_RANGE). */
   readonly safePortRange: { readonly min: number; readonly max: number } | undefined;
   /** Separate /metrics listener; undefined = only on the main port; 0 = any free port (tests). */
@@ -437,6 +439,14 @@ export const SETTINGS: readonly AnySetting[] = [
     description:
       "Requests that may wait in one model's queue (per priority level) where its config.pbtxt sets no `max_queue_size` (Triton's 0 = unbounded is never used); beyond it requests get 429.",
     parse: (raw) => (raw === undefined ? 1024 : int('MME_MAX_QUEUE_SIZE', raw, 1)),
+  },
+  {
+    key: 'maxSequences',
+    env: ['MME_MAX_SEQUENCES'],
+    defaultText: '4096',
+    description:
+      'Live sequences of stateful models (`sequence_batching`) the whole server holds at once (each keeps its implicit state in memory until it ends); a `sequence_start` beyond it gets 429.',
+    parse: (raw) => (raw === undefined ? 4096 : int('MME_MAX_SEQUENCES', raw, 1)),
   },
   {
     key: 'safePortRange',

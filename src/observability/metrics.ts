@@ -81,6 +81,14 @@ export interface Metrics {
   readonly responseCacheBytes: Gauge;
   readonly responseCacheEntries: Gauge;
   readonly responseCacheEvictions: Counter;
+  /** Stateful models (sequence_batching): sequences started and not ended, in a slot or waiting for one. */
+  readonly sequencesLive: Gauge<'model' | 'version'>;
+  /** Sequences that found every slot of their model taken and waited in the backlog. */
+  readonly sequenceSlotWaits: Counter<'model' | 'version'>;
+  /** Sequences ended, by why: end (its sequence_end), idle, unload, cancelled, slot_timeout. */
+  readonly sequenceEnds: Counter<'model' | 'version' | 'reason'>;
+  /** Bytes of implicit state the server holds for live sequences (counted in the memory budget). */
+  readonly sequenceStateBytes: Gauge;
 }
 
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -319,6 +327,29 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
     responseCacheEvictions: new Counter({
       name: 'onnx_mme_response_cache_evictions_total',
       help: 'Answers removed from the response cache to make room (least recently used first)',
+      registers,
+    }),
+    sequencesLive: new Gauge({
+      name: 'onnx_mme_sequences_live',
+      help: 'Live sequences of a stateful model (sequence_batching): started and not yet ended, in a slot or waiting for one',
+      labelNames: ['model', 'version'],
+      registers,
+    }),
+    sequenceSlotWaits: new Counter({
+      name: 'onnx_mme_sequence_slot_waits_total',
+      help: 'Sequences that found every sequence slot of their model taken and waited in the backlog',
+      labelNames: ['model', 'version'],
+      registers,
+    }),
+    sequenceEnds: new Counter({
+      name: 'onnx_mme_sequence_ends_total',
+      help: 'Sequences ended, by reason: end (the client sent sequence_end), idle (max_sequence_idle_microseconds), unload, cancelled, slot_timeout',
+      labelNames: ['model', 'version', 'reason'],
+      registers,
+    }),
+    sequenceStateBytes: new Gauge({
+      name: 'onnx_mme_sequence_state_bytes',
+      help: 'Bytes of implicit state (sequence_batching state) the server holds for live sequences; counted in the memory budget',
       registers,
     }),
   };

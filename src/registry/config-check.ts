@@ -68,6 +68,35 @@ function checkTensor(
   }
 }
 
+/** Control inputs and implicit state (sequence_batching) must be tensors of the graph, with the datatypes the config gives them. */
+function checkSequenceTensors(
+  config: ModelConfig,
+  graph: { readonly inputs: readonly GraphTensor[]; readonly outputs: readonly GraphTensor[] },
+  problems: string[],
+): void {
+  const sequence = config.sequenceBatching;
+  if (sequence === undefined) return;
+  const inputNames = graph.inputs.map((t) => t.name).join(', ') || 'none';
+  const outputNames = graph.outputs.map((t) => t.name).join(', ') || 'none';
+  for (const c of sequence.controls) {
+    const g = graph.inputs.find((t) => t.name === c.inputName);
+    if (!g) problems.push(`sequence_batching control_input '${c.inputName}' (${c.kind}) is not an input of the ONNX model (model inputs: ${inputNames})`);
+    else if (g.datatype !== c.dataType) problems.push(`sequence_batching control_input '${c.inputName}': the config gives it ${c.dataType} but the ONNX model has ${g.datatype ?? 'a non-tensor type'}`);
+  }
+  for (const st of sequence.states) {
+    const gi = graph.inputs.find((t) => t.name === st.inputName);
+    const go = graph.outputs.find((t) => t.name === st.outputName);
+    if (!gi) problems.push(`sequence_batching state input '${st.inputName}' is not an input of the ONNX model (model inputs: ${inputNames})`);
+    else if (gi.datatype !== st.dataType) problems.push(`sequence_batching state '${st.inputName}': config.pbtxt says ${st.dataType} but the ONNX model input has ${gi.datatype ?? 'a non-tensor type'}`);
+    if (!go) problems.push(`sequence_batching state output '${st.outputName}' is not an output of the ONNX model (model outputs: ${outputNames})`);
+    else if (go.datatype !== st.dataType) problems.push(`sequence_batching state '${st.outputName}': config.pbtxt says ${st.dataType} but the ONNX model output has ${go.datatype ?? 'a non-tensor type'}`);
+    const want = config.maxBatchSize > 0 ? [-1, ...st.dims] : [...st.dims];
+    if (gi?.shape !== undefined && gi.shape.length !== want.length) {
+      problems.push(`sequence_batching state '${st.inputName}': rank differs, config ${formatShape(want)} vs model ${formatShape(gi.shape)}${config.maxBatchSize > 0 ? ' (max_batch_size > 0 adds a leading batch dimension)' : ''}`);
+    }
+  }
+}
+
 export function checkConfigAgainstGraph(
   config: ModelConfig,
   graph: { readonly inputs: readonly GraphTensor[]; readonly outputs: readonly GraphTensor[] },
@@ -79,6 +108,9 @@ export function checkConfigAgainstGraph(
   for (const t of config.input) checkTensor('input', t, graph.inputs.find((g) => g.name === t.name), config, inputNames, problems);
   for (const t of config.output) checkTensor('output', t, graph.outputs.find((g) => g.name === t.name), config, outputNames, problems);
   const configured = new Set(config.input.map((t) => t.name));
+  checkSequenceTensors(config, graph, problems);
+  for (const c of config.sequenceBatching?.controls ?? []) configured.add(c.inputName);
+  for (const st of config.sequenceBatching?.states ?? []) configured.add(st.inputName);
   for (const g of graph.inputs) {
     if (!configured.has(g.name)) problems.push(`ONNX model input '${g.name}' is missing from config.pbtxt`);
   }

@@ -48,7 +48,7 @@ export interface MemoryProbe {
 }
 
 export interface ModelLoaderDeps {
-  readonly memory: Pick<MemoryManager, 'reserve' | 'trim'>;
+  readonly memory: Pick<MemoryManager, 'reserve' | 'trim'> & Partial<Pick<MemoryManager, 'notify'>>;
   /** Build the package's sessions, schedulers and plan (registry/package-loader.ts loadPackage). */
   readonly loadPackage: (request: PackageLoadRequest) => Promise<LoadedPackage>;
   /** Run each session once before traffic (registry/warmup.ts); µs of each version's implicit run, where there was one. */
@@ -61,7 +61,7 @@ export interface ModelLoaderDeps {
   readonly predictLoaded: (pkg: LoadedPackage) => Promise<number>;
   readonly probe: MemoryProbe;
   readonly logger: Logger;
-  readonly metrics: Pick<Metrics, 'modelLoadDuration'>;
+  readonly metrics: Pick<Metrics, 'modelLoadDuration'> & Partial<Pick<Metrics, 'sequenceStateBytes'>>;
 }
 
 /** The real loader's parts, as the server configures them. */
@@ -71,7 +71,7 @@ export interface ModelLoaderOptions {
   /** Whether GPU memory can be measured (a GPU is visible): packages on CUDA are measured there. */
   readonly gpuVisible?: boolean;
   readonly logger: Logger;
-  readonly metrics: Pick<Metrics, 'modelLoadDuration'>;
+  readonly metrics: Pick<Metrics, 'modelLoadDuration'> & Partial<Pick<Metrics, 'sequenceStateBytes'>>;
 }
 
 /** Placement of every ONNX version of a model (the runtime decides; this supplies the files and the zeros). */
@@ -161,6 +161,7 @@ export class PackageModelLoader implements ModelLoader {
         },
         'model loaded',
       );
+      watchSequences(pkg, reservation, memory, metrics.sequenceStateBytes, logger);
       return resident(pkg, reservation);
     } catch (err) {
       await pkg?.release();
@@ -170,6 +171,27 @@ export class PackageModelLoader implements ModelLoader {
       throw err;
     }
   }
+}
+
+/**
+ * A stateful package's implicit state is part of its reservation, so the
+ * budget counts it and idle models make room for it; the end of its last
+ * live sequence unpins it (registry: pinned), so a load waiting for memory
+ * looks again.
+ */
+function watchSequences(pkg: LoadedPackage, reservation: Reservation, memory: ModelLoaderDeps['memory'], stateBytes: Metrics['sequenceStateBytes'] | undefined, logger: Logger): void {
+  const sequences = pkg.sequences;
+  if (sequences === undefined) return;
+  sequences.onChange = (stateDelta, live) => {
+    if (stateDelta !== 0) {
+      stateBytes?.inc(stateDelta);
+      reservation.resize(reservation.bytes + stateDelta);
+      // trim() evicts idle models only while the budget is exceeded.
+      if (stateDelta > 0) void memory.trim().catch((err: unknown) => logger.warn({ err }, 'trimming memory for sequence state failed'));
+    } else if (live === 0) {
+      memory.notify?.();
+    }
+  };
 }
 
 function resident(pkg: LoadedPackage, reservation: Reservation): LoadedModelPackage {

@@ -423,7 +423,8 @@ export class ModelRegistry {
         get bytes() {
           return entry.loaded?.bytes ?? 0;
         },
-        pinned: () => entry.inflight > 0 || entry.state !== 'READY',
+        // Live sequences pin it too: evicting it would lose their implicit state mid-sequence.
+        pinned: () => entry.inflight > 0 || entry.state !== 'READY' || (entry.pkg?.sequences?.live ?? 0) > 0,
         evict: () => this.evict(entry),
       },
     };

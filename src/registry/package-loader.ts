@@ -5,7 +5,7 @@
  * each with sessions and schedulers, plus the execution plan. Loads are
  * all-or-nothing: on any failure every session created so far is released.
  */
-import { stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { ignoredFieldMessage, ignoredParameterKeys } from '../config/field-support.js';
 import { completeModelConfig, finishModelConfig, readModelConfigDraft, threadCountParameter, type ModelConfigDraft } from '../config/model-config-draft.js';
@@ -24,8 +24,12 @@ import { DEFAULT_BATCHING, requestedInstances, resolveBatchPolicy, type Batching
 import { DynamicBatcher } from '../scheduler/dynamic-batcher.js';
 import { checkConfigAgainstGraph } from './config-check.js';
 import { latestVersion, SessionExecutor, type LoadedModel, type LoadedVersion } from './loaded-model.js';
-import type { ModelExecutor } from '../scheduler/model-scheduler.js';
+import type { ModelExecutor, ModelScheduler } from '../scheduler/model-scheduler.js';
 import { ownLoadBusy, type QuietWindow } from '../runtime/quiet-window.js';
+import { SequenceBatcher } from '../scheduler/sequence-batcher.js';
+import { initialStateTensor } from '../scheduler/sequence-tensors.js';
+import { SequenceTracker } from '../scheduler/sequence-tracker.js';
+import type { Tensor } from '../protocol/tensor.js';
 import { chooseEntryModel, scanRepository, type ModelDirectory, type RepositoryLayout } from './repository-layout.js';
 import { providerHintsOf } from './provider-hints.js';
 import type { PlacementSettings } from '../runtime/session-placement.js';
@@ -37,8 +41,32 @@ export interface LoadedPackage {
   readonly entry: LoadedModel;
   readonly models: ReadonlyMap<string, LoadedModel>;
   readonly plan: ExecutionPlan;
+  /** Live sequences and implicit-state bytes of its stateful models (scheduler/sequence-batcher.ts); absent in test fakes. */
+  readonly sequences?: PackageSequences;
   /** Stop the schedulers (waiting for running work) and release every session. */
   release(): Promise<void>;
+}
+
+/**
+ * What the registry needs of a package's sequences: while any is live the
+ * package is pinned (never evicted mid-sequence), and the state it holds is
+ * counted in the memory budget.
+ */
+export class PackageSequences {
+  live = 0;
+  stateBytes = 0;
+  /** Set by the model loader once the package holds its reservation (registry/model-loader.ts). */
+  onChange: ((stateDelta: number, live: number) => void) | undefined;
+
+  liveChanged(delta: number): void {
+    this.live += delta;
+    this.onChange?.(0, this.live);
+  }
+
+  stateChanged(delta: number): void {
+    this.stateBytes += delta;
+    this.onChange?.(delta, this.live);
+  }
 }
 
 export interface PackageLoadDeps {
@@ -51,14 +79,19 @@ export interface PackageLoadDeps {
   /** Server-wide batching defaults (env); DEFAULT_BATCHING when omitted. */
   readonly batching?: BatchingDefaults;
   /** Where schedulers count executions, rows, queue time and batch sizes (each model version's cells); omitted = not counted. */
-  readonly metrics?: Pick<Metrics, 'forModel'>;
+  readonly metrics?: Pick<Metrics, 'forModel'> & Partial<Pick<Metrics, 'sequencesLive' | 'sequenceSlotWaits' | 'sequenceEnds'>>;
   /** MME_ALLOW_JS_BACKEND: false refuses packages with a `backend: "js"` step. Default true. */
   readonly allowJsBackend?: boolean;
   /** Which sessions move to the main thread after warm-up (runtime/session-placement.ts); DEFAULT_PLACEMENT when omitted. */
   readonly placement?: PlacementSettings;
   /** The server-wide quiet window every session shares (runtime/quiet-window.ts); omitted: each model judges its own load. */
   readonly quiet?: QuietWindow;
+  /** The server-wide bound on live sequences (MME_MAX_SEQUENCES) every sequence batcher shares; omitted: a private one of DEFAULT_MAX_SEQUENCES. */
+  readonly sequences?: SequenceTracker;
 }
+
+/** MME_MAX_SEQUENCES's default. */
+export const DEFAULT_MAX_SEQUENCES = 4096;
 
 export interface PackageLoadRequest {
   readonly dir: string;
@@ -112,12 +145,16 @@ export class PackageBuilder {
   /** Processing steps created so far (loaded or not): released by abort(). */
   private readonly steps: LoadedStep[] = [];
   private readonly loading = new Set<string>();
+  readonly sequences = new PackageSequences();
+  private readonly tracker: SequenceTracker;
 
   constructor(
     private readonly layout: RepositoryLayout,
     private readonly label: string,
     private readonly deps: PackageLoadDeps,
-  ) {}
+  ) {
+    this.tracker = deps.sequences ?? new SequenceTracker(DEFAULT_MAX_SEQUENCES);
+  }
 
   async load(md: ModelDirectory): Promise<LoadedModel> {
     const done = this.models.get(md.name);
@@ -196,6 +233,9 @@ export class PackageBuilder {
     const modelLabel = this.layout.singleModel ? this.label : `${this.label}/${md.name}`;
     const config = finishModelConfig(draft);
     this.warnIgnored(config, modelLabel, false);
+    if (config.sequenceBatching !== undefined) {
+      throw new ServingError('INVALID_MODEL', `model '${modelLabel}': sequence_batching is served for onnxruntime models only, not for backend '${config.backend}'`, { model: modelLabel });
+    }
     const versions = selectVersions(md.versions, config.versionPolicy, modelLabel);
     const policy = resolveBatchPolicy(config, draft.dynamicBatchingWritten, this.deps.batching ?? DEFAULT_BATCHING);
     const instances = Math.min(MAX_STEP_INSTANCES, requestedInstances(config.instanceGroup, true));
@@ -253,6 +293,7 @@ export class PackageBuilder {
     };
     let config: ModelConfig | undefined;
     let policy: BatchPolicy | undefined;
+    let initialStates: ReadonlyMap<string, Tensor> | undefined;
     let instances = 1;
     const loaded = new Map<number, LoadedVersion>();
     for (const version of versions) {
@@ -284,7 +325,11 @@ export class PackageBuilder {
       }
       const cfg = config;
       const executors = sessions.map((s) => new SessionExecutor(s, cfg));
-      const scheduler = this.batcher(modelLabel, md.name, version, policy, executors, SESSION_BATCHES_PER_INSTANCE);
+      initialStates ??= await this.initialStates(md, config, modelLabel);
+      const scheduler =
+        config.sequenceBatching !== undefined
+          ? this.sequenceBatcher(modelLabel, md.name, version, config, executors, initialStates)
+          : this.batcher(modelLabel, md.name, version, policy, executors, SESSION_BATCHES_PER_INSTANCE);
       loaded.set(version, { version, session, sessions, executors, scheduler });
     }
     if (!config || !policy) throw new ServingError('INVALID_MODEL', `model '${modelLabel}': no version to load`, { model: modelLabel });
@@ -363,6 +408,55 @@ export class PackageBuilder {
     });
   }
 
+  /** Each state input's tensor at the start of a sequence (zeros, or the initial_state data_file from `initial_state/`). */
+  private async initialStates(md: ModelDirectory, config: ModelConfig, label: string): Promise<ReadonlyMap<string, Tensor>> {
+    const out = new Map<string, Tensor>();
+    for (const state of config.sequenceBatching?.states ?? []) {
+      const source = state.initialState?.source;
+      let bytes: Uint8Array | undefined;
+      if (source?.kind === 'file') {
+        try {
+          bytes = await readFile(path.join(md.dir, 'initial_state', source.file));
+        } catch {
+          throw new ServingError('INVALID_MODEL', `model '${label}': initial_state data_file '${source.file}' of state '${state.inputName}' is missing from the model's initial_state/ folder`, {
+            model: label,
+          });
+        }
+      }
+      out.set(state.inputName, initialStateTensor(state, config.maxBatchSize > 0, bytes, label));
+    }
+    return out;
+  }
+
+  /** A stateful model's scheduler (config sequence_batching): scheduler/sequence-batcher.ts. */
+  private sequenceBatcher(modelLabel: string, name: string, version: number, config: ModelConfig, executors: ModelExecutor[], initialStates: ReadonlyMap<string, Tensor>): ModelScheduler {
+    const metrics = this.deps.metrics;
+    const cells = metrics?.forModel(name, String(version));
+    const labels = { model: name, version: String(version) };
+    const sequences = this.sequences;
+    return new SequenceBatcher({
+      model: modelLabel,
+      config: config.sequenceBatching!,
+      maxBatchSize: config.maxBatchSize,
+      instances: executors,
+      batchesPerInstance: SESSION_BATCHES_PER_INSTANCE,
+      initialStates,
+      tracker: this.tracker,
+      maxQueued: (this.deps.batching ?? DEFAULT_BATCHING).maxQueueSize,
+      onStateBytes: (delta) => sequences.stateChanged(delta),
+      logger: this.deps.logger,
+      metrics: {
+        ...(cells ? { batch: cells } : {}),
+        liveChanged: (delta) => {
+          sequences.liveChanged(delta);
+          if (metrics?.sequencesLive) metrics.sequencesLive.inc(labels, delta);
+        },
+        slotWait: () => metrics?.sequenceSlotWaits?.inc(labels),
+        ended: (reason) => metrics?.sequenceEnds?.inc({ ...labels, reason }),
+      },
+    });
+  }
+
   plan(entry: LoadedModel): ExecutionPlan {
     if (entry.config.platform !== 'ensemble') {
       const v = latestVersion(entry)!;
@@ -381,6 +475,7 @@ export class PackageBuilder {
       entry,
       models,
       plan,
+      sequences: this.sequences,
       release: () => (released ??= releaseModels(models)),
     };
   }

@@ -80,7 +80,24 @@ export function zeroFeeds(config: ModelConfig, rows: number): Map<string, Tensor
     const shape = config.maxBatchSize > 0 ? [rows, ...dims] : dims;
     feeds.set(input.name, filled(input.dataType, shape, 'zero'));
   }
+  addSequenceZeros(config, rows, feeds);
   return feeds;
+}
+
+/**
+ * A stateful model's control inputs and implicit state (sequence_batching),
+ * which the sequence batcher normally supplies: zeros where a warm-up or
+ * probe run has none, so the model can run at all.
+ */
+function addSequenceZeros(config: ModelConfig, rows: number, feeds: Map<string, Tensor>): void {
+  const sequence = config.sequenceBatching;
+  if (sequence === undefined) return;
+  const batched = (dims: readonly number[]): number[] => (config.maxBatchSize > 0 ? [rows, ...dims] : [...dims]);
+  for (const c of sequence.controls) if (!feeds.has(c.inputName)) feeds.set(c.inputName, filled(c.dataType, batched([1]), 'zero'));
+  for (const st of sequence.states) {
+    if (feeds.has(st.inputName)) continue;
+    feeds.set(st.inputName, filled(st.dataType, batched((st.initialState?.dims ?? st.dims).map((d) => (d < 0 ? 1 : d))), 'zero'));
+  }
 }
 
 async function sampleFeeds(sample: WarmupConfig, config: ModelConfig, modelDir: string, label: string): Promise<Map<string, Tensor>> {
@@ -90,6 +107,7 @@ async function sampleFeeds(sample: WarmupConfig, config: ModelConfig, modelDir: 
     if (shape.some((d) => !Number.isInteger(d) || d < 0)) throw new Error(`input '${name}' has dims ${JSON.stringify(spec.dims)}: warm-up dims must be fixed`);
     feeds.set(name, spec.source.kind === 'file' ? await fromFile(spec, shape, path.join(modelDir, 'warmup', spec.source.file), label) : filled(spec.dataType, shape, spec.source.kind));
   }
+  addSequenceZeros(config, Math.max(1, sample.batchSize), feeds);
   return feeds;
 }
 

@@ -6,6 +6,7 @@
  */
 import type { Cancellation } from '../cancellation.js';
 import type { Tensor } from '../protocol/tensor.js';
+import type { SequenceRequest } from './sequence-tensors.js';
 
 /**
  * Facts about the load around a batch, passed with it to the executor. The
@@ -34,6 +35,8 @@ export interface ScheduleOptions {
   readonly priority?: number;
   /** Queue timeout in microseconds; honoured only where the queue policy has allow_timeout_override. */
   readonly timeoutUs?: number;
+  /** KServe v2 `sequence_id` / `sequence_start` / `sequence_end`: read by a stateful model's sequence batcher, ignored by the others (as Triton's default and dynamic schedulers do). */
+  readonly sequence?: SequenceRequest;
 }
 
 export interface ModelScheduler {

@@ -24,7 +24,7 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 16 ] }, { name: "OUTPUT1
 `;
 
 const REFUSED: Record<string, { extra: string; field: string }> = {
-  seq: { extra: 'sequence_batching { max_sequence_idle_microseconds: 5000000 }', field: 'sequence_batching' },
+  seq: { extra: 'sequence_batching { iterative_sequence: true }', field: 'sequence_batching.iterative_sequence' },
   decoupled: { extra: 'model_transaction_policy { decoupled: true }', field: 'model_transaction_policy.decoupled' },
   cudagraphs: { extra: 'optimization { cuda { graphs: true } }', field: 'optimization.cuda.graphs' },
   agents: { extra: 'model_repository_agents { agents [ { name: "checksum" } ] }', field: 'model_repository_agents' },
@@ -81,7 +81,7 @@ describe('config fields the server does not serve', () => {
   it('validate agrees: refused fields are problems, ignored ones are listed under the model', async () => {
     const bad = await runCli(['validate', path.join(root, 'seq')]);
     assert.equal(bad.code, 1, bad.stdout);
-    assert.match(bad.stdout, /error \[INVALID_MODEL\] seq: seq\/config\.pbtxt: field 'sequence_batching' is not supported by onnx-mme: /);
+    assert.match(bad.stdout, /error \[INVALID_MODEL\] seq: seq\/config\.pbtxt: field 'sequence_batching\.iterative_sequence' is not supported by onnx-mme: /);
     const ok = await runCli(['validate', path.join(root, 'tagged')]);
     assert.equal(ok.code, 0, ok.stdout);
     assert.match(ok.stdout, /\n {4}ignored: instance_group\.rate_limiter \(there is no rate limiter/);

@@ -264,10 +264,11 @@ describe('config field support table', () => {
     }
   });
 
-  test('the fields the issue names are refused: sequence_batching, decoupled, cuda graphs, repository agents', () => {
-    for (const p of ['sequence_batching', 'model_transaction_policy.decoupled', 'optimization.cuda.graphs', 'model_repository_agents']) {
+  test('the fields the issue names are refused: decoupled, cuda graphs, repository agents; sequence_batching is served (issue 20)', () => {
+    for (const p of ['model_transaction_policy.decoupled', 'optimization.cuda.graphs', 'model_repository_agents', 'sequence_batching.iterative_sequence']) {
       assert.equal(FIELD_SUPPORT.get(p)?.status, 'refused', p);
     }
+    assert.equal(FIELD_SUPPORT.get('sequence_batching')?.status, 'served');
   });
 
   for (const [path, support] of FIELD_SUPPORT) {
@@ -305,7 +306,7 @@ input [ { name: "x" data_type: TYPE_FP32 dims: [ 1 ] allow_ragged_batch: false }
       () =>
         readModelConfigDraft(
           `name: "vad"
-sequence_batching { state [ { input_name: "state" output_name: "stateN" data_type: TYPE_FP32 dims: [ 2, 1, 128 ] } ] }
+sequence_batching { iterative_sequence: true state [ { input_name: "state" output_name: "stateN" data_type: TYPE_FP32 dims: [ 2, 1, 128 ] } ] }
 model_transaction_policy { decoupled: true }`,
           { sourceName: 'vad/config.pbtxt', directoryName: 'vad' },
         ),
@@ -313,7 +314,7 @@ model_transaction_policy { decoupled: true }`,
         err instanceof ServingError &&
         err.code === 'INVALID_MODEL' &&
         err.model === 'vad' &&
-        /^vad\/config\.pbtxt: field 'sequence_batching' is not supported .*; field 'model_transaction_policy\.decoupled' is not supported/.test(err.message),
+        /^vad\/config\.pbtxt: field 'sequence_batching\.iterative_sequence' is not supported .*; field 'model_transaction_policy\.decoupled' is not supported/.test(err.message),
     );
   });
 

@@ -488,6 +488,7 @@ describe('model config: real Triton configs', () => {
         },
       ],
       dynamicBatching: undefined,
+      sequenceBatching: undefined,
       ensembleSteps: undefined,
       instanceGroup: [{ name: 'densenet_onnx', kind: 'KIND_AUTO', count: 1, gpus: [] }],
       defaultModelFilename: 'model.onnx',
