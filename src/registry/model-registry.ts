@@ -50,6 +50,20 @@ import { flatModelName } from './repository-layout.js';
 export type { ManagedModelInfo } from './managed-records.js';
 
 export type EntryKind = 'target' | 'managed' | 'default';
+
+/** A model's memory as the repository index and GET /models/{name} report it (undefined while not resident). */
+export interface ModelMemory {
+  /** Its share of the budget now (the loader's reservation). */
+  readonly reservedBytes: number | undefined;
+  /** What its load was measured to add to the process; undefined when it could not be measured. */
+  readonly measuredBytes: number | undefined;
+}
+
+/** A resident entry seen from outside: its state, package and memory. */
+export interface ResidentView extends ModelMemory {
+  readonly state: EntryState;
+  readonly pkg: LoadedPackage | undefined;
+}
 export type EntryState = 'LOADING' | 'READY' | 'UNLOADING';
 
 export interface Lease {
@@ -68,6 +82,8 @@ export interface RepositoryModel {
   readonly cached: boolean;
   /** In memory: READY, or LOADING/UNLOADING while that happens; undefined when not loaded. */
   readonly state: EntryState | undefined;
+  readonly reservedBytes: number | undefined;
+  readonly measuredBytes: number | undefined;
 }
 
 interface Entry {
@@ -111,6 +127,10 @@ export interface RegistryOptions {
 /** `team/b.tar.gz` → `team/b`: the same model addressed without its suffix. */
 function archiveStem(target: string): string {
   return target.replace(/\.(tar\.gz|tgz)$/i, '');
+}
+
+function memoryOf(entry: Entry): ModelMemory {
+  return { reservedBytes: entry.loaded?.bytes, measuredBytes: entry.loaded?.measuredBytes };
 }
 
 function archiveBaseName(target: string): string {
@@ -229,6 +249,8 @@ export class ModelRegistry {
         lastModified: m.lastModified?.toISOString(),
         cached: m.cached,
         state: entry?.state,
+        reservedBytes: entry?.loaded?.bytes,
+        measuredBytes: entry?.loaded?.measuredBytes,
       };
     });
   }
@@ -312,11 +334,16 @@ export class ModelRegistry {
   }
 
   listManaged(): ManagedModelInfo[] {
-    return this.managed.list();
+    return this.managed.list().map((m) => this.withMemory(m));
   }
 
   describeManaged(modelName: string): ManagedModelInfo {
-    return info(this.managed.require(modelName));
+    return this.withMemory(info(this.managed.require(modelName)));
+  }
+
+  private withMemory(m: ManagedModelInfo): ManagedModelInfo {
+    const entry = this.entries.get(`managed:${m.modelName}`);
+    return entry === undefined ? m : { ...m, ...memoryOf(entry) };
   }
 
   /** Whether SageMaker loaded a model of this name (resident or paged out). */
@@ -530,9 +557,9 @@ export class ModelRegistry {
   // self-managed target on request (POST /v2/repository/models/{m}/unload).
 
   /** A resident entry's state and package, without loading anything; undefined when not resident. */
-  peekResident(kind: 'target' | 'managed', name: string): { readonly state: EntryState; readonly pkg: LoadedPackage | undefined } | undefined {
+  peekResident(kind: 'target' | 'managed', name: string): ResidentView | undefined {
     const entry = this.entries.get(kind === 'target' ? this.targetKey(normalizeTarget(name)) : `managed:${name}`);
-    return entry === undefined ? undefined : { state: entry.state, pkg: entry.pkg };
+    return entry === undefined ? undefined : { state: entry.state, pkg: entry.pkg, ...memoryOf(entry) };
   }
 
   private targetKey(target: string): string {
