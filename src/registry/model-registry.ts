@@ -98,6 +98,8 @@ interface Entry {
   /** The loaded package with its reservation (the loader's); set when the load succeeds. */
   loaded: LoadedModelPackage | undefined;
   inflight: number;
+  /** Requests waiting for its load to finish: it stays pinned until they hold their leases. */
+  waiting: number;
   idle: (() => void) | undefined;
   loadedAt: Date | undefined;
   /** The source's copy the package was loaded from (self-managed entries); released with the entry. */
@@ -308,7 +310,8 @@ export class ModelRegistry {
     // A url that is itself one model directory whose config names it after the directory is that model, as in Triton.
     const fallbackName = (await flatModelName(dir)) ?? (targetHeader ? archiveBaseName(targetHeader) : modelName);
     const entry = this.startLoad(key, 'managed', label, { url: dir, targetHeader }, () => this.load({ dir, label, fallbackName }));
-    const { pkg } = await entry.ready;
+    entry.waiting++;
+    const { pkg } = await entry.ready.finally(() => entry.waiting--);
     const versions = [...pkg.entry.versions.keys()];
     const record = { modelName, dir, targetHeader, label, loadedAt: new Date(), entryModel: pkg.entry.name, versions };
     this.managed.add(record);
@@ -439,6 +442,7 @@ export class ModelRegistry {
       pkg: undefined,
       loaded: undefined,
       inflight: 0,
+      waiting: 0,
       idle: undefined,
       loadedAt: undefined,
       local: undefined,
@@ -450,7 +454,9 @@ export class ModelRegistry {
         get bytes() {
           return entry.loaded?.bytes ?? 0;
         },
-        pinned: () => entry.inflight > 0 || entry.state !== 'READY',
+        // Also while requests that waited for its load have not leased it yet: a just-loaded model must not be
+        // evicted (by another load or the reconciliation) between its load and the requests it was loaded for.
+        pinned: () => entry.inflight > 0 || entry.waiting > 0 || entry.state !== 'READY',
         evict: () => this.evict(entry),
       },
     };
@@ -495,10 +501,16 @@ export class ModelRegistry {
     // Resident: lease at once. Nothing to wait for, so no abort listener (the hot path of every request).
     if (resident && entry!.pkg !== undefined) return this.lease(entry!, entry!.pkg);
     entry ??= this.startLoad(key, kind, label, extra, loader);
-    const { pkg } = await abortable(entry.ready, cancel?.signal, label);
-    if (!resident) this.options.metrics.modelLoadingWait.observe((performance.now() - waitStarted) / 1000);
-    if (entry.state === 'UNLOADING') throw new ServingError('MODEL_NOT_FOUND', `model '${label}' was unloaded`, { model: label });
-    return this.lease(entry, pkg);
+    const waited = entry;
+    waited.waiting++;
+    try {
+      const { pkg } = await abortable(waited.ready, cancel?.signal, label);
+      if (!resident) this.options.metrics.modelLoadingWait.observe((performance.now() - waitStarted) / 1000);
+      if (waited.state === 'UNLOADING') throw new ServingError('MODEL_NOT_FOUND', `model '${label}' was unloaded`, { model: label });
+      return this.lease(waited, pkg);
+    } finally {
+      waited.waiting--;
+    }
   }
 
   private countMemoryLookup(): void {
