@@ -18,7 +18,7 @@ import { createMetrics, type Metrics } from './observability/metrics.js';
 import { MemoryManager } from './registry/memory-manager.js';
 import { createModelLoader } from './registry/model-loader.js';
 import { ModelRegistry } from './registry/model-registry.js';
-import { gpuMemory, hostMemoryBytes } from './runtime/memory-usage.js';
+import { gpuMemory, hostMemoryBytes, modelMemoryBytes, takeBaseline } from './runtime/memory-usage.js';
 import { detectHostCapabilities } from './runtime/execution-providers.js';
 import { QuietWindow } from './runtime/quiet-window.js';
 import { RuntimePool } from './runtime/runtime-pool.js';
@@ -69,9 +69,23 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
   await cache.open();
   const host = detectHostCapabilities();
   const pool = new RuntimePool(config.runtimeWorkers, { tensorrtCacheDir: path.join(config.cacheDir, '.tensorrt') });
+  // onnxruntime's fixed per-thread cost, paid before the idle figure is taken (runtime/prime.ts).
+  await pool.prime(config.intraOpThreads, config.mainThreadMaxRunUs > 0).catch((err: unknown) => {
+    logger.warn({ err: (err as Error).message }, 'could not prime onnxruntime at start-up; its fixed cost will be paid by the first model loaded');
+  });
   const source = createModelSource(config, logger, cache, metrics);
   const budget = await memoryBudget(config, host, logger);
-  const memory = new MemoryManager({ budgetBytes: budget.bytes, maxModels: config.maxLoadedModels, waitMs: config.memoryWaitMs, logger, metrics });
+  // Idle: after start-up, with onnxruntime's fixed costs paid (pool.prime above); model memory is measured above it.
+  const idle = takeBaseline();
+  const memory = new MemoryManager({
+    budgetBytes: budget.bytes,
+    maxModels: config.maxLoadedModels,
+    waitMs: config.memoryWaitMs,
+    logger,
+    metrics,
+    measure: () => modelMemoryBytes(idle),
+  });
+  memory.startReconciling(RECONCILE_INTERVAL_MS);
   const registry = new ModelRegistry({
     source,
     // An S3 prefix is not a repository: without a header only MME_DEFAULT_MODEL (a target) can be served.
@@ -82,6 +96,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
     loader: createModelLoader({
       memory,
       gpuVisible: host.gpuVisible,
+      reclaim: () => pool.reclaim(),
       logger,
       metrics,
       loadDeps: {
@@ -145,6 +160,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
     } catch (err) {
       // Nothing half-started: the main listener and the workers go too, and startup fails with the cause.
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      memory.stop();
       await pool.close();
       throw err;
     }
@@ -228,6 +244,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
         m.closeAllConnections();
         await metricsClosed;
       }
+      memory.stop();
       await registry.close();
       await pool.close();
       logger.info('shutdown complete');
@@ -239,6 +256,8 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
 
 /** Most preloads in progress at once: enough to overlap downloads, few enough not to starve requests. */
 const PRELOAD_CONCURRENCY = 2;
+/** How often measured model memory is reconciled with the budget (memory-manager.ts); a read of /proc and the heap's size. */
+const RECONCILE_INTERVAL_MS = 1000;
 
 /**
  * MME_PRELOAD: fetch and load targets in the background after listening, so

@@ -294,6 +294,39 @@ export function tiny(options: TinyOptions = {}): DenseModel {
   return denseModel([layer], 'tiny linear');
 }
 
+export interface MatMulOptions {
+  readonly in?: number;
+  readonly out?: number;
+  readonly seed?: number;
+}
+
+/**
+ * OUTPUT0 = INPUT0 · W, one MatMul with a seeded `[in, out]` FP32 weight
+ * (default 512 → 6144: 12 MiB of weights), `[-1, in]` → `[-1, out]`. The
+ * memory tests' model: its footprint is its weights, every seed's file differs.
+ */
+export function matmul(options: MatMulOptions = {}): DenseModel {
+  const inFeatures = options.in ?? 512;
+  const outFeatures = options.out ?? 6144;
+  const rand = seededRandom(options.seed ?? 11);
+  const weight = new Float32Array(inFeatures * outFeatures);
+  for (let i = 0; i < weight.length; i++) weight[i] = rand() * 2 - 1;
+  const layer: DenseLayer = { inFeatures, outFeatures, weight, bias: new Float32Array(outFeatures), relu: false };
+  const onnx = buildModel({
+    inputs: [valueInfo('INPUT0', 'FP32', ['batch', inFeatures])],
+    outputs: [valueInfo('OUTPUT0', 'FP32', ['batch', outFeatures])],
+    nodes: [node('MatMul', ['INPUT0', 'W'], ['OUTPUT0'])],
+    initializers: [tensor('W', 'FP32', [inFeatures, outFeatures], weight)],
+    docString: `matmul ${inFeatures}->${outFeatures} seed ${options.seed ?? 11}`,
+  });
+  const config = configText({
+    maxBatchSize: ZOO_MAX_BATCH_SIZE,
+    inputs: [{ name: 'INPUT0', dataType: 'FP32', dims: [inFeatures] }],
+    outputs: [{ name: 'OUTPUT0', dataType: 'FP32', dims: [outFeatures] }],
+  });
+  return { onnx, config, layers: [layer] };
+}
+
 /** OUTPUT0 = INPUT0 * factor, FP32 `[-1, features]` (default 4). */
 export function scale(factor: number, features = 4): ZooModel {
   const onnx = buildModel({

@@ -38,6 +38,9 @@ function describe(m: ManagedModelInfo): Record<string, unknown> {
     ...(m.targetModel === undefined ? {} : { targetModel: m.targetModel }),
     ...(m.entryModel === undefined ? {} : { entryModel: m.entryModel }),
     ...(m.loadedAt === undefined ? {} : { loadedAt: m.loadedAt }),
+    // Memory while resident (docs/memory-and-caching.md): its share of the budget, and what its load measured.
+    ...(m.reservedBytes === undefined ? {} : { reservedBytes: m.reservedBytes }),
+    ...(m.measuredBytes === undefined ? {} : { measuredBytes: m.measuredBytes }),
   };
 }
 

@@ -122,6 +122,9 @@ export function v2Routes(deps: V2RouteDeps): Router {
         reason: r.reason,
         ...(r.cached === undefined ? {} : { cached: r.cached }),
         ...(r.sizeBytes === undefined ? {} : { size_bytes: r.sizeBytes }),
+        // While resident (docs/memory-and-caching.md): its share of the budget, and what its load measured.
+        ...(r.reservedBytes === undefined ? {} : { reserved_bytes: r.reservedBytes }),
+        ...(r.measuredBytes === undefined ? {} : { measured_bytes: r.measuredBytes }),
       })),
     );
   });

@@ -63,6 +63,8 @@ export interface Metrics {
   readonly diskCacheEvictions: Counter;
   /** Reserved/measured bytes of resident model packages (the memory budget's use). */
   readonly loadedModelBytes: Gauge;
+  /** Model memory the process really holds: resident set above the idle figure, less the main thread's JS heap growth. */
+  readonly measuredModelBytes: Gauge;
   readonly memoryBudgetBytes: Gauge;
   readonly modelEvictions: Counter;
   /** How long requests waited for their model to be loaded (SageMaker ModelLoadingWaitTime). */
@@ -253,7 +255,12 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
     }),
     loadedModelBytes: new Gauge({
       name: 'onnx_mme_loaded_model_bytes',
-      help: 'Memory counted against the budget for resident and loading models (predicted, then measured)',
+      help: 'Memory reserved against the budget for resident and loading models (a load\'s peak while it loads, then the larger of prediction and measurement)',
+      registers,
+    }),
+    measuredModelBytes: new Gauge({
+      name: 'onnx_mme_measured_model_bytes',
+      help: 'Model memory measured in the process: resident set above the idle figure taken at start-up, less the main thread\'s JavaScript heap growth; reconciled against the budget',
       registers,
     }),
     memoryBudgetBytes: new Gauge({

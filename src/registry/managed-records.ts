@@ -17,6 +17,10 @@ export interface ManagedModelInfo {
   readonly state: EntryState;
   readonly entryModel: string | undefined;
   readonly loadedAt: string | undefined;
+  /** Its share of the memory budget now; undefined while paged out. */
+  readonly reservedBytes?: number | undefined;
+  /** What its load was measured to add to the process; undefined while paged out or not measurable. */
+  readonly measuredBytes?: number | undefined;
 }
 
 export interface ManagedRecord {

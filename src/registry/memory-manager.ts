@@ -13,6 +13,16 @@
  * with 507 only when the model is larger than the whole budget, or when no
  * room could be made within the wait.
  *
+ * Reservations are what the manager promises; `measure` is what the process
+ * really holds for models (its resident set above the idle figure taken at
+ * start-up, with onnxruntime's fixed costs paid: registry/model-loader.ts
+ * modelMemoryProbe). The two are reconciled: while measured memory is above
+ * the budget, idle residents are evicted least recently used first, on a
+ * timer (reconcile) and before every reservation. Reservations stay the hard
+ * limit: measured memory alone never refuses a load (a probe that reads high
+ * after nothing is left to evict is logged, not obeyed), so a probe that lies
+ * can cost evictions but never availability.
+ *
  * The manager knows nothing of packages or sessions: residents are opaque
  * handles with `pinned()` and `evict()`, supplied by the registry.
  */
@@ -41,7 +51,9 @@ export interface MemoryManagerOptions {
   /** How long a load waits for pinned models to become evictable before 507. */
   readonly waitMs: number;
   readonly logger: Logger;
-  readonly metrics: Pick<Metrics, 'loadedModelBytes' | 'memoryBudgetBytes' | 'modelEvictions'>;
+  readonly metrics: Pick<Metrics, 'loadedModelBytes' | 'memoryBudgetBytes' | 'modelEvictions'> & Partial<Pick<Metrics, 'measuredModelBytes'>>;
+  /** Model memory the process really holds now (bytes above idle); undefined or omitted: reservations only. */
+  readonly measure?: () => number | undefined;
 }
 
 /** A model's share of the budget; release() gives it back (idempotent). */
@@ -49,6 +61,8 @@ export interface Reservation {
   readonly bytes: number;
   /** Set the reservation to `bytes` (after measuring); may put the budget over until idle models are trimmed. */
   resize(bytes: number): void;
+  /** Grow by `bytes` only if the budget has that much free now (no eviction, no wait): for what is optional, like a main-thread copy. */
+  tryGrow(bytes: number): boolean;
   release(): void;
 }
 
@@ -59,6 +73,10 @@ export class MemoryManager {
   private count = 0;
   /** Residents that can be evicted, least recently used first (the cache is only an ordered index). */
   private readonly lru = new LRUCache<string, Resident>({ max: 1_000_000 });
+  private reconcileTimer: NodeJS.Timeout | undefined;
+  private reconciling: Promise<void> | undefined;
+  /** Last warning about measured memory over budget with nothing to evict (at most one a minute). */
+  private warnedAt = Number.NEGATIVE_INFINITY;
   /** Resolved and replaced whenever memory may have been freed or a pin dropped. */
   private wake: { promise: Promise<void>; resolve: () => void } = deferred();
 
@@ -77,6 +95,69 @@ export class MemoryManager {
     return this.count;
   }
 
+  /** Model memory measured now (bytes above idle), or undefined without a probe; reported as a metric. */
+  measuredBytes(): number | undefined {
+    let bytes: number | undefined;
+    try {
+      bytes = this.options.measure?.();
+    } catch {
+      bytes = undefined;
+    }
+    if (bytes !== undefined && Number.isFinite(bytes)) {
+      bytes = Math.max(0, Math.round(bytes));
+      this.options.metrics.measuredModelBytes?.set(bytes);
+      return bytes;
+    }
+    return undefined;
+  }
+
+  /**
+   * Evict idle residents, least recently used first, while measured memory
+   * is above the budget (a model grew after warm-up, a measurement missed
+   * something, the allocator kept what it was given); with `extraBytes`, while
+   * measured memory plus that much (a load about to start) would be. One pass
+   * at a time.
+   */
+  reconcile(extraBytes = 0): Promise<void> {
+    const pass = (this.reconciling ?? Promise.resolve()).then(() => this.reconcileOnce(extraBytes));
+    this.reconciling = pass.finally(() => {
+      if (this.reconciling === pass) this.reconciling = undefined;
+    });
+    return pass;
+  }
+
+  /** Reconcile every `intervalMs` until stop(). */
+  startReconciling(intervalMs: number): void {
+    if (this.options.measure === undefined || this.reconcileTimer !== undefined) return;
+    this.reconcileTimer = setInterval(() => void this.reconcile().catch((err: unknown) => this.options.logger.warn({ err }, 'memory reconciliation failed')), intervalMs);
+    this.reconcileTimer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.reconcileTimer);
+    this.reconcileTimer = undefined;
+  }
+
+  private async reconcileOnce(extraBytes: number): Promise<void> {
+    for (let pass = 0; pass < 64; pass++) {
+      const measured = this.measuredBytes();
+      if (measured === undefined || measured + extraBytes <= this.budgetBytes) return;
+      const victims = this.pickVictims(measured + extraBytes - this.budgetBytes, 0);
+      if (victims.length === 0) {
+        if (extraBytes === 0 && performance.now() - this.warnedAt > 60_000) {
+          this.warnedAt = performance.now();
+          this.options.logger.warn(
+            { measuredBytes: measured, reservedBytes: this.used, budgetBytes: this.budgetBytes },
+            'measured model memory is above the memory budget and no idle model is left to evict',
+          );
+        }
+        return;
+      }
+      // One at a time: each eviction's effect is measured before the next is chosen.
+      await this.evict(victims[0]!, `measured model memory ${measured} bytes is above the ${this.budgetBytes}-byte budget`);
+    }
+  }
+
   /**
    * Reserve `bytes` for `label`, evicting idle residents (LRU first) and, if
    * pinned ones hold the room, waiting for them. Throws INSUFFICIENT_MEMORY.
@@ -93,6 +174,10 @@ export class MemoryManager {
     const deadline = performance.now() + this.options.waitMs;
     let waited = false;
     for (;;) {
+      if (signal?.aborted) throw new ServingError('CANCELLED', `model '${label}': cancelled while waiting for memory`, { model: label });
+      // The process's real memory first: idle models go while measured memory plus this load would be over the budget.
+      // (Then the reservations are checked and granted with no await in between.)
+      if (this.options.measure !== undefined) await this.reconcile(need);
       if (signal?.aborted) throw new ServingError('CANCELLED', `model '${label}': cancelled while waiting for memory`, { model: label });
       const bytesOver = this.used + need - this.budgetBytes;
       const countOver = this.maxModels === undefined ? 0 : this.count + 1 - this.maxModels;
@@ -193,6 +278,14 @@ export class MemoryManager {
         size = n;
         this.report();
         if (shrank) this.notify();
+      },
+      tryGrow: (extra) => {
+        const n = Math.max(0, Math.ceil(extra));
+        if (released || this.used + n > this.budgetBytes) return false;
+        this.used += n;
+        size += n;
+        this.report();
+        return true;
       },
       release: () => {
         if (released) return;

@@ -13,13 +13,12 @@
 import path from 'node:path';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { GpuMemory } from '../runtime/memory-usage.js';
-import { gpuMemory, processRssBytes } from '../runtime/memory-usage.js';
+import { gpuProcessBytes, processRssBytes } from '../runtime/memory-usage.js';
 import { DEFAULT_PLACEMENT, placeSessions, type PlacementSettings } from '../runtime/session-placement.js';
 import type { LoadedModel } from './loaded-model.js';
 import type { MemoryManager, Reservation } from './memory-manager.js';
 import { loadPackage, type LoadedPackage, type PackageLoadDeps, type PackageLoadRequest } from './package-loader.js';
-import { filesBytes, predictLoadedBytes, predictPackageBytes } from './package-size.js';
+import { filesBytes, predictLoadedBytes, predictPackageFootprint } from './package-size.js';
 import { warmUpModel, zeroFeeds, type WarmupTimes } from './warmup.js';
 
 /** A package in memory with its share of the budget; what the registry holds per entry. */
@@ -27,6 +26,8 @@ export interface LoadedModelPackage {
   readonly pkg: LoadedPackage;
   /** Bytes of the budget it holds now (its reservation). */
   readonly bytes: number;
+  /** What its load was measured to add to the process (RSS, or the GPU's per-process figure); undefined when it could not be measured. */
+  readonly measuredBytes: number | undefined;
   /** Release the sessions, then the reservation. Idempotent. */
   release(): Promise<void>;
 }
@@ -40,26 +41,65 @@ export interface ModelLoader {
   load(request: PackageLoadRequest): Promise<LoadedModelPackage>;
 }
 
-/** Where memory is read: the process's resident set, and a GPU device's use when one is visible. */
+/** Where memory is read: the process's resident set, and this process's use of a GPU device when one is visible. */
 export interface MemoryProbe {
   rssBytes(): number;
-  /** undefined: no GPU to measure (or the driver could not be asked). */
-  gpu?(deviceId: number): Promise<GpuMemory | undefined>;
+  /** This process's bytes on each GPU device (the driver's per-process figures); undefined: no GPU, or the driver could not be asked. */
+  gpuBytes?(): Promise<ReadonlyMap<number, number> | undefined>;
 }
 
+/**
+ * What a load holds at its peak beyond what the package keeps: onnxruntime
+ * keeps the parsed model (its initializers) while it creates the session's
+ * own copy, so creating a session transiently holds about its files twice
+ * (measured: ~2x a 12 MiB MatMul's file during create, ~1x after). Sessions
+ * are created one at a time, so one file set's worth covers a package.
+ */
+export function loadPeakBytes(predictedBytes: number, fileBytes: number): number {
+  return predictedBytes + fileBytes;
+}
+
+/** The GPU devices a package's sessions run on. */
+function gpuDevices(pkg: LoadedPackage): Set<number> {
+  const out = new Set<number>();
+  for (const m of pkg.models.values()) for (const v of m.versions.values()) for (const s of v.sessions) if (s.provider !== 'cpu') out.add(s.deviceId);
+  return out;
+}
+
+/** This process's growth on `devices` between two readings; undefined when either reading is missing a device. */
+export function gpuDelta(before: ReadonlyMap<number, number> | undefined, after: ReadonlyMap<number, number> | undefined, devices: ReadonlySet<number>): number | undefined {
+  if (before === undefined || after === undefined) return undefined;
+  let total = 0;
+  for (const d of devices) {
+    const a = after.get(d);
+    const b = before.get(d);
+    if (a === undefined || b === undefined) return undefined;
+    total += a - b;
+  }
+  return total;
+}
+
+/** After unloads, wait this long for more to come before reclaiming once (an eviction wave is many unloads). */
+const RECLAIM_DELAY_MS = 200;
+
 export interface ModelLoaderDeps {
-  readonly memory: Pick<MemoryManager, 'reserve' | 'trim'> & Partial<Pick<MemoryManager, 'notify'>>;
+  readonly memory: Pick<MemoryManager, 'reserve' | 'trim' | 'reconcile'> & Partial<Pick<MemoryManager, 'notify'>>;
   /** Build the package's sessions, schedulers and plan (registry/package-loader.ts loadPackage). */
   readonly loadPackage: (request: PackageLoadRequest) => Promise<LoadedPackage>;
   /** Run each session once before traffic (registry/warmup.ts); µs of each version's implicit run, where there was one. */
   readonly warmUp: (model: LoadedModel, label: string) => Promise<WarmupTimes | void>;
-  /** Decide where each session runs (runtime/session-placement.ts), knowing the warm-up's run times. */
-  readonly place: (model: LoadedModel, label: string, warmupRunUs?: WarmupTimes) => Promise<void>;
-  /** Budget bytes predicted from the package's files, before loading. */
-  readonly predictFiles: (dir: string) => Promise<number>;
+  /**
+   * Decide where each session runs (runtime/session-placement.ts), knowing the warm-up's run times;
+   * `admitCopy` says whether a main-thread copy of that many bytes fits.
+   */
+  readonly place: (model: LoadedModel, label: string, warmupRunUs: WarmupTimes | undefined, admitCopy: (bytes: number) => boolean) => Promise<void>;
+  /** Budget bytes predicted from the package's files before loading, and the files' own bytes. */
+  readonly predictFiles: (dir: string) => Promise<{ readonly predictedBytes: number; readonly fileBytes: number }>;
   /** The same once loaded: the versions served and every session copy. */
   readonly predictLoaded: (pkg: LoadedPackage) => Promise<number>;
   readonly probe: MemoryProbe;
+  /** Run after unloads settle, to give the threads' garbage back (runtime/reclaim.ts); omitted: nothing. */
+  readonly reclaim?: () => Promise<void>;
   readonly logger: Logger;
   readonly metrics: Pick<Metrics, 'modelLoadDuration'> & Partial<Pick<Metrics, 'sequenceStateBytes'>>;
 }
@@ -70,19 +110,28 @@ export interface ModelLoaderOptions {
   readonly loadDeps: PackageLoadDeps;
   /** Whether GPU memory can be measured (a GPU is visible): packages on CUDA are measured there. */
   readonly gpuVisible?: boolean;
+  /** Run after unloads settle (RuntimePool.reclaim). */
+  readonly reclaim?: () => Promise<void>;
   readonly logger: Logger;
   readonly metrics: Pick<Metrics, 'modelLoadDuration'> & Partial<Pick<Metrics, 'sequenceStateBytes'>>;
 }
 
 /** Placement of every ONNX version of a model (the runtime decides; this supplies the files and the zeros). */
-export function placeModel(model: LoadedModel, label: string, settings: PlacementSettings, logger: Logger, warmupRunUs?: WarmupTimes): Promise<void> {
+export function placeModel(
+  model: LoadedModel,
+  label: string,
+  settings: PlacementSettings,
+  logger: Logger,
+  warmupRunUs?: WarmupTimes,
+  admitCopy?: (bytes: number) => boolean,
+): Promise<void> {
   const versions = [...model.versions.values()].map((v) => ({
     version: v.version,
     sessions: v.sessions,
     fileBytes: () => filesBytes(path.join(model.dir, String(v.version))),
     warmupRunUs: warmupRunUs?.get(v.version),
   }));
-  return placeSessions(model.config, versions, (rows) => zeroFeeds(model.config, rows), label, settings, logger);
+  return placeSessions(model.config, versions, (rows) => zeroFeeds(model.config, rows), label, settings, logger, admitCopy);
 }
 
 /** The loader the server runs: real packages, warm-up, placement and probes. */
@@ -93,24 +142,35 @@ export function createModelLoader(options: ModelLoaderOptions): PackageModelLoad
     memory: options.memory,
     loadPackage: (request) => loadPackage(request, loadDeps),
     warmUp: (model, label) => warmUpModel(model, label, logger),
-    place: (model, label, warmupRunUs) => placeModel(model, label, placement, logger, warmupRunUs),
-    predictFiles: predictPackageBytes,
+    place: (model, label, warmupRunUs, admitCopy) => placeModel(model, label, placement, logger, warmupRunUs, admitCopy),
+    predictFiles: predictPackageFootprint,
     predictLoaded: predictLoadedBytes,
-    probe: { rssBytes: processRssBytes, ...(options.gpuVisible ? { gpu: gpuMemory } : {}) },
+    probe: { rssBytes: processRssBytes, ...(options.gpuVisible ? { gpuBytes: () => gpuProcessBytes() } : {}) },
+    ...(options.reclaim ? { reclaim: options.reclaim } : {}),
     logger,
     metrics: options.metrics,
   });
 }
 
 export class PackageModelLoader implements ModelLoader {
-  /** Loads in progress, for telling whether a memory measurement was disturbed by another load. */
-  private readonly measuring = new Set<{ overlapped: boolean }>();
+  /** The load holding the measuring turn; the next waits for it (loads are measured one at a time). */
+  private turn: Promise<void> = Promise.resolve();
+  private reclaimTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly deps: ModelLoaderDeps) {}
 
   /**
-   * Reserve memory (predicted from the files), load the package, warm it up,
-   * measure its footprint and correct the reservation.
+   * Reserve the load's peak (files plus the create transient), take the
+   * measuring turn, load the package, warm it up, place its sessions (a
+   * main-thread copy only if the budget has room for it now), measure what
+   * the process gained, and set the reservation to what the package holds:
+   * the larger of the prediction and the measurement.
+   *
+   * Loads are measured one at a time: a process-wide delta is only the
+   * load's own when nothing else loads meanwhile (requests to other models
+   * still run, and what they allocate is caught by the reconciliation of
+   * measured memory against the budget, memory-manager.ts). Downloads and
+   * extraction happen before (store/), in parallel.
    */
   async load(request: PackageLoadRequest): Promise<LoadedModelPackage> {
     const { memory, metrics, logger, probe } = this.deps;
@@ -118,34 +178,35 @@ export class PackageModelLoader implements ModelLoader {
     const elapsedMs = (): number => Math.round(Number(process.hrtime.bigint() - started) / 1e6);
     let pkg: LoadedPackage | undefined;
     let reservation: Reservation | undefined;
+    let endTurn: (() => void) | undefined;
     try {
-      const predicted = await this.deps.predictFiles(request.dir);
-      reservation = await memory.reserve(request.label, predicted);
-      const measure = { overlapped: this.measuring.size > 0 };
-      for (const other of this.measuring) other.overlapped = true;
-      this.measuring.add(measure);
-      const gpuBefore = probe.gpu ? await probe.gpu(0) : undefined;
+      const { predictedBytes: predicted, fileBytes: files } = await this.deps.predictFiles(request.dir);
+      reservation = await memory.reserve(request.label, loadPeakBytes(predicted, files));
+      const previous = this.turn;
+      this.turn = new Promise<void>((resolve) => (endTurn = resolve));
+      await previous;
+      const gpuBefore = probe.gpuBytes ? await probe.gpuBytes() : undefined;
       const rssBefore = probe.rssBytes();
-      try {
-        pkg = await this.deps.loadPackage(request);
-        for (const model of pkg.models.values()) {
-          const warmupRunUs = await this.deps.warmUp(model, request.label);
-          await this.deps.place(model, request.label, warmupRunUs ?? undefined);
-        }
-      } finally {
-        this.measuring.delete(measure);
+      pkg = await this.deps.loadPackage(request);
+      for (const model of pkg.models.values()) {
+        const warmupRunUs = await this.deps.warmUp(model, request.label);
+        await this.deps.place(model, request.label, warmupRunUs ?? undefined, (bytes) => reservation!.tryGrow(bytes));
       }
-      const onGpu = [...pkg.models.values()].some((m) => [...m.versions.values()].some((v) => v.sessions.some((s) => s.provider !== 'cpu')));
-      const gpuAfter = onGpu && gpuBefore && probe.gpu ? await probe.gpu(0) : undefined;
-      const measured = onGpu ? (gpuAfter && gpuBefore ? gpuAfter.usedBytes - gpuBefore.usedBytes : undefined) : probe.rssBytes() - rssBefore;
-      // Another load at the same time makes a process-wide delta meaningless: keep the prediction then.
-      const trusted = measured !== undefined && !measure.overlapped;
-      // Now exact about what was loaded (versions served, one weight copy per instance); a trusted measurement can only raise it.
+      const devices = gpuDevices(pkg);
+      const onGpu = devices.size > 0;
+      const gpuAfter = onGpu && gpuBefore !== undefined && probe.gpuBytes ? await probe.gpuBytes() : undefined;
+      // On a GPU: what this process gained on the devices its sessions use (other processes sharing the GPU do not count).
+      const measuredRaw = onGpu ? gpuDelta(gpuBefore, gpuAfter, devices) : probe.rssBytes() - rssBefore;
+      endTurn?.();
+      endTurn = undefined;
+      const measured = measuredRaw === undefined || !Number.isFinite(measuredRaw) ? undefined : Math.max(0, Math.round(measuredRaw));
+      // Exact about what was loaded (versions served, every session copy); the measurement can only raise it.
       const loadedPrediction = await this.deps.predictLoaded(pkg);
-      const bytes = Math.max(loadedPrediction, trusted ? measured : 0);
+      const bytes = Math.max(loadedPrediction, measured ?? 0);
       if (bytes !== reservation.bytes) {
+        const grew = bytes > reservation.bytes;
         reservation.resize(bytes);
-        if (bytes > predicted) void memory.trim().catch((err: unknown) => logger.warn({ err }, 'trimming memory after a load failed'));
+        if (grew) void memory.trim().catch((err: unknown) => logger.warn({ err }, 'trimming memory after a load failed'));
       }
       metrics.modelLoadDuration.observe({ outcome: 'success' }, elapsedMs() / 1000);
       logger.info(
@@ -155,21 +216,55 @@ export class PackageModelLoader implements ModelLoader {
           models: [...pkg.models.keys()],
           bytes: reservation.bytes,
           predictedBytes: predicted,
-          measuredBytes: trusted ? measured : undefined,
+          peakReservedBytes: loadPeakBytes(predicted, files),
+          measuredBytes: measured,
           device: onGpu ? 'gpu' : 'cpu',
           durationMs: elapsedMs(),
         },
         'model loaded',
       );
       watchSequences(pkg, reservation, memory, metrics.sequenceStateBytes, logger);
-      return resident(pkg, reservation);
+      return this.resident(pkg, reservation, measured);
     } catch (err) {
+      endTurn?.();
       await pkg?.release();
       reservation?.release();
       metrics.modelLoadDuration.observe({ outcome: 'failure' }, elapsedMs() / 1000);
       logger.warn({ model: request.label, err: (err as Error).message, durationMs: elapsedMs() }, 'model load failed');
       throw err;
     }
+  }
+
+  private resident(pkg: LoadedPackage, reservation: Reservation, measuredBytes: number | undefined): LoadedModelPackage {
+    let released: Promise<void> | undefined;
+    return {
+      pkg,
+      measuredBytes,
+      get bytes() {
+        return reservation.bytes;
+      },
+      release: () =>
+        (released ??= (async () => {
+          try {
+            await pkg.release();
+          } finally {
+            reservation.release();
+            this.scheduleReclaim();
+          }
+        })()),
+    };
+  }
+
+  /** One reclaim after a wave of unloads, then a reconciliation with what the process really holds. */
+  private scheduleReclaim(): void {
+    if (this.reclaimTimer !== undefined) clearTimeout(this.reclaimTimer);
+    this.reclaimTimer = setTimeout(() => {
+      this.reclaimTimer = undefined;
+      void (this.deps.reclaim?.() ?? Promise.resolve())
+        .then(() => this.deps.memory.reconcile())
+        .catch((err: unknown) => this.deps.logger.warn({ err }, 'reclaiming memory after unloads failed'));
+    }, RECLAIM_DELAY_MS);
+    this.reclaimTimer.unref();
   }
 }
 
@@ -191,23 +286,5 @@ function watchSequences(pkg: LoadedPackage, reservation: Reservation, memory: Mo
     } else if (live === 0) {
       memory.notify?.();
     }
-  };
-}
-
-function resident(pkg: LoadedPackage, reservation: Reservation): LoadedModelPackage {
-  let released: Promise<void> | undefined;
-  return {
-    pkg,
-    get bytes() {
-      return reservation.bytes;
-    },
-    release: () =>
-      (released ??= (async () => {
-        try {
-          await pkg.release();
-        } finally {
-          reservation.release();
-        }
-      })()),
   };
 }

@@ -50,6 +50,22 @@ import { flatModelName } from './repository-layout.js';
 export type { ManagedModelInfo } from './managed-records.js';
 
 export type EntryKind = 'target' | 'managed' | 'default';
+
+/** A model's memory as the repository index and GET /models/{name} report it (undefined while not resident). */
+export interface ModelMemory {
+  /** Its share of the budget now (the loader's reservation). */
+  readonly reservedBytes: number | undefined;
+  /** What its load was measured to add to the process; undefined when it could not be measured. */
+  readonly measuredBytes: number | undefined;
+}
+
+/** A resident entry seen from outside: its state, package and memory. */
+export interface ResidentView extends ModelMemory {
+  readonly state: EntryState;
+  readonly pkg: LoadedPackage | undefined;
+  /** What the budget counts for it now (0 until loaded). */
+  readonly bytes: number;
+}
 export type EntryState = 'LOADING' | 'READY' | 'UNLOADING';
 
 export interface Lease {
@@ -68,6 +84,8 @@ export interface RepositoryModel {
   readonly cached: boolean;
   /** In memory: READY, or LOADING/UNLOADING while that happens; undefined when not loaded. */
   readonly state: EntryState | undefined;
+  readonly reservedBytes: number | undefined;
+  readonly measuredBytes: number | undefined;
 }
 
 interface Entry {
@@ -82,6 +100,8 @@ interface Entry {
   /** The loaded package with its reservation (the loader's); set when the load succeeds. */
   loaded: LoadedModelPackage | undefined;
   inflight: number;
+  /** Requests waiting for its load to finish: it stays pinned until they hold their leases. */
+  waiting: number;
   idle: (() => void) | undefined;
   loadedAt: Date | undefined;
   /** The source's copy the package was loaded from (self-managed entries); released with the entry. */
@@ -111,6 +131,10 @@ export interface RegistryOptions {
 /** `team/b.tar.gz` → `team/b`: the same model addressed without its suffix. */
 function archiveStem(target: string): string {
   return target.replace(/\.(tar\.gz|tgz)$/i, '');
+}
+
+function memoryOf(entry: Entry): ModelMemory {
+  return { reservedBytes: entry.loaded?.bytes, measuredBytes: entry.loaded?.measuredBytes };
 }
 
 function archiveBaseName(target: string): string {
@@ -229,6 +253,8 @@ export class ModelRegistry {
         lastModified: m.lastModified?.toISOString(),
         cached: m.cached,
         state: entry?.state,
+        reservedBytes: entry?.loaded?.bytes,
+        measuredBytes: entry?.loaded?.measuredBytes,
       };
     });
   }
@@ -286,7 +312,8 @@ export class ModelRegistry {
     // A url that is itself one model directory whose config names it after the directory is that model, as in Triton.
     const fallbackName = (await flatModelName(dir)) ?? (targetHeader ? archiveBaseName(targetHeader) : modelName);
     const entry = this.startLoad(key, 'managed', label, { url: dir, targetHeader }, () => this.load({ dir, label, fallbackName }));
-    const { pkg } = await entry.ready;
+    entry.waiting++;
+    const { pkg } = await entry.ready.finally(() => entry.waiting--);
     const versions = [...pkg.entry.versions.keys()];
     const record = { modelName, dir, targetHeader, label, loadedAt: new Date(), entryModel: pkg.entry.name, versions };
     this.managed.add(record);
@@ -312,11 +339,16 @@ export class ModelRegistry {
   }
 
   listManaged(): ManagedModelInfo[] {
-    return this.managed.list();
+    return this.managed.list().map((m) => this.withMemory(m));
   }
 
   describeManaged(modelName: string): ManagedModelInfo {
-    return info(this.managed.require(modelName));
+    return this.withMemory(info(this.managed.require(modelName)));
+  }
+
+  private withMemory(m: ManagedModelInfo): ManagedModelInfo {
+    const entry = this.entries.get(`managed:${m.modelName}`);
+    return entry === undefined ? m : { ...m, ...memoryOf(entry) };
   }
 
   /** Whether SageMaker loaded a model of this name (resident or paged out). */
@@ -412,6 +444,7 @@ export class ModelRegistry {
       pkg: undefined,
       loaded: undefined,
       inflight: 0,
+      waiting: 0,
       idle: undefined,
       loadedAt: undefined,
       local: undefined,
@@ -423,8 +456,10 @@ export class ModelRegistry {
         get bytes() {
           return entry.loaded?.bytes ?? 0;
         },
+        // Also while requests that waited for its load have not leased it yet: a just-loaded model must not be
+        // evicted (by another load or the reconciliation) between its load and the requests it was loaded for.
         // Live sequences pin it too: evicting it would lose their implicit state mid-sequence.
-        pinned: () => entry.inflight > 0 || entry.state !== 'READY' || (entry.pkg?.sequences?.live ?? 0) > 0,
+        pinned: () => entry.inflight > 0 || entry.waiting > 0 || entry.state !== 'READY' || (entry.pkg?.sequences?.live ?? 0) > 0,
         evict: () => this.evict(entry),
       },
     };
@@ -469,10 +504,16 @@ export class ModelRegistry {
     // Resident: lease at once. Nothing to wait for, so no abort listener (the hot path of every request).
     if (resident && entry!.pkg !== undefined) return this.lease(entry!, entry!.pkg);
     entry ??= this.startLoad(key, kind, label, extra, loader);
-    const { pkg } = await abortable(entry.ready, cancel?.signal, label);
-    if (!resident) this.options.metrics.modelLoadingWait.observe((performance.now() - waitStarted) / 1000);
-    if (entry.state === 'UNLOADING') throw new ServingError('MODEL_NOT_FOUND', `model '${label}' was unloaded`, { model: label });
-    return this.lease(entry, pkg);
+    const waited = entry;
+    waited.waiting++;
+    try {
+      const { pkg } = await abortable(waited.ready, cancel?.signal, label);
+      if (!resident) this.options.metrics.modelLoadingWait.observe((performance.now() - waitStarted) / 1000);
+      if (waited.state === 'UNLOADING') throw new ServingError('MODEL_NOT_FOUND', `model '${label}' was unloaded`, { model: label });
+      return this.lease(waited, pkg);
+    } finally {
+      waited.waiting--;
+    }
   }
 
   private countMemoryLookup(): void {
@@ -531,10 +572,10 @@ export class ModelRegistry {
   // self-managed target on request (POST /v2/repository/models/{m}/unload).
 
   /** A resident entry's state and package, without loading anything; undefined when not resident. */
-  peekResident(kind: 'target' | 'managed', name: string): { readonly state: EntryState; readonly pkg: LoadedPackage | undefined; readonly bytes: number } | undefined {
+  peekResident(kind: 'target' | 'managed', name: string): ResidentView | undefined {
     const entry = this.entries.get(kind === 'target' ? this.targetKey(normalizeTarget(name)) : `managed:${name}`);
-    // bytes: the memory the load measured (0 until it has), what the budget counts for it.
-    return entry === undefined ? undefined : { state: entry.state, pkg: entry.pkg, bytes: entry.loaded?.bytes ?? 0 };
+    // bytes: what the budget counts for it (0 until loaded).
+    return entry === undefined ? undefined : { state: entry.state, pkg: entry.pkg, bytes: entry.loaded?.bytes ?? 0, ...memoryOf(entry) };
   }
 
   private targetKey(target: string): string {

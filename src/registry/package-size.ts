@@ -15,8 +15,13 @@ export const SESSION_OVERHEAD_BYTES = 1024 * 1024;
 const MAX_ENTRIES = 100_000;
 
 export async function predictPackageBytes(dir: string): Promise<number> {
+  return (await predictPackageFootprint(dir)).predictedBytes;
+}
+
+/** The prediction, and the bytes of the files it is made from. */
+export async function predictPackageFootprint(dir: string): Promise<{ predictedBytes: number; fileBytes: number }> {
   const { bytes, sessions } = await walkBytes(dir);
-  return bytes + sessions * SESSION_OVERHEAD_BYTES;
+  return { predictedBytes: bytes + sessions * SESSION_OVERHEAD_BYTES, fileBytes: bytes };
 }
 
 /**

@@ -21,7 +21,7 @@ import type { CreateSessionOptions } from './worker-protocol.js';
 export const MAIN_THREAD = -1;
 
 export async function createMainThreadSession(path: string, options: CreateSessionOptions): Promise<PooledSession> {
-  const session = await ort.InferenceSession.create(path, ortSessionOptions(options, undefined));
+  const session = await ort.InferenceSession.create(path, ortSessionOptions(options));
   const feedsOf = (feeds: ReadonlyMap<string, Tensor>): Record<string, ort.Tensor> => {
     const out: Record<string, ort.Tensor> = {};
     for (const [name, t] of feeds) out[name] = toOrtTensor(name, t);

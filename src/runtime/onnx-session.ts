@@ -25,6 +25,8 @@ export interface ModelSession {
   readonly inputs: readonly OnnxIoInfo[];
   readonly outputs: readonly OnnxIoInfo[];
   readonly provider: ProviderName;
+  /** The GPU device of a CUDA/TensorRT session (its provider's device_id); 0 on CPU. */
+  readonly deviceId: number;
   /** Copies of the session held (a worker's and a main-thread one): each holds the weights; memory is predicted per copy. */
   readonly copies: number;
   /**
@@ -112,6 +114,10 @@ class PooledModelSession implements ModelSession {
 
   get worker(): number {
     return this.inWorker?.worker ?? MAIN_THREAD;
+  }
+
+  get deviceId(): number {
+    return this.origin.options.deviceId;
   }
 
   get inputs(): readonly OnnxIoInfo[] {

@@ -9,6 +9,9 @@
 import { Worker } from 'node:worker_threads';
 import type { Tensor } from '../protocol/tensor.js';
 import type { OnnxIoInfo } from './onnx-io.js';
+import { primeThread } from './prime.js';
+import { tensorrtCacheEnvironment } from './provider-options.js';
+import { collectGarbage } from './reclaim.js';
 import { fromTensorList, toTensorList, type CreateSessionOptions, type WorkerReply, type WorkerRequest } from './worker-protocol.js';
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
@@ -92,6 +95,8 @@ export class RuntimePool {
     readonly size: number,
     settings: WorkerSettings = {},
   ) {
+    // Before any worker starts: TensorRT reads its cache settings from the environment (provider-options.ts).
+    if (settings.tensorrtCacheDir !== undefined) tensorrtCacheEnvironment(process.env, settings.tensorrtCacheDir);
     this.workers = Array.from({ length: Math.max(1, size) }, (_, i) => new RuntimeWorker(i, settings));
   }
 
@@ -140,6 +145,26 @@ export class RuntimePool {
         unwrap(await worker.call({ op: 'release', session }));
       },
     };
+  }
+
+  /**
+   * Pay onnxruntime's fixed per-thread cost in every worker now, so the idle
+   * figure includes it (runtime/prime.ts); the main thread too when sessions
+   * may run there. Before the server takes traffic.
+   */
+  async prime(intraOpThreads: number | undefined, mainThread: boolean): Promise<void> {
+    await Promise.all(this.workers.map(async (w) => {
+      const reply = unwrap(await w.call({ op: 'prime', intraOpThreads }));
+      if (reply.op !== 'prime') throw new Error('runtime worker answered a prime with the wrong reply');
+    }));
+    if (mainThread) await primeThread(intraOpThreads);
+  }
+
+  /** One full garbage collection in every worker and on the main thread (runtime/reclaim.ts): after unloads. */
+  async reclaim(): Promise<void> {
+    if (this.closed) return;
+    await Promise.allSettled(this.workers.map((w) => w.call({ op: 'reclaim' })));
+    collectGarbage();
   }
 
   async close(): Promise<void> {

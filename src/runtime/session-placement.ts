@@ -95,6 +95,9 @@ export const MAIN_THREAD_MAX_INTRA_OP_THREADS = 4;
 /** Largest version directory (model file and external data) that gets a main-thread copy. */
 export const MAIN_THREAD_MAX_FILE_BYTES = 64 * 1024 * 1024;
 
+/** What a main-thread copy holds beyond its weights (the per-session allowance of registry/package-size.ts). */
+export const MAIN_THREAD_COPY_ALLOWANCE_BYTES = 1024 * 1024;
+
 /** Runs timed per probe: enough for a stable median, few enough to keep loads fast (each run is at most a few ms). */
 const PROBE_RUNS = 7;
 /**
@@ -167,6 +170,13 @@ export async function placeSessions(
   label: string,
   settings: PlacementSettings,
   logger: Logger,
+  /**
+   * Asked before a second copy is made, with the bytes it will hold (its
+   * files again, plus a session's allowance): false (no room in the memory
+   * budget now) keeps the session in its worker only. Moving a session to the
+   * main thread holds one copy as before and is not asked.
+   */
+  admitCopy: (bytes: number) => boolean = () => true,
 ): Promise<void> {
   if (config.platform === 'ensemble') return;
   const choice = executionThreadOf(config, label);
@@ -217,6 +227,10 @@ export async function placeSessions(
     // Cheaper than the hop: no worker copy at all. One intra-op thread (unless the model sets its own): a run
     // this short gains nothing from more, and a pool's threads would spin beside the server under load.
     const only = choice === 'main' || (runUs !== undefined && runUs <= onlyMaxRunUs);
+    if (!only && !admitCopy((await version.fileBytes()) + MAIN_THREAD_COPY_ALLOWANCE_BYTES)) {
+      logger.info({ model: label, version: version.version }, 'no room in the memory budget for a main-thread copy; the session stays in its runtime worker');
+      continue;
+    }
     try {
       if (choice === 'main') await session.moveToMainThread();
       else if (only) await session.moveToMainThread(copyThreads === undefined ? undefined : 1);

@@ -6,22 +6,22 @@
  * every load and every inference. Each worker owns a set of sessions and
  * handles one message at a time; different workers run in parallel.
  */
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import type { Tensor } from '../protocol/tensor.js';
 import { fromOrtTensor, ioInfo, timeOrtRuns, toOrtTensor } from './onnx-io.js';
+import { primeThread } from './prime.js';
+import { collectGarbage } from './reclaim.js';
 import { ortSessionOptions } from './provider-options.js';
-import type { WorkerSettings } from './runtime-pool.js';
 import type { CreateSessionOptions, TensorList, WorkerReply, WorkerRequest } from './worker-protocol.js';
 
 const sessions = new Map<number, ort.InferenceSession>();
 let nextSession = 1;
 
-const settings = (workerData ?? {}) as WorkerSettings;
 
 
 async function create(path: string, o: CreateSessionOptions): Promise<WorkerReply & { op: 'create' }> {
-  const session = await ort.InferenceSession.create(path, ortSessionOptions(o, settings.tensorrtCacheDir));
+  const session = await ort.InferenceSession.create(path, ortSessionOptions(o));
   const id = nextSession++;
   sessions.set(id, session);
   return { id: 0, ok: true, op: 'create', session: id, inputs: session.inputMetadata.map(ioInfo), outputs: session.outputMetadata.map(ioInfo) };
@@ -83,6 +83,16 @@ async function handle(msg: WorkerRequest): Promise<void> {
       case 'time': {
         const runUs = await timeOrtRuns(sessionOf(msg.session), ortFeedsOf(msg.feeds), msg.outputs, msg.repeats);
         parentPort!.postMessage({ id: msg.id, ok: true, op: 'time', runUs } satisfies WorkerReply);
+        return;
+      }
+      case 'prime': {
+        await primeThread(msg.intraOpThreads);
+        parentPort!.postMessage({ id: msg.id, ok: true, op: 'prime' } satisfies WorkerReply);
+        return;
+      }
+      case 'reclaim': {
+        collectGarbage();
+        parentPort!.postMessage({ id: msg.id, ok: true, op: 'reclaim' } satisfies WorkerReply);
         return;
       }
       case 'release': {

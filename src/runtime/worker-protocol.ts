@@ -54,6 +54,10 @@ export type WorkerRequest =
   | { readonly id: number; readonly op: 'create'; readonly path: string; readonly options: CreateSessionOptions }
   | { readonly id: number; readonly op: 'run'; readonly session: number; readonly feeds: TensorList; readonly outputs: readonly string[] }
   | { readonly id: number; readonly op: 'release'; readonly session: number }
+  /** One full garbage collection in the worker (runtime/reclaim.ts). */
+  | { readonly id: number; readonly op: 'reclaim' }
+  /** Pay onnxruntime's fixed per-thread cost now (runtime/prime.ts). */
+  | { readonly id: number; readonly op: 'prime'; readonly intraOpThreads: number | undefined }
   /** Run `repeats` times and report each run's duration inside the worker (session placement measures with it). */
   | { readonly id: number; readonly op: 'time'; readonly session: number; readonly feeds: TensorList; readonly outputs: readonly string[]; readonly repeats: number };
 
@@ -65,5 +69,7 @@ export type WorkerReply =
   | { readonly id: number; readonly ok: true; readonly op: 'create'; readonly session: number; readonly inputs: readonly OnnxIoInfo[]; readonly outputs: readonly OnnxIoInfo[] }
   | { readonly id: number; readonly ok: true; readonly op: 'run'; readonly outputs: TensorList }
   | { readonly id: number; readonly ok: true; readonly op: 'release' }
+  | { readonly id: number; readonly ok: true; readonly op: 'prime' }
+  | { readonly id: number; readonly ok: true; readonly op: 'reclaim' }
   | { readonly id: number; readonly ok: true; readonly op: 'time'; readonly runUs: readonly number[] }
   | { readonly id: number; readonly ok: false; readonly error: WorkerError };

@@ -447,13 +447,22 @@ export class InferenceService {
     for (const m of registry.listManaged()) {
       const versions = registry.managedVersions(m.modelName) ?? [];
       const latest = versions.length > 0 ? String(Math.max(...versions)) : versionOf(registry.peekResident('managed', m.modelName)?.pkg);
-      rows.push({ name: m.modelName, version: latest, state: m.state, reason: '', cached: undefined, sizeBytes: undefined });
+      rows.push({ name: m.modelName, version: latest, state: m.state, reason: '', cached: undefined, sizeBytes: undefined, reservedBytes: m.reservedBytes, measuredBytes: m.measuredBytes });
     }
     for (const t of await registry.repositoryIndex()) {
       // A target may be resident under its archive name or its stem (`add_sub.tar.gz` / `add_sub`).
       const resident = t.state === 'READY' ? (registry.peekResident('target', t.target) ?? registry.peekResident('target', t.target.replace(/\.(tar\.gz|tgz)$/i, ''))) : undefined;
       const version = versionOf(resident?.pkg);
-      rows.push({ name: t.target, version, state: t.state ?? 'UNAVAILABLE', reason: t.state === undefined ? 'not loaded' : '', cached: t.cached, sizeBytes: t.sizeBytes });
+      rows.push({
+        name: t.target,
+        version,
+        state: t.state ?? 'UNAVAILABLE',
+        reason: t.state === undefined ? 'not loaded' : '',
+        cached: t.cached,
+        sizeBytes: t.sizeBytes,
+        reservedBytes: resident?.reservedBytes ?? t.reservedBytes,
+        measuredBytes: resident?.measuredBytes ?? t.measuredBytes,
+      });
     }
     return readyOnly ? rows.filter((r) => r.state === 'READY') : rows;
   }
@@ -482,4 +491,7 @@ export interface RepositoryIndexEntry {
   readonly cached: boolean | undefined;
   /** Targets of the model source: the archive's size. */
   readonly sizeBytes: number | undefined;
+  /** While resident: its share of the memory budget, and what its load was measured to add to the process. */
+  readonly reservedBytes?: number | undefined;
+  readonly measuredBytes?: number | undefined;
 }

@@ -118,6 +118,7 @@ export class FakeLoader implements ModelLoader {
       let released = false;
       return {
         pkg,
+        measuredBytes: undefined,
         get bytes() {
           return reservation.bytes;
         },

@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import os from 'node:os';
 import { describe, it } from 'node:test';
-import { containerMemoryLimitBytes, gpuMemory, parseNvidiaSmi, processRssBytes } from '../../../src/runtime/memory-usage.js';
-import { providerOption } from '../../../src/runtime/provider-options.js';
+import { containerMemoryLimitBytes, gpuMemory, gpuProcessBytes, parseGpuProcessBytes, parseNvidiaSmi, processRssBytes } from '../../../src/runtime/memory-usage.js';
+import { ortSessionOptions, providerOption, tensorrtCacheEnvironment } from '../../../src/runtime/provider-options.js';
 
 function files(map: Record<string, string>): (f: string) => string {
   return (f) => {
@@ -53,20 +53,41 @@ describe('GPU memory', () => {
 });
 
 describe('providerOption', () => {
-  it('CUDA grows its arena by what is requested, on the configured device', () => {
-    assert.deepEqual(providerOption('cuda', 1, undefined), { name: 'cuda', deviceId: 1, arenaExtendStrategy: 'kSameAsRequested' });
-  });
-  it('TensorRT caches engines and timing data under the given directory', () => {
-    assert.deepEqual(providerOption('tensorrt', 0, '/cache/.tensorrt'), {
-      name: 'tensorrt',
-      deviceId: 0,
-      trtEngineCacheEnable: true,
-      trtEngineCachePath: '/cache/.tensorrt',
-      trtTimingCacheEnable: true,
-      trtTimingCachePath: '/cache/.tensorrt',
-    });
+  it('CUDA and TensorRT get their device only: onnxruntime-node forwards nothing else to them', () => {
+    assert.deepEqual(providerOption('cuda', 1), { name: 'cuda', deviceId: 1 });
+    assert.deepEqual(providerOption('tensorrt', 0), { name: 'tensorrt', deviceId: 0 });
   });
   it('CPU takes no options', () => {
-    assert.deepEqual(providerOption('cpu', 0, '/x'), { name: 'cpu' });
+    assert.deepEqual(providerOption('cpu', 0), { name: 'cpu' });
+  });
+  it('every session allocates its initializers outside the arena (a config entry the binding does forward)', () => {
+    const options = ortSessionOptions({ providers: ['cuda', 'cpu'], deviceId: 0, graphOptimizationLevel: 'all', intraOpThreads: undefined, interOpThreads: undefined });
+    assert.deepEqual(options.extra, { session: { use_device_allocator_for_initializers: '1' } });
+  });
+  it("TensorRT's caches through the variables its provider reads; the operator's own values win", () => {
+    const env: NodeJS.ProcessEnv = { ORT_TENSORRT_CACHE_PATH: '/mine' };
+    tensorrtCacheEnvironment(env, '/cache/.tensorrt');
+    assert.deepEqual(env, { ORT_TENSORRT_CACHE_PATH: '/mine', ORT_TENSORRT_ENGINE_CACHE_ENABLE: '1', ORT_TENSORRT_TIMING_CACHE_ENABLE: '1' });
+  });
+});
+
+describe('GPU memory per process (nvidia-smi)', () => {
+  const gpus = 'GPU-0, GPU-aaa\n'.replace('GPU-0', '0') + '1, GPU-bbb\n';
+  const apps = 'GPU-aaa, 4242, 300\nGPU-aaa, 99, 5000\nGPU-bbb, 4242, 20\nGPU-bbb, 4242, 12\n';
+  it("counts this process's use on each device, not the device's total or other processes'", () => {
+    const m = parseGpuProcessBytes(apps, gpus, 4242);
+    assert.equal(m.get(0), 300 * 1024 * 1024);
+    assert.equal(m.get(1), 32 * 1024 * 1024, 'two contexts of the process on one device add up');
+  });
+  it('a device where the process has no context yet reads 0; an unknown UUID is ignored', () => {
+    const m = parseGpuProcessBytes('GPU-zzz, 4242, 7\n', gpus, 4242);
+    assert.deepEqual([...m], [[0, 0], [1, 0]]);
+  });
+  it('the empty answer of a machine without compute apps', () => {
+    assert.deepEqual([...parseGpuProcessBytes('', gpus, 1)], [[0, 0], [1, 0]]);
+  });
+  it('no driver: undefined, not an error', async () => {
+    const m = await gpuProcessBytes(process.pid, 2000);
+    assert.ok(m === undefined || m instanceof Map);
   });
 });
