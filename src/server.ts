@@ -58,7 +58,7 @@ function createModelSource(config: ServerConfig, logger: Logger, cache: DiskCach
   });
 }
 
-export async function startServer(config: ServerConfig, logger: Logger, metrics: Metrics = createMetrics({ collectProcessMetrics: true })): Promise<RunningServer> {
+export async function startServer(config: ServerConfig, logger: Logger, metrics: Metrics = createMetrics({ collectProcessMetrics: true, maxTargets: config.metricsMaxTargets })): Promise<RunningServer> {
   await mkdir(config.cacheDir, { recursive: true });
   // Sweeps what a crash left half-written and indexes complete entries for reuse, before serving.
   const cache = new DiskCache({ dir: config.cacheDir, maxBytes: config.cacheMaxBytes, logger, metrics });
@@ -92,7 +92,6 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
           maxBatchSize: config.batchMaxSize,
           maxQueueSize: config.maxQueueSize,
         },
-        metrics,
         allowJsBackend: config.allowJsBackend,
         placement: { mainThreadMaxRunUs: config.mainThreadMaxRunUs, mainThreadOnlyMaxRunUs: config.mainThreadOnlyMaxRunUs },
         quiet: new QuietWindow(),

@@ -70,6 +70,8 @@ export interface ServerConfig {
   readonly safePortRange: { readonly min: number; readonly max: number } | undefined;
   /** Separate /metrics listener; undefined = only on the main port; 0 = any free port (tests). */
   readonly metricsPort: number | undefined;
+  /** Loaded targets with per-model series of their own; the rest share the `_overflow` series. */
+  readonly metricsMaxTargets: number;
   /** Response content type when Accept is missing or * / *. */
   readonly defaultAccept: DefaultAccept;
 }
@@ -425,6 +427,14 @@ export const SETTINGS: readonly AnySetting[] = [
     defaultText: '(none)',
     description: 'Set by SageMaker: the inclusive range (`MIN-MAX`) any extra port must lie in; `MME_METRICS_PORT` outside it stops startup.',
     parse: (raw) => (raw === undefined || raw.trim() === '' ? undefined : portRange('SAGEMAKER_SAFE_PORT_RANGE', raw)),
+  },
+  {
+    key: 'metricsMaxTargets',
+    env: ['MME_METRICS_MAX_TARGETS'],
+    defaultText: '500',
+    description:
+      'Most loaded targets with per-model series of their own (each label set `target`, `model`, `version`); further targets are counted together under `target="_overflow"` until some unload. Bounds what Prometheus stores when thousands of targets are served; `/v2/models/{m}/stats` stays per target.',
+    parse: (raw) => (raw === undefined || raw.trim() === '' ? 500 : int('MME_METRICS_MAX_TARGETS', raw, 0, 1_000_000)),
   },
   {
     key: 'metricsPort',

@@ -13,7 +13,7 @@ import { ServingError, toServingError } from '../errors.js';
 import { singleModelPlan, type ExecutionPlan } from '../ensemble/execution-plan.js';
 import { runPlan } from '../ensemble/plan-runner.js';
 import type { Logger } from '../observability/logger.js';
-import type { Metrics, ModelMetrics } from '../observability/metrics.js';
+import { createMetrics, type Metrics, type ModelMetrics, type TargetMetrics } from '../observability/metrics.js';
 import { checkClassifiable, classificationOf, classify } from '../protocol/classification.js';
 import type { InferRequest, InferResponse, RequestedOutput } from '../protocol/infer-types.js';
 import type { Tensor } from '../protocol/tensor.js';
@@ -107,6 +107,13 @@ export interface InferenceServiceOptions {
   readonly responseCache?: ResponseCache;
 }
 
+let uncounted: TargetMetrics | undefined;
+
+/** The series a package counts in; a package built without a handle (a test's) counts in a registry of its own. */
+function seriesOf(pkg: { readonly metrics: TargetMetrics | undefined }): TargetMetrics {
+  return pkg.metrics ?? (uncounted ??= createMetrics().forTarget('uncounted'));
+}
+
 function refLabel(ref: ModelRef): string {
   switch (ref.kind) {
     case 'target':
@@ -193,35 +200,41 @@ export class InferenceService {
         const hit = cache.get(cacheKey);
         lookupNs = process.hrtime.bigint() - lookupStart;
         if (hit !== undefined) {
-          const labels = { model: modelName, version };
-          this.options.metrics.cacheHits.inc(labels);
-          this.options.metrics.cacheHitDurationUs.inc(labels, Number(lookupNs) / 1000);
+          const hitCells = seriesOf(pkg).forModel(modelName, version);
+          hitCells.cacheHits.inc();
+          hitCells.cacheHitUs.add(Number(lookupNs) / 1000);
           const outputs = postProcess(hit);
-          this.record(this.options.metrics.forModel(modelName, version), batch, 0, started, process.hrtime.bigint(), false);
+          this.record(hitCells, batch, 0, started, process.hrtime.bigint(), false);
           return { id: request.id, modelName, modelVersion: version, outputs };
         }
       }
-      cells = this.options.metrics.forModel(modelName, version);
+      cells = seriesOf(pkg).forModel(modelName, version);
       cells.pending.inc();
       const computeStart = cache === undefined ? boundAt : process.hrtime.bigint();
       const raw = await runPlan(served.plan, request.inputs, wanted, ctx.cancel, scheduleOptionsFrom(request.parameters, lease.label));
       let outputStart = process.hrtime.bigint();
       const computeUs = Number(outputStart - computeStart) / 1000;
       if (cache !== undefined && cacheKey !== undefined) {
-        this.insert(cache, cacheKey, raw, { model: modelName, version }, lookupNs);
+        this.insert(cache, cacheKey, raw, cells, lookupNs);
         outputStart = process.hrtime.bigint();
       }
       const outputs = postProcess(raw);
       const done = process.hrtime.bigint();
       // Triton's compute-input and compute-output phases (see metrics.ts for what they cover here).
-      cells.computeInputUs.inc(Number(inputNs) / 1000);
-      cells.computeOutputUs.inc(Number(done - outputStart) / 1000);
+      cells.computeInputUs.add(Number(inputNs) / 1000);
+      cells.computeOutputUs.add(Number(done - outputStart) / 1000);
       this.record(cells, batch, computeUs, started, done, entry.config.platform === 'ensemble');
       return { id: request.id, modelName, modelVersion: version, outputs };
     } catch (err) {
       const e = toServingError(err, lease?.label ?? refLabel(ref));
       const reason = e.code === 'OVERLOADED' || e.code === 'TIMEOUT' ? 'REJECTED' : e.code === 'CANCELLED' ? 'CANCELED' : e.isClientFault ? 'OTHER' : 'BACKEND';
-      if (lease) this.options.metrics.requestFailure.inc({ model: modelName, version, reason });
+      // Counted once the version is known (a version that is not loaded has no series: never an empty label).
+      if (lease && version !== '') {
+        const failed = cells ?? seriesOf(lease.pkg).forModel(modelName, version);
+        const now = process.hrtime.bigint();
+        failed.fail(reason, Number(now - started) / 1000);
+        failed.lastInferenceAt = now;
+      }
       throw e;
     } finally {
       cells?.pending.dec();
@@ -231,14 +244,14 @@ export class InferenceService {
   }
 
   /** A miss: keep the answer (before post-processing, which may replace outputs in `raw`); Triton's miss time is lookup + insert. */
-  private insert(cache: ResponseCache, key: string, raw: ReadonlyMap<string, Tensor>, labels: { model: string; version: string }, lookupNs: bigint): void {
+  private insert(cache: ResponseCache, key: string, raw: ReadonlyMap<string, Tensor>, cells: ModelMetrics, lookupNs: bigint): void {
     const m = this.options.metrics;
     const insertStart = process.hrtime.bigint();
     const before = cache.stats().evictions;
     cache.set(key, raw);
     const after = cache.stats();
-    m.cacheMisses.inc(labels);
-    m.cacheMissDurationUs.inc(labels, Number(lookupNs + process.hrtime.bigint() - insertStart) / 1000);
+    cells.cacheMisses.inc();
+    cells.cacheMissUs.add(Number(lookupNs + process.hrtime.bigint() - insertStart) / 1000);
     m.responseCacheBytes.set(after.bytes);
     m.responseCacheEntries.set(after.entries);
     if (after.evictions > before) m.responseCacheEvictions.inc(after.evictions - before);
@@ -287,10 +300,11 @@ export class InferenceService {
     if (ensemble) {
       cells.inferenceCount.inc(batch);
       cells.execCount.inc();
-      cells.computeInferUs.inc(computeUs);
+      cells.computeInferUs.add(computeUs);
     }
-    cells.requestDurationUs.inc(totalUs);
+    cells.requestDurationUs.add(totalUs);
     cells.requestDuration.observe(totalUs / 1e6);
+    cells.lastInferenceAt = done;
   }
 
   // ------------------------------------------------------------ MME management
