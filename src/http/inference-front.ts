@@ -21,6 +21,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ModelRef } from '../service/inference-service.js';
 import { serveInference, type InferRouteDeps } from './infer-route.js';
+import { invocationRef } from './invocation-target.js';
 import type { RouteFamily } from './infer-exchange.js';
 import { openEnvelope, pathOf, sendError, shutdownRefusal, type EnvelopeDeps } from './request-envelope.js';
 import { parseVersion } from './v2-routes.js';
@@ -57,10 +58,7 @@ function decodeSegment(raw: string): string | undefined {
 const INVOCATIONS: InferenceRouteMatch = {
   route: '/invocations',
   family: 'sagemaker',
-  resolve: (req) => {
-    const target = header(req, TARGET_HEADER);
-    return { ref: target === undefined ? { kind: 'default' } : { kind: 'target', target }, version: undefined };
-  },
+  resolve: (req) => ({ ref: invocationRef(req.headers), version: undefined }),
 };
 
 const ENDPOINT_INVOCATIONS: InferenceRouteMatch = { ...INVOCATIONS, route: '/endpoints/:endpoint/invocations' };

@@ -10,6 +10,7 @@ import { parseJsonBody } from '../protocol/v2-json-codec.js';
 import type { ManagedModelInfo } from '../registry/model-registry.js';
 import type { ModelRef } from '../service/inference-service.js';
 import { serveInference, type InferRouteDeps } from './infer-route.js';
+import { invocationRef } from './invocation-target.js';
 import { readBody } from './read-body.js';
 import type { RequestContext } from './request-context.js';
 
@@ -67,8 +68,7 @@ export function sagemakerRoutes(deps: RouteDeps): Router {
   const invoke = (req: Request, res: Response, ref: ModelRef): Promise<void> => serveInference(deps, req, res, deps.context(req, res), ref, 'sagemaker');
 
   const invocations = async (req: Request, res: Response): Promise<void> => {
-    const target = header(req, TARGET_HEADER);
-    await invoke(req, res, target === undefined ? { kind: 'default' } : { kind: 'target', target });
+    await invoke(req, res, invocationRef(req.headers));
   };
 
   // Health: static and cheap, never touches models (SageMaker allows 2 s; a model failing must not fail the endpoint).

@@ -21,7 +21,7 @@ describe('KServe status flavour', () => {
     }
     const reply = errorReply(new ServingError('OVERLOADED', 'full'), 'kserve');
     assert.equal(reply.status, 503);
-    assert.deepEqual(JSON.parse(reply.body), { error: 'full', code: 'OVERLOADED' });
+    assert.deepEqual(JSON.parse(reply.body), { error: 'full', code: 'OVERLOADED', message: 'full' });
     assert.equal(errorReply(new ServingError('OVERLOADED', 'full')).status, 429);
   });
 });
