@@ -29,6 +29,8 @@ export interface AppDeps {
   readonly isShuttingDown: () => boolean;
   /** HTTP requests between arrival and the end of their response; shutdown drains this to zero. */
   readonly inflight: { count: number };
+  /** MME_ACCESS_LOG (default true): the per-request `request` line at info. */
+  readonly accessLog?: boolean;
 }
 
 /** The server's request listener, and `listen` as express's app has it (an http.Server on this listener). */

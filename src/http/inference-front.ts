@@ -22,6 +22,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ModelRef } from '../service/inference-service.js';
 import { serveInference, type InferRouteDeps } from './infer-route.js';
 import { invocationRef } from './invocation-target.js';
+import { canonicalModelPath } from './model-path.js';
 import type { RouteFamily } from './infer-exchange.js';
 import { openEnvelope, pathOf, sendError, shutdownRefusal, type EnvelopeDeps } from './request-envelope.js';
 import { parseVersion } from './v2-routes.js';
@@ -108,11 +109,19 @@ export function matchInferenceRoute(path: string): InferenceRouteMatch | undefin
  */
 export function createInferenceFront(deps: InferenceFrontDeps, fallback: (req: IncomingMessage, res: ServerResponse) => void): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
+    let path = pathOf(req.url);
+    // A nested model name (`/v2/models/team/x/infer`, as tritonclient sends it) becomes one encoded segment for every route.
+    if (path.startsWith('/v2/')) {
+      const canonical = canonicalModelPath(path);
+      if (canonical !== undefined) {
+        req.url = canonical + (req.url ?? '').slice(path.length);
+        path = canonical;
+      }
+    }
     if (req.method !== 'POST') {
       fallback(req, res);
       return;
     }
-    const path = pathOf(req.url);
     const match = matchInferenceRoute(path);
     if (match === undefined) {
       fallback(req, res);

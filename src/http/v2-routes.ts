@@ -23,8 +23,8 @@ import type { RequestContext } from './request-context.js';
 /** Server metadata (GET /v2). Kept equal to package.json's version by a unit test. */
 export const SERVER_NAME = 'onnx-mme';
 export const SERVER_VERSION = '0.1.0';
-/** Only what this server implements (Triton lists more; shared memory, statistics and tracing are not here). */
-export const V2_EXTENSIONS = ['binary_tensor_data', 'classification', 'model_configuration', 'model_repository', 'model_repository(unload_dependents)'];
+/** Only what this server implements (Triton lists more; shared memory and tracing are not here). */
+export const V2_EXTENSIONS = ['binary_tensor_data', 'classification', 'model_configuration', 'model_repository', 'model_repository(unload_dependents)', 'statistics'];
 
 export interface V2RouteDeps extends InferRouteDeps {
   readonly context: (req: Request, res: Response) => RequestContext;
@@ -35,7 +35,8 @@ export interface V2RouteDeps extends InferRouteDeps {
 export const V2_PATHS: readonly RegExp[] = [
   /^\/v2$/,
   /^\/v2\/health\/(live|ready)$/,
-  /^\/v2\/models\/[^/]+(\/versions\/[^/]+)?(\/(ready|infer|config))?$/,
+  /^\/v2\/models\/stats$/,
+  /^\/v2\/models\/[^/]+(\/versions\/[^/]+)?(\/(ready|infer|config|stats))?$/,
   /^\/v2\/repository\/index$/,
   /^\/v2\/repository\/models\/[^/]+\/(load|unload)$/,
 ];
@@ -87,6 +88,12 @@ export function v2Routes(deps: V2RouteDeps): Router {
   router.get('/v2/health/live', (_req, res) => yes(res));
   router.get('/v2/health/ready', (_req, res) => (deps.isShuttingDown() ? no(res, 'the server is shutting down') : yes(res)));
   router.get('/v2', (_req, res) => sendJson(res, 200, { name: SERVER_NAME, version: SERVER_VERSION, extensions: V2_EXTENSIONS }));
+
+  // Before /v2/models/:model, which would take `stats` for a model name.
+  router.get('/v2/models/stats', (_req, res) => sendJson(res, 200, service.modelStatistics(undefined, undefined)));
+  const stats = (req: Request, res: Response): void => sendJson(res, 200, service.modelStatistics(String(req.params['model']), versionParam(req)));
+  router.get('/v2/models/:model/stats', stats);
+  router.get('/v2/models/:model/versions/:version/stats', stats);
 
   const metadata = async (req: Request, res: Response): Promise<void> => {
     const ctx = deps.context(req, res);

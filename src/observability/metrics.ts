@@ -107,16 +107,24 @@ export interface TargetMetrics {
   forModel(model: string, version: string): ModelMetrics;
   /** Every model version's cells made so far, in creation order. */
   models(): Iterable<ModelMetrics>;
+  /** The package's entry model (what a client addressing the target runs), once the package is built. */
+  readonly entryModel: string | undefined;
+  setEntryModel(model: string): void;
   /** Once per forTarget call; the series go when the target's last handle is released. */
   release(): void;
 }
+
+/** A live target as the statistics extension reads it. */
+export type TargetView = Omit<TargetMetrics, 'release' | 'setEntryModel'>;
 
 export interface Metrics {
   readonly registry: Registry;
   /** A handle on `target`'s series (shared by every package of it that is loaded; counted). */
   forTarget(target: string): TargetMetrics;
   /** The targets with a live handle, in the order they were first asked for. */
-  targets(): Iterable<TargetMetrics>;
+  targets(): Iterable<TargetView>;
+  /** A live target's view, or undefined. */
+  target(target: string): TargetView | undefined;
   /** Live targets with series of their own (MME_METRICS_MAX_TARGETS). */
   readonly maxTargets: number;
   readonly requestSuccess: CellCounter<ModelLabel>;
@@ -239,6 +247,7 @@ export interface MetricsOptions {
 
 interface Tenant extends TargetMetrics {
   refs: number;
+  entryModel: string | undefined;
 }
 
 export function createMetrics(options: MetricsOptions = {}): Metrics {
@@ -260,6 +269,10 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       target,
       overflow,
       refs: 0,
+      entryModel: undefined,
+      setEntryModel(model) {
+        tenant.entryModel = model;
+      },
       forModel(model, version) {
         let versions = byModel.get(model);
         if (versions === undefined) byModel.set(model, (versions = new Map()));
@@ -300,6 +313,10 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
         overflow: shared.overflow,
         forModel: shared.forModel,
         models: shared.models,
+        get entryModel() {
+          return shared.entryModel;
+        },
+        setEntryModel: shared.setEntryModel,
         release() {
           if (!held) return;
           held = false;
@@ -308,6 +325,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       };
     },
     targets: () => tenants.values(),
+    target: (target) => tenants.get(target),
     requestSuccess: new CellCounter({
       name: 'nv_inference_request_success',
       help: 'Number of successful inference requests, all batch sizes',

@@ -388,6 +388,12 @@ export class PackageBuilder {
     const models = new Map(this.models);
     let released: Promise<void> | undefined;
     const metrics = this.metrics;
+    if (metrics !== undefined) {
+      metrics.setEntryModel(entry.name);
+      // Every served version has its cells from the start (an ensemble has no scheduler to make them): statistics list them before any traffic.
+      const versions = entry.versions.size > 0 ? [...entry.versions.keys()] : [latestVersion(entry)?.version ?? 1];
+      for (const v of versions) metrics.forModel(entry.name, String(v));
+    }
     return {
       label: this.label,
       dir,

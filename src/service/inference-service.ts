@@ -21,6 +21,7 @@ import { latestVersion, type LoadedModel } from '../registry/loaded-model.js';
 import type { Lease, ManagedModelInfo, ModelRegistry } from '../registry/model-registry.js';
 import { scheduleOptionsFrom } from '../scheduler/schedule-options.js';
 import { normalizeTarget } from '../store/target-path.js';
+import { modelStat, type ModelStatJson } from './model-statistics.js';
 import { outputLabels } from './output-labels.js';
 import type { ResponseCache } from './response-cache.js';
 import { validateRequest } from './validate-request.js';
@@ -394,6 +395,36 @@ export class InferenceService {
     if (version === undefined) return true;
     const entry = r.pkg.entry;
     return entry.versions.has(version) || (entry.versions.size === 0 && version === (latestVersion(entry)?.version ?? 1));
+  }
+
+  /**
+   * Triton's statistics extension: every version of the entry model of each
+   * loaded target (`name` undefined), or of the one named (and version).
+   * Never loads anything: a model that is not in memory is MODEL_NOT_FOUND.
+   */
+  modelStatistics(name: string | undefined, version: number | undefined): { model_stats: ModelStatJson[] } {
+    const nowHr = process.hrtime.bigint();
+    const nowMs = Date.now();
+    const entryStats = (label: string, t: { readonly entryModel: string | undefined; models(): Iterable<ModelMetrics> }): ModelStatJson[] =>
+      [...t.models()]
+        .filter((c) => c.model === t.entryModel && (version === undefined || c.version === String(version)))
+        .sort((a, b) => Number(a.version) - Number(b.version))
+        .map((c) => modelStat(label, c, nowHr, nowMs));
+    if (name === undefined) {
+      return { model_stats: [...this.options.metrics.targets()].flatMap((t) => entryStats(t.target, t)) };
+    }
+    const ref = this.resolveModelName(name);
+    const kind = ref.kind === 'managed' ? 'managed' : 'target';
+    if (kind === 'target') normalizeTarget(name);
+    const pkg = this.options.registry.peekResident(kind, name)?.pkg;
+    if (pkg?.metrics === undefined) {
+      throw new ServingError('MODEL_NOT_FOUND', `model '${name}' is not loaded: statistics are kept for loaded models only`, { model: name });
+    }
+    const stats = entryStats(name, pkg.metrics);
+    if (version !== undefined && stats.length === 0) {
+      throw new ServingError('MODEL_NOT_FOUND', `model '${name}': version ${version} is not loaded`, { model: name });
+    }
+    return { model_stats: stats };
   }
 
   /** Load a model by name (a target is loaded and kept resident; a managed model is already loaded). */

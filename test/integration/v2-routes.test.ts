@@ -80,7 +80,7 @@ describe('health and server metadata', () => {
     assert.equal(r.status, 200);
     assert.equal(r.body.name, 'onnx-mme');
     assert.match(r.body.version, /^\d+\.\d+\.\d+/);
-    assert.deepEqual([...r.body.extensions].sort(), ['binary_tensor_data', 'classification', 'model_configuration', 'model_repository', 'model_repository(unload_dependents)']);
+    assert.deepEqual([...r.body.extensions].sort(), ['binary_tensor_data', 'classification', 'model_configuration', 'model_repository', 'model_repository(unload_dependents)', 'statistics']);
   });
 });
 
