@@ -23,6 +23,7 @@ import type { ModelRef } from '../service/inference-service.js';
 import { serveInference, type InferRouteDeps } from './infer-route.js';
 import { invocationRef } from './invocation-target.js';
 import { canonicalModelPath } from './model-path.js';
+import { ROUTES } from './route-table.js';
 import type { RouteFamily } from './infer-exchange.js';
 import { openEnvelope, pathOf, sendError, shutdownRefusal, type EnvelopeDeps } from './request-envelope.js';
 import { parseVersion } from './v2-routes.js';
@@ -57,12 +58,12 @@ function decodeSegment(raw: string): string | undefined {
 }
 
 const INVOCATIONS: InferenceRouteMatch = {
-  route: '/invocations',
+  route: ROUTES.invocations.path,
   family: 'sagemaker',
   resolve: (req) => ({ ref: invocationRef(req.headers), version: undefined }),
 };
 
-const ENDPOINT_INVOCATIONS: InferenceRouteMatch = { ...INVOCATIONS, route: '/endpoints/:endpoint/invocations' };
+const ENDPOINT_INVOCATIONS: InferenceRouteMatch = { ...INVOCATIONS, route: ROUTES.endpointInvocations.path };
 
 /**
  * The inference route a canonical `POST` path names, or undefined (then
@@ -81,7 +82,7 @@ export function matchInferenceRoute(path: string): InferenceRouteMatch | undefin
     const name = decodeSegment(parts[2]!);
     if (name === undefined) return undefined;
     return {
-      route: '/models/:name/invoke',
+      route: ROUTES.invokeModel.path,
       family: 'sagemaker',
       resolve: (req) => ({ ref: { kind: 'managed', name, targetHeader: header(req, TARGET_HEADER) }, version: undefined }),
     };
@@ -90,12 +91,12 @@ export function matchInferenceRoute(path: string): InferenceRouteMatch | undefin
     const model = parts.length === 5 || (parts.length === 7 && parts[4] === 'versions') ? decodeSegment(parts[3]!) : undefined;
     if (model === undefined) return undefined;
     if (parts.length === 5) {
-      return { route: '/v2/models/:model/infer', family: 'kserve', resolve: (_req, deps) => ({ ref: deps.service.resolveModelName(model), version: undefined }) };
+      return { route: ROUTES.v2Infer.path, family: 'kserve', resolve: (_req, deps) => ({ ref: deps.service.resolveModelName(model), version: undefined }) };
     }
     const rawVersion = decodeSegment(parts[5]!);
     if (rawVersion === undefined) return undefined;
     return {
-      route: '/v2/models/:model/versions/:version/infer',
+      route: ROUTES.v2VersionInfer.path,
       family: 'kserve',
       resolve: (_req, deps) => ({ ref: deps.service.resolveModelName(model), version: parseVersion(rawVersion) }),
     };
