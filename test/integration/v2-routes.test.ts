@@ -262,7 +262,7 @@ describe('errors: Triton statuses with {"error": ...} bodies', () => {
     { name: 'a name that climbs out of the source', method: 'GET', path: `/v2/models/${encodeURIComponent('../etc/passwd')}`, status: 400, match: /\.\./ },
     { name: 'wrong method', method: 'GET', path: '/v2/models/add_sub/infer', status: 405, match: /method GET is not allowed/ },
     { name: 'wrong method on the index', method: 'GET', path: '/v2/repository/index', status: 405, match: /not allowed/ },
-    { name: 'unknown v2 path', method: 'GET', path: '/v2/models/add_sub/stats', status: 404, match: /no route/ },
+    { name: 'unknown v2 path', method: 'GET', path: '/v2/logging', status: 404, match: /no route/ },
   ];
   for (const c of cases) {
     it(`${c.name} → ${c.status}`, async () => {
