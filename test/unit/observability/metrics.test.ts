@@ -6,9 +6,6 @@
  * `target` is a cell metric, so removal and the cap reach it.
  */
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
 import { CellCounter, CellDurationCounter, CellGauge, CellHistogram } from '../../../src/observability/metric-cells.js';
 import { createMetrics, MODEL_LABELS, OVERFLOW_LABEL } from '../../../src/observability/metrics.js';
@@ -124,33 +121,3 @@ describe('per-target metrics', () => {
   });
 });
 
-/** The repository root: dist/test/unit/observability or test/unit/observability, four or three levels up. */
-function repoFile(rel: string): string {
-  for (let dir = path.dirname(fileURLToPath(import.meta.url)); path.dirname(dir) !== dir; dir = path.dirname(dir)) {
-    try {
-      const file = path.join(dir, rel);
-      readFileSync(file);
-      return file;
-    } catch {
-      // keep looking upwards
-    }
-  }
-  throw new Error(`${rel} not found above the test file`);
-}
-
-describe('docs/metrics-and-logs.md', () => {
-  test('its table names every metric the server declares, and nothing else; per-model ones with target, model, version', () => {
-    const doc = readFileSync(repoFile('docs/metrics-and-logs.md'), 'utf8');
-    const rows = doc.split('\n').filter((l) => l.startsWith('| `'));
-    const documented = new Map<string, string>();
-    for (const row of rows) {
-      const cells = row.split(' | ');
-      for (const m of cells[0]!.matchAll(/`((?:nv|onnx_mme)_[a-z_]+)`/g)) documented.set(m[1]!, cells[cells.length - 1]!);
-    }
-    const metrics = createMetrics();
-    const declared = metrics.registry.getMetricsAsArray().map((m) => m as unknown as { name: string; labelNames: string[] });
-    assert.deepEqual([...documented.keys()].filter((n) => !declared.some((d) => d.name === n)), [], 'documented but not declared');
-    assert.deepEqual(declared.filter((d) => !documented.has(d.name)).map((d) => d.name), [], 'declared but not documented');
-    for (const d of declared.filter((x) => x.labelNames.includes('target'))) assert.match(documented.get(d.name)!, /target, model, version/, d.name);
-  });
-});
