@@ -13,7 +13,8 @@ import { createInferenceFront } from './http/inference-front.js';
 import { openEnvelope, sendError, shutdownRefusal, type Envelope } from './http/request-envelope.js';
 import type { RequestContext } from './http/request-context.js';
 import { sagemakerRoutes } from './http/sagemaker-routes.js';
-import { V2_PATHS, v2Routes } from './http/v2-routes.js';
+import { KNOWN_PATHS, register, ROUTES } from './http/route-table.js';
+import { v2Routes } from './http/v2-routes.js';
 import type { Logger } from './observability/logger.js';
 import type { Metrics } from './observability/metrics.js';
 import type { InferenceService } from './service/inference-service.js';
@@ -29,6 +30,8 @@ export interface AppDeps {
   readonly isShuttingDown: () => boolean;
   /** HTTP requests between arrival and the end of their response; shutdown drains this to zero. */
   readonly inflight: { count: number };
+  /** MME_ACCESS_LOG (default true): the per-request `request` line at info. */
+  readonly accessLog?: boolean;
 }
 
 /** The server's request listener, and `listen` as express's app has it (an http.Server on this listener). */
@@ -37,17 +40,6 @@ export interface App {
   listen(port: number, host: string, callback: () => void): Server;
 }
 
-/** Paths we serve, for telling 404 from 405. */
-const KNOWN_PATHS = [
-  /^\/ping$/,
-  /^\/invocations$/,
-  /^\/endpoints\/[^/]+\/invocations$/,
-  /^\/models$/,
-  /^\/models\/[^/]+$/,
-  /^\/models\/[^/]+\/invoke$/,
-  /^\/metrics$/,
-  ...V2_PATHS,
-];
 
 function envelopeOf(res: Response): Envelope | undefined {
   return res.locals['envelope'] as Envelope | undefined;
@@ -89,7 +81,7 @@ export function createApp(deps: AppDeps): App {
   app.use(sagemakerRoutes(routeDeps));
   app.use(v2Routes({ ...routeDeps, isShuttingDown: deps.isShuttingDown }));
 
-  app.get('/metrics', async (_req, res) => {
+  register(app as unknown as express.Router, ROUTES.metrics, async (_req, res) => {
     res.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
   });
 

@@ -62,7 +62,9 @@ function createModelSource(config: ServerConfig, logger: Logger, cache: DiskCach
   });
 }
 
-export async function startServer(config: ServerConfig, logger: Logger, metrics: Metrics = createMetrics({ collectProcessMetrics: true })): Promise<RunningServer> {
+export async function startServer(config: ServerConfig, logger: Logger, metrics: Metrics = createMetrics({ collectProcessMetrics: true, maxTargets: config.metricsMaxTargets })): Promise<RunningServer> {
+  // Nothing silently ignored: a misspelt or foreign setting is named once, with what it probably meant.
+  for (const n of config.environmentNotices) logger[n.level]({ env: n.name }, n.message);
   await mkdir(config.cacheDir, { recursive: true });
   // Sweeps what a crash left half-written and indexes complete entries for reuse, before serving.
   const cache = new DiskCache({ dir: config.cacheDir, maxBytes: config.cacheMaxBytes, logger, metrics });
@@ -111,11 +113,11 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
           maxBatchSize: config.batchMaxSize,
           maxQueueSize: config.maxQueueSize,
         },
-        metrics,
         allowJsBackend: config.allowJsBackend,
         placement: { mainThreadMaxRunUs: config.mainThreadMaxRunUs, mainThreadOnlyMaxRunUs: config.mainThreadOnlyMaxRunUs },
         quiet: new QuietWindow(),
         sequences: new SequenceTracker(config.maxSequences),
+        sequenceMetrics: metrics,
       },
     }),
     logger,
@@ -137,6 +139,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
     defaultAccept: config.defaultAccept,
     isShuttingDown: () => shuttingDown,
     inflight,
+    accessLog: config.accessLog,
   });
 
   const server = await new Promise<Server>((resolve, reject) => {

@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ServingError } from '../errors.js';
+import { environmentNotices, type EnvNotice } from './env-notices.js';
 import { isS3Uri, parseS3Uri } from './s3-uri.js';
 
 export type ProviderName = 'tensorrt' | 'cuda' | 'cpu';
@@ -72,6 +73,10 @@ export interface ServerConfig {
   readonly safePortRange: { readonly min: number; readonly max: number } | undefined;
   /** Separate /metrics listener; undefined = only on the main port; 0 = any free port (tests). */
   readonly metricsPort: number | undefined;
+  /** Loaded targets with per-model series of their own; the rest share the `_overflow` series. */
+  readonly metricsMaxTargets: number;
+  /** MME_ACCESS_LOG: one `request` line per request at info; false = at debug only. */
+  readonly accessLog: boolean;
   /** Response content type when Accept is missing or * / *. */
   readonly defaultAccept: DefaultAccept;
   /** MME_GRPC_PORT: the KServe v2 gRPC listener; undefined = none (the default); 0 = any free port (tests). */
@@ -83,6 +88,8 @@ export interface ServerConfig {
   readonly grpcTlsCaFile: string | undefined;
   /** MME_MODEL_MESH: also serve ModelMesh's runtime SPI (mmesh.ModelRuntime) on the gRPC port. */
   readonly modelMesh: boolean;
+  /** One per MME_* / SAGEMAKER_* variable no setting reads (config/env-notices.ts); logged once at start-up. */
+  readonly environmentNotices: readonly EnvNotice[];
 }
 
 export type DefaultAccept = 'application/json' | 'text/csv' | 'application/x-npy';
@@ -456,6 +463,22 @@ export const SETTINGS: readonly AnySetting[] = [
     parse: (raw) => (raw === undefined || raw.trim() === '' ? undefined : portRange('SAGEMAKER_SAFE_PORT_RANGE', raw)),
   },
   {
+    key: 'accessLog',
+    env: ['MME_ACCESS_LOG'],
+    defaultText: 'true',
+    description:
+      'One `request` line per HTTP request at `info` (method, path, route, status, target, model, version, durationMs, reqId, traceId); `false` logs it at `debug` only. `/ping` is always at `debug`.',
+    parse: (raw) => (raw === undefined ? true : bool('MME_ACCESS_LOG', raw)),
+  },
+  {
+    key: 'metricsMaxTargets',
+    env: ['MME_METRICS_MAX_TARGETS'],
+    defaultText: '500',
+    description:
+      'Most loaded targets with per-model series of their own (each label set `target`, `model`, `version`); further targets are counted together under `target="_overflow"` until some unload. Bounds what Prometheus stores when thousands of targets are served; `/v2/models/{m}/stats` stays per target.',
+    parse: (raw) => (raw === undefined || raw.trim() === '' ? 500 : int('MME_METRICS_MAX_TARGETS', raw, 0, 1_000_000)),
+  },
+  {
     key: 'metricsPort',
     env: ['MME_METRICS_PORT'],
     defaultText: '(none: /metrics on the main port only)',
@@ -555,6 +578,9 @@ export const SETTINGS: readonly AnySetting[] = [
   },
 ];
 
+/** Every variable a setting reads. */
+export const KNOWN_ENV: readonly string[] = SETTINGS.flatMap((s) => s.env);
+
 function deepFreeze<T>(value: T): T {
   if (value && typeof value === 'object' && !Object.isFrozen(value)) {
     Object.freeze(value);
@@ -578,5 +604,6 @@ export function loadServerConfig(env: NodeJS.ProcessEnv = process.env): ServerCo
   if (problems.length > 0) {
     throw new ServingError('INVALID_REQUEST', `invalid server configuration: ${problems.join('; ')}`);
   }
+  out['environmentNotices'] = environmentNotices(env, KNOWN_ENV);
   return deepFreeze(out as unknown as ServerConfig);
 }

@@ -14,7 +14,6 @@ import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { InferenceService, InferOptions, ModelRef } from '../service/inference-service.js';
-import type { ModelStatisticsEntry } from '../service/model-statistics.js';
 import { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../service/server-identity.js';
 import { decodeModelInferRequest, encodeModelInferResponse, type ModelInferRequestMessage, type ModelInferResponseMessage } from './infer-codec.js';
 import { grpcErrorReply, statusName } from './status-codes.js';
@@ -140,7 +139,8 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
     ModelInfer: unary('ModelInfer', infer),
     ModelStreamInfer: (call: ServerDuplexStream<ModelInferRequestMessage, unknown>) => streamInfer(deps, call, infer, finish),
     ModelStatistics: unary('ModelStatistics', async (r: { name: string; version: string }) => ({
-      model_stats: (await service.statistics(r.name === '' ? undefined : r.name, versionOf(r.version))).map(statisticsMessage),
+      // The statistics extension's JSON has the message's field names (one source for HTTP and gRPC).
+      model_stats: service.modelStatistics(r.name === '' ? undefined : r.name, versionOf(r.version)).model_stats,
     })),
     RepositoryIndex: unary('RepositoryIndex', async (r: { repository_name: string; ready: boolean }) => {
       if (r.repository_name !== '') throw new ServingError('INVALID_REQUEST', `onnx-mme has one model repository (MME_MODEL_SOURCE): repository_name must be empty, got '${r.repository_name.slice(0, 100)}'`);
@@ -181,31 +181,6 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
     LogSettings: unary('LogSettings', () => {
       throw new ServingError('UNSUPPORTED', 'log settings cannot be changed at run time: set MME_LOG_LEVEL');
     }),
-  };
-}
-
-const duration = (d: { count: number; ns: number }): { count: number; ns: number } => ({ count: d.count, ns: d.ns });
-
-function statisticsMessage(s: ModelStatisticsEntry): Record<string, unknown> {
-  return {
-    name: s.name,
-    version: s.version,
-    last_inference: s.lastInference,
-    inference_count: s.inferenceCount,
-    execution_count: s.executionCount,
-    inference_stats: {
-      success: duration(s.success),
-      fail: duration(s.fail),
-      queue: duration(s.queue),
-      compute_input: duration(s.computeInput),
-      compute_infer: duration(s.computeInfer),
-      compute_output: duration(s.computeOutput),
-      cache_hit: duration(s.cacheHit),
-      cache_miss: duration(s.cacheMiss),
-    },
-    batch_stats: [],
-    memory_usage: [],
-    response_stats: {},
   };
 }
 

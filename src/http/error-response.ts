@@ -1,9 +1,12 @@
 /**
  * @module http/error-response
  * The only place that knows how an error code becomes an HTTP status. The body
- * is `{"error": message, "code": CODE}`: Triton/KServe clients read `error`,
- * machines match `code`. Messages are capped at 2048 characters because
- * SageMaker forwards them to clients as ModelError.OriginalMessage.
+ * is `{"error": message, "code": CODE, "message": message}`: Triton/KServe
+ * clients (tritonclient's _raise_if_error) read `error`; the AWS SDKs' REST
+ * JSON deserializers take the error name from `code` and the text from
+ * `message` (without it they report "UnknownError"); machines match `code`.
+ * Messages are capped at 2048 characters because SageMaker forwards them to
+ * clients as ModelError.OriginalMessage.
  */
 import { assertNever, toServingError, type ErrorCode, type ServingError } from '../errors.js';
 
@@ -72,7 +75,7 @@ export function kserveStatusOf(code: ErrorCode): number {
 export function errorReply(err: unknown, flavor: 'sagemaker' | 'kserve' = 'sagemaker'): ErrorReply {
   const e = toServingError(err);
   const message = e.message.length > MAX_MESSAGE ? `${e.message.slice(0, MAX_MESSAGE - 3)}...` : e.message;
-  const body: Record<string, unknown> = { error: message, code: e.code };
+  const body: Record<string, unknown> = { error: message, code: e.code, message };
   if (e.details) body['details'] = e.details;
   return { status: flavor === 'kserve' ? kserveStatusOf(e.code) : httpStatusOf(e.code), body: JSON.stringify(body), error: e };
 }

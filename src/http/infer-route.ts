@@ -13,6 +13,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { DefaultAccept } from '../config/server-config.js';
 import type { InferenceService, ModelRef } from '../service/inference-service.js';
 import { announcedHeaderLength, prepareExchange, responseTypeFor, type HttpAnswer, type RouteFamily } from './infer-exchange.js';
+import { answerCoding, decodeBody, encodeBody, MIN_COMPRESS_BYTES, requestCodings, type Coding } from './content-encoding.js';
 import { readBody } from './read-body.js';
 import type { RequestContext } from './request-context.js';
 
@@ -38,10 +39,8 @@ const JSON_UTF8 = 'application/json; charset=utf-8';
  * The headers go to writeHead as a flat [name, value, …] list, which node
  * writes without walking an object's keys.
  */
-function send(res: ServerResponse, id: string, answer: HttpAnswer, customAttributes: string | undefined): void {
-  const headers: (string | number)[] = ['X-Request-Id', id];
-  for (const name in answer.headers) headers.push(name, answer.headers[name]!);
-  if (customAttributes !== undefined) headers.push('X-Amzn-SageMaker-Custom-Attributes', customAttributes);
+function send(res: ServerResponse, ctx: RequestContext, answer: HttpAnswer, customAttributes: string | undefined): void {
+  const headers = answerHeaders(ctx.id, ctx.traceparent, answer, customAttributes);
   if (typeof answer.body === 'string') {
     // What express's res.type(...).send(string) wrote: the type with charset=utf-8 and the byte length.
     const type = answer.contentType === 'application/json' ? JSON_UTF8 : `${answer.contentType}; charset=utf-8`;
@@ -59,6 +58,28 @@ function send(res: ServerResponse, id: string, answer: HttpAnswer, customAttribu
   res.end();
 }
 
+function answerHeaders(id: string, traceparent: string | undefined, answer: HttpAnswer, customAttributes: string | undefined): (string | number)[] {
+  const headers: (string | number)[] = traceparent === undefined ? ['X-Request-Id', id] : ['X-Request-Id', id, 'traceparent', traceparent];
+  for (const name in answer.headers) headers.push(name, answer.headers[name]!);
+  if (customAttributes !== undefined) headers.push('X-Amzn-SageMaker-Custom-Attributes', customAttributes);
+  return headers;
+}
+
+/** An answer the client accepts compressed (content-encoding.ts): small ones go out as they are. */
+async function sendCompressed(res: ServerResponse, ctx: RequestContext, answer: HttpAnswer, customAttributes: string | undefined, coding: Coding): Promise<void> {
+  const plain = typeof answer.body === 'string' ? Buffer.from(answer.body, 'utf8') : Buffer.concat(answer.body as readonly Uint8Array[]);
+  if (plain.length < MIN_COMPRESS_BYTES) {
+    send(res, ctx, answer, customAttributes);
+    return;
+  }
+  const body = await encodeBody(plain, coding);
+  const headers = answerHeaders(ctx.id, ctx.traceparent, answer, customAttributes);
+  const type = typeof answer.body !== 'string' ? answer.contentType : answer.contentType === 'application/json' ? JSON_UTF8 : `${answer.contentType}; charset=utf-8`;
+  headers.push('Content-Type', type, 'Content-Encoding', coding, 'Vary', 'Accept-Encoding', 'Content-Length', body.length);
+  res.writeHead(200, headers);
+  res.end(body);
+}
+
 export async function serveInference(
   deps: InferRouteDeps,
   req: IncomingMessage,
@@ -69,9 +90,13 @@ export async function serveInference(
   version?: number,
 ): Promise<void> {
   const label = refLabel(ref);
+  ctx.target = label;
   const accept = req.headers['accept'];
   const responseType = responseTypeFor(Array.isArray(accept) ? accept.join(',') : accept, deps.defaultAccept, label);
-  const body = await readBody(req, deps.bodyLimitBytes, announcedHeaderLength(req.headers));
+  // Compressed bodies are read under the limit as they come, then decoded under it again (content-encoding.ts).
+  const codings = req.headers['content-encoding'] === undefined ? undefined : requestCodings(req.headers, label);
+  const raw = await readBody(req, deps.bodyLimitBytes, codings === undefined ? announcedHeaderLength(req.headers) : undefined);
+  const body = codings === undefined ? raw : await decodeBody(raw, codings, deps.bodyLimitBytes, label, announcedHeaderLength(req.headers));
   const exchange = prepareExchange(req.headers, body, family, responseType, label);
   const response = await deps.service.infer(ref, exchange.decode, ctx, version === undefined ? LATEST : { version });
   ctx.model = response.modelName;
@@ -83,5 +108,7 @@ export async function serveInference(
     const value = Array.isArray(attrs) ? attrs[0] : attrs;
     if (value !== undefined && value !== '') customAttributes = value;
   }
-  send(res, ctx.id, answer, customAttributes);
+  const coding = req.headers['accept-encoding'] === undefined ? undefined : answerCoding(req.headers['accept-encoding']);
+  if (coding === undefined) send(res, ctx, answer, customAttributes);
+  else await sendCompressed(res, ctx, answer, customAttributes, coding);
 }

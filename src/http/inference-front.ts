@@ -21,6 +21,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ModelRef } from '../service/inference-service.js';
 import { serveInference, type InferRouteDeps } from './infer-route.js';
+import { invocationRef } from './invocation-target.js';
+import { canonicalModelPath } from './model-path.js';
+import { ROUTES } from './route-table.js';
 import type { RouteFamily } from './infer-exchange.js';
 import { openEnvelope, pathOf, sendError, shutdownRefusal, type EnvelopeDeps } from './request-envelope.js';
 import { parseVersion } from './v2-routes.js';
@@ -55,15 +58,12 @@ function decodeSegment(raw: string): string | undefined {
 }
 
 const INVOCATIONS: InferenceRouteMatch = {
-  route: '/invocations',
+  route: ROUTES.invocations.path,
   family: 'sagemaker',
-  resolve: (req) => {
-    const target = header(req, TARGET_HEADER);
-    return { ref: target === undefined ? { kind: 'default' } : { kind: 'target', target }, version: undefined };
-  },
+  resolve: (req) => ({ ref: invocationRef(req.headers), version: undefined }),
 };
 
-const ENDPOINT_INVOCATIONS: InferenceRouteMatch = { ...INVOCATIONS, route: '/endpoints/:endpoint/invocations' };
+const ENDPOINT_INVOCATIONS: InferenceRouteMatch = { ...INVOCATIONS, route: ROUTES.endpointInvocations.path };
 
 /**
  * The inference route a canonical `POST` path names, or undefined (then
@@ -82,7 +82,7 @@ export function matchInferenceRoute(path: string): InferenceRouteMatch | undefin
     const name = decodeSegment(parts[2]!);
     if (name === undefined) return undefined;
     return {
-      route: '/models/:name/invoke',
+      route: ROUTES.invokeModel.path,
       family: 'sagemaker',
       resolve: (req) => ({ ref: { kind: 'managed', name, targetHeader: header(req, TARGET_HEADER) }, version: undefined }),
     };
@@ -91,12 +91,12 @@ export function matchInferenceRoute(path: string): InferenceRouteMatch | undefin
     const model = parts.length === 5 || (parts.length === 7 && parts[4] === 'versions') ? decodeSegment(parts[3]!) : undefined;
     if (model === undefined) return undefined;
     if (parts.length === 5) {
-      return { route: '/v2/models/:model/infer', family: 'kserve', resolve: (_req, deps) => ({ ref: deps.service.resolveModelName(model), version: undefined }) };
+      return { route: ROUTES.v2Infer.path, family: 'kserve', resolve: (_req, deps) => ({ ref: deps.service.resolveModelName(model), version: undefined }) };
     }
     const rawVersion = decodeSegment(parts[5]!);
     if (rawVersion === undefined) return undefined;
     return {
-      route: '/v2/models/:model/versions/:version/infer',
+      route: ROUTES.v2VersionInfer.path,
       family: 'kserve',
       resolve: (_req, deps) => ({ ref: deps.service.resolveModelName(model), version: parseVersion(rawVersion) }),
     };
@@ -110,11 +110,19 @@ export function matchInferenceRoute(path: string): InferenceRouteMatch | undefin
  */
 export function createInferenceFront(deps: InferenceFrontDeps, fallback: (req: IncomingMessage, res: ServerResponse) => void): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
+    let path = pathOf(req.url);
+    // A nested model name (`/v2/models/team/x/infer`, as tritonclient sends it) becomes one encoded segment for every route.
+    if (path.startsWith('/v2/')) {
+      const canonical = canonicalModelPath(path);
+      if (canonical !== undefined) {
+        req.url = canonical + (req.url ?? '').slice(path.length);
+        path = canonical;
+      }
+    }
     if (req.method !== 'POST') {
       fallback(req, res);
       return;
     }
-    const path = pathOf(req.url);
     const match = matchInferenceRoute(path);
     if (match === undefined) {
       fallback(req, res);

@@ -22,9 +22,25 @@ export interface RequestContext {
   readonly log: Logger;
   readonly cancel: Cancellation;
   readonly startedAt: bigint;
+  /** The target the request named (canonical key, SageMaker model name, or `default`); for log lines. */
+  target: string | undefined;
   /** The model (and version) the request resolved to, or the label the client used when it never resolved; for log lines. */
   model: string | undefined;
   modelVersion: string | undefined;
+  /** A valid W3C `traceparent` the client sent (logged as traceId/spanId, echoed on the answer). */
+  readonly traceparent: string | undefined;
+}
+
+/** W3C Trace Context: version-traceid-parentid-flags, lowercase hex; all-zero ids are invalid. */
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/;
+
+/** The header when it is a valid traceparent (version ff is forbidden; unknown later versions may carry more fields), else undefined. */
+export function validTraceparent(raw: string | undefined): string | undefined {
+  if (raw === undefined || raw.length > 512) return undefined;
+  const m = TRACEPARENT.exec(raw.trim());
+  if (m === null || m[1] === 'ff' || (m[1] === '00' && m[5] !== undefined)) return undefined;
+  if (/^0+$/.test(m[2]!) || /^0+$/.test(m[3]!)) return undefined;
+  return raw.trim();
 }
 
 const ID_PATTERN = /^[\x21-\x7e]{1,128}$/;
@@ -37,6 +53,7 @@ function headerValue(req: IncomingMessage, name: string): string | undefined {
 class HttpRequestContext implements RequestContext {
   readonly startedAt = process.hrtime.bigint();
   readonly cancel = new CancelSource();
+  target: string | undefined = undefined;
   model: string | undefined = undefined;
   modelVersion: string | undefined = undefined;
   private child: Logger | undefined;
@@ -44,10 +61,14 @@ class HttpRequestContext implements RequestContext {
   constructor(
     readonly id: string,
     private readonly root: Logger,
+    readonly traceparent: string | undefined,
   ) {}
 
   get log(): Logger {
-    return (this.child ??= this.root.child({ reqId: this.id }));
+    if (this.child !== undefined) return this.child;
+    const tp = this.traceparent;
+    this.child = this.root.child(tp === undefined ? { reqId: this.id } : { reqId: this.id, traceId: tp.slice(3, 35), spanId: tp.slice(36, 52) });
+    return this.child;
   }
 }
 
@@ -71,18 +92,23 @@ export function createRequestContext(
   const given = headerValue(req, 'x-amzn-sagemaker-inference-id') ?? headerValue(req, 'x-request-id');
   // Echo a client id only when it is printable and short: it ends up in logs.
   const id = given !== undefined && ID_PATTERN.test(given) ? given : newRequestId();
-  const ctx = new HttpRequestContext(id, root);
+  const tp = req.headers['traceparent'];
+  const ctx = new HttpRequestContext(id, root, tp === undefined ? undefined : validTraceparent(Array.isArray(tp) ? tp[0] : tp));
   // 'close' comes once per response: `on`, without once's wrapper.
   res.on('close', () => {
     const finished = res.writableFinished;
     if (!finished) ctx.cancel.cancel();
     onClose?.(finished);
   });
-  if (!callerWritesId) res.setHeader('X-Request-Id', id);
+  if (!callerWritesId) {
+    res.setHeader('X-Request-Id', id);
+    if (ctx.traceparent !== undefined) res.setHeader('traceparent', ctx.traceparent);
+  }
   return ctx;
 }
 
 /** Elapsed milliseconds since the request arrived, two decimals (log lines). */
+/** Milliseconds since the request arrived, rounded to the microsecond (the log vocabulary's durations). */
 export function elapsedMs(ctx: RequestContext): number {
-  return Math.round((Number(process.hrtime.bigint() - ctx.startedAt) / 1e6) * 100) / 100;
+  return Math.round(Number(process.hrtime.bigint() - ctx.startedAt) / 1e3) / 1e3;
 }

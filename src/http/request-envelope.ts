@@ -23,6 +23,8 @@ export interface EnvelopeDeps {
   readonly isShuttingDown: () => boolean;
   /** HTTP requests between arrival and the end of their response; shutdown drains this to zero. */
   readonly inflight: { count: number };
+  /** MME_ACCESS_LOG: one `request` line per request at info (else at debug). Default true. */
+  readonly accessLog?: boolean;
 }
 
 /** The mutable per-request record: the context plus what the closing line needs. */
@@ -66,6 +68,9 @@ export function pathOf(url: string | undefined): string {
  */
 export function openEnvelope(req: IncomingMessage, res: ServerResponse, deps: EnvelopeDeps, options: OpenOptions = {}): Envelope {
   const path = options.path ?? pathOf(req.url);
+  // The access line: info by default (MME_ACCESS_LOG), debug otherwise; /ping (every few seconds, from SageMaker) only at debug.
+  const accessLevel = deps.accessLog !== false && path !== '/ping' ? 'info' : 'debug';
+  const access = deps.logger.isLevelEnabled(accessLevel);
   const debug = path !== '/ping' && deps.logger.isLevelEnabled('debug');
   deps.inflight.count++;
   // Assigned right below; the close callback only runs after this function returns.
@@ -74,8 +79,9 @@ export function openEnvelope(req: IncomingMessage, res: ServerResponse, deps: En
     deps.inflight.count--;
     if (!finished) return;
     deps.metrics.httpRequests.cell({ route: options.routeOf ? options.routeOf() : envelope.route, status: statusLabel(res.statusCode) }).inc();
-    if (debug) {
-      ctx.log.debug({ method: req.method, path, status: res.statusCode, ...modelFields(ctx), durationMs: elapsedMs(ctx) }, 'request');
+    if (access) {
+      const route = options.routeOf ? options.routeOf() : envelope.route;
+      ctx.log[accessLevel]({ method: req.method, path, route, status: res.statusCode, ...modelFields(ctx), durationMs: elapsedMs(ctx) }, 'request');
     }
   }, options.callerWritesId === true);
   envelope = { ctx, path, route: 'unmatched' };
@@ -91,10 +97,10 @@ export function shutdownRefusal(req: IncomingMessage, path: string, deps: Envelo
   return undefined;
 }
 
-/** The model a request resolved to, for log lines. */
-function modelFields(ctx: RequestContext): { model?: string; version?: string } {
-  const { model, modelVersion: version } = ctx;
-  return { ...(model === undefined ? {} : { model }), ...(version === undefined ? {} : { version }) };
+/** The target and model a request resolved to, for log lines (docs/metrics-and-logs.md: the field vocabulary). */
+function modelFields(ctx: RequestContext): { target?: string; model?: string; version?: string } {
+  const { target, model, modelVersion: version } = ctx;
+  return { ...(target === undefined ? {} : { target }), ...(model === undefined ? {} : { model }), ...(version === undefined ? {} : { version }) };
 }
 
 /** express and its parsers signal client errors (e.g. a malformed URL) with a 4xx `status`. */
@@ -129,6 +135,11 @@ export function sendError(req: IncomingMessage, res: ServerResponse, envelope: E
   if (reply.status >= 500) ctx.log.error({ ...fields, stack: reply.error.cause instanceof Error ? reply.error.cause.stack : undefined }, 'request failed');
   else ctx.log.warn(fields, 'request rejected');
   if (res.headersSent || res.destroyed) return;
-  res.writeHead(reply.status, { 'X-Request-Id': ctx.id, 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(reply.body) });
+  res.writeHead(reply.status, {
+    'X-Request-Id': ctx.id,
+    ...(ctx.traceparent === undefined ? {} : { traceparent: ctx.traceparent }),
+    'Content-Type': 'application/json; charset=utf-8',
+    'Content-Length': Buffer.byteLength(reply.body),
+  });
   res.end(reply.body);
 }

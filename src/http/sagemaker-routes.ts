@@ -10,7 +10,9 @@ import { parseJsonBody } from '../protocol/v2-json-codec.js';
 import type { ManagedModelInfo } from '../registry/model-registry.js';
 import type { ModelRef } from '../service/inference-service.js';
 import { serveInference, type InferRouteDeps } from './infer-route.js';
+import { invocationRef } from './invocation-target.js';
 import { readBody } from './read-body.js';
+import { register, ROUTES } from './route-table.js';
 import type { RequestContext } from './request-context.js';
 
 export interface RouteDeps extends InferRouteDeps {
@@ -70,22 +72,21 @@ export function sagemakerRoutes(deps: RouteDeps): Router {
   const invoke = (req: Request, res: Response, ref: ModelRef): Promise<void> => serveInference(deps, req, res, deps.context(req, res), ref, 'sagemaker');
 
   const invocations = async (req: Request, res: Response): Promise<void> => {
-    const target = header(req, TARGET_HEADER);
-    await invoke(req, res, target === undefined ? { kind: 'default' } : { kind: 'target', target });
+    await invoke(req, res, invocationRef(req.headers));
   };
 
   // Health: static and cheap, never touches models (SageMaker allows 2 s; a model failing must not fail the endpoint).
-  router.get('/ping', (_req, res) => {
+  register(router, ROUTES.ping, (_req, res) => {
     res.status(200).end();
   });
-  router.post('/ping', (_req, res) => {
+  register(router, ROUTES.pingPost, (_req, res) => {
     res.status(200).end();
   });
 
-  router.post('/invocations', invocations);
-  router.post('/endpoints/:endpoint/invocations', invocations);
+  register(router, ROUTES.invocations, invocations);
+  register(router, ROUTES.endpointInvocations, invocations);
 
-  router.get('/models', (req, res) => {
+  register(router, ROUTES.listModels, (req, res) => {
     const limit = parseLimit(req.query['limit']);
     const token = req.query['next_page_token'];
     const after = typeof token === 'string' && token !== '' ? decodeToken(token) : undefined;
@@ -95,7 +96,7 @@ export function sagemakerRoutes(deps: RouteDeps): Router {
     sendJson(res, 200, JSON.stringify(body));
   });
 
-  router.post('/models', async (req, res) => {
+  register(router, ROUTES.loadModel, async (req, res) => {
     const body = parseJsonBody(await readBody(req, deps.bodyLimitBytes), 'load');
     const b = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
     const name = b['model_name'];
@@ -110,11 +111,11 @@ export function sagemakerRoutes(deps: RouteDeps): Router {
     sendJson(res, 200, JSON.stringify({ status: `Model "${name}" loaded`, ...describe(info) }));
   });
 
-  router.get('/models/:name', (req, res) => {
+  register(router, ROUTES.describeModel, (req, res) => {
     sendJson(res, 200, JSON.stringify(describe(service.describeModel(String(req.params['name'])))));
   });
 
-  router.delete('/models/:name', async (req, res) => {
+  register(router, ROUTES.unloadModel, async (req, res) => {
     const name = String(req.params['name']);
     const ctx = deps.context(req, res);
     ctx.log.info({ model: name, targetModel: header(req, TARGET_HEADER) }, 'unload requested');
@@ -122,7 +123,7 @@ export function sagemakerRoutes(deps: RouteDeps): Router {
     sendJson(res, 200, JSON.stringify({ status: `Model "${name}" unloaded` }));
   });
 
-  router.post('/models/:name/invoke', async (req, res) => {
+  register(router, ROUTES.invokeModel, async (req, res) => {
     await invoke(req, res, { kind: 'managed', name: String(req.params['name']), targetHeader: header(req, TARGET_HEADER) });
   });
 

@@ -19,6 +19,7 @@ import type { ModelRef } from '../service/inference-service.js';
 import { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../service/server-identity.js';
 import { serveInference, type InferRouteDeps } from './infer-route.js';
 import { readBody } from './read-body.js';
+import { register, ROUTES } from './route-table.js';
 import type { RequestContext } from './request-context.js';
 
 // One answer for HTTP and gRPC (service/server-identity.ts); re-exported for the HTTP layer's callers.
@@ -29,14 +30,6 @@ export interface V2RouteDeps extends InferRouteDeps {
   readonly isShuttingDown: () => boolean;
 }
 
-/** Path patterns for 404-versus-405 (the app's fallback handler). */
-export const V2_PATHS: readonly RegExp[] = [
-  /^\/v2$/,
-  /^\/v2\/health\/(live|ready)$/,
-  /^\/v2\/models\/[^/]+(\/versions\/[^/]+)?(\/(ready|infer|config))?$/,
-  /^\/v2\/repository\/index$/,
-  /^\/v2\/repository\/models\/[^/]+\/(load|unload)$/,
-];
 
 function sendJson(res: Response, status: number, body: unknown): void {
   res.status(status).type('application/json').send(JSON.stringify(body));
@@ -72,16 +65,22 @@ export function v2Routes(deps: V2RouteDeps): Router {
   const { service } = deps;
   const refOf = (req: Request): ModelRef => service.resolveModelName(String(req.params['model']));
 
-  router.get('/v2/health/live', (_req, res) => yes(res));
-  router.get('/v2/health/ready', (_req, res) => (deps.isShuttingDown() ? no(res, 'the server is shutting down') : yes(res)));
-  router.get('/v2', (_req, res) => sendJson(res, 200, { name: SERVER_NAME, version: SERVER_VERSION, extensions: V2_EXTENSIONS }));
+  register(router, ROUTES.v2Live, (_req, res) => yes(res));
+  register(router, ROUTES.v2Ready, (_req, res) => (deps.isShuttingDown() ? no(res, 'the server is shutting down') : yes(res)));
+  register(router, ROUTES.v2Server, (_req, res) => sendJson(res, 200, { name: SERVER_NAME, version: SERVER_VERSION, extensions: V2_EXTENSIONS }));
+
+  // Before /v2/models/:model, which would take `stats` for a model name.
+  register(router, ROUTES.v2AllStats, (_req, res) => sendJson(res, 200, service.modelStatistics(undefined, undefined)));
+  const stats = (req: Request, res: Response): void => sendJson(res, 200, service.modelStatistics(String(req.params['model']), versionParam(req)));
+  register(router, ROUTES.v2Stats, stats);
+  register(router, ROUTES.v2VersionStats, stats);
 
   const metadata = async (req: Request, res: Response): Promise<void> => {
     const ctx = deps.context(req, res);
     sendJson(res, 200, await service.modelMetadata(refOf(req), versionParam(req), ctx.cancel));
   };
-  router.get('/v2/models/:model', metadata);
-  router.get('/v2/models/:model/versions/:version', metadata);
+  register(router, ROUTES.v2Metadata, metadata);
+  register(router, ROUTES.v2VersionMetadata, metadata);
 
   const ready = (req: Request, res: Response): void => {
     const name = String(req.params['model']);
@@ -89,24 +88,24 @@ export function v2Routes(deps: V2RouteDeps): Router {
     if (service.modelReady(refOf(req), version)) yes(res);
     else no(res, `model '${name}'${version === undefined ? '' : ` version ${version}`} is not ready (not loaded: it loads on its first inference or on POST /v2/repository/models/${name}/load)`);
   };
-  router.get('/v2/models/:model/ready', ready);
-  router.get('/v2/models/:model/versions/:version/ready', ready);
+  register(router, ROUTES.v2ModelReady, ready);
+  register(router, ROUTES.v2VersionReady, ready);
 
   const infer = async (req: Request, res: Response): Promise<void> => {
     const version = versionParam(req);
     await serveInference(deps, req, res, deps.context(req, res), refOf(req), 'kserve', version);
   };
-  router.post('/v2/models/:model/infer', infer);
-  router.post('/v2/models/:model/versions/:version/infer', infer);
+  register(router, ROUTES.v2Infer, infer);
+  register(router, ROUTES.v2VersionInfer, infer);
 
   const config = async (req: Request, res: Response): Promise<void> => {
     const ctx = deps.context(req, res);
     sendJson(res, 200, await service.modelConfig(refOf(req), versionParam(req), ctx.cancel));
   };
-  router.get('/v2/models/:model/config', config);
-  router.get('/v2/models/:model/versions/:version/config', config);
+  register(router, ROUTES.v2Config, config);
+  register(router, ROUTES.v2VersionConfig, config);
 
-  router.post('/v2/repository/index', async (req, res) => {
+  register(router, ROUTES.repositoryIndex, async (req, res) => {
     const body = await optionalJson(req, deps.bodyLimitBytes, 'repository');
     const readyOnly = body['ready'];
     if (readyOnly !== undefined && typeof readyOnly !== 'boolean') throw new ServingError('INVALID_REQUEST', `'ready' must be true or false, got ${JSON.stringify(readyOnly)}`);
@@ -129,7 +128,7 @@ export function v2Routes(deps: V2RouteDeps): Router {
     );
   });
 
-  router.post('/v2/repository/models/:model/load', async (req, res) => {
+  register(router, ROUTES.repositoryLoad, async (req, res) => {
     const name = String(req.params['model']);
     const body = await optionalJson(req, deps.bodyLimitBytes, name);
     const params = body['parameters'];
@@ -146,7 +145,7 @@ export function v2Routes(deps: V2RouteDeps): Router {
     yes(res);
   });
 
-  router.post('/v2/repository/models/:model/unload', async (req, res) => {
+  register(router, ROUTES.repositoryUnload, async (req, res) => {
     const name = String(req.params['model']);
     await optionalJson(req, deps.bodyLimitBytes, name); // unload_dependents is always true here: a package's step models go with it
     const ctx = deps.context(req, res);

@@ -15,6 +15,14 @@
  * The classes subclass prom-client's own, so they register through
  * `registers: [...]` and pass wherever a Counter/Gauge/Histogram is expected.
  * Exemplars are refused: they describe single observations, which cells fold away.
+ *
+ * A cell may be *exported as* another label set than the one it is found by
+ * (`cell(labels, exportAs)`): the metrics layer uses this to fold targets
+ * past its series cap into one overflow series while each target keeps its
+ * own accumulators (the statistics extension reads them). `removeFirst(v)`
+ * drops every cell whose first label is `v` (a target that was unloaded);
+ * an exported-as cell's counts stay in the series it fed, so that series
+ * never goes down.
  */
 import { format } from 'node:util';
 import {
@@ -33,6 +41,22 @@ import {
 export interface CounterCell {
   /** Adds `by` (finite, ≥ 0) to the series at the next scrape. */
   inc(by?: number): void;
+  /** Everything added since the cell was made (or the metric reset), scraped or not. */
+  readonly total: number;
+}
+
+/**
+ * One label set of a CellDurationCounter: durations added in (fractional)
+ * microseconds, exported as a whole number of microseconds (Triton's `*_us`
+ * counters are integers), with the fraction carried, not lost.
+ */
+export interface DurationCell {
+  /** Adds `us` (finite, ≥ 0) spent by `count` requests (or executions) together. */
+  add(us: number, count?: number): void;
+  /** Cumulative duration, µs (fractional). */
+  readonly totalUs: number;
+  /** Cumulative count of what was timed. */
+  readonly count: number;
 }
 
 /**
@@ -114,17 +138,20 @@ const MISSING = Symbol('missing label');
  * prom-client.
  */
 class CellTable<L extends string, C> {
-  private readonly root = new Map<string | symbol, unknown>();
+  private root = new Map<string | symbol, unknown>();
   /** Every cell, in creation order (the order series appear in a scrape). */
-  private readonly all: C[] = [];
+  private all: C[] = [];
 
   constructor(
     private readonly names: readonly L[],
     private readonly make: (labels: LabelValues<L>) => C,
   ) {}
 
-  /** Only a new label set is validated; an unknown extra label beside a known set's values is ignored. */
-  get(labels: LabelValues<L>): C {
+  /**
+   * Only a new label set is validated; an unknown extra label beside a known set's values is ignored.
+   * `exportAs` (validated the same way) is the label set the new cell's series carries; default `labels`.
+   */
+  get(labels: LabelValues<L>, exportAs?: LabelValues<L>): C {
     let level = this.root;
     const last = this.names.length - 1;
     for (let i = 0; i < last; i++) {
@@ -136,12 +163,13 @@ class CellTable<L extends string, C> {
     const key = last < 0 ? MISSING : keyOf(labels[this.names[last]!]);
     let cell = level.get(key) as C | undefined;
     if (cell === undefined) {
-      for (const name in labels) {
+      const exported = exportAs ?? labels;
+      for (const name in exported) {
         if (!(this.names as readonly string[]).includes(name)) {
           throw new Error(`Added label "${name}" is not included in initial labelset: ${format(this.names)}`);
         }
       }
-      cell = this.make({ ...labels });
+      cell = this.make({ ...exported });
       level.set(key, cell);
       this.all.push(cell);
     }
@@ -151,6 +179,27 @@ class CellTable<L extends string, C> {
   values(): IterableIterator<C> {
     return this.all.values();
   }
+
+  /** Takes out every cell whose first label is `value`; returns them (the caller settles their series). */
+  removeFirst(value: string): C[] {
+    if (this.names.length === 0) return [];
+    const sub = this.root.get(value);
+    if (sub === undefined) return [];
+    this.root.delete(value);
+    const gone = new Set<C>();
+    const walk = (node: unknown, depth: number): void => {
+      if (depth === this.names.length - 1) gone.add(node as C);
+      else for (const child of (node as Map<unknown, unknown>).values()) walk(child, depth + 1);
+    };
+    walk(sub, 0);
+    this.all = this.all.filter((c) => !gone.has(c));
+    return [...gone];
+  }
+}
+
+function sameLabels<L extends string>(a: LabelValues<L>, b: LabelValues<L>): boolean {
+  const ka = Object.keys(a);
+  return ka.length === Object.keys(b).length && ka.every((k) => String(a[k as L]) === String(b[k as L]));
 }
 
 function keyOf(v: string | number | undefined): string | symbol {
@@ -159,6 +208,7 @@ function keyOf(v: string | number | undefined): string | symbol {
 
 class CounterCellImpl<L extends string> implements CounterCell {
   pending = 0;
+  total = 0;
   /** Used since the last flush: an increment of 0 still makes the series appear, as prom-client's inc does. */
   dirty = false;
   constructor(readonly labels: LabelValues<L>) {}
@@ -169,6 +219,7 @@ class CounterCellImpl<L extends string> implements CounterCell {
       throw new TypeError(`Counter cell increment must be finite and >= 0: ${format(by)}`);
     }
     this.pending += by;
+    this.total += by;
     this.dirty = true;
   }
 }
@@ -187,8 +238,24 @@ export class CellCounter<L extends string = string> extends Counter<L> {
     this.table = new CellTable(config.labelNames ?? [], (labels) => new CounterCellImpl<L>(labels));
   }
 
-  cell(labels: LabelValues<L>): CounterCell {
-    return this.table.get(labels);
+  cell(labels: LabelValues<L>, exportAs?: LabelValues<L>): CounterCell {
+    return this.table.get(labels, exportAs);
+  }
+
+  /** Drops the cells whose first label is `value`, and their series (an exported-as cell's counts stay where they went). */
+  removeFirst(value: string): void {
+    for (const cell of this.table.removeFirst(value)) {
+      if (cell.labels[this.firstName] === value) super.remove(cell.labels);
+      else if (cell.dirty) this.inc(cell.labels, cell.pending);
+    }
+  }
+
+  private get firstName(): L {
+    return this.labelNamesOf[0]!;
+  }
+
+  private get labelNamesOf(): readonly L[] {
+    return (this as unknown as { labelNames: readonly L[] }).labelNames;
   }
 
   override reset(): void {
@@ -197,6 +264,7 @@ export class CellCounter<L extends string = string> extends Counter<L> {
     if (this.table === undefined) return;
     for (const cell of this.table.values()) {
       cell.pending = 0;
+      cell.total = 0;
       cell.dirty = false;
     }
   }
@@ -209,6 +277,74 @@ export class CellCounter<L extends string = string> extends Counter<L> {
       cell.dirty = false;
       this.inc(cell.labels, by);
     }
+  }
+}
+
+class DurationCellImpl<L extends string> implements DurationCell {
+  totalUs = 0;
+  count = 0;
+  /** Whole microseconds already handed to prom-client. */
+  exportedUs = 0;
+  dirty = false;
+  constructor(readonly labels: LabelValues<L>) {}
+
+  add(us: number, count = 1): void {
+    if (!(us >= 0) || us === Infinity) throw new TypeError(`Duration cell value must be finite and >= 0: ${format(us)}`);
+    this.totalUs += us;
+    this.count += count;
+    this.dirty = true;
+  }
+}
+
+/** A counter of microseconds fed by DurationCells: the series is always a whole number of µs. */
+export class CellDurationCounter<L extends string = string> extends Counter<L> {
+  private readonly table: CellTable<L, DurationCellImpl<L>>;
+
+  constructor(config: CounterConfiguration<L>) {
+    super({
+      ...withoutExemplars(config),
+      collect(this: Counter<L>) {
+        if (this instanceof CellDurationCounter) this.flush();
+        return config.collect?.call(this);
+      },
+    });
+    this.table = new CellTable(config.labelNames ?? [], (labels) => new DurationCellImpl<L>(labels));
+  }
+
+  cell(labels: LabelValues<L>, exportAs?: LabelValues<L>): DurationCell {
+    return this.table.get(labels, exportAs);
+  }
+
+  /** As CellCounter.removeFirst. */
+  removeFirst(value: string): void {
+    const first = (this as unknown as { labelNames: readonly L[] }).labelNames[0]!;
+    for (const cell of this.table.removeFirst(value)) {
+      if (cell.labels[first] === value) super.remove(cell.labels);
+      else this.settle(cell);
+    }
+  }
+
+  override reset(): void {
+    super.reset();
+    if (this.table === undefined) return;
+    for (const cell of this.table.values()) {
+      cell.totalUs = 0;
+      cell.count = 0;
+      cell.exportedUs = 0;
+      cell.dirty = false;
+    }
+  }
+
+  private settle(cell: DurationCellImpl<L>): void {
+    if (!cell.dirty) return;
+    cell.dirty = false;
+    const whole = Math.floor(cell.totalUs);
+    this.inc(cell.labels, whole - cell.exportedUs);
+    cell.exportedUs = whole;
+  }
+
+  private flush(): void {
+    for (const cell of this.table.values()) this.settle(cell);
   }
 }
 
@@ -245,8 +381,17 @@ export class CellGauge<L extends string = string> extends Gauge<L> {
     this.table = new CellTable(config.labelNames ?? [], (labels) => new GaugeCellImpl<L>(labels));
   }
 
-  cell(labels: LabelValues<L>): GaugeCell {
-    return this.table.get(labels);
+  cell(labels: LabelValues<L>, exportAs?: LabelValues<L>): GaugeCell {
+    return this.table.get(labels, exportAs);
+  }
+
+  /** As CellCounter.removeFirst. */
+  removeFirst(value: string): void {
+    const first = (this as unknown as { labelNames: readonly L[] }).labelNames[0]!;
+    for (const cell of this.table.removeFirst(value)) {
+      if (cell.labels[first] === value) super.remove(cell.labels);
+      else if (cell.dirty) this.inc(cell.labels, cell.delta);
+    }
   }
 
   override reset(): void {
@@ -278,6 +423,8 @@ class HistogramCellImpl<L extends string> implements HistogramCell {
   count = 0;
   /** Whether the label set is in the output: observed (or zero()'d) since the last reset. */
   shown = false;
+  /** Exported as a label set other cells may share (the overflow series): merged with them at scrape time. */
+  merged = false;
 
   constructor(
     readonly labels: LabelValues<L>,
@@ -337,8 +484,24 @@ export class CellHistogram<L extends string = string> extends Histogram<L> {
     if (this.names.length === 0) this.table.get({}).show();
   }
 
-  cell(labels: LabelValues<L>): HistogramCell {
-    return this.table.get(labels);
+  cell(labels: LabelValues<L>, exportAs?: LabelValues<L>): HistogramCell {
+    const cell = this.table.get(labels, exportAs);
+    if (exportAs !== undefined && !sameLabels(exportAs, labels)) cell.merged = true;
+    return cell;
+  }
+
+  /** As CellCounter.removeFirst: a merged cell's counts move to a cell of its export labels, so its series never goes down. */
+  removeFirst(value: string): void {
+    for (const cell of this.table.removeFirst(value)) {
+      if (cell.shown) this.shownCells.splice(this.shownCells.indexOf(cell), 1);
+      if (!cell.merged || !cell.shown) continue;
+      const keep = this.table.get(cell.labels);
+      keep.merged = true;
+      keep.counts.forEach((_, i) => (keep.counts[i]! += cell.counts[i]!));
+      keep.sum += cell.sum;
+      keep.count += cell.count;
+      keep.show();
+    }
   }
 
   override observe(value: number): void;
@@ -409,7 +572,7 @@ export class CellHistogram<L extends string = string> extends Histogram<L> {
     const { name, upperBounds } = internals;
     const bucketName = `${name}_bucket`;
     const values: HistogramExportValue<L>[] = [];
-    for (const cell of this.shownCells) {
+    for (const cell of this.exported()) {
       const sharedLabels = cell.labels;
       let cumulative = 0;
       for (let i = 0; i < upperBounds.length; i++) {
@@ -423,6 +586,29 @@ export class CellHistogram<L extends string = string> extends Histogram<L> {
       );
     }
     return { name, help: internals.help, type: internals.type, values, aggregator: internals.aggregator };
+  }
+
+  /** The shown cells, merged ones summed per export label set (only the overflow series has any). */
+  private exported(): Iterable<{ labels: LabelValues<L>; counts: readonly number[]; sum: number; count: number }> {
+    if (!this.shownCells.some((c) => c.merged)) return this.shownCells;
+    const out: { labels: LabelValues<L>; counts: number[]; sum: number; count: number }[] = [];
+    const byKey = new Map<string, (typeof out)[number]>();
+    for (const cell of this.shownCells) {
+      if (!cell.merged) {
+        out.push(cell);
+        continue;
+      }
+      const key = JSON.stringify(this.names.map((n) => cell.labels[n]));
+      let sum = byKey.get(key);
+      if (sum === undefined) {
+        byKey.set(key, (sum = { labels: cell.labels, counts: cell.counts.map(() => 0), sum: 0, count: 0 }));
+        out.push(sum);
+      }
+      cell.counts.forEach((c, i) => (sum.counts[i]! += c));
+      sum.sum += cell.sum;
+      sum.count += cell.count;
+    }
+    return out;
   }
 
   private get internals(): PromInternals {

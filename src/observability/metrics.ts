@@ -5,48 +5,139 @@
  * instance, and each test, has its own registry. Names follow Triton's
  * `nv_inference_*` where they mean the same thing, so existing dashboards work;
  * histograms are added because counters alone cannot give percentiles.
- * The metrics the request path updates are cells (metric-cells.ts: plain
- * accumulators read at scrape time); `forModel` hands out one model
- * version's set.
+ *
+ * Per-model series carry `target` (the canonical target key, or the
+ * SageMaker model name) before Triton's `model` and `version`: two tenants'
+ * packages whose configs are both named `model` are two series. They are
+ * cells (metric-cells.ts: plain accumulators read at scrape time), handed
+ * out per package by `forTarget`; when the last package of a target is
+ * released its series are removed. At most `maxTargets` targets have series
+ * of their own: the rest are counted in one overflow series
+ * (target=model=version=`_overflow`), so 10,000 targets cannot make 10,000
+ * series sets. Each target still keeps its own accumulators, which the
+ * statistics extension (GET /v2/models/{m}/stats) reads.
+ *
+ * Adding a metric: declare it in the object below. A per-model one is a
+ * cell metric (CellCounter, CellDurationCounter, CellGauge, CellHistogram)
+ * whose labelNames start with MODEL_LABELS, and its cell is added to
+ * ModelMetrics in `modelCells`; removal and the cap then apply to it
+ * (test/unit/observability/metrics.test.ts checks that every metric with a
+ * `target` label is such a metric).
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { CellCounter, CellGauge, CellHistogram, type CounterCell, type GaugeCell, type HistogramCell } from './metric-cells.js';
+import {
+  CellCounter,
+  CellDurationCounter,
+  CellGauge,
+  CellHistogram,
+  type CounterCell,
+  type DurationCell,
+  type GaugeCell,
+  type HistogramCell,
+} from './metric-cells.js';
+
+/** The labels every per-model series starts with. */
+export const MODEL_LABELS = ['target', 'model', 'version'] as const;
+export type ModelLabel = (typeof MODEL_LABELS)[number];
+
+/** The label value of every part of the overflow series (targets past the cap). */
+export const OVERFLOW_LABEL = '_overflow';
+
+/** Live targets with series of their own when MME_METRICS_MAX_TARGETS is not set. */
+export const DEFAULT_MAX_TARGETS = 500;
+
+/** Counts and summed time of the executions of one batch size (Triton's batch_stats). */
+export interface BatchStat {
+  count: number;
+  inputUs: number;
+  inferUs: number;
+  outputUs: number;
+}
+
+/** Most distinct batch sizes kept per model version (a batch size is at most max_batch_size rows). */
+const MAX_BATCH_STATS = 4096;
 
 /**
- * The cells (observability/metric-cells.ts) of one model version that the
- * request path updates: its scheduler holds the batch ones, the service looks
- * the set up once per request. Names say which metric each feeds.
+ * The cells of one model version of one target that the request path
+ * updates: its scheduler holds the batch ones, the service looks the set up
+ * once per request. Names say which metric each feeds; the statistics
+ * extension reads the same cells.
  */
 export interface ModelMetrics {
+  readonly target: string;
+  readonly model: string;
+  readonly version: string;
   readonly requestSuccess: CounterCell;
-  readonly requestDurationUs: CounterCell;
-  /** onnx_mme_request_duration_seconds (labelled by model only). */
+  readonly requestDurationUs: DurationCell;
+  /** onnx_mme_request_duration_seconds. */
   readonly requestDuration: HistogramCell;
   readonly pending: GaugeCell;
-  readonly computeInputUs: CounterCell;
-  readonly computeOutputUs: CounterCell;
-  readonly computeInferUs: CounterCell;
+  readonly computeInputUs: DurationCell;
+  readonly computeOutputUs: DurationCell;
+  /** Counted per request: a batch's run time is added once for each of its requests (Triton's rule). */
+  readonly computeInferUs: DurationCell;
   readonly inferenceCount: CounterCell;
   readonly execCount: CounterCell;
-  readonly queueUs: CounterCell;
+  /** Counted per request (count = requests that waited). */
+  readonly queueUs: DurationCell;
   readonly batchSize: HistogramCell;
+  readonly cacheHits: CounterCell;
+  readonly cacheMisses: CounterCell;
+  readonly cacheHitUs: DurationCell;
+  readonly cacheMissUs: DurationCell;
+  /** A failed request of this version, by reason (Triton's REJECTED, CANCELED, BACKEND, OTHER), with its duration. */
+  fail(reason: string, us: number): void;
+  /** Failed requests and their summed duration (µs); the count is the sum of nv_inference_request_failure over reasons. */
+  readonly failures: { readonly count: number; readonly us: number };
+  /** One execution of `size` rows: its input preparation, run and output split times (µs). */
+  recordBatch(size: number, inputUs: number, inferUs: number, outputUs: number): void;
+  /** Executions by batch size, in the order sizes were first seen. */
+  readonly batchStats: ReadonlyMap<number, Readonly<BatchStat>>;
+  /** process.hrtime.bigint() when the last request finished (successfully or not); 0n = none yet. */
+  lastInferenceAt: bigint;
 }
+
+/** A package's handle on its target's series: hand it back (release) when the package is released. */
+export interface TargetMetrics {
+  /** The target the handle was asked for. */
+  readonly target: string;
+  /** Whether its series are folded into the overflow series (the cap was reached when it was first asked for). */
+  readonly overflow: boolean;
+  /** The cells of `model` version `version` (made on first use, then two Map lookups). */
+  forModel(model: string, version: string): ModelMetrics;
+  /** Every model version's cells made so far, in creation order. */
+  models(): Iterable<ModelMetrics>;
+  /** The package's entry model (what a client addressing the target runs), once the package is built. */
+  readonly entryModel: string | undefined;
+  setEntryModel(model: string): void;
+  /** Once per forTarget call; the series go when the target's last handle is released. */
+  release(): void;
+}
+
+/** A live target as the statistics extension reads it. */
+export type TargetView = Omit<TargetMetrics, 'release' | 'setEntryModel'>;
 
 export interface Metrics {
   readonly registry: Registry;
-  /** The cells of `model` version `version` (made on first use, then one Map lookup). */
-  forModel(model: string, version: string): ModelMetrics;
-  readonly requestSuccess: CellCounter<'model' | 'version'>;
-  readonly requestFailure: Counter<'model' | 'version' | 'reason'>;
-  readonly inferenceCount: CellCounter<'model' | 'version'>;
-  readonly execCount: CellCounter<'model' | 'version'>;
+  /** A handle on `target`'s series (shared by every package of it that is loaded; counted). */
+  forTarget(target: string): TargetMetrics;
+  /** The targets with a live handle, in the order they were first asked for. */
+  targets(): Iterable<TargetView>;
+  /** A live target's view, or undefined. */
+  target(target: string): TargetView | undefined;
+  /** Live targets with series of their own (MME_METRICS_MAX_TARGETS). */
+  readonly maxTargets: number;
+  readonly requestSuccess: CellCounter<ModelLabel>;
+  readonly requestFailure: CellCounter<ModelLabel | 'reason'>;
+  readonly inferenceCount: CellCounter<ModelLabel>;
+  readonly execCount: CellCounter<ModelLabel>;
   /** Time requests spent in a model's scheduler queue before their batch started (Triton's queue duration). */
-  readonly queueDurationUs: CellCounter<'model' | 'version'>;
+  readonly queueDurationUs: CellDurationCounter<ModelLabel>;
   /** Rows per model execution: how well the dynamic batcher merges (average batch = nv_inference_count / nv_inference_exec_count). */
-  readonly batchSize: CellHistogram<'model' | 'version'>;
-  readonly requestDurationUs: CellCounter<'model' | 'version'>;
-  readonly computeInferDurationUs: CellCounter<'model' | 'version'>;
-  readonly requestDuration: CellHistogram<'model'>;
+  readonly batchSize: CellHistogram<ModelLabel>;
+  readonly requestDurationUs: CellDurationCounter<ModelLabel>;
+  readonly computeInferDurationUs: CellDurationCounter<ModelLabel>;
+  readonly requestDuration: CellHistogram<ModelLabel>;
   readonly httpRequests: CellCounter<'route' | 'status'>;
   /** gRPC calls by RPC (the service's fixed method names) and status code name: bounded like the HTTP routes. */
   readonly grpcRequests: CellCounter<'method' | 'code'>;
@@ -70,16 +161,18 @@ export interface Metrics {
   /** How long requests waited for their model to be loaded (SageMaker ModelLoadingWaitTime). */
   readonly modelLoadingWait: Histogram;
   /** Requests admitted for a model (its package leased) and not yet finished; see docs/metrics-and-logs.md. */
-  readonly pendingRequests: CellGauge<'model' | 'version'>;
+  readonly pendingRequests: CellGauge<ModelLabel>;
   /** Request body → typed tensors, bound and validated against the model (Triton's "compute input"). */
-  readonly computeInputDurationUs: CellCounter<'model' | 'version'>;
+  readonly computeInputDurationUs: CellDurationCounter<ModelLabel>;
   /** Output post-processing after the run (classification), before encoding (Triton's "compute output"). */
-  readonly computeOutputDurationUs: CellCounter<'model' | 'version'>;
+  readonly computeOutputDurationUs: CellDurationCounter<ModelLabel>;
   /** Response cache (models with `response_cache { enable: true }`): Triton's per-model names; durations are lookup (+ insert on a miss). */
-  readonly cacheHits: Counter<'model' | 'version'>;
-  readonly cacheMisses: Counter<'model' | 'version'>;
-  readonly cacheHitDurationUs: Counter<'model' | 'version'>;
-  readonly cacheMissDurationUs: Counter<'model' | 'version'>;
+  readonly cacheHits: CellCounter<ModelLabel>;
+  readonly cacheMisses: CellCounter<ModelLabel>;
+  readonly cacheHitDurationUs: CellDurationCounter<ModelLabel>;
+  readonly cacheMissDurationUs: CellDurationCounter<ModelLabel>;
+  /** Live targets folded into the overflow series now (0 while under the cap). */
+  readonly overflowTargets: Gauge;
   readonly responseCacheBytes: Gauge;
   readonly responseCacheEntries: Gauge;
   readonly responseCacheEvictions: Counter;
@@ -93,95 +186,211 @@ export interface Metrics {
   readonly sequenceStateBytes: Gauge;
 }
 
+/** A cell metric with per-model labels: what forTarget's removal walks. */
+interface PerModelMetric {
+  removeFirst(target: string): void;
+}
+
+function isPerModel(m: unknown): m is PerModelMetric {
+  if (!(m instanceof CellCounter || m instanceof CellDurationCounter || m instanceof CellGauge || m instanceof CellHistogram)) return false;
+  return (m as unknown as { labelNames: readonly string[] }).labelNames[0] === 'target';
+}
+
+/** The cells of one model version; `exportAs` is the overflow label set for a target past the cap. */
+function modelCells(metrics: Metrics, target: string, model: string, version: string, overflow: boolean): ModelMetrics {
+  const labels = { target, model, version };
+  const as = overflow ? { target: OVERFLOW_LABEL, model: OVERFLOW_LABEL, version: OVERFLOW_LABEL } : undefined;
+  const failures = { count: 0, us: 0 };
+  const batchStats = new Map<number, BatchStat>();
+  const failCells = new Map<string, CounterCell>();
+  return {
+    target,
+    model,
+    version,
+    requestSuccess: metrics.requestSuccess.cell(labels, as),
+    requestDurationUs: metrics.requestDurationUs.cell(labels, as),
+    requestDuration: metrics.requestDuration.cell(labels, as),
+    pending: metrics.pendingRequests.cell(labels, as),
+    computeInputUs: metrics.computeInputDurationUs.cell(labels, as),
+    computeOutputUs: metrics.computeOutputDurationUs.cell(labels, as),
+    computeInferUs: metrics.computeInferDurationUs.cell(labels, as),
+    inferenceCount: metrics.inferenceCount.cell(labels, as),
+    execCount: metrics.execCount.cell(labels, as),
+    queueUs: metrics.queueDurationUs.cell(labels, as),
+    batchSize: metrics.batchSize.cell(labels, as),
+    cacheHits: metrics.cacheHits.cell(labels, as),
+    cacheMisses: metrics.cacheMisses.cell(labels, as),
+    cacheHitUs: metrics.cacheHitDurationUs.cell(labels, as),
+    cacheMissUs: metrics.cacheMissDurationUs.cell(labels, as),
+    fail(reason, us) {
+      let cell = failCells.get(reason);
+      if (cell === undefined) failCells.set(reason, (cell = metrics.requestFailure.cell({ ...labels, reason }, as && { ...as, reason })));
+      cell.inc();
+      failures.count += 1;
+      failures.us += us;
+    },
+    failures,
+    recordBatch(size, inputUs, inferUs, outputUs) {
+      let stat = batchStats.get(size);
+      if (stat === undefined) {
+        if (batchStats.size >= MAX_BATCH_STATS) return;
+        batchStats.set(size, (stat = { count: 0, inputUs: 0, inferUs: 0, outputUs: 0 }));
+      }
+      stat.count += 1;
+      stat.inputUs += inputUs;
+      stat.inferUs += inferUs;
+      stat.outputUs += outputUs;
+    },
+    batchStats,
+    lastInferenceAt: 0n,
+  };
+}
+
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 /** Powers of two up to 1024 rows: max_batch_size values in practice. */
 const BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 const LOAD_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
-export function createMetrics(options: { collectProcessMetrics?: boolean } = {}): Metrics {
+export interface MetricsOptions {
+  readonly collectProcessMetrics?: boolean;
+  /** Live targets with series of their own (MME_METRICS_MAX_TARGETS); default DEFAULT_MAX_TARGETS. */
+  readonly maxTargets?: number;
+}
+
+interface Tenant extends TargetMetrics {
+  refs: number;
+  entryModel: string | undefined;
+}
+
+export function createMetrics(options: MetricsOptions = {}): Metrics {
   const registry = new Registry();
   if (options.collectProcessMetrics) collectDefaultMetrics({ register: registry });
   const registers = [registry];
-  /** By model, then version: the request path looks its set up with strings it already holds, building no key. */
-  const byModel = new Map<string, Map<string, ModelMetrics>>();
+  const maxTargets = options.maxTargets ?? DEFAULT_MAX_TARGETS;
+  const tenants = new Map<string, Tenant>();
+  let ownSeries = 0;
+  const perModel = (): PerModelMetric[] => Object.values(metrics).filter(isPerModel);
+  const newTenant = (target: string): Tenant => {
+    const overflow = ownSeries >= maxTargets;
+    if (overflow) metrics.overflowTargets.inc();
+    else ownSeries++;
+    /** By model, then version: the request path looks its set up with strings it already holds, building no key. */
+    const byModel = new Map<string, Map<string, ModelMetrics>>();
+    const all: ModelMetrics[] = [];
+    const tenant: Tenant = {
+      target,
+      overflow,
+      refs: 0,
+      entryModel: undefined,
+      setEntryModel(model) {
+        tenant.entryModel = model;
+      },
+      forModel(model, version) {
+        let versions = byModel.get(model);
+        if (versions === undefined) byModel.set(model, (versions = new Map()));
+        let cells = versions.get(version);
+        if (cells === undefined) {
+          // Never an empty label: a version not known yet is not a series.
+          if (model === '' || version === '') throw new Error(`metrics: empty model or version label for target '${target}'`);
+          versions.set(version, (cells = modelCells(metrics, target, model, version, overflow)));
+          all.push(cells);
+        }
+        return cells;
+      },
+      models: () => all.values(),
+      release() {
+        if (tenant.refs <= 0) return;
+        tenant.refs -= 1;
+        if (tenant.refs > 0 || tenants.get(target) !== tenant) return;
+        tenants.delete(target);
+        if (overflow) metrics.overflowTargets.dec();
+        else ownSeries--;
+        for (const m of perModel()) m.removeFirst(target);
+      },
+    };
+    return tenant;
+  };
   const metrics: Metrics = {
     registry,
-    forModel(model, version) {
-      let versions = byModel.get(model);
-      if (versions === undefined) byModel.set(model, (versions = new Map()));
-      let cells = versions.get(version);
-      if (cells === undefined) {
-        const labels = { model, version };
-        cells = Object.freeze({
-          requestSuccess: metrics.requestSuccess.cell(labels),
-          requestDurationUs: metrics.requestDurationUs.cell(labels),
-          requestDuration: metrics.requestDuration.cell({ model }),
-          pending: metrics.pendingRequests.cell(labels),
-          computeInputUs: metrics.computeInputDurationUs.cell(labels),
-          computeOutputUs: metrics.computeOutputDurationUs.cell(labels),
-          computeInferUs: metrics.computeInferDurationUs.cell(labels),
-          inferenceCount: metrics.inferenceCount.cell(labels),
-          execCount: metrics.execCount.cell(labels),
-          queueUs: metrics.queueDurationUs.cell(labels),
-          batchSize: metrics.batchSize.cell(labels),
-        });
-        versions.set(version, cells);
-      }
-      return cells;
+    maxTargets,
+    forTarget(target) {
+      let tenant = tenants.get(target);
+      if (tenant === undefined) tenants.set(target, (tenant = newTenant(target)));
+      tenant.refs += 1;
+      // Each caller's own handle: releasing it twice hands back one reference, not two.
+      let held = true;
+      const shared = tenant;
+      return {
+        target,
+        overflow: shared.overflow,
+        forModel: shared.forModel,
+        models: shared.models,
+        get entryModel() {
+          return shared.entryModel;
+        },
+        setEntryModel: shared.setEntryModel,
+        release() {
+          if (!held) return;
+          held = false;
+          shared.release();
+        },
+      };
     },
+    targets: () => tenants.values(),
+    target: (target) => tenants.get(target),
     requestSuccess: new CellCounter({
       name: 'nv_inference_request_success',
       help: 'Number of successful inference requests, all batch sizes',
-      labelNames: ['model', 'version'],
+      labelNames: MODEL_LABELS,
       registers,
     }),
-    requestFailure: new Counter({
+    requestFailure: new CellCounter({
       name: 'nv_inference_request_failure',
       help: 'Number of failed inference requests, all batch sizes',
-      labelNames: ['model', 'version', 'reason'],
+      labelNames: [...MODEL_LABELS, 'reason'],
       registers,
     }),
     inferenceCount: new CellCounter({
       name: 'nv_inference_count',
       help: 'Number of inferences performed (does not include cached requests)',
-      labelNames: ['model', 'version'],
+      labelNames: MODEL_LABELS,
       registers,
     }),
     execCount: new CellCounter({
       name: 'nv_inference_exec_count',
       help: 'Number of model executions performed (does not include cached requests)',
-      labelNames: ['model', 'version'],
+      labelNames: MODEL_LABELS,
       registers,
     }),
-    queueDurationUs: new CellCounter({
+    queueDurationUs: new CellDurationCounter({
       name: 'nv_inference_queue_duration_us',
       help: 'Cumulative inference queuing duration in microseconds (includes cached requests)',
-      labelNames: ['model', 'version'],
+      labelNames: MODEL_LABELS,
       registers,
     }),
     batchSize: new CellHistogram({
       name: 'onnx_mme_batch_size',
       help: 'Rows per model execution formed by the dynamic batcher (one observation per execution)',
-      labelNames: ['model', 'version'],
+      labelNames: MODEL_LABELS,
       buckets: BATCH_SIZE_BUCKETS,
       registers,
     }),
-    requestDurationUs: new CellCounter({
+    requestDurationUs: new CellDurationCounter({
       name: 'nv_inference_request_duration_us',
       help: 'Cumulative inference request duration in microseconds (includes cached requests)',
-      labelNames: ['model', 'version'],
+      labelNames: MODEL_LABELS,
       registers,
     }),
-    computeInferDurationUs: new CellCounter({
+    computeInferDurationUs: new CellDurationCounter({
       name: 'nv_inference_compute_infer_duration_us',
       help: 'Cumulative compute inference duration in microseconds (does not include cached requests)',
-      labelNames: ['model', 'version'],
+      labelNames: MODEL_LABELS,
       registers,
     }),
     requestDuration: new CellHistogram({
       name: 'onnx_mme_request_duration_seconds',
       help: 'End-to-end inference request latency in seconds, per entry model',
-      labelNames: ['model'],
+      labelNames: MODEL_LABELS,
       buckets: LATENCY_BUCKETS,
       registers,
     }),
@@ -282,43 +491,48 @@ export function createMetrics(options: { collectProcessMetrics?: boolean } = {})
     pendingRequests: new CellGauge({
       name: 'nv_inference_pending_request_count',
       help: 'Instantaneous number of requests admitted for the model and not yet completed (queued or executing)',
-      labelNames: ['model', 'version'],
+      labelNames: MODEL_LABELS,
       registers,
     }),
-    computeInputDurationUs: new CellCounter({
+    computeInputDurationUs: new CellDurationCounter({
       name: 'nv_inference_compute_input_duration_us',
       help: 'Cumulative compute input duration in microseconds: request body decoding into tensors and validation against the model',
-      labelNames: ['model', 'version'],
+      labelNames: MODEL_LABELS,
       registers,
     }),
-    computeOutputDurationUs: new CellCounter({
+    computeOutputDurationUs: new CellDurationCounter({
       name: 'nv_inference_compute_output_duration_us',
       help: 'Cumulative compute output duration in microseconds: output post-processing (classification) after the run',
-      labelNames: ['model', 'version'],
+      labelNames: MODEL_LABELS,
       registers,
     }),
-    cacheHits: new Counter({
+    cacheHits: new CellCounter({
       name: 'nv_cache_num_hits_per_model',
       help: 'Number of requests answered from the response cache',
-      labelNames: ['model', 'version'],
+      labelNames: MODEL_LABELS,
       registers,
     }),
-    cacheMisses: new Counter({
+    cacheMisses: new CellCounter({
       name: 'nv_cache_num_misses_per_model',
       help: 'Number of requests not found in the response cache (run, then cached)',
-      labelNames: ['model', 'version'],
+      labelNames: MODEL_LABELS,
       registers,
     }),
-    cacheHitDurationUs: new Counter({
+    cacheHitDurationUs: new CellDurationCounter({
       name: 'nv_cache_hit_duration_per_model',
       help: 'Cumulative time of response cache hits in microseconds (key hashing and lookup)',
-      labelNames: ['model', 'version'],
+      labelNames: MODEL_LABELS,
       registers,
     }),
-    cacheMissDurationUs: new Counter({
+    cacheMissDurationUs: new CellDurationCounter({
       name: 'nv_cache_miss_duration_per_model',
       help: 'Cumulative time of response cache misses in microseconds (key hashing, lookup and insertion)',
-      labelNames: ['model', 'version'],
+      labelNames: MODEL_LABELS,
+      registers,
+    }),
+    overflowTargets: new Gauge({
+      name: 'onnx_mme_metrics_overflow_targets',
+      help: 'Loaded targets whose per-model series are folded into the target="_overflow" series (more than MME_METRICS_MAX_TARGETS targets loaded)',
       registers,
     }),
     responseCacheBytes: new Gauge({

@@ -113,7 +113,8 @@ export interface ModelLoaderOptions {
   /** Run after unloads settle (RuntimePool.reclaim). */
   readonly reclaim?: () => Promise<void>;
   readonly logger: Logger;
-  readonly metrics: Pick<Metrics, 'modelLoadDuration'> & Partial<Pick<Metrics, 'sequenceStateBytes'>>;
+  /** forTarget: each package's series (observability/metrics.ts), handed to the package it is built for. */
+  readonly metrics: Pick<Metrics, 'modelLoadDuration' | 'forTarget'> & Partial<Pick<Metrics, 'sequenceStateBytes'>>;
 }
 
 /** Placement of every ONNX version of a model (the runtime decides; this supplies the files and the zeros). */
@@ -140,7 +141,9 @@ export function createModelLoader(options: ModelLoaderOptions): PackageModelLoad
   const placement = loadDeps.placement ?? DEFAULT_PLACEMENT;
   return new PackageModelLoader({
     memory: options.memory,
-    loadPackage: (request) => loadPackage(request, loadDeps),
+    // The package owns the series handle from here: its release, or loadPackage's own failure, hands it back.
+    loadPackage: (request) =>
+      loadPackage(request.seriesTarget === undefined ? request : { ...request, metrics: options.metrics.forTarget(request.seriesTarget) }, loadDeps),
     warmUp: (model, label) => warmUpModel(model, label, logger),
     place: (model, label, warmupRunUs, admitCopy) => placeModel(model, label, placement, logger, warmupRunUs, admitCopy),
     predictFiles: predictPackageFootprint,

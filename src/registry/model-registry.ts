@@ -189,7 +189,7 @@ export class ModelRegistry {
         const local = await this.options.source.localize(target);
         version = local.version;
         try {
-          const loaded = await this.load({ dir: local.dir, label: target, fallbackName: archiveBaseName(target) });
+          const loaded = await this.load({ dir: local.dir, label: target, fallbackName: archiveBaseName(target), seriesTarget: target });
           entry.local = local;
           entry.checkedAt = performance.now();
           this.failedLoads.forget(target);
@@ -285,6 +285,7 @@ export class ModelRegistry {
           dir: defaultRoot,
           label,
           fallbackName: defaultModel ?? 'model',
+          seriesTarget: label,
           ...(defaultModel === undefined ? {} : { preferredEntry: defaultModel }),
         });
       } catch (err) {
@@ -311,7 +312,7 @@ export class ModelRegistry {
     const label = targetHeader ?? modelName;
     // A url that is itself one model directory whose config names it after the directory is that model, as in Triton.
     const fallbackName = (await flatModelName(dir)) ?? (targetHeader ? archiveBaseName(targetHeader) : modelName);
-    const entry = this.startLoad(key, 'managed', label, { url: dir, targetHeader }, () => this.load({ dir, label, fallbackName }));
+    const entry = this.startLoad(key, 'managed', label, { url: dir, targetHeader }, () => this.load({ dir, label, fallbackName, seriesTarget: modelName }));
     entry.waiting++;
     const { pkg } = await entry.ready.finally(() => entry.waiting--);
     const versions = [...pkg.entry.versions.keys()];
@@ -324,7 +325,7 @@ export class ModelRegistry {
   async acquireManaged(modelName: string, targetHeader: string | undefined, cancel?: Cancellation): Promise<Lease> {
     const record = this.managed.require(modelName, targetHeader);
     const fallbackName = record.targetHeader ? archiveBaseName(record.targetHeader) : modelName;
-    return this.acquireOrLoad(`managed:${modelName}`, 'managed', record.label, cancel, () => this.load({ dir: record.dir, label: record.label, fallbackName }), {
+    return this.acquireOrLoad(`managed:${modelName}`, 'managed', record.label, cancel, () => this.load({ dir: record.dir, label: record.label, fallbackName, seriesTarget: modelName }), {
       url: record.dir,
       targetHeader: record.targetHeader,
     });

@@ -16,7 +16,7 @@ import { ensembleSpecFromJson } from '../ensemble/ensemble-spec.js';
 import { ensemblePlan, ensembleProblems, singleModelPlan, type EnsembleSpec, type ExecutionPlan, type StepModel } from '../ensemble/execution-plan.js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
-import type { Metrics } from '../observability/metrics.js';
+import type { TargetMetrics } from '../observability/metrics.js';
 import { chooseProviders, type HostCapabilities } from '../runtime/execution-providers.js';
 import { createModelSession, type ModelSession } from '../runtime/onnx-session.js';
 import type { RuntimePool } from '../runtime/runtime-pool.js';
@@ -43,6 +43,8 @@ export interface LoadedPackage {
   readonly plan: ExecutionPlan;
   /** Live sequences and implicit-state bytes of its stateful models (scheduler/sequence-batcher.ts); absent in test fakes. */
   readonly sequences?: PackageSequences;
+  /** The target's series every model of the package counts in (handed back by release); undefined = not counted. */
+  readonly metrics: TargetMetrics | undefined;
   /** Stop the schedulers (waiting for running work) and release every session. */
   release(): Promise<void>;
 }
@@ -78,8 +80,8 @@ export interface PackageLoadDeps {
   readonly serverProviders: readonly ProviderName[] | undefined;
   /** Server-wide batching defaults (env); DEFAULT_BATCHING when omitted. */
   readonly batching?: BatchingDefaults;
-  /** Where schedulers count executions, rows, queue time and batch sizes (each model version's cells); omitted = not counted. */
-  readonly metrics?: Pick<Metrics, 'forModel'> & Partial<Pick<Metrics, 'sequencesLive' | 'sequenceSlotWaits' | 'sequenceEnds'>>;
+  /** Where sequence batchers count live sequences, slot waits and ends; omitted = not counted. */
+  readonly sequenceMetrics?: Partial<Pick<Metrics, 'sequencesLive' | 'sequenceSlotWaits' | 'sequenceEnds'>>;
   /** MME_ALLOW_JS_BACKEND: false refuses packages with a `backend: "js"` step. Default true. */
   readonly allowJsBackend?: boolean;
   /** Which sessions move to the main thread after warm-up (runtime/session-placement.ts); DEFAULT_PLACEMENT when omitted. */
@@ -101,6 +103,17 @@ export interface PackageLoadRequest {
   readonly fallbackName: string;
   /** Choose this model as the entry instead of the automatic rule. */
   readonly preferredEntry?: string;
+  /**
+   * The target's series (observability/metrics.ts forTarget): schedulers count executions, rows, queue
+   * time and batch sizes in each model version's cells. The package owns the handle from here: its
+   * release (or a failed load) hands it back. Omitted = not counted.
+   */
+  readonly metrics?: TargetMetrics;
+  /**
+   * The `target` label of the package's series: the canonical target key, the SageMaker model name,
+   * or the default model's label. The model loader turns it into `metrics` right before the build.
+   */
+  readonly seriesTarget?: string;
 }
 
 const SUPPORTED_PLATFORMS = `onnxruntime_onnx (backend onnxruntime), ensemble, and the processing-step backends ${STEP_BACKENDS.join(', ')}`;
@@ -152,6 +165,7 @@ export class PackageBuilder {
     private readonly layout: RepositoryLayout,
     private readonly label: string,
     private readonly deps: PackageLoadDeps,
+    private readonly metrics?: TargetMetrics,
   ) {
     this.tracker = deps.sequences ?? new SequenceTracker(DEFAULT_MAX_SEQUENCES);
   }
@@ -404,7 +418,7 @@ export class PackageBuilder {
       instances: executors,
       batchesPerInstance,
       logger: this.deps.logger,
-      ...(this.deps.metrics ? { metrics: this.deps.metrics.forModel(name, String(version)) } : {}),
+      ...(this.metrics ? { metrics: this.metrics.forModel(name, String(version)) } : {}),
     });
   }
 
@@ -430,8 +444,8 @@ export class PackageBuilder {
 
   /** A stateful model's scheduler (config sequence_batching): scheduler/sequence-batcher.ts. */
   private sequenceBatcher(modelLabel: string, name: string, version: number, config: ModelConfig, executors: ModelExecutor[], initialStates: ReadonlyMap<string, Tensor>): ModelScheduler {
-    const metrics = this.deps.metrics;
-    const cells = metrics?.forModel(name, String(version));
+    const metrics = this.deps.sequenceMetrics;
+    const cells = this.metrics?.forModel(name, String(version));
     const labels = { model: name, version: String(version) };
     const sequences = this.sequences;
     return new SequenceBatcher({
@@ -469,6 +483,13 @@ export class PackageBuilder {
     const plan = this.plan(entry);
     const models = new Map(this.models);
     let released: Promise<void> | undefined;
+    const metrics = this.metrics;
+    if (metrics !== undefined) {
+      metrics.setEntryModel(entry.name);
+      // Every served version has its cells from the start (an ensemble has no scheduler to make them): statistics list them before any traffic.
+      const versions = entry.versions.size > 0 ? [...entry.versions.keys()] : [latestVersion(entry)?.version ?? 1];
+      for (const v of versions) metrics.forModel(entry.name, String(v));
+    }
     return {
       label: this.label,
       dir,
@@ -476,7 +497,9 @@ export class PackageBuilder {
       models,
       plan,
       sequences: this.sequences,
-      release: () => (released ??= releaseModels(models)),
+      metrics,
+      // The series go only after the schedulers stopped: nothing counts in them afterwards.
+      release: () => (released ??= releaseModels(models).finally(() => metrics?.release())),
     };
   }
 
@@ -498,15 +521,17 @@ async function releaseModels(models: ReadonlyMap<string, LoadedModel>): Promise<
 }
 
 export async function loadPackage(request: PackageLoadRequest, deps: PackageLoadDeps): Promise<LoadedPackage> {
-  const layout = await scanRepository(request.dir, request.fallbackName, request.label);
-  const entryDir = chooseEntryModel(layout, request.label, request.preferredEntry);
-  const builder = new PackageBuilder(layout, request.label, deps);
+  let builder: PackageBuilder | undefined;
   try {
+    const layout = await scanRepository(request.dir, request.fallbackName, request.label);
+    const entryDir = chooseEntryModel(layout, request.label, request.preferredEntry);
+    builder = new PackageBuilder(layout, request.label, deps, request.metrics);
     const entry = await builder.load(entryDir);
     return builder.packaged(entry, layout.root);
   } catch (err) {
     // Step models that loaded before the failure have schedulers too: stop them, then free every session.
-    await builder.releaseAll();
+    await builder?.releaseAll();
+    request.metrics?.release();
     throw err;
   }
 }

@@ -38,7 +38,7 @@ import { systemClock, type Clock } from './clock.js';
 import type { BatchLoad, ModelExecutor, ModelScheduler, ScheduleOptions } from './model-scheduler.js';
 
 /** The batch-level cells of the model version a batcher serves (observability/metrics.ts forModel). */
-export type SchedulerMetrics = Pick<ModelMetrics, 'execCount' | 'inferenceCount' | 'computeInferUs' | 'queueUs' | 'batchSize'>;
+export type SchedulerMetrics = Pick<ModelMetrics, 'execCount' | 'inferenceCount' | 'computeInferUs' | 'queueUs' | 'batchSize' | 'recordBatch'>;
 
 export interface DynamicBatcherOptions {
   /** The model as messages and logs name it (the package label). */
@@ -410,7 +410,7 @@ export class DynamicBatcher implements ModelScheduler {
       this.leave(p, 'running');
       queuedUs += now - p.enqueuedUs;
     }
-    metrics?.queueUs.inc(queuedUs);
+    metrics?.queueUs.add(queuedUs, batch.length);
     this.running++;
     const seq = this.nextBatch++;
     // Facts for the executor (ModelExecutor.execute): what waits behind this batch. Where it runs is the runtime's call.
@@ -433,10 +433,14 @@ export class DynamicBatcher implements ModelScheduler {
     const rows = batch.map((p) => p.rows);
     const totalRows = rows.reduce((a, b) => a + b, 0);
     try {
+      // Batch statistics: merging the inputs is the batch's input phase, splitting the outputs its output phase.
+      const merging = this.clock.nowUs();
+      const inputs = concatInputs(batch.map((p) => p.inputs));
       const started = this.clock.nowUs();
-      const outputs = await executor.execute(concatInputs(batch.map((p) => p.inputs)), names, load);
+      const outputs = await executor.execute(inputs, names, load);
+      const ran = this.clock.nowUs();
       const split = splitOutputs(outputs, rows, batch.map((p) => p.outputs), this.model);
-      this.recordExecution(totalRows, batch.length, this.clock.nowUs() - started);
+      this.recordExecution(totalRows, batch.length, ran - started, started - merging, this.clock.nowUs() - ran);
       return split.map((o) => ({ ok: true, outputs: o }));
     } catch (err) {
       // One bad request must not fail its batch-mates: run each alone, so only the culprit fails.
@@ -452,21 +456,22 @@ export class DynamicBatcher implements ModelScheduler {
     try {
       const started = this.clock.nowUs();
       const outputs = await executor.execute(p.inputs, p.outputs, load);
-      this.recordExecution(p.rows, 1, this.clock.nowUs() - started);
+      this.recordExecution(p.rows, 1, this.clock.nowUs() - started, 0, 0);
       return { ok: true, outputs };
     } catch (error) {
       return { ok: false, error };
     }
   }
 
-  private recordExecution(rows: number, requests: number, computeUs: number): void {
+  private recordExecution(rows: number, requests: number, computeUs: number, inputUs: number, outputUs: number): void {
     const m = this.options.metrics;
     if (!m) return;
     m.execCount.inc();
     m.inferenceCount.inc(rows);
     m.batchSize.observe(rows);
     // Triton adds a batch's compute time to each of its requests.
-    m.computeInferUs.inc(computeUs * requests);
+    m.computeInferUs.add(computeUs * requests, requests);
+    m.recordBatch(rows, inputUs, computeUs, outputUs);
   }
 
   private answer(seq: number, batch: readonly Pending[], outcomes: readonly Outcome[]): void {

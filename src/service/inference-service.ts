@@ -13,7 +13,7 @@ import { ServingError, toServingError } from '../errors.js';
 import { singleModelPlan, type ExecutionPlan } from '../ensemble/execution-plan.js';
 import { runPlan } from '../ensemble/plan-runner.js';
 import type { Logger } from '../observability/logger.js';
-import type { Metrics, ModelMetrics } from '../observability/metrics.js';
+import { createMetrics, type Metrics, type ModelMetrics, type TargetMetrics } from '../observability/metrics.js';
 import { checkClassifiable, classificationOf, classify } from '../protocol/classification.js';
 import type { InferRequest, InferResponse, RequestedOutput } from '../protocol/infer-types.js';
 import type { Tensor } from '../protocol/tensor.js';
@@ -22,7 +22,7 @@ import { predictPackageBytes } from '../registry/package-size.js';
 import type { Lease, ManagedModelInfo, ModelRegistry } from '../registry/model-registry.js';
 import { scheduleOptionsFrom } from '../scheduler/schedule-options.js';
 import { normalizeTarget } from '../store/target-path.js';
-import { modelStatistics, type ModelStatisticsEntry } from './model-statistics.js';
+import { modelStat, type ModelStatJson } from './model-statistics.js';
 import { outputLabels } from './output-labels.js';
 import type { ResponseCache } from './response-cache.js';
 import { validateRequest } from './validate-request.js';
@@ -109,6 +109,13 @@ export interface InferenceServiceOptions {
   readonly responseCache?: ResponseCache;
 }
 
+let uncounted: TargetMetrics | undefined;
+
+/** The series a package counts in; a package built without a handle (a test's) counts in a registry of its own. */
+function seriesOf(pkg: { readonly metrics: TargetMetrics | undefined }): TargetMetrics {
+  return pkg.metrics ?? (uncounted ??= createMetrics().forTarget('uncounted'));
+}
+
 function refLabel(ref: ModelRef): string {
   switch (ref.kind) {
     case 'target':
@@ -124,8 +131,6 @@ export class InferenceService {
   private inflight = 0;
   /** Models already warned that they enable a response cache the server does not have (once per load). */
   private readonly uncachedWarned = new WeakSet<LoadedModel>();
-  /** When each (model, version) last answered, by its metric cells (statistics' last_inference); one Date.now() per request. */
-  private readonly lastAnswered = new Map<ModelMetrics, number>();
 
   constructor(private readonly options: InferenceServiceOptions) {}
 
@@ -197,35 +202,41 @@ export class InferenceService {
         const hit = cache.get(cacheKey);
         lookupNs = process.hrtime.bigint() - lookupStart;
         if (hit !== undefined) {
-          const labels = { model: modelName, version };
-          this.options.metrics.cacheHits.inc(labels);
-          this.options.metrics.cacheHitDurationUs.inc(labels, Number(lookupNs) / 1000);
+          const hitCells = seriesOf(pkg).forModel(modelName, version);
+          hitCells.cacheHits.inc();
+          hitCells.cacheHitUs.add(Number(lookupNs) / 1000);
           const outputs = postProcess(hit);
-          this.record(this.options.metrics.forModel(modelName, version), batch, 0, started, process.hrtime.bigint(), false);
+          this.record(hitCells, batch, 0, started, process.hrtime.bigint(), false);
           return { id: request.id, modelName, modelVersion: version, outputs };
         }
       }
-      cells = this.options.metrics.forModel(modelName, version);
+      cells = seriesOf(pkg).forModel(modelName, version);
       cells.pending.inc();
       const computeStart = cache === undefined ? boundAt : process.hrtime.bigint();
       const raw = await runPlan(served.plan, request.inputs, wanted, ctx.cancel, scheduleOptionsFrom(request.parameters, lease.label));
       let outputStart = process.hrtime.bigint();
       const computeUs = Number(outputStart - computeStart) / 1000;
       if (cache !== undefined && cacheKey !== undefined) {
-        this.insert(cache, cacheKey, raw, { model: modelName, version }, lookupNs);
+        this.insert(cache, cacheKey, raw, cells, lookupNs);
         outputStart = process.hrtime.bigint();
       }
       const outputs = postProcess(raw);
       const done = process.hrtime.bigint();
       // Triton's compute-input and compute-output phases (see metrics.ts for what they cover here).
-      cells.computeInputUs.inc(Number(inputNs) / 1000);
-      cells.computeOutputUs.inc(Number(done - outputStart) / 1000);
+      cells.computeInputUs.add(Number(inputNs) / 1000);
+      cells.computeOutputUs.add(Number(done - outputStart) / 1000);
       this.record(cells, batch, computeUs, started, done, entry.config.platform === 'ensemble');
       return { id: request.id, modelName, modelVersion: version, outputs };
     } catch (err) {
       const e = toServingError(err, lease?.label ?? refLabel(ref));
       const reason = e.code === 'OVERLOADED' || e.code === 'TIMEOUT' ? 'REJECTED' : e.code === 'CANCELLED' ? 'CANCELED' : e.isClientFault ? 'OTHER' : 'BACKEND';
-      if (lease) this.options.metrics.requestFailure.inc({ model: modelName, version, reason });
+      // Counted once the version is known (a version that is not loaded has no series: never an empty label).
+      if (lease && version !== '') {
+        const failed = cells ?? seriesOf(lease.pkg).forModel(modelName, version);
+        const now = process.hrtime.bigint();
+        failed.fail(reason, Number(now - started) / 1000);
+        failed.lastInferenceAt = now;
+      }
       throw e;
     } finally {
       cells?.pending.dec();
@@ -235,14 +246,14 @@ export class InferenceService {
   }
 
   /** A miss: keep the answer (before post-processing, which may replace outputs in `raw`); Triton's miss time is lookup + insert. */
-  private insert(cache: ResponseCache, key: string, raw: ReadonlyMap<string, Tensor>, labels: { model: string; version: string }, lookupNs: bigint): void {
+  private insert(cache: ResponseCache, key: string, raw: ReadonlyMap<string, Tensor>, cells: ModelMetrics, lookupNs: bigint): void {
     const m = this.options.metrics;
     const insertStart = process.hrtime.bigint();
     const before = cache.stats().evictions;
     cache.set(key, raw);
     const after = cache.stats();
-    m.cacheMisses.inc(labels);
-    m.cacheMissDurationUs.inc(labels, Number(lookupNs + process.hrtime.bigint() - insertStart) / 1000);
+    cells.cacheMisses.inc();
+    cells.cacheMissUs.add(Number(lookupNs + process.hrtime.bigint() - insertStart) / 1000);
     m.responseCacheBytes.set(after.bytes);
     m.responseCacheEntries.set(after.entries);
     if (after.evictions > before) m.responseCacheEvictions.inc(after.evictions - before);
@@ -287,15 +298,15 @@ export class InferenceService {
    */
   private record(cells: ModelMetrics, batch: number, computeUs: number, started: bigint, done: bigint, ensemble: boolean): void {
     const totalUs = Number(done - started) / 1000;
-    this.lastAnswered.set(cells, Date.now());
     cells.requestSuccess.inc();
     if (ensemble) {
       cells.inferenceCount.inc(batch);
       cells.execCount.inc();
-      cells.computeInferUs.inc(computeUs);
+      cells.computeInferUs.add(computeUs);
     }
-    cells.requestDurationUs.inc(totalUs);
+    cells.requestDurationUs.add(totalUs);
     cells.requestDuration.observe(totalUs / 1e6);
+    cells.lastInferenceAt = done;
   }
 
   // ------------------------------------------------------------ MME management
@@ -333,30 +344,6 @@ export class InferenceService {
   }
 
   // ------------------------------------------------------------ KServe v2
-
-  /**
-   * Triton's statistics of every model that has served requests, or of one
-   * (name resolved like an inference's: a target is reported under its
-   * model's name). A named model that is neither known to the metrics nor
-   * ready is MODEL_NOT_FOUND, as in Triton; a ready one that has served
-   * nothing yet gets a row of zeros.
-   */
-  async statistics(name: string | undefined, version: number | undefined): Promise<ModelStatisticsEntry[]> {
-    const { metrics, registry } = this.options;
-    const last = (model: string, v: string): number => this.lastAnswered.get(metrics.forModel(model, v)) ?? 0;
-    if (name === undefined) return modelStatistics(metrics, last);
-    const ref = this.resolveModelName(name);
-    const resident = ref.kind === 'target' ? registry.peekResident('target', ref.target)?.pkg : ref.kind === 'managed' ? registry.peekResident('managed', ref.name)?.pkg : undefined;
-    const modelName = resident?.entry.name ?? name;
-    const rows = await modelStatistics(metrics, last, { name: modelName, ...(version === undefined ? {} : { version: String(version) }) });
-    if (rows.length > 0) return rows;
-    if (!this.modelReady(ref, version)) {
-      throw new ServingError('MODEL_NOT_FOUND', `model '${name}'${version === undefined ? '' : ` version ${version}`} is not loaded: it has no statistics`, { model: name });
-    }
-    const served = version ?? (resident ? (latestVersion(resident.entry)?.version ?? 1) : 1);
-    const zero = { count: 0, ns: 0 };
-    return [{ name: modelName, version: String(served), lastInference: 0, inferenceCount: 0, executionCount: 0, success: zero, fail: zero, queue: zero, computeInput: zero, computeInfer: zero, computeOutput: zero, cacheHit: zero, cacheMiss: zero }];
-  }
 
   /**
    * How a KServe v2 model name resolves: the SageMaker-managed model of that
@@ -419,6 +406,36 @@ export class InferenceService {
     if (version === undefined) return true;
     const entry = r.pkg.entry;
     return entry.versions.has(version) || (entry.versions.size === 0 && version === (latestVersion(entry)?.version ?? 1));
+  }
+
+  /**
+   * Triton's statistics extension: every version of the entry model of each
+   * loaded target (`name` undefined), or of the one named (and version).
+   * Never loads anything: a model that is not in memory is MODEL_NOT_FOUND.
+   */
+  modelStatistics(name: string | undefined, version: number | undefined): { model_stats: ModelStatJson[] } {
+    const nowHr = process.hrtime.bigint();
+    const nowMs = Date.now();
+    const entryStats = (label: string, t: { readonly entryModel: string | undefined; models(): Iterable<ModelMetrics> }): ModelStatJson[] =>
+      [...t.models()]
+        .filter((c) => c.model === t.entryModel && (version === undefined || c.version === String(version)))
+        .sort((a, b) => Number(a.version) - Number(b.version))
+        .map((c) => modelStat(label, c, nowHr, nowMs));
+    if (name === undefined) {
+      return { model_stats: [...this.options.metrics.targets()].flatMap((t) => entryStats(t.target, t)) };
+    }
+    const ref = this.resolveModelName(name);
+    const kind = ref.kind === 'managed' ? 'managed' : 'target';
+    if (kind === 'target') normalizeTarget(name);
+    const pkg = this.options.registry.peekResident(kind, name)?.pkg;
+    if (pkg?.metrics === undefined) {
+      throw new ServingError('MODEL_NOT_FOUND', `model '${name}' is not loaded: statistics are kept for loaded models only`, { model: name });
+    }
+    const stats = entryStats(name, pkg.metrics);
+    if (version !== undefined && stats.length === 0) {
+      throw new ServingError('MODEL_NOT_FOUND', `model '${name}': version ${version} is not loaded`, { model: name });
+    }
+    return { model_stats: stats };
   }
 
   /** Load a model by name (a target is loaded and kept resident; a managed model is already loaded). */

@@ -192,7 +192,9 @@ describe('response cache across reloads and without a budget', () => {
       await load(3);
       assert.deepEqual((await invokeScaled()).body.outputs[0].data, [3, 6, 9, 12]);
       const m = await metrics(s.url);
-      assert.equal(sample(m, 'nv_cache_num_hits_per_model', { model: 'scaled' }), 1);
+      // The unload removed the first load's series (its one hit); the reload's request was a miss.
+      assert.equal(sample(m, 'nv_cache_num_hits_per_model', { target: 'scaled', model: 'scaled' }), undefined);
+      assert.equal(sample(m, 'nv_cache_num_misses_per_model', { target: 'scaled', model: 'scaled' }), 1);
     } finally {
       await s.close();
     }

@@ -80,7 +80,7 @@ describe('health and server metadata', () => {
     assert.equal(r.status, 200);
     assert.equal(r.body.name, 'onnx-mme');
     assert.match(r.body.version, /^\d+\.\d+\.\d+/);
-    assert.deepEqual([...r.body.extensions].sort(), ['binary_tensor_data', 'classification', 'model_configuration', 'model_repository', 'model_repository(unload_dependents)']);
+    assert.deepEqual([...r.body.extensions].sort(), ['binary_tensor_data', 'classification', 'model_configuration', 'model_repository', 'model_repository(unload_dependents)', 'statistics']);
   });
 });
 
@@ -262,7 +262,7 @@ describe('errors: Triton statuses with {"error": ...} bodies', () => {
     { name: 'a name that climbs out of the source', method: 'GET', path: `/v2/models/${encodeURIComponent('../etc/passwd')}`, status: 400, match: /\.\./ },
     { name: 'wrong method', method: 'GET', path: '/v2/models/add_sub/infer', status: 405, match: /method GET is not allowed/ },
     { name: 'wrong method on the index', method: 'GET', path: '/v2/repository/index', status: 405, match: /not allowed/ },
-    { name: 'unknown v2 path', method: 'GET', path: '/v2/models/add_sub/stats', status: 404, match: /no route/ },
+    { name: 'unknown v2 path', method: 'GET', path: '/v2/logging', status: 404, match: /no route/ },
   ];
   for (const c of cases) {
     it(`${c.name} → ${c.status}`, async () => {

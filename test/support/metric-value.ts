@@ -1,22 +1,13 @@
 /**
  * @module test/support/metric-value
- * One series of a metric from a server's /metrics text: `metricValue` by
- * exact label set (fetching the text), `sample` by the labels given (others
- * may be present) in text already read; undefined when the series is absent.
+ * One series of a metric from a server's /metrics text, by the labels given
+ * (others, such as `target`, may be present): `metricValue` fetches the
+ * text, `sample` reads text already fetched; undefined when the series is absent.
  */
 import { request } from './test-server.js';
 
 export async function metricValue(baseUrl: string, name: string, labels: Record<string, string>): Promise<number | undefined> {
-  const text = (await request(`${baseUrl}/metrics`)).text;
-  const want = Object.entries(labels)
-    .map(([k, v]) => `${k}="${v}"`)
-    .sort()
-    .join(',');
-  for (const line of text.split('\n')) {
-    const m = /^([a-z_:]+)\{([^}]*)\} (\S+)$/.exec(line);
-    if (m && m[1] === name && m[2]!.split(',').sort().join(',') === want) return Number(m[3]);
-  }
-  return undefined;
+  return sample((await request(`${baseUrl}/metrics`)).text, name, labels);
 }
 
 /** The value of the first sample line `name{labels} value` whose labels include `labels` (in any order). */

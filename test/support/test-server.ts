@@ -41,7 +41,7 @@ export async function startTestServer(options: TestServerOptions): Promise<TestS
     },
   });
   const logger = createLogger(config.logLevel, sink);
-  const running = await startServer(config, logger, createMetrics());
+  const running = await startServer(config, logger, createMetrics({ maxTargets: config.metricsMaxTargets }));
   const url = `http://127.0.0.1:${running.port}`;
   return { url, running, logs, close: () => running.shutdown('test finished') };
 }

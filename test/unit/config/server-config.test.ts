@@ -61,13 +61,18 @@ describe('loadServerConfig: defaults', () => {
 
   test('SETTINGS declares each ServerConfig key once, with at least one env name', () => {
     const keys = SETTINGS.map((s) => s.key);
-    assert.deepEqual([...keys].sort(), Object.keys(load({})).sort());
+    // environmentNotices is derived from the whole environment (config/env-notices.ts), not a setting.
+    assert.deepEqual([...keys].sort(), Object.keys(load({})).filter((k) => k !== 'environmentNotices').sort());
     assert.equal(new Set(keys).size, keys.length);
     for (const s of SETTINGS) assert.ok(s.env.length > 0 && s.description.length > 0, s.key);
   });
 
-  test('unrelated variables are ignored', () => {
-    assert.deepEqual(load({ PATH: '/bin', MME_UNKNOWN: 'x' }), load({}));
+  test('unrelated variables change nothing; an unknown MME_* one is only named in a notice', () => {
+    const { environmentNotices, ...rest } = load({ PATH: '/bin', MME_UNKNOWN: 'x' });
+    const { environmentNotices: none, ...defaults } = load({});
+    assert.deepEqual(rest, defaults);
+    assert.deepEqual(none, []);
+    assert.deepEqual(environmentNotices.map((n) => [n.name, n.level]), [['MME_UNKNOWN', 'warn']]);
   });
 });
 

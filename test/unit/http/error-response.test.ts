@@ -58,11 +58,11 @@ describe('httpStatusOf', () => {
 
 describe('errorReply', () => {
   for (const code of ERROR_CODES) {
-    test(`ServingError ${code}: status, body {error, code}, same error object`, () => {
+    test(`ServingError ${code}: status, body {error, code, message}, same error object`, () => {
       const err = new ServingError(code, `something about ${code}`);
       const reply = errorReply(err);
       assert.equal(reply.status, EXPECTED_STATUS[code]);
-      assert.equal(reply.body, JSON.stringify({ error: `something about ${code}`, code }));
+      assert.equal(reply.body, JSON.stringify({ error: `something about ${code}`, code, message: `something about ${code}` }));
       assert.equal(reply.error, err);
     });
   }
@@ -70,7 +70,7 @@ describe('errorReply', () => {
   test('details are serialised with the error', () => {
     const reply = errorReply(new ServingError('INSUFFICIENT_MEMORY', 'no room', { details: { budgetBytes: 1024, model: 'm' } }));
     assert.equal(reply.status, 507);
-    assert.deepEqual(body(reply.body), { error: 'no room', code: 'INSUFFICIENT_MEMORY', details: { budgetBytes: 1024, model: 'm' } });
+    assert.deepEqual(body(reply.body), { error: 'no room', code: 'INSUFFICIENT_MEMORY', message: 'no room', details: { budgetBytes: 1024, model: 'm' } });
   });
 
   test('no details key when the error has none', () => {
@@ -98,7 +98,7 @@ describe('errorReply', () => {
     const original = new TypeError('cannot read properties of undefined');
     const reply = errorReply(original);
     assert.equal(reply.status, 500);
-    assert.deepEqual(body(reply.body), { error: 'cannot read properties of undefined', code: 'INTERNAL' });
+    assert.deepEqual(body(reply.body), { error: 'cannot read properties of undefined', code: 'INTERNAL', message: 'cannot read properties of undefined' });
     assert.ok(reply.error instanceof ServingError);
     assert.equal(reply.error.code, 'INTERNAL');
     assert.equal(reply.error.cause, original);
@@ -113,7 +113,7 @@ describe('errorReply', () => {
     ] as const) {
       const reply = errorReply(value);
       assert.equal(reply.status, 500);
-      assert.deepEqual(body(reply.body), { error: message, code: 'INTERNAL' });
+      assert.deepEqual(body(reply.body), { error: message, code: 'INTERNAL', message });
     }
   });
 

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import { describe, test } from 'node:test';
 import { matchInferenceRoute } from '../../../src/http/inference-front.js';
-import { V2_PATHS } from '../../../src/http/v2-routes.js';
+import { KNOWN_PATHS as V2_PATHS, ROUTE_LIST } from '../../../src/http/route-table.js';
 import type { InferRouteDeps } from '../../../src/http/infer-route.js';
 import type { ModelRef } from '../../../src/service/inference-service.js';
 import { isServingError } from '../../support/serving-error.js';
@@ -100,6 +100,14 @@ describe('matchInferenceRoute', () => {
     ]) {
       assert.equal(matchInferenceRoute(path), undefined, path);
     }
+  });
+
+  test('the routes it labels are exactly the lean routes of the route table', () => {
+    const labels = new Set(
+      ['/invocations', '/endpoints/e/invocations', '/models/m/invoke', '/v2/models/x/infer', '/v2/models/x/versions/2/infer'].map((p) => matchInferenceRoute(p)!.route),
+    );
+    assert.deepEqual([...labels].sort(), ROUTE_LIST.filter((r) => r.lean).map((r) => r.path).sort());
+    for (const r of ROUTE_LIST.filter((x) => x.lean)) assert.equal(r.method, 'POST', r.path);
   });
 
   test('every v2 path it takes is a path express declares (404 versus 405 stays consistent)', () => {

@@ -11,7 +11,8 @@ import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { ERROR_CODES, ServingError } from '../../../src/errors.js';
 import { errorReply, httpStatusOf, kserveStatusOf } from '../../../src/http/error-response.js';
-import { SERVER_VERSION, V2_PATHS } from '../../../src/http/v2-routes.js';
+import { KNOWN_PATHS as V2_PATHS } from '../../../src/http/route-table.js';
+import { SERVER_VERSION } from '../../../src/http/v2-routes.js';
 
 describe('KServe status flavour', () => {
   test('OVERLOADED and TIMEOUT are 503; every other code keeps its status', () => {
@@ -21,7 +22,7 @@ describe('KServe status flavour', () => {
     }
     const reply = errorReply(new ServingError('OVERLOADED', 'full'), 'kserve');
     assert.equal(reply.status, 503);
-    assert.deepEqual(JSON.parse(reply.body), { error: 'full', code: 'OVERLOADED' });
+    assert.deepEqual(JSON.parse(reply.body), { error: 'full', code: 'OVERLOADED', message: 'full' });
     assert.equal(errorReply(new ServingError('OVERLOADED', 'full')).status, 429);
   });
 });
@@ -45,8 +46,8 @@ describe('GET /v2 metadata', () => {
   });
 
   test('the v2 path patterns tell known paths (405 on a wrong method) from unknown ones (404)', () => {
-    const known = ['/v2', '/v2/health/live', '/v2/models/m', '/v2/models/m/versions/3/infer', '/v2/models/m/ready', '/v2/repository/index', '/v2/repository/models/m/unload'];
-    const unknown = ['/v2/nope', '/v2/models/m/stats', '/v2/models', '/v2/repository/models/m/delete'];
+    const known = ['/v2', '/v2/health/live', '/v2/models/m', '/v2/models/m/stats', '/v2/models/stats', '/v2/models/m/versions/3/infer', '/v2/models/m/ready', '/v2/repository/index', '/v2/repository/models/m/unload'];
+    const unknown = ['/v2/nope', '/v2/models/m/stats/x', '/v2/models', '/v2/repository/models/m/delete'];
     for (const p of known) assert.ok(V2_PATHS.some((r) => r.test(p)), p);
     for (const p of unknown) assert.ok(!V2_PATHS.some((r) => r.test(p)), p);
   });

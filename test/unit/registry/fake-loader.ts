@@ -69,6 +69,7 @@ export function fakePackage(request: PackageLoadRequest, config: ModelConfig = b
     entry,
     models: new Map([[name, entry]]),
     plan: singleModelPlan(name, { config, version: 1, scheduler }),
+    metrics: undefined,
     scheduler,
     released: () => released,
     release: async () => {

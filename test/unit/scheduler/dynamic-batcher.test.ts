@@ -37,7 +37,7 @@ function setup(
     policy,
     instances: Array.from({ length: options.instances ?? 1 }, () => executor),
     clock,
-    ...(options.metrics ? { metrics: options.metrics.forModel('m', '1') } : {}),
+    ...(options.metrics ? { metrics: options.metrics.forTarget('t').forModel('m', '1') } : {}),
   });
   return { batcher, clock, executor };
 }
