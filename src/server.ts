@@ -49,6 +49,7 @@ function createModelSource(config: ServerConfig, logger: Logger, cache: DiskCach
     cache,
     limits,
     logger,
+    minProgress: { bytesPerSecond: config.s3MinBytesPerSecond, windowMs: config.s3ProgressWindowMs },
     onDownload: (event) => {
       metrics.modelDownloads.inc({ outcome: 'success' });
       metrics.modelDownloadBytes.inc(event.bytes);
@@ -174,33 +175,60 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
   const preloading = preload(config.preload, registry, logger);
 
   let stopping: Promise<void> | undefined;
+  // Every wait below ends by one deadline (MME_SHUTDOWN_TIMEOUT_SECONDS after the signal), whatever is
+  // stuck: a request on a trickling download, a load that never ends, a worker that does not answer.
+  // Requests drain until a reserve before it, so releasing sessions and workers gets time of its own.
   const shutdown = (reason: string): Promise<void> =>
     (stopping ??= (async () => {
+      const deadline = performance.now() + config.shutdownTimeoutMs;
+      const drainUntil = deadline - Math.min(SHUTDOWN_CLOSE_RESERVE_MS, config.shutdownTimeoutMs * 0.2);
       shuttingDown = true;
       preloading.abort();
-      logger.info({ reason, inflight: inflight.count }, 'shutting down: draining in-flight requests');
+      logger.info({ reason, inflight: inflight.count, timeoutMs: config.shutdownTimeoutMs }, 'shutting down: draining in-flight requests');
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
-      const deadline = Date.now() + config.shutdownTimeoutMs;
-      while (inflight.count > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      while (inflight.count > 0 && performance.now() < drainUntil) await new Promise((r) => setTimeout(r, 20));
       if (inflight.count > 0) logger.warn({ inflight: inflight.count }, 'shutdown deadline reached with requests still running');
       server.closeAllConnections();
-      await closed;
+      const abandoned: string[] = [];
+      if (!(await beforeDeadline(closed, deadline))) abandoned.push('connections');
       // Scrapers could still read the metrics while requests drained; now that listener goes too.
       if (metricsServer) {
         const m = metricsServer;
         const metricsClosed = new Promise<void>((resolve) => m.close(() => resolve()));
         m.closeAllConnections();
-        await metricsClosed;
+        if (!(await beforeDeadline(metricsClosed, deadline))) abandoned.push('metrics listener');
       }
-      await registry.close();
-      await pool.close();
-      logger.info('shutdown complete');
+      // Unloading waits for loads in progress (a download may be stuck); past the deadline it is abandoned.
+      if (!(await beforeDeadline(registry.close(), deadline))) abandoned.push('model loads and unloads');
+      // Terminating the workers is bounded too, and happens even when unloading was abandoned.
+      if (!(await beforeDeadline(pool.close(), deadline))) abandoned.push('runtime workers');
+      if (abandoned.length > 0) {
+        logger.warn({ abandoned, timeoutMs: config.shutdownTimeoutMs }, 'shutdown deadline reached: exiting with work still pending');
+      } else {
+        logger.info('shutdown complete');
+      }
     })());
 
   return { server, port, metricsPort, registry, metrics, service, shutdown };
 }
 
+
+/** Of the shutdown deadline, at most this much is kept for releasing sessions and workers after requests drain. */
+const SHUTDOWN_CLOSE_RESERVE_MS = 2_000;
+
+/** Waits for `work` until `deadline` (performance.now() time); true when it settled in time. */
+async function beforeDeadline(work: Promise<unknown>, deadline: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), Math.max(0, deadline - performance.now()));
+  });
+  try {
+    return await Promise.race([work.then(() => true, () => true), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 /** Most preloads in progress at once: enough to overlap downloads, few enough not to starve requests. */
 const PRELOAD_CONCURRENCY = 2;

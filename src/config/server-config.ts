@@ -27,6 +27,10 @@ export interface ServerConfig {
   readonly awsRegion: string | undefined;
   /** S3-compatible endpoint; turns on path-style addressing. */
   readonly s3Endpoint: string | undefined;
+  /** MME_S3_MIN_BYTES_PER_SECOND: a download slower than this over a window fails (and is retried, then 503); 0 = no check. */
+  readonly s3MinBytesPerSecond: number;
+  /** MME_S3_PROGRESS_WINDOW_SECONDS: the window the minimum download rate is averaged over. */
+  readonly s3ProgressWindowMs: number;
   readonly cacheDir: string;
   /** Disk cache byte budget; undefined = 80% of the cache volume's free space (plus what the cache already holds) at startup. */
   readonly cacheMaxBytes: number | undefined;
@@ -193,6 +197,21 @@ export const SETTINGS: readonly AnySetting[] = [
       if (!/^https?:\/\/[^\s]+$/i.test(v)) throw new Error(`AWS_ENDPOINT_URL_S3 must be an http(s) URL, got '${raw}'`);
       return v;
     },
+  },
+  {
+    key: 's3MinBytesPerSecond',
+    env: ['MME_S3_MIN_BYTES_PER_SECOND'],
+    defaultText: '16384',
+    description:
+      'Slowest S3 download not treated as stalled: a body that delivers less than this per second over MME_S3_PROGRESS_WINDOW_SECONDS is dropped and retried, then the request gets 503. 0 disables the check (the 60 s idle timeout still applies).',
+    parse: (raw) => (raw === undefined ? 16 * 1024 : int('MME_S3_MIN_BYTES_PER_SECOND', raw, 0)),
+  },
+  {
+    key: 's3ProgressWindowMs',
+    env: ['MME_S3_PROGRESS_WINDOW_SECONDS'],
+    defaultText: '20',
+    description: 'Window over which MME_S3_MIN_BYTES_PER_SECOND is averaged.',
+    parse: (raw) => (raw === undefined ? 20_000 : int('MME_S3_PROGRESS_WINDOW_SECONDS', raw, 1, 3600) * 1000),
   },
   {
     key: 'cacheDir',
