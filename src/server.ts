@@ -9,6 +9,7 @@ import type { Server } from 'node:http';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { createApp } from './app.js';
+import { Admission } from './http/admission.js';
 import { createMetricsListener } from './http/metrics-listener.js';
 import type { ServerConfig } from './config/server-config.js';
 import type { Logger } from './observability/logger.js';
@@ -110,7 +111,12 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
   });
   let shuttingDown = false;
   const inflight = { count: 0 };
+  const admission = new Admission({
+    maxInflightBytes: config.maxInflightBytes ?? Math.max(4 * config.bodyLimitBytes, Math.floor(hostMemoryBytes() * INFLIGHT_MEMORY_SHARE)),
+    maxQueued: config.maxInflightRequests,
+  });
   const app = createApp({
+    admission,
     service,
     metrics,
     logger,
@@ -121,11 +127,20 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
   });
 
   const server = await new Promise<Server>((resolve, reject) => {
-    const s = app.listen(config.port, config.host, () => resolve(s));
+    // An accept queue as deep as the connection cap (the kernel caps it at net.core.somaxconn): a burst of
+    // new connections then waits in it, instead of being dropped and retried after 1, 3, 7 s of SYN backoff.
+    const s = app.listen(config.port, config.host, () => resolve(s), {
+      backlog: config.maxConnections,
+      // Peers that stall: headers and whole requests must arrive in time (node answers 408 and closes).
+      headersTimeoutMs: config.headersTimeoutMs,
+      requestTimeoutMs: config.requestTimeoutMs,
+    });
     s.once('error', reject);
   });
   // Keep-alive longer than typical load balancers' idle timeout, so they close first.
   server.keepAliveTimeout = 65_000;
+  // Connections are capped: node closes those beyond at once.
+  server.maxConnections = config.maxConnections;
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   // MME_METRICS_PORT: a second listener for scrapers (inside SAGEMAKER_SAFE_PORT_RANGE, checked at config time).
@@ -166,6 +181,8 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
       mainThreadMaxRunUs: config.mainThreadMaxRunUs,
       mainThreadOnlyMaxRunUs: config.mainThreadOnlyMaxRunUs,
       responseCacheBytes: config.responseCacheBytes,
+      maxInflightBytes: admission.limit,
+      maxConnections: config.maxConnections,
       gpuVisible: host.gpuVisible,
       installedProviders: [...host.installed],
     },
@@ -213,6 +230,9 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
   return { server, port, metricsPort, registry, metrics, service, shutdown };
 }
 
+
+/** Default MME_MAX_INFLIGHT_BYTES: this share of the container's memory (the model budget takes 70%). */
+const INFLIGHT_MEMORY_SHARE = 0.1;
 
 /** Of the shutdown deadline, at most this much is kept for releasing sessions and workers after requests drain. */
 const SHUTDOWN_CLOSE_RESERVE_MS = 2_000;

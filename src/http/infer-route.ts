@@ -13,6 +13,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { DefaultAccept } from '../config/server-config.js';
 import type { InferenceService, ModelRef } from '../service/inference-service.js';
 import { announcedHeaderLength, prepareExchange, responseTypeFor, type HttpAnswer, type RouteFamily } from './infer-exchange.js';
+import type { Admission, ByteTicket } from './admission.js';
 import { readBody } from './read-body.js';
 import type { RequestContext } from './request-context.js';
 
@@ -20,6 +21,8 @@ export interface InferRouteDeps {
   readonly service: InferenceService;
   readonly bodyLimitBytes: number;
   readonly defaultAccept: DefaultAccept;
+  /** Bytes in flight and work per turn (http/admission.ts). */
+  readonly admission: Admission;
 }
 
 const CUSTOM_ATTRIBUTES = 'x-amzn-sagemaker-custom-attributes';
@@ -38,20 +41,23 @@ const JSON_UTF8 = 'application/json; charset=utf-8';
  * The headers go to writeHead as a flat [name, value, …] list, which node
  * writes without walking an object's keys.
  */
-function send(res: ServerResponse, id: string, answer: HttpAnswer, customAttributes: string | undefined): void {
+function send(res: ServerResponse, id: string, answer: HttpAnswer, customAttributes: string | undefined, ticket: ByteTicket): void {
   const headers: (string | number)[] = ['X-Request-Id', id];
   for (const name in answer.headers) headers.push(name, answer.headers[name]!);
   if (customAttributes !== undefined) headers.push('X-Amzn-SageMaker-Custom-Attributes', customAttributes);
   if (typeof answer.body === 'string') {
     // What express's res.type(...).send(string) wrote: the type with charset=utf-8 and the byte length.
     const type = answer.contentType === 'application/json' ? JSON_UTF8 : `${answer.contentType}; charset=utf-8`;
-    headers.push('Content-Type', type, 'Content-Length', Buffer.byteLength(answer.body));
+    const bytes = Buffer.byteLength(answer.body);
+    ticket.add(bytes);
+    headers.push('Content-Type', type, 'Content-Length', bytes);
     res.writeHead(200, headers);
     res.end(answer.body);
     return;
   }
   let length = 0;
   for (const b of answer.body) length += b.length;
+  ticket.add(length);
   headers.push('Content-Type', answer.contentType, 'Content-Length', length);
   res.writeHead(200, headers);
   res.cork();
@@ -71,7 +77,8 @@ export async function serveInference(
   const label = refLabel(ref);
   const accept = req.headers['accept'];
   const responseType = responseTypeFor(Array.isArray(accept) ? accept.join(',') : accept, deps.defaultAccept, label);
-  const body = await readBody(req, deps.bodyLimitBytes, announcedHeaderLength(req.headers));
+  const ticket = reserveBytes(deps.admission, req, res, deps.bodyLimitBytes);
+  const body = await readBody(req, deps.bodyLimitBytes, announcedHeaderLength(req.headers), ticket);
   const exchange = prepareExchange(req.headers, body, family, responseType, label);
   const response = await deps.service.infer(ref, exchange.decode, ctx, version === undefined ? LATEST : { version });
   ctx.model = response.modelName;
@@ -83,5 +90,26 @@ export async function serveInference(
     const value = Array.isArray(attrs) ? attrs[0] : attrs;
     if (value !== undefined && value !== '') customAttributes = value;
   }
-  send(res, ctx.id, answer, customAttributes);
+  send(res, ctx.id, answer, customAttributes, ticket);
+}
+
+/**
+ * The request's bytes in flight, held until its response closes. Refused
+ * unread (OVERLOADED) when they do not fit; the connection then closes, so a
+ * stalled upload does not keep it, and node does not read the rest of a body
+ * nobody wants.
+ */
+function reserveBytes(admission: Admission, req: IncomingMessage, res: ServerResponse, limit: number): ByteTicket {
+  const raw = req.headers['content-length'];
+  const declared = raw === undefined ? 0 : Number(raw);
+  // A body over the limit is refused by readBody with 413; it reserves nothing.
+  let ticket: ByteTicket;
+  try {
+    ticket = admission.reserve(Number.isSafeInteger(declared) && declared >= 0 && declared <= limit ? declared : 0);
+  } catch (err) {
+    res.shouldKeepAlive = false;
+    throw err;
+  }
+  res.once('close', ticket.release);
+  return ticket;
 }
