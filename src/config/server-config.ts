@@ -355,7 +355,8 @@ export const SETTINGS: readonly AnySetting[] = [
     key: 'maxConnections',
     env: ['MME_MAX_CONNECTIONS'],
     defaultText: '4096',
-    description: 'Open client connections; beyond it new connections are closed at once (keep it above the clients you expect, /ping included).',
+    description:
+      'Open client connections; beyond it new connections are closed at once (keep it above the clients you expect, /ping included). Also the depth of the accept queue (capped by the kernel at net.core.somaxconn).',
     parse: (raw) => (raw === undefined ? 4096 : int('MME_MAX_CONNECTIONS', raw, 1)),
   },
   {
