@@ -30,6 +30,8 @@ export interface AppDeps {
   readonly isShuttingDown: () => boolean;
   /** HTTP requests between arrival and the end of their response; shutdown drains this to zero. */
   readonly inflight: { count: number };
+  /** Undefined while the server can serve; else why not (/ping answers 503). */
+  readonly unhealthy: () => string | undefined;
   /** Bytes in flight and inference work per event-loop turn, checked before a body is read. */
   readonly admission: Admission;
 }
@@ -96,7 +98,7 @@ export function createApp(deps: AppDeps): App {
     next();
   });
 
-  const routeDeps = { service: deps.service, bodyLimitBytes: deps.bodyLimitBytes, defaultAccept: deps.defaultAccept, admission: deps.admission, context: (_req: Request, res: Response) => ctxOf(res) };
+  const routeDeps = { service: deps.service, bodyLimitBytes: deps.bodyLimitBytes, defaultAccept: deps.defaultAccept, admission: deps.admission, unhealthy: deps.unhealthy, context: (_req: Request, res: Response) => ctxOf(res) };
   app.use(sagemakerRoutes(routeDeps));
   app.use(v2Routes({ ...routeDeps, isShuttingDown: deps.isShuttingDown }));
 

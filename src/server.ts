@@ -20,7 +20,7 @@ import { ModelRegistry } from './registry/model-registry.js';
 import { gpuMemory, hostMemoryBytes } from './runtime/memory-usage.js';
 import { detectHostCapabilities } from './runtime/execution-providers.js';
 import { QuietWindow } from './runtime/quiet-window.js';
-import { RuntimePool } from './runtime/runtime-pool.js';
+import { DEATH_WINDOW_MS, RuntimePool } from './runtime/runtime-pool.js';
 import { InferenceService } from './service/inference-service.js';
 import { ResponseCache } from './service/response-cache.js';
 import { DiskCache } from './store/disk-cache.js';
@@ -37,6 +37,8 @@ export interface RunningServer {
   readonly registry: ModelRegistry;
   readonly metrics: Metrics;
   readonly service: InferenceService;
+  /** The runtime workers (supervised: a dead one is replaced). */
+  readonly pool: RuntimePool;
   /** Stop accepting, let in-flight requests finish (bounded), release every session. */
   shutdown(reason: string): Promise<void>;
 }
@@ -115,7 +117,15 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
     maxInflightBytes: config.maxInflightBytes ?? Math.max(4 * config.bodyLimitBytes, Math.floor(hostMemoryBytes() * INFLIGHT_MEMORY_SHARE)),
     maxQueued: config.maxInflightRequests,
   });
+  // A dead runtime worker is replaced by the pool; the models it held are dropped so the next request reloads them.
+  pool.onWorkerLost((index, cause) => {
+    logger.error({ worker: index, cause, recentDeaths: pool.recentDeaths }, 'runtime worker died; replaced');
+    registry.dropSessionsOn(index, cause);
+  });
+  const unhealthy = (): string | undefined =>
+    pool.healthy ? undefined : `runtime workers keep dying (${pool.recentDeaths} in the last ${DEATH_WINDOW_MS / 1000} s); this instance should be replaced`;
   const app = createApp({
+    unhealthy,
     admission,
     service,
     metrics,
@@ -227,7 +237,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
       }
     })());
 
-  return { server, port, metricsPort, registry, metrics, service, shutdown };
+  return { server, port, metricsPort, registry, metrics, service, pool, shutdown };
 }
 
 

@@ -15,6 +15,8 @@ import type { RequestContext } from './request-context.js';
 
 export interface RouteDeps extends InferRouteDeps {
   readonly context: (req: Request, res: Response) => RequestContext;
+  /** Undefined while the server can serve; else why not (runtime workers that keep dying): /ping answers 503 with it. */
+  readonly unhealthy: () => string | undefined;
 }
 
 const TARGET_HEADER = 'x-amzn-sagemaker-target-model';
@@ -71,13 +73,18 @@ export function sagemakerRoutes(deps: RouteDeps): Router {
     await invoke(req, res, target === undefined ? { kind: 'default' } : { kind: 'target', target });
   };
 
-  // Health: static and cheap, never touches models (SageMaker allows 2 s; a model failing must not fail the endpoint).
-  router.get('/ping', (_req, res) => {
-    res.status(200).end();
-  });
-  router.post('/ping', (_req, res) => {
-    res.status(200).end();
-  });
+  // Health: cheap, never touches models (SageMaker allows 2 s; a model failing must not fail the endpoint).
+  // Only a server that cannot serve anything (its runtime workers keep dying) answers 503, so the platform replaces it.
+  const ping = (_req: Request, res: Response): void => {
+    const reason = deps.unhealthy();
+    if (reason === undefined) {
+      res.status(200).end();
+      return;
+    }
+    sendJson(res, 503, JSON.stringify({ error: reason, code: 'RUNTIME_UNAVAILABLE' }));
+  };
+  router.get('/ping', ping);
+  router.post('/ping', ping);
 
   router.post('/invocations', invocations);
   router.post('/endpoints/:endpoint/invocations', invocations);

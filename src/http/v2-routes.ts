@@ -29,6 +29,8 @@ export const V2_EXTENSIONS = ['binary_tensor_data', 'classification', 'model_con
 export interface V2RouteDeps extends InferRouteDeps {
   readonly context: (req: Request, res: Response) => RequestContext;
   readonly isShuttingDown: () => boolean;
+  /** Undefined while the server can serve; else why not (runtime workers that keep dying). */
+  readonly unhealthy: () => string | undefined;
 }
 
 /** Path patterns for 404-versus-405 (the app's fallback handler). */
@@ -84,8 +86,16 @@ export function v2Routes(deps: V2RouteDeps): Router {
   const { service } = deps;
   const refOf = (req: Request): ModelRef => service.resolveModelName(String(req.params['model']));
 
-  router.get('/v2/health/live', (_req, res) => yes(res));
-  router.get('/v2/health/ready', (_req, res) => (deps.isShuttingDown() ? no(res, 'the server is shutting down') : yes(res)));
+  router.get('/v2/health/live', (_req, res) => {
+    const reason = deps.unhealthy();
+    if (reason === undefined) yes(res);
+    else no(res, reason);
+  });
+  router.get('/v2/health/ready', (_req, res) => {
+    const reason = deps.isShuttingDown() ? 'the server is shutting down' : deps.unhealthy();
+    if (reason === undefined) yes(res);
+    else no(res, reason);
+  });
   router.get('/v2', (_req, res) => sendJson(res, 200, { name: SERVER_NAME, version: SERVER_VERSION, extensions: V2_EXTENSIONS }));
 
   const metadata = async (req: Request, res: Response): Promise<void> => {
