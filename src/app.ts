@@ -9,6 +9,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { ServingError } from './errors.js';
+import type { Admission } from './http/admission.js';
 import { createInferenceFront } from './http/inference-front.js';
 import { openEnvelope, sendError, shutdownRefusal, type Envelope } from './http/request-envelope.js';
 import type { RequestContext } from './http/request-context.js';
@@ -32,12 +33,24 @@ export interface AppDeps {
   readonly inflight: { count: number };
   /** MME_ACCESS_LOG (default true): the per-request `request` line at info. */
   readonly accessLog?: boolean;
+  /** Undefined while the server can serve; else why not (/ping answers 503). */
+  readonly unhealthy: () => string | undefined;
+  /** Bytes in flight and inference work per event-loop turn, checked before a body is read. */
+  readonly admission: Admission;
 }
 
 /** The server's request listener, and `listen` as express's app has it (an http.Server on this listener). */
 export interface App {
   (req: IncomingMessage, res: ServerResponse): void;
-  listen(port: number, host: string, callback: () => void): Server;
+  listen(port: number, host: string, callback: () => void, limits?: ListenLimits): Server;
+}
+
+/** What a peer may hold of the listener (server.ts passes them from the config). */
+export interface ListenLimits {
+  /** The kernel's accept queue; connections past it wait for SYN retries (1, 3, 7 s), /ping's too. */
+  readonly backlog: number;
+  readonly headersTimeoutMs: number;
+  readonly requestTimeoutMs: number;
 }
 
 
@@ -77,7 +90,7 @@ export function createApp(deps: AppDeps): App {
     next();
   });
 
-  const routeDeps = { service: deps.service, bodyLimitBytes: deps.bodyLimitBytes, defaultAccept: deps.defaultAccept, context: (_req: Request, res: Response) => ctxOf(res) };
+  const routeDeps = { service: deps.service, bodyLimitBytes: deps.bodyLimitBytes, defaultAccept: deps.defaultAccept, admission: deps.admission, unhealthy: deps.unhealthy, context: (_req: Request, res: Response) => ctxOf(res) };
   app.use(sagemakerRoutes(routeDeps));
   app.use(v2Routes({ ...routeDeps, isShuttingDown: deps.isShuttingDown }));
 
@@ -101,6 +114,18 @@ export function createApp(deps: AppDeps): App {
   });
 
   const front = createInferenceFront(deps, app) as App;
-  front.listen = (port, host, callback) => createServer(front).listen(port, host, callback);
+  front.listen = (port, host, callback, limits) => {
+    if (limits === undefined) return createServer(front).listen(port, host, callback);
+    const server = createServer(
+      {
+        headersTimeout: limits.headersTimeoutMs,
+        requestTimeout: limits.requestTimeoutMs,
+        // node checks both timeouts on this interval (30 s by default, so a 4 s timeout would hold for 30).
+        connectionsCheckingInterval: Math.max(100, Math.min(1_000, limits.headersTimeoutMs / 4)),
+      },
+      front,
+    );
+    return server.listen({ port, host, backlog: limits.backlog }, callback);
+  };
   return front;
 }

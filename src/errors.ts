@@ -25,6 +25,7 @@ export const ERROR_CODES = [
   'CANCELLED', // the client went away
   'ACCESS_DENIED', // the model store refused us
   'UPSTREAM_UNAVAILABLE', // the model store failed or could not be reached
+  'RUNTIME_UNAVAILABLE', // the runtime worker holding the model died (replaced; retry)
   'SHUTTING_DOWN', // the server is draining after SIGTERM
   'ROUTE_NOT_FOUND',
   'METHOD_NOT_ALLOWED',
@@ -61,6 +62,12 @@ export class ServingError extends Error {
   }
 }
 
+/**
+ * The one list of failures that are the caller's or the model package's (4xx):
+ * a bad request, a bad or hostile package, an unknown model, a client that left.
+ * Everything else is the server's or its environment's (5xx): memory, disk,
+ * the model store, a dead runtime worker, queues, deadlines, bugs.
+ */
 const CLIENT_FAULTS: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'INVALID_REQUEST',
   'INVALID_INPUT',

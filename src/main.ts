@@ -10,6 +10,9 @@ import { loadServerConfig, type ServerConfig } from './config/server-config.js';
 import { createLogger } from './observability/logger.js';
 import { startServer, type RunningServer } from './server.js';
 
+/** The backstop fires this long after the shutdown deadline, which shutdown itself keeps. */
+const SHUTDOWN_BACKSTOP_MARGIN_MS = 500;
+
 async function main(): Promise<void> {
   let config: ServerConfig;
   try {
@@ -31,6 +34,11 @@ async function main(): Promise<void> {
       logger.flush(() => process.exit(0));
       return;
     }
+    // The backstop: whatever shutdown waits for, the process is gone by the deadline (SageMaker's SIGKILL comes later).
+    setTimeout(() => {
+      logger.error({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown did not finish by MME_SHUTDOWN_TIMEOUT_SECONDS: exiting');
+      logger.flush(() => process.exit(1));
+    }, config.shutdownTimeoutMs + SHUTDOWN_BACKSTOP_MARGIN_MS).unref();
     running.shutdown(signal).then(
       // The destination is asynchronous: exit only once the last lines are written.
       () => logger.flush(() => process.exit(0)),

@@ -10,6 +10,7 @@ import type { Server } from 'node:http';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { createApp } from './app.js';
+import { Admission } from './http/admission.js';
 import { createMetricsListener } from './http/metrics-listener.js';
 import { startGrpcListener, type GrpcListener } from './grpc/grpc-server.js';
 import type { ServerConfig } from './config/server-config.js';
@@ -21,7 +22,7 @@ import { ModelRegistry } from './registry/model-registry.js';
 import { gpuMemory, hostMemoryBytes, modelMemoryBytes, takeBaseline } from './runtime/memory-usage.js';
 import { detectHostCapabilities } from './runtime/execution-providers.js';
 import { QuietWindow } from './runtime/quiet-window.js';
-import { RuntimePool } from './runtime/runtime-pool.js';
+import { DEATH_WINDOW_MS, RuntimePool } from './runtime/runtime-pool.js';
 import { InferenceService } from './service/inference-service.js';
 import { ResponseCache } from './service/response-cache.js';
 import { DiskCache } from './store/disk-cache.js';
@@ -40,6 +41,8 @@ export interface RunningServer {
   readonly registry: ModelRegistry;
   readonly metrics: Metrics;
   readonly service: InferenceService;
+  /** The runtime workers (supervised: a dead one is replaced). */
+  readonly pool: RuntimePool;
   /** Stop accepting, let in-flight requests finish (bounded), release every session. */
   shutdown(reason: string): Promise<void>;
 }
@@ -53,6 +56,7 @@ function createModelSource(config: ServerConfig, logger: Logger, cache: DiskCach
     cache,
     limits,
     logger,
+    minProgress: { bytesPerSecond: config.s3MinBytesPerSecond, windowMs: config.s3ProgressWindowMs },
     onDownload: (event) => {
       metrics.modelDownloads.inc({ outcome: 'success' });
       metrics.modelDownloadBytes.inc(event.bytes);
@@ -131,7 +135,20 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
   });
   let shuttingDown = false;
   const inflight = { count: 0 };
+  const admission = new Admission({
+    maxInflightBytes: config.maxInflightBytes ?? Math.max(4 * config.bodyLimitBytes, Math.floor(hostMemoryBytes() * INFLIGHT_MEMORY_SHARE)),
+    maxQueued: config.maxInflightRequests,
+  });
+  // A dead runtime worker is replaced by the pool; the models it held are dropped so the next request reloads them.
+  pool.onWorkerLost((index, cause) => {
+    logger.error({ worker: index, cause, recentDeaths: pool.recentDeaths }, 'runtime worker died; replaced');
+    registry.dropSessionsOn(index, cause);
+  });
+  const unhealthy = (): string | undefined =>
+    pool.healthy ? undefined : `runtime workers keep dying (${pool.recentDeaths} in the last ${DEATH_WINDOW_MS / 1000} s); this instance should be replaced`;
   const app = createApp({
+    unhealthy,
+    admission,
     service,
     metrics,
     logger,
@@ -143,11 +160,20 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
   });
 
   const server = await new Promise<Server>((resolve, reject) => {
-    const s = app.listen(config.port, config.host, () => resolve(s));
+    // An accept queue as deep as the connection cap (the kernel caps it at net.core.somaxconn): a burst of
+    // new connections then waits in it, instead of being dropped and retried after 1, 3, 7 s of SYN backoff.
+    const s = app.listen(config.port, config.host, () => resolve(s), {
+      backlog: config.maxConnections,
+      // Peers that stall: headers and whole requests must arrive in time (node answers 408 and closes).
+      headersTimeoutMs: config.headersTimeoutMs,
+      requestTimeoutMs: config.requestTimeoutMs,
+    });
     s.once('error', reject);
   });
   // Keep-alive longer than typical load balancers' idle timeout, so they close first.
   server.keepAliveTimeout = 65_000;
+  // Connections are capped: node closes those beyond at once.
+  server.maxConnections = config.maxConnections;
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   // MME_METRICS_PORT: a second listener for scrapers (inside SAGEMAKER_SAFE_PORT_RANGE, checked at config time).
@@ -217,6 +243,8 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
       mainThreadMaxRunUs: config.mainThreadMaxRunUs,
       mainThreadOnlyMaxRunUs: config.mainThreadOnlyMaxRunUs,
       responseCacheBytes: config.responseCacheBytes,
+      maxInflightBytes: admission.limit,
+      maxConnections: config.maxConnections,
       gpuVisible: host.gpuVisible,
       installedProviders: [...host.installed],
     },
@@ -226,36 +254,67 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
   const preloading = preload(config.preload, registry, logger);
 
   let stopping: Promise<void> | undefined;
+  // Every wait below ends by one deadline (MME_SHUTDOWN_TIMEOUT_SECONDS after the signal), whatever is
+  // stuck: a request on a trickling download, a load that never ends, a worker that does not answer.
+  // Requests drain until a reserve before it, so releasing sessions and workers gets time of its own.
   const shutdown = (reason: string): Promise<void> =>
     (stopping ??= (async () => {
+      const deadline = performance.now() + config.shutdownTimeoutMs;
+      const drainUntil = deadline - Math.min(SHUTDOWN_CLOSE_RESERVE_MS, config.shutdownTimeoutMs * 0.2);
       shuttingDown = true;
       preloading.abort();
       // gRPC keeps its port open while draining so health can say NOT_SERVING; new inferences there are refused.
       grpc?.stopServing();
-      logger.info({ reason, inflight: inflight.count }, 'shutting down: draining in-flight requests');
+      logger.info({ reason, inflight: inflight.count, timeoutMs: config.shutdownTimeoutMs }, 'shutting down: draining in-flight requests');
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
-      const deadline = Date.now() + config.shutdownTimeoutMs;
-      while (inflight.count > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      while (inflight.count > 0 && performance.now() < drainUntil) await new Promise((r) => setTimeout(r, 20));
       if (inflight.count > 0) logger.warn({ inflight: inflight.count }, 'shutdown deadline reached with requests still running');
       server.closeAllConnections();
-      await Promise.all([closed, grpc?.close(Date.now() + 1000)]);
+      const abandoned: string[] = [];
+      if (!(await beforeDeadline(closed, deadline))) abandoned.push('connections');
+      if (grpc && !(await beforeDeadline(grpc.close(Date.now() + 1000), deadline))) abandoned.push('gRPC listener');
       // Scrapers could still read the metrics while requests drained; now that listener goes too.
       if (metricsServer) {
         const m = metricsServer;
         const metricsClosed = new Promise<void>((resolve) => m.close(() => resolve()));
         m.closeAllConnections();
-        await metricsClosed;
+        if (!(await beforeDeadline(metricsClosed, deadline))) abandoned.push('metrics listener');
+      }
+      // Unloading waits for loads in progress (a download may be stuck); past the deadline it is abandoned.
+      if (!(await beforeDeadline(registry.close(), deadline))) abandoned.push('model loads and unloads');
+      // Terminating the workers is bounded too, and happens even when unloading was abandoned.
+      if (!(await beforeDeadline(pool.close(), deadline))) abandoned.push('runtime workers');
+      if (abandoned.length > 0) {
+        logger.warn({ abandoned, timeoutMs: config.shutdownTimeoutMs }, 'shutdown deadline reached: exiting with work still pending');
+      } else {
+        logger.info('shutdown complete');
       }
       memory.stop();
-      await registry.close();
-      await pool.close();
-      logger.info('shutdown complete');
     })());
 
-  return { server, port, metricsPort, grpcPort, registry, metrics, service, shutdown };
+  return { server, port, metricsPort, grpcPort, registry, metrics, service, pool, shutdown };
 }
 
+
+/** Default MME_MAX_INFLIGHT_BYTES: this share of the container's memory (the model budget takes 70%). */
+const INFLIGHT_MEMORY_SHARE = 0.1;
+
+/** Of the shutdown deadline, at most this much is kept for releasing sessions and workers after requests drain. */
+const SHUTDOWN_CLOSE_RESERVE_MS = 2_000;
+
+/** Waits for `work` until `deadline` (performance.now() time); true when it settled in time. */
+async function beforeDeadline(work: Promise<unknown>, deadline: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), Math.max(0, deadline - performance.now()));
+  });
+  try {
+    return await Promise.race([work.then(() => true, () => true), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 /** Most preloads in progress at once: enough to overlap downloads, few enough not to starve requests. */
 const PRELOAD_CONCURRENCY = 2;

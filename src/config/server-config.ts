@@ -28,6 +28,10 @@ export interface ServerConfig {
   readonly awsRegion: string | undefined;
   /** S3-compatible endpoint; turns on path-style addressing. */
   readonly s3Endpoint: string | undefined;
+  /** MME_S3_MIN_BYTES_PER_SECOND: a download slower than this over a window fails (and is retried, then 503); 0 = no check. */
+  readonly s3MinBytesPerSecond: number;
+  /** MME_S3_PROGRESS_WINDOW_SECONDS: the window the minimum download rate is averaged over. */
+  readonly s3ProgressWindowMs: number;
   readonly cacheDir: string;
   /** Disk cache byte budget; undefined = 80% of the cache volume's free space (plus what the cache already holds) at startup. */
   readonly cacheMaxBytes: number | undefined;
@@ -49,6 +53,14 @@ export interface ServerConfig {
   readonly archiveMaxEntries: number;
   readonly shutdownTimeoutMs: number;
   readonly maxInflightRequests: number;
+  /** MME_MAX_INFLIGHT_BYTES: request bodies plus answers held at once; undefined = 10% of the container's memory, at least 4 bodies of the largest size. */
+  readonly maxInflightBytes: number | undefined;
+  /** MME_MAX_CONNECTIONS: open client connections; beyond it new ones are closed at once. */
+  readonly maxConnections: number;
+  /** MME_HEADERS_TIMEOUT_SECONDS: a request's headers must arrive within this (slow-header clients). */
+  readonly headersTimeoutMs: number;
+  /** MME_REQUEST_TIMEOUT_SECONDS: a whole request (headers and body) must arrive within this. */
+  readonly requestTimeoutMs: number;
   readonly runtimeWorkers: number;
   readonly intraOpThreads: number | undefined;
   /** MME_MAIN_THREAD_MAX_RUN_US: CPU models whose largest batch runs at most this long (µs) run on the main thread; 0 = none unless a config asks. */
@@ -223,6 +235,21 @@ export const SETTINGS: readonly AnySetting[] = [
     },
   },
   {
+    key: 's3MinBytesPerSecond',
+    env: ['MME_S3_MIN_BYTES_PER_SECOND'],
+    defaultText: '16384',
+    description:
+      'Slowest S3 download not treated as stalled: a body that delivers less than this per second over MME_S3_PROGRESS_WINDOW_SECONDS is dropped and retried, then the request gets 503. 0 disables the check (the 60 s idle timeout still applies).',
+    parse: (raw) => (raw === undefined ? 16 * 1024 : int('MME_S3_MIN_BYTES_PER_SECOND', raw, 0)),
+  },
+  {
+    key: 's3ProgressWindowMs',
+    env: ['MME_S3_PROGRESS_WINDOW_SECONDS'],
+    defaultText: '20',
+    description: 'Window over which MME_S3_MIN_BYTES_PER_SECOND is averaged.',
+    parse: (raw) => (raw === undefined ? 20_000 : int('MME_S3_PROGRESS_WINDOW_SECONDS', raw, 1, 3600) * 1000),
+  },
+  {
     key: 'cacheDir',
     env: ['MME_CACHE_DIR'],
     defaultText: '$TMPDIR/onnx-mme-cache (os.tmpdir())',
@@ -343,6 +370,43 @@ export const SETTINGS: readonly AnySetting[] = [
     defaultText: '1024',
     description: 'Server-wide cap on inference requests in progress; beyond it requests get 429.',
     parse: (raw) => (raw === undefined ? 1024 : int('MME_MAX_INFLIGHT_REQUESTS', raw, 1)),
+  },
+  {
+    key: 'maxInflightBytes',
+    env: ['MME_MAX_INFLIGHT_BYTES'],
+    defaultText: '10% of the container memory (at least 4 × the body limit)',
+    description:
+      'Request bodies plus answers held in memory at once. A request whose declared Content-Length does not fit is refused (429; 503 on the KServe routes) before its body is read, and its connection closed.',
+    parse: (raw) => (raw === undefined ? undefined : int('MME_MAX_INFLIGHT_BYTES', raw, 1)),
+  },
+  {
+    key: 'maxConnections',
+    env: ['MME_MAX_CONNECTIONS'],
+    defaultText: '4096',
+    description:
+      'Open client connections; beyond it new connections are closed at once (keep it above the clients you expect, /ping included). Also the depth of the accept queue (capped by the kernel at net.core.somaxconn).',
+    parse: (raw) => (raw === undefined ? 4096 : int('MME_MAX_CONNECTIONS', raw, 1)),
+  },
+  {
+    key: 'headersTimeoutMs',
+    env: ['MME_HEADERS_TIMEOUT_SECONDS'],
+    defaultText: '20',
+    description: 'A request whose headers have not all arrived after this long gets 408 and its connection is closed.',
+    parse: (raw) => (raw === undefined ? 20_000 : int('MME_HEADERS_TIMEOUT_SECONDS', raw, 1, 3600) * 1000),
+  },
+  {
+    key: 'requestTimeoutMs',
+    env: ['MME_REQUEST_TIMEOUT_SECONDS'],
+    defaultText: '60',
+    description:
+      'A request (headers and body) that has not fully arrived after this long gets 408 and its connection is closed, so a stalled upload holds its memory no longer. At least MME_HEADERS_TIMEOUT_SECONDS.',
+    parse: (raw, env) => {
+      const ms = raw === undefined ? 60_000 : int('MME_REQUEST_TIMEOUT_SECONDS', raw, 1, 3600) * 1000;
+      const headersRaw = env['MME_HEADERS_TIMEOUT_SECONDS'];
+      const headers = headersRaw === undefined || !/^\s*\d+\s*$/.test(headersRaw) ? 20_000 : Number(headersRaw.trim()) * 1000;
+      if (ms < headers) throw new Error(`MME_REQUEST_TIMEOUT_SECONDS (${ms / 1000}) must be at least MME_HEADERS_TIMEOUT_SECONDS (${headers / 1000})`);
+      return ms;
+    },
   },
   {
     key: 'runtimeWorkers',

@@ -36,6 +36,7 @@ export function grpcStatusOf(code: ErrorCode): status {
     case 'TIMEOUT':
     case 'UPSTREAM_UNAVAILABLE':
     case 'SHUTTING_DOWN':
+    case 'RUNTIME_UNAVAILABLE':
       return status.UNAVAILABLE;
     case 'CANCELLED':
       return status.CANCELLED;

@@ -43,6 +43,7 @@ export function httpStatusOf(code: ErrorCode): number {
     case 'UNSUPPORTED':
       return 501;
     case 'UPSTREAM_UNAVAILABLE':
+    case 'RUNTIME_UNAVAILABLE':
     case 'SHUTTING_DOWN':
       return 503;
     case 'TIMEOUT':

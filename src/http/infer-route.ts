@@ -13,6 +13,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { DefaultAccept } from '../config/server-config.js';
 import type { InferenceService, ModelRef } from '../service/inference-service.js';
 import { announcedHeaderLength, prepareExchange, responseTypeFor, type HttpAnswer, type RouteFamily } from './infer-exchange.js';
+import type { Admission, ByteTicket } from './admission.js';
 import { answerCoding, decodeBody, encodeBody, MIN_COMPRESS_BYTES, requestCodings, type Coding } from './content-encoding.js';
 import { readBody } from './read-body.js';
 import type { RequestContext } from './request-context.js';
@@ -21,6 +22,8 @@ export interface InferRouteDeps {
   readonly service: InferenceService;
   readonly bodyLimitBytes: number;
   readonly defaultAccept: DefaultAccept;
+  /** Bytes in flight and work per turn (http/admission.ts). */
+  readonly admission: Admission;
 }
 
 const CUSTOM_ATTRIBUTES = 'x-amzn-sagemaker-custom-attributes';
@@ -39,18 +42,21 @@ const JSON_UTF8 = 'application/json; charset=utf-8';
  * The headers go to writeHead as a flat [name, value, …] list, which node
  * writes without walking an object's keys.
  */
-function send(res: ServerResponse, ctx: RequestContext, answer: HttpAnswer, customAttributes: string | undefined): void {
+function send(res: ServerResponse, ctx: RequestContext, answer: HttpAnswer, customAttributes: string | undefined, ticket: ByteTicket): void {
   const headers = answerHeaders(ctx.id, ctx.traceparent, answer, customAttributes);
   if (typeof answer.body === 'string') {
     // What express's res.type(...).send(string) wrote: the type with charset=utf-8 and the byte length.
     const type = answer.contentType === 'application/json' ? JSON_UTF8 : `${answer.contentType}; charset=utf-8`;
-    headers.push('Content-Type', type, 'Content-Length', Buffer.byteLength(answer.body));
+    const bytes = Buffer.byteLength(answer.body);
+    ticket.add(bytes);
+    headers.push('Content-Type', type, 'Content-Length', bytes);
     res.writeHead(200, headers);
     res.end(answer.body);
     return;
   }
   let length = 0;
   for (const b of answer.body) length += b.length;
+  ticket.add(length);
   headers.push('Content-Type', answer.contentType, 'Content-Length', length);
   res.writeHead(200, headers);
   res.cork();
@@ -66,13 +72,14 @@ function answerHeaders(id: string, traceparent: string | undefined, answer: Http
 }
 
 /** An answer the client accepts compressed (content-encoding.ts): small ones go out as they are. */
-async function sendCompressed(res: ServerResponse, ctx: RequestContext, answer: HttpAnswer, customAttributes: string | undefined, coding: Coding): Promise<void> {
+async function sendCompressed(res: ServerResponse, ctx: RequestContext, answer: HttpAnswer, customAttributes: string | undefined, coding: Coding, ticket: ByteTicket): Promise<void> {
   const plain = typeof answer.body === 'string' ? Buffer.from(answer.body, 'utf8') : Buffer.concat(answer.body as readonly Uint8Array[]);
   if (plain.length < MIN_COMPRESS_BYTES) {
-    send(res, ctx, answer, customAttributes);
+    send(res, ctx, answer, customAttributes, ticket);
     return;
   }
   const body = await encodeBody(plain, coding);
+  ticket.add(plain.length + body.length);
   const headers = answerHeaders(ctx.id, ctx.traceparent, answer, customAttributes);
   const type = typeof answer.body !== 'string' ? answer.contentType : answer.contentType === 'application/json' ? JSON_UTF8 : `${answer.contentType}; charset=utf-8`;
   headers.push('Content-Type', type, 'Content-Encoding', coding, 'Vary', 'Accept-Encoding', 'Content-Length', body.length);
@@ -93,10 +100,13 @@ export async function serveInference(
   ctx.target = label;
   const accept = req.headers['accept'];
   const responseType = responseTypeFor(Array.isArray(accept) ? accept.join(',') : accept, deps.defaultAccept, label);
+  const ticket = reserveBytes(deps.admission, req, res, deps.bodyLimitBytes);
   // Compressed bodies are read under the limit as they come, then decoded under it again (content-encoding.ts).
   const codings = req.headers['content-encoding'] === undefined ? undefined : requestCodings(req.headers, label);
-  const raw = await readBody(req, deps.bodyLimitBytes, codings === undefined ? announcedHeaderLength(req.headers) : undefined);
+  const raw = await readBody(req, deps.bodyLimitBytes, codings === undefined ? announcedHeaderLength(req.headers) : undefined, ticket);
   const body = codings === undefined ? raw : await decodeBody(raw, codings, deps.bodyLimitBytes, label, announcedHeaderLength(req.headers));
+  // The decoded copy is in flight too.
+  if (codings !== undefined) ticket.add(body.length);
   const exchange = prepareExchange(req.headers, body, family, responseType, label);
   const response = await deps.service.infer(ref, exchange.decode, ctx, version === undefined ? LATEST : { version });
   ctx.model = response.modelName;
@@ -109,6 +119,27 @@ export async function serveInference(
     if (value !== undefined && value !== '') customAttributes = value;
   }
   const coding = req.headers['accept-encoding'] === undefined ? undefined : answerCoding(req.headers['accept-encoding']);
-  if (coding === undefined) send(res, ctx, answer, customAttributes);
-  else await sendCompressed(res, ctx, answer, customAttributes, coding);
+  if (coding === undefined) send(res, ctx, answer, customAttributes, ticket);
+  else await sendCompressed(res, ctx, answer, customAttributes, coding, ticket);
+}
+
+/**
+ * The request's bytes in flight, held until its response closes. Refused
+ * unread (OVERLOADED) when they do not fit; the connection then closes, so a
+ * stalled upload does not keep it, and node does not read the rest of a body
+ * nobody wants.
+ */
+function reserveBytes(admission: Admission, req: IncomingMessage, res: ServerResponse, limit: number): ByteTicket {
+  const raw = req.headers['content-length'];
+  const declared = raw === undefined ? 0 : Number(raw);
+  // A body over the limit is refused by readBody with 413; it reserves nothing.
+  let ticket: ByteTicket;
+  try {
+    ticket = admission.reserve(Number.isSafeInteger(declared) && declared >= 0 && declared <= limit ? declared : 0);
+  } catch (err) {
+    res.shouldKeepAlive = false;
+    throw err;
+  }
+  res.once('close', ticket.release);
+  return ticket;
 }

@@ -144,6 +144,17 @@ export function createInferenceFront(deps: InferenceFrontDeps, fallback: (req: I
       sendError(req, res, envelope, err);
       return;
     }
-    serveInference(deps, req, res, envelope.ctx, resolved.ref, match.family, resolved.version).catch((err: unknown) => sendError(req, res, envelope, err));
+    const start = (): void => {
+      // A client that gave up while waiting for its turn costs nothing more.
+      if (req.destroyed) return;
+      serveInference(deps, req, res, envelope.ctx, resolved.ref, match.family, resolved.version).catch((err: unknown) => sendError(req, res, envelope, err));
+    };
+    try {
+      deps.admission.schedule(start);
+    } catch (err) {
+      // Refused unread: the connection closes rather than node reading a body nobody wants.
+      res.shouldKeepAlive = false;
+      sendError(req, res, envelope, err);
+    }
   };
 }

@@ -9,6 +9,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { ServingError } from '../errors.js';
+import type { ByteTicket } from './admission.js';
 
 function tooLarge(limit: number, declared?: string): ServingError {
   return new ServingError(
@@ -45,12 +46,19 @@ function assemble(chunks: readonly Buffer[], total: number, alignAfter: number |
  * ECONNRESET `aborted` error) rejects with CANCELLED; any other stream error
  * with that error.
  */
-export function readBody(req: IncomingMessage, limit: number, alignAfter?: number): Promise<Buffer> {
+/**
+ * `ticket`: the request's bytes in flight (http/admission.ts). Its declared
+ * Content-Length is reserved already; bytes past it (a body without one)
+ * are reserved as they arrive, and the request fails with OVERLOADED once
+ * they no longer fit.
+ */
+export function readBody(req: IncomingMessage, limit: number, alignAfter?: number, ticket?: ByteTicket): Promise<Buffer> {
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) {
     req.resume(); // drain so the connection can answer
     return Promise.reject(tooLarge(limit, declared));
   }
+  const reserved = declared === undefined ? 0 : Number(declared);
   return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let total = 0;
@@ -70,6 +78,12 @@ export function readBody(req: IncomingMessage, limit: number, alignAfter?: numbe
         reject(tooLarge(limit));
         return;
       }
+      if (ticket !== undefined && total > reserved && !ticket.grow(total - Math.max(reserved, total - chunk.length))) {
+        cleanup();
+        req.resume();
+        reject(overloaded(chunk.length));
+        return;
+      }
       chunks.push(chunk);
     };
     const onEnd = (): void => {
@@ -78,6 +92,8 @@ export function readBody(req: IncomingMessage, limit: number, alignAfter?: numbe
       settled = true;
       resolve(assemble(chunks, total, alignAfter));
     };
+    const overloaded = (bytes: number): ServingError =>
+      new ServingError('OVERLOADED', `the request body grew past what the server may hold in flight (${bytes} more bytes did not fit under MME_MAX_INFLIGHT_BYTES); retry later`);
     const cancelled = (): ServingError => new ServingError('CANCELLED', 'the client closed the connection before the request body ended');
     const onError = (err: Error): void => {
       cleanup();

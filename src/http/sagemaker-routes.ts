@@ -17,6 +17,8 @@ import type { RequestContext } from './request-context.js';
 
 export interface RouteDeps extends InferRouteDeps {
   readonly context: (req: Request, res: Response) => RequestContext;
+  /** Undefined while the server can serve; else why not (runtime workers that keep dying): /ping answers 503 with it. */
+  readonly unhealthy: () => string | undefined;
 }
 
 const TARGET_HEADER = 'x-amzn-sagemaker-target-model';
@@ -75,13 +77,18 @@ export function sagemakerRoutes(deps: RouteDeps): Router {
     await invoke(req, res, invocationRef(req.headers));
   };
 
-  // Health: static and cheap, never touches models (SageMaker allows 2 s; a model failing must not fail the endpoint).
-  register(router, ROUTES.ping, (_req, res) => {
-    res.status(200).end();
-  });
-  register(router, ROUTES.pingPost, (_req, res) => {
-    res.status(200).end();
-  });
+  // Health: cheap, never touches models (SageMaker allows 2 s; a model failing must not fail the endpoint).
+  // Only a server that cannot serve anything (its runtime workers keep dying) answers 503, so the platform replaces it.
+  const ping = (_req: Request, res: Response): void => {
+    const reason = deps.unhealthy();
+    if (reason === undefined) {
+      res.status(200).end();
+      return;
+    }
+    sendJson(res, 503, JSON.stringify({ error: reason, code: 'RUNTIME_UNAVAILABLE' }));
+  };
+  register(router, ROUTES.ping, ping);
+  register(router, ROUTES.pingPost, ping);
 
   register(router, ROUTES.invocations, invocations);
   register(router, ROUTES.endpointInvocations, invocations);

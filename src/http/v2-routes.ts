@@ -28,6 +28,8 @@ export { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../ser
 export interface V2RouteDeps extends InferRouteDeps {
   readonly context: (req: Request, res: Response) => RequestContext;
   readonly isShuttingDown: () => boolean;
+  /** Undefined while the server can serve; else why not (runtime workers that keep dying). */
+  readonly unhealthy: () => string | undefined;
 }
 
 
@@ -65,8 +67,16 @@ export function v2Routes(deps: V2RouteDeps): Router {
   const { service } = deps;
   const refOf = (req: Request): ModelRef => service.resolveModelName(String(req.params['model']));
 
-  register(router, ROUTES.v2Live, (_req, res) => yes(res));
-  register(router, ROUTES.v2Ready, (_req, res) => (deps.isShuttingDown() ? no(res, 'the server is shutting down') : yes(res)));
+  register(router, ROUTES.v2Live, (_req, res) => {
+    const reason = deps.unhealthy();
+    if (reason === undefined) yes(res);
+    else no(res, reason);
+  });
+  register(router, ROUTES.v2Ready, (_req, res) => {
+    const reason = deps.isShuttingDown() ? 'the server is shutting down' : deps.unhealthy();
+    if (reason === undefined) yes(res);
+    else no(res, reason);
+  });
   register(router, ROUTES.v2Server, (_req, res) => sendJson(res, 200, { name: SERVER_NAME, version: SERVER_VERSION, extensions: V2_EXTENSIONS }));
 
   // Before /v2/models/:model, which would take `stats` for a model name.

@@ -372,6 +372,21 @@ export class ModelRegistry {
     return [...this.entries.values()].filter((e) => e.state === 'READY').length;
   }
 
+  /**
+   * A runtime worker died (runtime/runtime-pool.ts replaced it): every model
+   * with a session there is unloaded (its requests in flight fail with
+   * RUNTIME_UNAVAILABLE; a SageMaker-managed one stays registered, paged out),
+   * so the next request loads it again on a live worker.
+   */
+  dropSessionsOn(workerIndex: number, cause: string): void {
+    for (const entry of [...this.entries.values()]) {
+      if (entry.state !== 'READY' || entry.pkg === undefined || !usesWorker(entry.pkg, workerIndex)) continue;
+      this.options.logger.warn({ model: entry.label, worker: workerIndex, cause }, 'runtime worker died: unloading the model; the next request loads it again');
+      if (this.entries.get(entry.key) === entry) this.entries.delete(entry.key);
+      this.unload(entry).catch((err: unknown) => this.options.logger.warn({ model: entry.label, err }, 'unloading after a runtime worker died failed'));
+    }
+  }
+
   /** Release every session, waiting for requests that still hold one. */
   async close(): Promise<void> {
     this.closing = true;
@@ -590,4 +605,14 @@ export class ModelRegistry {
     if (!entry || entry.state === 'UNLOADING') throw new ServingError('MODEL_NOT_FOUND', `model '${target}' is not loaded`, { model: target });
     await this.unload(entry);
   }
+}
+
+/** Whether any session of the package lives in runtime worker `index`. */
+function usesWorker(pkg: LoadedPackage, index: number): boolean {
+  for (const model of pkg.models.values()) {
+    for (const version of model.versions.values()) {
+      if (version.sessions.some((session) => session.worker === index)) return true;
+    }
+  }
+  return false;
 }

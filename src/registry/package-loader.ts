@@ -16,7 +16,7 @@ import { ensembleSpecFromJson } from '../ensemble/ensemble-spec.js';
 import { ensemblePlan, ensembleProblems, singleModelPlan, type EnsembleSpec, type ExecutionPlan, type StepModel } from '../ensemble/execution-plan.js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
-import type { TargetMetrics } from '../observability/metrics.js';
+import type { Metrics, TargetMetrics } from '../observability/metrics.js';
 import { chooseProviders, type HostCapabilities } from '../runtime/execution-providers.js';
 import { createModelSession, type ModelSession } from '../runtime/onnx-session.js';
 import type { RuntimePool } from '../runtime/runtime-pool.js';

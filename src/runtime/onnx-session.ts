@@ -82,8 +82,13 @@ const GRAPH_LEVELS: Readonly<Record<number, 'all' | 'basic' | 'extended' | 'disa
   2: 'disabled',
 };
 
+/** A dead runtime worker's error, naming the model it was running. */
+function workerLost(model: string, err: ServingError): ServingError {
+  return err.model !== undefined ? err : new ServingError(err.code, `model '${model}': ${err.message}`, { model, cause: err });
+}
+
 function wrapRunError(model: string, err: unknown): ServingError {
-  if (err instanceof ServingError) return err;
+  if (err instanceof ServingError) return err.code === 'RUNTIME_UNAVAILABLE' ? workerLost(model, err) : err;
   const msg = err instanceof Error ? err.message : String(err);
   if (isAllocationFailure(err)) {
     return new ServingError('INSUFFICIENT_MEMORY', `model '${model}': out of memory while running: ${msg}`, { model, cause: err });
@@ -199,11 +204,15 @@ export async function createModelSession(modelPath: string, options: SessionOpti
         providers = providers.slice(1);
         continue;
       }
+      // The worker died under the load: the server's fault, not the model's.
+      if (err instanceof ServingError && err.code === 'RUNTIME_UNAVAILABLE') throw workerLost(model, err);
       const msg = err instanceof Error ? err.message : String(err);
       if (isAllocationFailure(err)) {
         throw new ServingError('INSUFFICIENT_MEMORY', `model '${model}': out of memory while creating the session: ${msg}`, { model, cause: err });
       }
-      throw new ServingError('INVALID_MODEL', `model '${model}': onnxruntime cannot load ${modelPath}: ${msg}`, { model, cause: err });
+      // The file as the package names it (version/file), never the host's cache path.
+      const inPackage = modelPath.split(/[\\/]/).slice(-2).join('/');
+      throw new ServingError('INVALID_MODEL', `model '${model}': onnxruntime cannot load ${inPackage}: ${msg.split(modelPath).join(inPackage)}`, { model, cause: err });
     }
   }
 }

@@ -5,8 +5,18 @@
  * created); calls to it are messages. The main thread only parses HTTP and
  * moves tensors, so /ping and other models stay responsive while a model
  * loads or runs.
+ *
+ * Supervision: a worker that dies (an exception inside it, a crash in native
+ * code that node reports as an exit) is replaced at once by a fresh one at
+ * the same index. Calls that were waiting on it fail with RUNTIME_UNAVAILABLE
+ * (503, retryable: the server's fault, not the model's), its sessions are
+ * gone, and the listeners (server.ts: the registry) drop the models that had
+ * sessions there, so the next request loads them again. A pool whose workers
+ * keep dying (MAX_DEATHS within DEATH_WINDOW_MS) reports itself unhealthy,
+ * and /ping says so, so the platform replaces the container.
  */
 import { Worker } from 'node:worker_threads';
+import { ServingError } from '../errors.js';
 import type { Tensor } from '../protocol/tensor.js';
 import type { OnnxIoInfo } from './onnx-io.js';
 import { primeThread } from './prime.js';
@@ -27,16 +37,21 @@ export interface WorkerSettings {
   readonly tensorrtCacheDir?: string;
 }
 
+/** Deaths within DEATH_WINDOW_MS (10 min) at which the pool reports itself unhealthy: a sick instance, not bad luck. */
+export const MAX_DEATHS = 3;
+export const DEATH_WINDOW_MS = 600_000;
+
 class RuntimeWorker {
   readonly worker: Worker;
   sessions = 0;
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
-  private dead: Error | undefined;
+  private dead: ServingError | undefined;
 
   constructor(
     readonly index: number,
     settings: WorkerSettings,
+    onDeath: (worker: RuntimeWorker, cause: string) => void,
   ) {
     this.worker = new Worker(new URL('./session-worker.js', import.meta.url), { name: `onnx-mme-runtime-${index}`, workerData: settings });
     // Idle workers must not keep the process alive; a pending call refs them.
@@ -48,13 +63,19 @@ class RuntimeWorker {
       if (this.pending.size === 0) this.worker.unref();
       p.resolve(reply);
     });
-    const fail = (err: Error): void => {
-      this.dead = err;
-      for (const p of this.pending.values()) p.reject(err);
+    const fail = (cause: string): void => {
+      if (this.dead) return;
+      this.dead = new ServingError('RUNTIME_UNAVAILABLE', `the runtime worker running this model stopped (${cause}); it has been replaced, retry the request`);
+      for (const p of this.pending.values()) p.reject(this.dead);
       this.pending.clear();
+      onDeath(this, cause);
     };
-    this.worker.on('error', (err) => fail(new Error(`runtime worker ${index} crashed: ${err.message}`)));
-    this.worker.on('exit', (code) => fail(new Error(`runtime worker ${index} exited with code ${code}`)));
+    this.worker.on('error', (err) => fail(`runtime worker ${index} crashed: ${err.message}`));
+    this.worker.on('exit', (code) => fail(`runtime worker ${index} exited with code ${code}`));
+  }
+
+  get isDead(): boolean {
+    return this.dead !== undefined;
   }
 
   call(request: DistributiveOmit<WorkerRequest, 'id'>): Promise<WorkerReply> {
@@ -87,17 +108,54 @@ function unwrap(reply: WorkerReply): Exclude<WorkerReply, { ok: false }> {
   return reply;
 }
 
+/** Told when a worker died (and was replaced): `index` is where its sessions were. */
+export type WorkerLostListener = (index: number, cause: string) => void;
+
 export class RuntimePool {
   private readonly workers: RuntimeWorker[];
   private closed = false;
+  /** When workers died (performance.now()), the last DEATH_WINDOW_MS of them. */
+  private deaths: number[] = [];
+  private readonly listeners: WorkerLostListener[] = [];
+  private readonly onDeath = (dead: RuntimeWorker, cause: string): void => {
+    if (this.closed) return;
+    const now = performance.now();
+    this.deaths = [...this.deaths.filter((t) => now - t < DEATH_WINDOW_MS), now];
+    if (this.workers[dead.index] === dead) this.workers[dead.index] = new RuntimeWorker(dead.index, this.settings, this.onDeath);
+    for (const listener of this.listeners) listener(dead.index, cause);
+  };
 
   constructor(
     readonly size: number,
-    settings: WorkerSettings = {},
+    private readonly settings: WorkerSettings = {},
   ) {
     // Before any worker starts: TensorRT reads its cache settings from the environment (provider-options.ts).
     if (settings.tensorrtCacheDir !== undefined) tensorrtCacheEnvironment(process.env, settings.tensorrtCacheDir);
-    this.workers = Array.from({ length: Math.max(1, size) }, (_, i) => new RuntimeWorker(i, settings));
+    this.workers = Array.from({ length: Math.max(1, size) }, (_, i) => new RuntimeWorker(i, settings, this.onDeath));
+  }
+
+  /** Call `listener` each time a worker dies (after its replacement started). */
+  onWorkerLost(listener: WorkerLostListener): void {
+    this.listeners.push(listener);
+  }
+
+  /** False while MAX_DEATHS or more workers died within the last DEATH_WINDOW_MS: /ping reports it. */
+  get healthy(): boolean {
+    const now = performance.now();
+    return this.deaths.filter((t) => now - t < DEATH_WINDOW_MS).length < MAX_DEATHS;
+  }
+
+  /** Worker deaths within the last DEATH_WINDOW_MS. */
+  get recentDeaths(): number {
+    const now = performance.now();
+    return this.deaths.filter((t) => now - t < DEATH_WINDOW_MS).length;
+  }
+
+  /** The thread behind a worker index now (tests stop it to prove supervision). */
+  threadOf(index: number): Worker {
+    const w = this.workers[index];
+    if (!w) throw new RangeError(`no runtime worker ${index}`);
+    return w.worker;
   }
 
   /**
@@ -142,6 +200,8 @@ export class RuntimePool {
         if (released) return;
         released = true;
         worker.sessions--;
+        // A dead worker took its sessions with it: nothing to release.
+        if (worker.isDead) return;
         unwrap(await worker.call({ op: 'release', session }));
       },
     };

@@ -492,7 +492,7 @@ export class SequenceBatcher implements ModelScheduler {
       this.queued--;
       queuedUs += now - p.enqueuedUs;
     }
-    this.options.metrics?.batch?.queueUs.inc(queuedUs);
+    this.options.metrics?.batch?.queueUs.add(queuedUs, batch.length);
     this.inflight[instance]!++;
     this.running++;
     const load: BatchLoad = { queued: this.queued, inFlight: this.running };
@@ -539,7 +539,9 @@ export class SequenceBatcher implements ModelScheduler {
     m.execCount.inc();
     m.inferenceCount.inc(rows);
     m.batchSize.observe(rows);
-    m.computeInferUs.inc(computeUs * rows);
+    // Triton adds a batch's compute time to each of its requests (here one request per row).
+    m.computeInferUs.add(computeUs * rows, rows);
+    m.recordBatch(rows, 0, computeUs, 0);
   }
 
   /** Keep the state a request produced, answer it, and end its sequence at its sequence_end. */

@@ -71,6 +71,20 @@ export interface S3RetryOptions {
 export const DEFAULT_S3_RETRY: S3RetryOptions = Object.freeze({ attempts: 3, baseDelayMs: 200, maxTotalMs: 10_000 });
 /** A body that sends nothing for this long is treated as a cut connection (and retried). */
 export const DEFAULT_S3_IDLE_TIMEOUT_MS = 60_000;
+
+/**
+ * The least a download must deliver: `bytesPerSecond` averaged over every
+ * `windowMs` window. An idle timeout alone cannot catch a trickle (any byte
+ * resets it): a body at 4 B/s would keep a request and shutdown waiting for
+ * ever. 0 bytes per second disables the check.
+ */
+export interface S3MinimumProgress {
+  readonly bytesPerSecond: number;
+  readonly windowMs: number;
+}
+
+/** 16 KiB/s over 20 s: far below any working link to S3, far above a stuck one. */
+export const DEFAULT_S3_MIN_PROGRESS: S3MinimumProgress = Object.freeze({ bytesPerSecond: 16 * 1024, windowMs: 20_000 });
 /** Connection timeout of the default client (the request phase is also bounded by retry.maxTotalMs). */
 const DEFAULT_CONNECTION_TIMEOUT_MS = 5_000;
 /** Even the last attempt gets this long to be answered. */
@@ -118,6 +132,8 @@ export interface S3ModelSourceOptions {
   readonly retry?: Partial<S3RetryOptions>;
   /** Body idle timeout in ms (0 disables); default DEFAULT_S3_IDLE_TIMEOUT_MS. */
   readonly idleTimeoutMs?: number;
+  /** Slowest download not treated as stalled; default DEFAULT_S3_MIN_PROGRESS. */
+  readonly minProgress?: S3MinimumProgress;
   /** ListObjectsV2 MaxKeys (page size); default the server's (1000 on S3). */
   readonly listPageSize?: number;
   readonly logger?: Logger;
@@ -144,6 +160,7 @@ export class S3ModelSource implements ModelSource {
   private readonly limits: ExtractLimits;
   private readonly retry: S3RetryOptions;
   private readonly idleTimeoutMs: number;
+  private readonly minProgress: S3MinimumProgress;
   private readonly listPageSize: number | undefined;
   private readonly logger: Logger | undefined;
   private readonly onDownload: ((event: S3DownloadEvent) => void) | undefined;
@@ -161,6 +178,10 @@ export class S3ModelSource implements ModelSource {
     this.limits = options.limits;
     this.retry = resolveRetry(options.retry);
     this.idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_S3_IDLE_TIMEOUT_MS;
+    this.minProgress = options.minProgress ?? DEFAULT_S3_MIN_PROGRESS;
+    if (!(this.minProgress.bytesPerSecond >= 0) || !(this.minProgress.windowMs > 0)) {
+      throw new RangeError('minProgress.bytesPerSecond must be >= 0 and minProgress.windowMs > 0');
+    }
     if (options.listPageSize !== undefined && !(Number.isInteger(options.listPageSize) && options.listPageSize >= 1)) {
       throw new RangeError(`listPageSize must be a positive integer, got ${options.listPageSize}`);
     }
@@ -371,10 +392,14 @@ export class S3ModelSource implements ModelSource {
         }),
       );
     }
-    const meter = new DownloadMeter(response.ContentLength, this.idleTimeoutMs, (bytes) => {
+    const meter = new DownloadMeter(response.ContentLength, this.idleTimeoutMs, this.minProgress, (bytes) => {
       attempt.progressed = true;
       this.downloaded += bytes;
       onBytes(bytes);
+    });
+    // A trickle is not progress: the retry budget must not restart because a few bytes came.
+    meter.once('slow', () => {
+      attempt.progressed = false;
     });
     // Not stream.pipeline: an error the extraction destroys `meter` with must
     // not look like an upstream failure. Body errors (a cut connection) do.
@@ -494,14 +519,37 @@ class DownloadMeter extends Transform {
   bytes = 0;
   failure: Error | undefined;
   private timer: NodeJS.Timeout | undefined;
+  /** Checks the minimum progress once per window; undefined when the check is off. */
+  private readonly progressTimer: NodeJS.Timeout | undefined;
+  private bytesAtWindowStart = 0;
 
   constructor(
     private readonly expected: number | undefined,
     private readonly idleMs: number,
+    minProgress: S3MinimumProgress,
     private readonly onBytes: (bytes: number) => void,
   ) {
     super();
     this.arm();
+    if (minProgress.bytesPerSecond > 0) {
+      const needed = (minProgress.bytesPerSecond * minProgress.windowMs) / 1000;
+      this.progressTimer = setInterval(() => {
+        const got = this.bytes - this.bytesAtWindowStart;
+        this.bytesAtWindowStart = this.bytes;
+        if (got >= needed) return;
+        this.emit('slow');
+        const rate = Math.round((got * 1000) / minProgress.windowMs);
+        this.fail(
+          Object.assign(
+            new Error(
+              `the download delivered ${got} bytes in ${minProgress.windowMs} ms (${rate} B/s), below the minimum of ${minProgress.bytesPerSecond} B/s (MME_S3_MIN_BYTES_PER_SECOND)`,
+            ),
+            { code: 'ETIMEDOUT' },
+          ),
+        );
+      }, minProgress.windowMs);
+      this.progressTimer.unref();
+    }
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
@@ -513,6 +561,7 @@ class DownloadMeter extends Transform {
 
   override _flush(callback: TransformCallback): void {
     this.disarm();
+    if (this.progressTimer !== undefined) clearInterval(this.progressTimer);
     if (this.expected !== undefined && this.bytes !== this.expected) {
       const err = Object.assign(
         new Error(`the connection closed after ${this.bytes} of ${this.expected} bytes`),
@@ -533,6 +582,7 @@ class DownloadMeter extends Transform {
 
   override _destroy(err: Error | null, callback: (error?: Error | null) => void): void {
     this.disarm();
+    if (this.progressTimer !== undefined) clearInterval(this.progressTimer);
     callback(err);
   }
 

@@ -2,7 +2,8 @@
  * @module test/support/s3-proxy
  * A small HTTP proxy in front of s3rver that counts the requests the S3
  * server receives (to prove single flight, cache reuse and revalidation) and
- * can fail them: 503 answers, or a response cut (or stalled) mid-body.
+ * can fail them: 503 answers, a response cut (or stalled) mid-body, or a
+ * body trickled a few bytes at a time (progress that never ends).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -21,8 +22,13 @@ export class S3Proxy {
   stallInsteadOfCut = false;
   /** The next N requests (any kind) get 503 SlowDown. */
   failNext = 0;
+  /** The next N object GETs send their body `trickleBytes` every `trickleEveryMs` (4 B/s by default). */
+  trickleNextGets = 0;
+  trickleBytes = 4;
+  trickleEveryMs = 1000;
   private server: http.Server | undefined;
   private readonly stalled = new Set<http.ServerResponse>();
+  private readonly trickles = new Set<NodeJS.Timeout>();
 
   constructor(
     private readonly upstreamPort: number,
@@ -67,6 +73,7 @@ export class S3Proxy {
   async close(): Promise<void> {
     const server = this.server;
     if (!server) return;
+    for (const t of this.trickles) clearInterval(t);
     server.closeAllConnections();
     await new Promise<void>((resolve) => server.close(() => resolve()));
   }
@@ -84,10 +91,16 @@ export class S3Proxy {
     }
     const cut = method === 'GET' && isObjectRequest(this.bucket, url) && this.cutNextGets > 0;
     if (cut) this.cutNextGets -= 1;
+    const trickle = !cut && method === 'GET' && isObjectRequest(this.bucket, url) && this.trickleNextGets > 0;
+    if (trickle) this.trickleNextGets -= 1;
     const upstream = http.request(
       { host: '127.0.0.1', port: this.upstreamPort, method, path: url, headers: req.headers },
       (answer) => {
         res.writeHead(answer.statusCode ?? 502, answer.headers);
+        if (trickle) {
+          this.trickle(answer, res);
+          return;
+        }
         if (!cut) {
           answer.pipe(res);
           return;
@@ -115,6 +128,30 @@ export class S3Proxy {
     );
     upstream.on('error', () => res.destroy());
     req.pipe(upstream);
+  }
+
+  /** Buffers the upstream body and sends it a few bytes per tick until done or the client goes. */
+  private trickle(answer: http.IncomingMessage, res: http.ServerResponse): void {
+    const chunks: Buffer[] = [];
+    answer.on('data', (c: Buffer) => chunks.push(c));
+    answer.on('end', () => {
+      const body = Buffer.concat(chunks);
+      let sent = 0;
+      const timer = setInterval(() => {
+        if (res.destroyed) return clearInterval(timer);
+        res.write(body.subarray(sent, sent + this.trickleBytes));
+        sent += this.trickleBytes;
+        if (sent >= body.length) {
+          clearInterval(timer);
+          res.end();
+        }
+      }, this.trickleEveryMs);
+      this.trickles.add(timer);
+      res.on('close', () => {
+        clearInterval(timer);
+        this.trickles.delete(timer);
+      });
+    });
   }
 }
 

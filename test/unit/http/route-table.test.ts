@@ -10,6 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import express from 'express';
+import { Admission } from '../../../src/http/admission.js';
 import { sagemakerRoutes } from '../../../src/http/sagemaker-routes.js';
 import { v2Routes } from '../../../src/http/v2-routes.js';
 import { KNOWN_PATHS, methodsFor, ROUTE_LIST } from '../../../src/http/route-table.js';
@@ -43,7 +44,7 @@ function declared(router: { stack: Layer[] }): string[] {
 }
 
 test('the express routers declare exactly the route table (the app adds /metrics from it too)', () => {
-  const deps = { service: {} as InferenceService, bodyLimitBytes: 1, defaultAccept: 'application/json' as const, context: () => undefined as never, isShuttingDown: () => false };
+  const deps = { service: {} as InferenceService, bodyLimitBytes: 1, defaultAccept: 'application/json' as const, context: () => undefined as never, isShuttingDown: () => false, unhealthy: () => undefined, admission: new Admission({ maxInflightBytes: 1, maxQueued: 1 }) };
   const routes = [...declared(sagemakerRoutes(deps) as unknown as { stack: Layer[] }), ...declared(v2Routes(deps) as unknown as { stack: Layer[] }), 'GET /metrics'];
   assert.deepEqual(routes.sort(), table);
 });

@@ -1,0 +1,150 @@
+/**
+ * @module http/admission
+ * What an inference request must pass before its body is read, and how much
+ * request work one event-loop turn may start.
+ *
+ * Bytes in flight: request bodies and the answers to them are memory the
+ * server holds while a request is in progress. Each request reserves its
+ * declared Content-Length on arrival (a body without one reserves as it is
+ * read); the answer's bytes are added once it is made; everything is released
+ * when the response closes. A request that would take the total over
+ * MME_MAX_INFLIGHT_BYTES is refused (OVERLOADED: 429, 503 on the KServe
+ * routes) before a byte of its body is read, so a flood of large or stalled
+ * uploads cannot grow the process until the kernel kills it.
+ *
+ * Work per turn: node reads every ready socket in one poll phase, and each
+ * request's handler (read, decode, validate, schedule, and under overload
+ * the refusal) ran inside it. With hundreds of keep-alive connections that
+ * one phase took seconds, and a /ping on a new connection waited for all of
+ * it (measured: 5-7 s to first byte under 512 connections). Now at most
+ * PER_TURN inference requests start per turn; the rest wait in a FIFO that
+ * later turns drain (setImmediate, so every drain step is followed by a
+ * poll phase that answers /ping). The FIFO is bounded: beyond `maxQueued`
+ * waiting requests, new ones are refused at once, unread.
+ *
+ * No express and no registry here: the front (http/inference-front.ts) and
+ * the route handler (http/infer-route.ts) call it.
+ */
+import { ServingError } from '../errors.js';
+
+export interface AdmissionLimits {
+  /** Most request-body plus answer bytes held at once (MME_MAX_INFLIGHT_BYTES). */
+  readonly maxInflightBytes: number;
+  /** Most inference requests waiting for a turn before new ones are refused unread. */
+  readonly maxQueued: number;
+  /** Most inference requests started per event-loop turn. */
+  readonly perTurn?: number;
+}
+
+/** Enough to keep both cores busy with batches; few enough that one turn stays a few milliseconds. */
+export const DEFAULT_PER_TURN = 16;
+
+/** Bytes a request holds; released once, when its response closes. */
+export interface ByteTicket {
+  /** Add bytes read or produced after admission; false (nothing added) when that would pass the limit. */
+  grow(bytes: number): boolean;
+  /** Add bytes that exist already (an answer): counted even past the limit, so later requests are refused. */
+  add(bytes: number): void;
+  release(): void;
+}
+
+export class Admission {
+  private bytes = 0;
+  private readonly queue: (() => void)[] = [];
+  private startedThisTurn = 0;
+  private turnScheduled = false;
+  private readonly perTurn: number;
+
+  constructor(private readonly limits: AdmissionLimits) {
+    this.perTurn = limits.perTurn ?? DEFAULT_PER_TURN;
+  }
+
+  /** MME_MAX_INFLIGHT_BYTES as resolved. */
+  get limit(): number {
+    return this.limits.maxInflightBytes;
+  }
+
+  /** Request and answer bytes held now. */
+  get bytesInFlight(): number {
+    return this.bytes;
+  }
+
+  /** Inference requests waiting for a turn now. */
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  /**
+   * Reserve `declared` bytes (the Content-Length; 0 when unknown) for a
+   * request, or throw OVERLOADED when they do not fit.
+   */
+  reserve(declared: number): ByteTicket {
+    if (this.bytes + declared > this.limits.maxInflightBytes && declared > 0) throw this.overBytes(declared);
+    this.bytes += declared;
+    let held = declared;
+    let released = false;
+    return {
+      grow: (more) => {
+        if (released) return true;
+        if (this.bytes + more > this.limits.maxInflightBytes) return false;
+        this.bytes += more;
+        held += more;
+        return true;
+      },
+      add: (more) => {
+        if (released) return;
+        this.bytes += more;
+        held += more;
+      },
+      release: () => {
+        if (released) return;
+        released = true;
+        this.bytes -= held;
+      },
+    };
+  }
+
+  /** The refusal for bytes that do not fit (also for a body without Content-Length that grows past the limit). */
+  overBytes(bytes: number): ServingError {
+    return new ServingError(
+      'OVERLOADED',
+      `the server holds ${this.bytes} bytes of requests and answers in flight; ${bytes} more would pass its limit of ${this.limits.maxInflightBytes} (MME_MAX_INFLIGHT_BYTES); retry later`,
+    );
+  }
+
+  /**
+   * Run `start` in this turn if the turn has room and nobody waits, else in a
+   * later one (in arrival order). Throws OVERLOADED, running nothing, when
+   * `maxQueued` requests wait already.
+   */
+  schedule(start: () => void): void {
+    if (this.queue.length === 0 && this.startedThisTurn < this.perTurn) {
+      this.startedThisTurn++;
+      this.endTurnSoon();
+      start();
+      return;
+    }
+    if (this.queue.length >= this.limits.maxQueued) {
+      throw new ServingError('OVERLOADED', `${this.queue.length} requests are waiting to be read; retry later`);
+    }
+    this.queue.push(start);
+    this.endTurnSoon();
+  }
+
+  private endTurnSoon(): void {
+    if (this.turnScheduled) return;
+    this.turnScheduled = true;
+    setImmediate(this.nextTurn);
+  }
+
+  private readonly nextTurn = (): void => {
+    this.turnScheduled = false;
+    this.startedThisTurn = 0;
+    while (this.queue.length > 0 && this.startedThisTurn < this.perTurn) {
+      this.startedThisTurn++;
+      this.queue.shift()!();
+    }
+    // Reset the count again after this turn; the wait in between is a poll phase, where /ping is answered.
+    if (this.startedThisTurn > 0) this.endTurnSoon();
+  };
+}

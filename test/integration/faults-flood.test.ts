@@ -1,0 +1,111 @@
+/**
+ * Issue 19, health first: /ping answered within SageMaker's 2 s health-check
+ * timeout while 512 keep-alive connections flood /invocations past the
+ * model's queue (MME_MAX_QUEUE_SIZE=64). The server is `serve` as a process,
+ * the flood a separate client process, /ping timed from this process on a new
+ * connection each time (as the platform's health check connects). The bound
+ * does not depend on machine speed: 2 s, or twice what a bare node:http
+ * server needs under the same flood on the same machine, whichever is larger.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import net from 'node:net';
+import path from 'node:path';
+import { after, it } from 'node:test';
+import { addSub, writeModelDir } from '../../examples/models/zoo.js';
+import { repoRoot, startServe } from '../support/serve-process.js';
+import { tempDir } from '../support/temp-dir.js';
+
+const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+after(async () => {
+  for (const fn of ctx.cleanups.reverse()) await fn();
+});
+
+const CONNECTIONS = 512;
+const FLOOD_SECONDS = 4;
+const seq16 = Array.from({ length: 16 }, (_, i) => i);
+const body = JSON.stringify({
+  inputs: [
+    { name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: seq16 },
+    { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], data: seq16 },
+  ],
+});
+
+/** A bare node:http server answering every request at once (the reference for what the machine allows). */
+async function bareServer(): Promise<{ url: string; stop(): Promise<void> }> {
+  const script = `require('http').createServer((q, s) => { q.resume(); q.on('end', () => { s.writeHead(200, { 'content-type': 'application/json' }); s.end('{}'); }); }).listen(0, '127.0.0.1', function () { console.log(this.address().port); });`;
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise<number>((resolve) => child.stdout!.once('data', (d: Buffer) => resolve(Number(d.toString().trim()))));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return { url: `http://127.0.0.1:${port}`, stop: async () => (child.kill('SIGKILL'), exited) };
+}
+
+/** One /ping on a fresh connection: ms to the first byte of the answer, and its status line. */
+function ping(url: string): Promise<{ ms: number; status: string }> {
+  const started = performance.now();
+  return new Promise((resolve) => {
+    const sock = net.connect(Number(new URL(url).port), '127.0.0.1', () => sock.write('GET /ping HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n'));
+    let done = false;
+    const finish = (status: string): void => {
+      if (done) return;
+      done = true;
+      sock.destroy();
+      resolve({ ms: performance.now() - started, status });
+    };
+    sock.once('data', (d: Buffer) => finish(d.toString('latin1').split('\r\n')[0] ?? ''));
+    sock.on('error', () => finish('error'));
+    sock.on('close', () => finish('closed without an answer'));
+  });
+}
+
+/** Floods `url` for FLOOD_SECONDS and pings it every 200 ms meanwhile; the pings and the flood's status counts. */
+async function pingUnderFlood(url: string): Promise<{ pings: { ms: number; status: string }[]; flood: Record<string, number> }> {
+  const flood = spawn(process.execPath, [path.join(repoRoot, 'dist/test/support/flood-client.js'), url, String(CONNECTIONS), String(FLOOD_SECONDS), 'add_sub', body], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  flood.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<void>((resolve) => flood.once('exit', () => resolve()));
+  while (!out.includes('started')) await new Promise((r) => setTimeout(r, 10));
+  // Let the connections open and the queue fill first.
+  await new Promise((r) => setTimeout(r, 700));
+  const pings: { ms: number; status: string }[] = [];
+  const until = performance.now() + (FLOOD_SECONDS - 1.5) * 1000;
+  while (performance.now() < until) {
+    pings.push(await ping(url));
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  await exited;
+  const last = out.trim().split('\n').at(-1) ?? '{}';
+  return { pings, flood: JSON.parse(last) as Record<string, number> };
+}
+
+it('/ping answers within 2 s (or 2x a bare node:http server) under a flood of 512 keep-alive connections', async () => {
+  const root = await tempDir(ctx);
+  await writeModelDir(path.join(root, 'models'), 'add_sub', addSub());
+  const child = await startServe({
+    MME_MODEL_SOURCE: path.join(root, 'models'),
+    MME_CACHE_DIR: path.join(root, 'cache'),
+    MME_MAX_QUEUE_SIZE: '64',
+  });
+  ctx.after(() => child.kill());
+  const warm = await fetch(`${child.url}/invocations`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-amzn-sagemaker-target-model': 'add_sub' }, body });
+  assert.equal(warm.status, 200);
+
+  const bare = await bareServer();
+  ctx.after(() => bare.stop());
+  const reference = await pingUnderFlood(bare.url);
+  await bare.stop();
+  const served = await pingUnderFlood(child.url);
+
+  const worst = (pings: { ms: number }[]): number => Math.max(...pings.map((p) => p.ms));
+  const bound = Math.max(2_000, 2 * worst(reference.pings));
+  const report = `mme ${served.pings.map((p) => Math.round(p.ms)).join(',')} ms; bare ${reference.pings.map((p) => Math.round(p.ms)).join(',')} ms; flood ${JSON.stringify(served.flood)}`;
+  for (const p of served.pings) assert.equal(p.status, 'HTTP/1.1 200 OK', report);
+  assert.ok(served.pings.length >= 3, report);
+  assert.ok(worst(served.pings) <= bound, `slowest /ping ${Math.round(worst(served.pings))} ms > ${Math.round(bound)} ms: ${report}`);
+  // The flood was real: the server answered it (200s and 429s for the full queue), nothing failed.
+  assert.ok((served.flood['200'] ?? 0) > 0, report);
+  assert.equal(served.flood['error'] ?? 0, 0, report);
+  for (const status of Object.keys(served.flood)) assert.ok(['200', '429', 'sockets'].includes(status), report);
+});
