@@ -315,7 +315,8 @@ describe('gRPC: ModelInfer tensors', () => {
     assert.ok(Number(stats[0].last_inference) >= Date.now() - 60_000);
     assert.equal(Number(stats[0].inference_stats.success.count), await metricValue(server.url, 'nv_inference_request_success', { model: 'identity_int8', version: '1' }));
     const all = (await call(clients.inference, 'ModelStatistics', { name: '', version: '' })).response.model_stats;
-    assert.ok(all.some((s: any) => s.name === 'mlp') && all.some((s: any) => s.name === 'identity_int8'));
+    // Listed under the name a client addresses each by (the target: mlp.tar.gz), as the HTTP statistics route does.
+    assert.ok(all.some((s: any) => s.name === 'mlp.tar.gz') && all.some((s: any) => s.name === 'identity_int8'));
     assert.equal((await call(clients.inference, 'ModelStatistics', { name: 'never_loaded_model', version: '' })).error?.code, status.NOT_FOUND);
   });
 });
