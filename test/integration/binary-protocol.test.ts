@@ -12,6 +12,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { IDENTITY_TYPES } from '../../examples/models/zoo.js';
 import { buildModelSource, type SourceFixture } from '../support/model-source-fixture.js';
+import { rawBytes as tensorBytes, readRaw as readValues, type Value } from '../support/raw-tensor.js';
 import { tempDir } from '../support/temp-dir.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
@@ -21,75 +22,7 @@ let server: TestServer;
 let fixture: SourceFixture;
 
 // ------------------------------------------------------------ independent wire codec
-
-type Value = number | bigint | boolean | string;
-
-const WIDTH: Readonly<Record<string, number>> = { BOOL: 1, UINT8: 1, INT8: 1, UINT16: 2, INT16: 2, FP16: 2, UINT32: 4, INT32: 4, FP32: 4, UINT64: 8, INT64: 8, FP64: 8 };
-
-/** Tensor bytes as the extension describes them: little-endian, row-major; BYTES as uint32 LE length + UTF-8. */
-function tensorBytes(datatype: string, values: readonly Value[]): Buffer {
-  if (datatype === 'BYTES') {
-    return Buffer.concat(
-      values.map((v) => {
-        const text = Buffer.from(String(v), 'utf8');
-        const len = Buffer.alloc(4);
-        len.writeUInt32LE(text.length);
-        return Buffer.concat([len, text]);
-      }),
-    );
-  }
-  const w = WIDTH[datatype]!;
-  const out = Buffer.alloc(values.length * w);
-  values.forEach((v, i) => {
-    const o = i * w;
-    switch (datatype) {
-      case 'BOOL': out.writeUInt8(v ? 1 : 0, o); break;
-      case 'UINT8': out.writeUInt8(Number(v), o); break;
-      case 'INT8': out.writeInt8(Number(v), o); break;
-      case 'UINT16': case 'FP16': out.writeUInt16LE(Number(v), o); break;
-      case 'INT16': out.writeInt16LE(Number(v), o); break;
-      case 'UINT32': out.writeUInt32LE(Number(v), o); break;
-      case 'INT32': out.writeInt32LE(Number(v), o); break;
-      case 'FP32': out.writeFloatLE(Number(v), o); break;
-      case 'FP64': out.writeDoubleLE(Number(v), o); break;
-      case 'UINT64': out.writeBigUInt64LE(BigInt(v), o); break;
-      case 'INT64': out.writeBigInt64LE(BigInt(v), o); break;
-      default: throw new Error(datatype);
-    }
-  });
-  return out;
-}
-
-function readValues(datatype: string, bytes: Buffer): Value[] {
-  if (datatype === 'BYTES') {
-    const out: string[] = [];
-    for (let o = 0; o < bytes.length; ) {
-      const len = bytes.readUInt32LE(o);
-      out.push(bytes.subarray(o + 4, o + 4 + len).toString('utf8'));
-      o += 4 + len;
-    }
-    return out;
-  }
-  const w = WIDTH[datatype]!;
-  const out: Value[] = [];
-  for (let o = 0; o < bytes.length; o += w) {
-    switch (datatype) {
-      case 'BOOL': out.push(bytes.readUInt8(o) !== 0); break;
-      case 'UINT8': out.push(bytes.readUInt8(o)); break;
-      case 'INT8': out.push(bytes.readInt8(o)); break;
-      case 'UINT16': case 'FP16': out.push(bytes.readUInt16LE(o)); break;
-      case 'INT16': out.push(bytes.readInt16LE(o)); break;
-      case 'UINT32': out.push(bytes.readUInt32LE(o)); break;
-      case 'INT32': out.push(bytes.readInt32LE(o)); break;
-      case 'FP32': out.push(bytes.readFloatLE(o)); break;
-      case 'FP64': out.push(bytes.readDoubleLE(o)); break;
-      case 'UINT64': out.push(bytes.readBigUInt64LE(o)); break;
-      case 'INT64': out.push(bytes.readBigInt64LE(o)); break;
-      default: throw new Error(datatype);
-    }
-  }
-  return out;
-}
+// (tensor bytes: test/support/raw-tensor.ts, shared with the gRPC tests; none of it is the server's code)
 
 interface WireInput {
   readonly name: string;
