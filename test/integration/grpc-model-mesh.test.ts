@@ -84,7 +84,10 @@ describe('ModelMesh runtime SPI', () => {
 
   it('an unload right after a cancelled load waits for it: the model is not left loaded', async () => {
     const pending = call(clients.modelMesh, 'loadModel', { modelId: 'mm-2', modelType: 'onnx', modelPath: pulled, modelKey: '' });
-    setTimeout(() => pending.cancel(), 30);
+    // Cancel while the load is in progress (a fixed 30 ms delay raced a load that finished sooner on a quiet machine).
+    const deadline = Date.now() + 10_000;
+    while (server.running.registry.peekResident('managed', 'mm-2')?.state !== 'LOADING' && Date.now() < deadline) await new Promise((r) => setImmediate(r));
+    pending.cancel();
     assert.equal((await pending).error?.code, status.CANCELLED);
     assert.equal((await call(clients.modelMesh, 'unloadModel', { modelId: 'mm-2' })).error, null);
     assert.equal((await call(clients.inference, 'ModelReady', { name: 'mm-2', version: '' })).response.ready, false);

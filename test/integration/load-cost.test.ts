@@ -45,7 +45,10 @@ describe('load cost', () => {
     const runningMs = at('model loaded') - at('model sessions created');
     assert.ok(run > 5, `the model must be heavy for this test to mean anything: a run took ${run.toFixed(1)} ms`);
     assert.ok(Number.isFinite(runningMs), 'both log lines are there');
-    assert.ok(runningMs < 2.5 * run, `warm-up and placement took ${runningMs} ms, ${(runningMs / run).toFixed(2)}x a run of ${run.toFixed(1)} ms`);
+    // The span also holds the package build after the sessions exist and the first run, which is cold: on a
+    // quiet machine it measured 3.0-3.4x a warm run (2.5x failed half the runs there). Eight runs, the old
+    // cost, are far past 4x.
+    assert.ok(runningMs < 4 * run, `warm-up and placement took ${runningMs} ms, ${(runningMs / run).toFixed(2)}x a run of ${run.toFixed(1)} ms`);
     assert.ok(s.logs.some((l) => typeof l['msg'] === 'string' && l['msg'].startsWith('session stays in its runtime worker') && l['model'] === 'heavy'));
   });
 });
