@@ -51,9 +51,10 @@ class RuntimeWorker {
   constructor(
     readonly index: number,
     settings: WorkerSettings,
+    script: URL,
     onDeath: (worker: RuntimeWorker, cause: string) => void,
   ) {
-    this.worker = new Worker(new URL('./session-worker.js', import.meta.url), { name: `onnx-mme-runtime-${index}`, workerData: settings });
+    this.worker = new Worker(script, { name: `onnx-mme-runtime-${index}`, workerData: settings });
     // Idle workers must not keep the process alive; a pending call refs them.
     this.worker.unref();
     this.worker.on('message', (reply: WorkerReply) => {
@@ -108,6 +109,9 @@ function unwrap(reply: WorkerReply): Exclude<WorkerReply, { ok: false }> {
   return reply;
 }
 
+/** The worker entry point: session-worker.js; unit tests inject a stand-in that dies on cue (a real worker cannot be stopped inside a native run without aborting the process). */
+const SESSION_WORKER = new URL('./session-worker.js', import.meta.url);
+
 /** Told when a worker died (and was replaced): `index` is where its sessions were. */
 export type WorkerLostListener = (index: number, cause: string) => void;
 
@@ -121,17 +125,18 @@ export class RuntimePool {
     if (this.closed) return;
     const now = performance.now();
     this.deaths = [...this.deaths.filter((t) => now - t < DEATH_WINDOW_MS), now];
-    if (this.workers[dead.index] === dead) this.workers[dead.index] = new RuntimeWorker(dead.index, this.settings, this.onDeath);
+    if (this.workers[dead.index] === dead) this.workers[dead.index] = new RuntimeWorker(dead.index, this.settings, this.script, this.onDeath);
     for (const listener of this.listeners) listener(dead.index, cause);
   };
 
   constructor(
     readonly size: number,
     private readonly settings: WorkerSettings = {},
+    private readonly script: URL = SESSION_WORKER,
   ) {
     // Before any worker starts: TensorRT reads its cache settings from the environment (provider-options.ts).
     if (settings.tensorrtCacheDir !== undefined) tensorrtCacheEnvironment(process.env, settings.tensorrtCacheDir);
-    this.workers = Array.from({ length: Math.max(1, size) }, (_, i) => new RuntimeWorker(i, settings, this.onDeath));
+    this.workers = Array.from({ length: Math.max(1, size) }, (_, i) => new RuntimeWorker(i, settings, script, this.onDeath));
   }
 
   /** Call `listener` each time a worker dies (after its replacement started). */
