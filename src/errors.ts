@@ -85,10 +85,28 @@ const CLIENT_FAULTS: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'METHOD_NOT_ALLOWED',
 ]);
 
+/**
+ * An error's message without the host paths Node's filesystem errors carry
+ * (`ENOENT: no such file or directory, open '/var/cache/x/1/model.onnx'`):
+ * each absolute `path`/`dest` of the error is cut to its last segment
+ * (`open 'model.onnx'`). Messages reach clients; host paths must not.
+ */
+export function pathFreeMessage(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  let message = err.message;
+  for (const key of ['path', 'dest'] as const) {
+    const p = (err as { path?: unknown; dest?: unknown })[key];
+    if (typeof p !== 'string' || !p.startsWith('/') || p.length < 2 || !message.includes(p)) continue;
+    const trimmed = p.replace(/\/+$/, '');
+    message = message.split(p).join(trimmed.slice(trimmed.lastIndexOf('/') + 1) || '/');
+  }
+  return message;
+}
+
 /** Anything thrown becomes a ServingError; unknown errors are INTERNAL with the original as cause. */
 export function toServingError(err: unknown, model?: string): ServingError {
   if (err instanceof ServingError) return err;
-  const message = err instanceof Error ? err.message : String(err);
+  const message = pathFreeMessage(err);
   return new ServingError('INTERNAL', model ? `model '${model}': ${message}` : message, {
     cause: err,
     ...(model === undefined ? {} : { model }),

@@ -7,6 +7,7 @@
 import express, { type Request, type Response, type Router } from 'express';
 import { ServingError } from '../errors.js';
 import { parseJsonBody } from '../protocol/v2-json-codec.js';
+import { checkModelName, checkTargetHeader } from '../registry/managed-records.js';
 import type { ManagedModelInfo } from '../registry/model-registry.js';
 import type { ModelRef } from '../service/inference-service.js';
 import { serveInference, type InferRouteDeps } from './infer-route.js';
@@ -111,9 +112,11 @@ export function sagemakerRoutes(deps: RouteDeps): Router {
     if (typeof name !== 'string' || name === '' || typeof url !== 'string' || url === '') {
       throw new ServingError('INVALID_REQUEST', 'load request must be JSON {"model_name": "...", "url": "/opt/ml/models/<name>/model"}');
     }
+    // Checked before anything is logged: a 3 MiB name must not reach the log either.
+    checkModelName(name);
     const ctx = deps.context(req, res);
-    const targetHeader = header(req, TARGET_HEADER);
-    ctx.log.info({ model: name, url, targetModel: targetHeader }, 'load requested');
+    const targetHeader = checkTargetHeader(name, header(req, TARGET_HEADER));
+    ctx.log.info({ model: name, url: url.slice(0, 4096), targetModel: targetHeader }, 'load requested');
     const info = await service.loadModel(name, url, targetHeader);
     sendJson(res, 200, JSON.stringify({ status: `Model "${name}" loaded`, ...describe(info) }));
   });

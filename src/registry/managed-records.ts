@@ -8,6 +8,7 @@
  */
 import path from 'node:path';
 import { ServingError } from '../errors.js';
+import { NON_PRINTABLE } from '../store/target-path.js';
 import type { EntryState } from './model-registry.js';
 
 export interface ManagedModelInfo {
@@ -34,6 +35,66 @@ export interface ManagedRecord {
   readonly versions: readonly number[];
 }
 
+/**
+ * The longest `model_name` (and X-Amzn-SageMaker-Target-Model value) taken:
+ * SageMaker's own TargetModel limit. A name this long still fits in a request
+ * line: 1024 UTF-16 units are at most 3 KiB of UTF-8, 9 KiB percent-encoded
+ * in `/models/{name}/invoke`, well inside Node's 16 KiB header limit together
+ * with a 1024-character target header. A longer name could be loaded but
+ * never invoked, described or deleted.
+ */
+export const MAX_MODEL_NAME_LENGTH = 1024;
+
+/** A short, quoted prefix of what a client sent, for a message (never the whole of a huge value). */
+function shown(value: string): string {
+  return JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}…` : value);
+}
+
+/**
+ * Why `name` cannot be a SageMaker `model_name`, or undefined when it can:
+ * 1–1024 characters, none of them control/format/unassigned code points
+ * (they cannot travel in a URL unaltered, and make log lines lie), not
+ * starting with whitespace (SageMaker's TargetModel pattern `\A\S`), and not
+ * `.` or `..` (a URL's dot segments: clients remove them, so
+ * `/models/../invoke` could never reach the model).
+ */
+export function modelNameProblem(name: string): string | undefined {
+  if (name.length === 0) return 'model_name is empty';
+  if (name.length > MAX_MODEL_NAME_LENGTH) return `model_name is ${name.length} characters long, over the limit of ${MAX_MODEL_NAME_LENGTH}`;
+  if (NON_PRINTABLE.test(name)) return `model_name ${shown(name)} contains a control or non-printable character`;
+  if (/^\s/u.test(name)) return `model_name ${shown(name)} starts with whitespace`;
+  if (name === '.' || name === '..') return `model_name ${shown(name)} is a URL dot segment and could never be addressed in /models/{name}`;
+  return undefined;
+}
+
+/** `name` when it can be a model_name; else INVALID_REQUEST naming the problem (and the limit). */
+export function checkModelName(name: string): string {
+  const problem = modelNameProblem(name);
+  if (problem !== undefined) throw new ServingError('INVALID_REQUEST', problem);
+  return name;
+}
+
+/**
+ * The X-Amzn-SageMaker-Target-Model header recorded at load: SageMaker's
+ * TargetModel rule (1–1024 printable characters, the first not whitespace).
+ * It is logged with every request and compared on invoke and unload.
+ */
+export function checkTargetHeader(modelName: string, header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const problem =
+    header.length > MAX_MODEL_NAME_LENGTH
+      ? `is ${header.length} characters long, over the limit of ${MAX_MODEL_NAME_LENGTH}`
+      : NON_PRINTABLE.test(header)
+        ? 'contains a control or non-printable character'
+        : /^\s/u.test(header)
+          ? 'starts with whitespace'
+          : undefined;
+  if (problem !== undefined) {
+    throw new ServingError('INVALID_REQUEST', `model '${modelName}': X-Amzn-SageMaker-Target-Model ${problem}`, { model: modelName });
+  }
+  return header;
+}
+
 /** Never model directories, whatever SageMaker sends. */
 const FORBIDDEN_URL_ROOTS = ['/dev', '/proc', '/sys'];
 
@@ -41,7 +102,7 @@ const FORBIDDEN_URL_ROOTS = ['/dev', '/proc', '/sys'];
 export function managedModelDir(modelName: string, url: string): string {
   const dir = path.resolve(url);
   if (!path.isAbsolute(url) || url.split(/[\\/]/).includes('..') || FORBIDDEN_URL_ROOTS.some((r) => dir === r || dir.startsWith(`${r}/`))) {
-    throw new ServingError('INVALID_REQUEST', `model '${modelName}': url must be an absolute path to the extracted model directory, got '${url}'`, {
+    throw new ServingError('INVALID_REQUEST', `model '${modelName}': url must be an absolute path to the extracted model directory, without '..' and not under /dev, /proc or /sys`, {
       model: modelName,
     });
   }

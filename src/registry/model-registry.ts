@@ -40,7 +40,7 @@ import type { Metrics } from '../observability/metrics.js';
 import { abortable } from '../store/abort.js';
 import type { LocalModel, ModelSource } from '../store/model-source.js';
 import { normalizeTarget } from '../store/target-path.js';
-import { info, ManagedRecords, managedModelDir, type ManagedModelInfo } from './managed-records.js';
+import { checkModelName, checkTargetHeader, info, ManagedRecords, managedModelDir, type ManagedModelInfo } from './managed-records.js';
 import type { MemoryManager, Resident } from './memory-manager.js';
 import { FailedLoads } from './failed-loads.js';
 import type { LoadedModelPackage, ModelLoader } from './model-loader.js';
@@ -262,6 +262,7 @@ export class ModelRegistry {
   /** Lease the default model (requests without a target header). */
   async acquireDefault(cancel?: Cancellation): Promise<Lease> {
     const { defaultModel, defaultRoot, source } = this.options;
+    const where = source.publicDescription ?? source.description;
     if (defaultModel !== undefined) {
       try {
         return await this.acquireTarget(defaultModel, cancel);
@@ -274,8 +275,8 @@ export class ModelRegistry {
       throw new ServingError(
         'MODEL_NOT_FOUND',
         defaultModel === undefined
-          ? `no default model: send the X-Amzn-SageMaker-Target-Model header naming an archive in ${source.description}, or set MME_DEFAULT_MODEL`
-          : `default model '${defaultModel}' not found in ${source.description}`,
+          ? `no default model: send the X-Amzn-SageMaker-Target-Model header naming an archive in ${where}, or set MME_DEFAULT_MODEL`
+          : `default model '${defaultModel}' not found in ${where}`,
       );
     }
     const label = defaultModel ?? path.basename(defaultRoot);
@@ -292,7 +293,7 @@ export class ModelRegistry {
         if (err instanceof ServingError && (err.code === 'INVALID_MODEL' || err.code === 'MODEL_NOT_FOUND') && /no model found|not a directory/.test(err.message)) {
           throw new ServingError(
             'MODEL_NOT_FOUND',
-            `no default model: ${source.description} is not a model repository; send the X-Amzn-SageMaker-Target-Model header (e.g. one of the archives in the source) or set MME_DEFAULT_MODEL`,
+            `no default model: ${where} is not a model repository; send the X-Amzn-SageMaker-Target-Model header (e.g. one of the archives in the source) or set MME_DEFAULT_MODEL`,
           );
         }
         throw err;
@@ -304,6 +305,8 @@ export class ModelRegistry {
 
   async loadManaged(modelName: string, url: string, targetHeader: string | undefined): Promise<ManagedModelInfo> {
     if (this.closing) throw new ServingError('SHUTTING_DOWN', 'the server is shutting down');
+    checkModelName(modelName);
+    checkTargetHeader(modelName, targetHeader);
     const key = `managed:${modelName}`;
     if (this.managed.has(modelName) || this.entries.has(key)) {
       throw new ServingError('MODEL_ALREADY_LOADED', `model '${modelName}' is already loaded`, { model: modelName });

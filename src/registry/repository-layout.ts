@@ -97,7 +97,8 @@ export async function flatModelName(dir: string): Promise<string | undefined> {
  */
 export async function scanRepository(root: string, fallbackName: string, label: string): Promise<RepositoryLayout> {
   if (!(await isDir(root))) {
-    throw new ServingError('MODEL_NOT_FOUND', `model '${label}': ${root} is not a directory`, { model: label });
+    // Never `root` itself: it is a host path (the cache, the source root, a SageMaker url).
+    throw new ServingError('MODEL_NOT_FOUND', `model '${label}': the model directory does not exist or is not a directory`, { model: label });
   }
   const single = await readModelDir(root, fallbackName);
   if (single) return { root, models: [single], singleModel: true };

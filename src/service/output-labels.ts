@@ -8,7 +8,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { ServingError } from '../errors.js';
+import { pathFreeMessage, ServingError } from '../errors.js';
 import type { LoadedModel } from '../registry/loaded-model.js';
 
 const cache = new WeakMap<LoadedModel, Map<string, Promise<readonly string[]>>>();
@@ -24,7 +24,7 @@ async function read(model: LoadedModel, file: string, label: string): Promise<re
     if (lines[lines.length - 1] === '') lines.pop();
     return Object.freeze(lines);
   } catch (err) {
-    throw new ServingError('INVALID_MODEL', `model '${label}': cannot read label file '${file}' of model '${model.name}': ${(err as Error).message}`, {
+    throw new ServingError('INVALID_MODEL', `model '${label}': cannot read label file '${file}' of model '${model.name}': ${pathFreeMessage(err)}`, {
       model: label,
       cause: err,
     });

@@ -79,7 +79,7 @@ export async function extractArchive(
   try {
     root = await realpath(destDir);
   } catch (err) {
-    throw new ServingError('INTERNAL', `extraction directory ${destDir} is not usable: ${messageOf(err)}`, {
+    throw new ServingError('INTERNAL', `the extraction directory in the cache is not usable: ${messageOf(err)}`, {
       cause: err,
     });
   }

@@ -68,6 +68,8 @@ export function isArchiveName(name: string): boolean {
 
 export class LocalModelSource implements ModelSource {
   readonly description: string;
+  /** The root is a host path: client-facing messages say this instead (the operator finds the root in the startup log). */
+  readonly publicDescription = 'the model source';
   private readonly root: string;
   private readonly cacheDir: string;
   private readonly limits: ExtractLimits;
@@ -139,7 +141,7 @@ export class LocalModelSource implements ModelSource {
       this.realRootPromise = undefined; // the volume may be mounted later: retry next time
       throw new ServingError(
         errorCode(err) === 'EACCES' ? 'ACCESS_DENIED' : 'UPSTREAM_UNAVAILABLE',
-        `model source ${this.description} is not accessible: ${messageOf(err)}`,
+        `${this.publicDescription} is not accessible (${errorCode(err) ?? messageOf(err)})`,
         { cause: err },
       );
     });
@@ -166,12 +168,12 @@ export class LocalModelSource implements ModelSource {
         if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP') continue;
         throw new ServingError(
           code === 'EACCES' || code === 'EPERM' ? 'ACCESS_DENIED' : 'UPSTREAM_UNAVAILABLE',
-          `model '${target}': cannot read ${rel} in ${this.description}: ${messageOf(err)}`,
+          `model '${target}': cannot read ${rel} in ${this.publicDescription} (${errorCode(err) ?? messageOf(err)})`,
           { model: target, cause: err },
         );
       }
       if (!isInside(realRoot, realPath)) {
-        const message = `model '${target}' resolves outside the model source ${this.description}`;
+        const message = `model '${target}' resolves outside ${this.publicDescription}`;
         throw new ServingError('INVALID_TARGET', message, { model: target });
       }
       if (stats.isDirectory()) return { kind: 'directory', realPath };
@@ -179,12 +181,12 @@ export class LocalModelSource implements ModelSource {
       if (rel === target) {
         throw new ServingError(
           'INVALID_TARGET',
-          `model '${target}' in ${this.description} is neither a .tar.gz/.tgz archive nor a model directory`,
+          `model '${target}' in ${this.publicDescription} is neither a .tar.gz/.tgz archive nor a model directory`,
           { model: target },
         );
       }
     }
-    throw new ServingError('MODEL_NOT_FOUND', `model '${target}' not found in ${this.description}`, { model: target });
+    throw new ServingError('MODEL_NOT_FOUND', `model '${target}' not found in ${this.publicDescription}`, { model: target });
   }
 
   private async localizeArchive(
@@ -196,7 +198,7 @@ export class LocalModelSource implements ModelSource {
     try {
       stats = await stat(archivePath);
     } catch (err) {
-      const message = `model '${target}' not found in ${this.description} (${messageOf(err)})`;
+      const message = `model '${target}' not found in ${this.publicDescription} (${errorCode(err) ?? messageOf(err)})`;
       throw new ServingError('MODEL_NOT_FOUND', message, { model: target, cause: err });
     }
     const version = archiveVersion(stats);
@@ -235,7 +237,7 @@ export class LocalModelSource implements ModelSource {
       dirents = await readdir(absDir, { withFileTypes: true });
     } catch (err) {
       if (relDir === '') {
-        const message = `cannot list model source ${this.description}: ${messageOf(err)}`;
+        const message = `cannot list ${this.publicDescription} (${errorCode(err) ?? messageOf(err)})`;
         throw new ServingError('UPSTREAM_UNAVAILABLE', message, { cause: err });
       }
       return; // an unreadable sub-directory hides only itself

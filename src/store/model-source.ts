@@ -37,6 +37,12 @@ export interface ModelSource {
   /** Human-readable location for logs, e.g. `file:///models` or `s3://bucket/prefix/`. */
   readonly description: string;
   /**
+   * How messages that reach clients name the source: never a host path (a
+   * local source is "the model source"; an S3 source its s3:// URI, which the
+   * client's own SDK calls name too). Omitted: `description`.
+   */
+  readonly publicDescription?: string;
+  /**
    * Make `target` available on local disk. Concurrent calls for the same target
    * share one download/extraction. Throws ServingError MODEL_NOT_FOUND,
    * INVALID_TARGET, ARCHIVE_REJECTED, INSUFFICIENT_STORAGE, UPSTREAM_UNAVAILABLE.

@@ -3,6 +3,7 @@
  * Reading facts off errors thrown by Node and libraries (errno codes such as
  * ENOSPC, messages) without trusting their shape.
  */
+import { pathFreeMessage } from '../errors.js';
 
 /** `err.code` when it is a string (ENOENT, ENOSPC, …). */
 export function errorCode(err: unknown): string | undefined {
@@ -11,6 +12,7 @@ export function errorCode(err: unknown): string | undefined {
   return typeof code === 'string' ? code : undefined;
 }
 
+/** The error's message, without the absolute paths of filesystem errors (they reach clients: errors.ts pathFreeMessage). */
 export function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
+  return pathFreeMessage(err);
 }

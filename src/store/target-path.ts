@@ -17,7 +17,7 @@ const MAX_SEGMENT_BYTES = 255;
  * unassigned and line/paragraph separator code points: none belongs in a file
  * name and several can make a log line lie about the name.
  */
-const NON_PRINTABLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}]/u;
+export const NON_PRINTABLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}]/u;
 
 /** Recently checked valid targets: every request names one, and clients repeat the same few. Bounded. */
 const CHECKED_LIMIT = 1024;

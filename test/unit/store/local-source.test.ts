@@ -203,9 +203,9 @@ describe('LocalModelSource: directories and resolution', () => {
     assert.equal(await readFile(path.join(onlyTgz.dir, 'mymodel/1/model.onnx'), 'utf8'), 'only tgz');
   });
 
-  it('reports a missing target as MODEL_NOT_FOUND naming the target and source', async () => {
+  it('reports a missing target as MODEL_NOT_FOUND naming the target, not the source root (a host path)', async () => {
     const f = await fixture();
-    const where = pathToFileURL(f.root).href;
+    const where = 'the model source';
     await assert.rejects(f.source.localize('nope.tar.gz'), (err: unknown) => {
       assert.ok(err instanceof ServingError);
       assert.equal(err.code, 'MODEL_NOT_FOUND');

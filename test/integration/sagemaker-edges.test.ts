@@ -1,0 +1,179 @@
+/**
+ * The SageMaker management API's edges, from outside: the real server on a
+ * real socket, driven with fetch and raw HTTP. Each case was a defect
+ * (issue 19 item 8):
+ *  - a model_name too long for any URL was accepted, could then never be
+ *    invoked or deleted, and stayed loaded;
+ *  - a DELETE while the same model was loading answered 404, and the load
+ *    then completed and stayed listed;
+ *  - `url` was checked lexically: a symlink into /proc was scanned, `url: "/"`
+ *    walked the filesystem for seconds and answered 400 or 507 at random;
+ *  - error messages named host paths (the cache dir, the source root).
+ */
+import assert from 'node:assert/strict';
+import { mkdir, realpath, symlink, writeFile } from 'node:fs/promises';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { addSub, ensembleRepository, writeModelDir, writeRepository } from '../../examples/models/zoo.js';
+import { slowModel } from '../support/slow-model.js';
+import { tempDir } from '../support/temp-dir.js';
+import { input, request, startTestServer, type JsonReply, type TestServer } from '../support/test-server.js';
+
+const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+let server: TestServer;
+let root: string;
+/** /opt/ml/models/<hash>/model as SageMaker lays it out, under a temp dir. */
+let models: string;
+let sourceDir: string;
+let cacheDir: string;
+
+const seq16 = Array.from({ length: 16 }, (_, i) => i);
+const addSubBody = { inputs: [input('INPUT0', 'FP32', [1, 16], seq16), input('INPUT1', 'FP32', [1, 16], seq16)] };
+
+function load(name: string, url: string, target?: string): Promise<JsonReply> {
+  return request(`${server.url}/models`, {
+    method: 'POST',
+    headers: target ? { 'X-Amzn-SageMaker-Target-Model': target } : {},
+    json: { model_name: name, url },
+  });
+}
+
+const del = (name: string): Promise<JsonReply> => request(`${server.url}/models/${encodeURIComponent(name)}`, { method: 'DELETE' });
+/** Names in GET /models, each cut to 40 characters (an assertion must not print a 3 MiB name). */
+const listed = async (): Promise<string[]> => ((await request(`${server.url}/models`)).body.models as { modelName: string }[]).map((m) => m.modelName.slice(0, 40));
+
+async function waitFor(cond: () => boolean, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error('condition not reached');
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
+before(async () => {
+  root = await realpath(await tempDir(ctx));
+  models = path.join(root, 'opt-ml-models');
+  sourceDir = path.join(root, 'source');
+  cacheDir = path.join(root, 'cache');
+  await mkdir(sourceDir, { recursive: true });
+  server = await startTestServer({ modelSource: sourceDir, cacheDir, env: { SAGEMAKER_MULTI_MODEL: 'true' } });
+});
+
+after(async () => {
+  await server.close();
+  for (const fn of ctx.cleanups.reverse()) await fn();
+});
+
+describe('model_name limits', () => {
+  it('a 3 MiB model_name is refused at once with 400 naming the limit, without echoing it or registering anything', async () => {
+    const url = path.join(models, 'huge', 'model');
+    await writeModelDir(url, 'add_sub', addSub());
+    const name = 'n'.repeat(3 * 1024 * 1024);
+    const started = performance.now();
+    const r = await load(name, url);
+    const ms = performance.now() - started;
+    assert.equal(r.status, 400, r.text.slice(0, 300));
+    assert.equal(r.body.code, 'INVALID_REQUEST');
+    assert.match(r.body.error, /model_name is 3145728 characters long, over the limit of 1024/);
+    assert.ok(r.text.length < 2048, `the answer echoes the name (${r.text.length} bytes)`);
+    assert.ok(!(await listed()).includes('n'.repeat(40)), 'the 3 MiB name is listed');
+    // Not logged either: the log lines stay small.
+    assert.ok(server.logs.every((l) => JSON.stringify(l).length < 64 * 1024), 'a log line holds the 3 MiB name');
+    console.log(`# 3 MiB model_name: ${r.status} in ${ms.toFixed(0)} ms`);
+  });
+
+  it('refuses control characters, a leading space, dot segments and an over-long target header', async () => {
+    const url = path.join(models, 'names', 'model');
+    await writeModelDir(url, 'add_sub', addSub());
+    for (const [name, problem] of [
+      ['a\u0001b', /non-printable/],
+      ['a\u202Eb', /non-printable/],
+      [' lead', /starts with whitespace/],
+      ['..', /dot segment/],
+      ['.', /dot segment/],
+      ['', /model_name|load request/],
+    ] as const) {
+      const r = await load(name, url);
+      assert.equal(r.status, 400, `${JSON.stringify(name)}: ${r.text.slice(0, 300)}`);
+      assert.match(r.body.error, problem);
+    }
+    const longHeader = await load('ok-name', url, 't'.repeat(1025));
+    assert.equal(longHeader.status, 400, longHeader.text.slice(0, 300));
+    assert.match(longHeader.body.error, /X-Amzn-SageMaker-Target-Model is 1025 characters long, over the limit of 1024/);
+    for (const name of await listed()) assert.ok(!['a\u0001b', 'a\u202Eb', ' lead', '..', '.', 'ok-name'].includes(name), `${JSON.stringify(name)} is listed`);
+  });
+
+  it('the longest name taken (1024 characters, 9 KiB encoded) is loaded, invoked, described and deleted over a real socket', async () => {
+    const url = path.join(models, 'longest', 'model');
+    await writeModelDir(url, 'add_sub', addSub());
+    // U+20AC is 3 bytes of UTF-8: 1024 of them are 9216 bytes percent-encoded in the request line.
+    const name = '\u20AC'.repeat(1024);
+    const target = 'x'.repeat(1024);
+    const loaded = await load(name, url, target);
+    assert.equal(loaded.status, 200, loaded.text.slice(0, 300));
+    const enc = encodeURIComponent(name);
+    assert.equal(enc.length, 9216);
+    const described = await request(`${server.url}/models/${enc}`);
+    assert.equal(described.status, 200);
+    assert.equal(described.body.modelName, name);
+    const inv = await request(`${server.url}/models/${enc}/invoke`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': target }, json: addSubBody });
+    assert.equal(inv.status, 200, inv.text.slice(0, 300));
+    assert.deepEqual(inv.body.outputs[0].data, seq16.map((x) => 2 * x));
+    const d = await request(`${server.url}/models/${enc}`, { method: 'DELETE', headers: { 'X-Amzn-SageMaker-Target-Model': target } });
+    assert.equal(d.status, 200, d.text.slice(0, 300));
+    assert.ok(!(await listed()).includes(name.slice(0, 40)));
+  });
+});
+
+describe('errors never name host paths', () => {
+  it('bad inputs across /models, /invocations and /v2 answer without the cache dir, the source root or the temp dir', async () => {
+    // The local source holds broken things of every kind.
+    await writeFile(path.join(sourceDir, 'corrupt.tar.gz'), Buffer.from('not a gzip stream at all'));
+    await writeFile(path.join(sourceDir, 'plainfile'), 'x');
+    await mkdir(path.join(sourceDir, 'emptydir'), { recursive: true });
+    await writeModelDir(sourceDir, 'garbage', { onnx: Buffer.from('not an onnx graph'), config: 'name: "garbage"\nbackend: "onnxruntime"\n' });
+    await writeModelDir(sourceDir, 'dangling', { config: 'name: "dangling"\nbackend: "onnxruntime"\nmax_batch_size: 0\ninput [{ name: "x" data_type: TYPE_FP32 dims: [1] }]\noutput [{ name: "y" data_type: TYPE_FP32 dims: [1] }]\n' });
+    await symlink(path.join(root, 'nowhere.onnx'), path.join(sourceDir, 'dangling', '1', 'model.onnx'));
+    const brokenUrl = path.join(models, 'broken', 'model');
+    await writeModelDir(brokenUrl, 'add_sub', { onnx: addSub().onnx, config: 'max_batch_size: "eight"' });
+    const fileUrl = path.join(models, 'afile');
+    await mkdir(models, { recursive: true });
+    await writeFile(fileUrl, 'x');
+
+    const invokeTarget = (target: string) =>
+      request(`${server.url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': target }, json: addSubBody });
+    const replies: [string, JsonReply][] = [
+      ['invocations missing', await invokeTarget('missing.tar.gz')],
+      ['invocations missing dir', await invokeTarget('missing')],
+      ['invocations corrupt archive', await invokeTarget('corrupt.tar.gz')],
+      ['invocations plain file', await invokeTarget('plainfile')],
+      ['invocations empty dir', await invokeTarget('emptydir')],
+      ['invocations garbage onnx', await invokeTarget('garbage')],
+      ['invocations dangling link', await invokeTarget('dangling')],
+      ['invocations no target', await request(`${server.url}/invocations`, { method: 'POST', json: addSubBody })],
+      ['v2 infer missing', await request(`${server.url}/v2/models/missing/infer`, { method: 'POST', json: addSubBody })],
+      ['v2 metadata corrupt', await request(`${server.url}/v2/models/corrupt.tar.gz`)],
+      ['v2 load emptydir', await request(`${server.url}/v2/repository/models/emptydir/load`, { method: 'POST' })],
+      ['v2 ready missing', await request(`${server.url}/v2/models/missing/ready`)],
+      ['load missing url', await load('m1', path.join(models, 'does-not-exist', 'model'))],
+      ['load url is a file', await load('m2', fileUrl)],
+      ['load broken config', await load('m3', brokenUrl)],
+      ['load the cache dir', await load('m4', cacheDir)],
+      ['load the source root', await load('m5', sourceDir)],
+      ['load /etc', await load('m6', '/etc')],
+      ['load relative', await load('m7', 'relative/path')],
+      ['invoke unknown', await request(`${server.url}/models/nope/invoke`, { method: 'POST', json: addSubBody })],
+      ['delete unknown', await del('nope')],
+    ];
+    const secrets = [cacheDir, sourceDir, root, os.tmpdir(), '/etc/'];
+    const leaks: string[] = [];
+    for (const [what, r] of replies) {
+      assert.ok(r.status >= 400, `${what}: ${r.status} ${r.text}`);
+      if (secrets.some((s) => r.text.includes(s))) leaks.push(`${what} (${r.status}): ${r.body?.error ?? r.text}`);
+    }
+    assert.deepEqual(leaks, [], `answers naming host paths:\n${leaks.join('\n')}`);
+    assert.deepEqual(await listed(), []);
+  });
+});
