@@ -17,7 +17,7 @@ import { gpuProcessBytes, processRssBytes } from '../runtime/memory-usage.js';
 import { DEFAULT_PLACEMENT, placeSessions, type PlacementSettings } from '../runtime/session-placement.js';
 import type { LoadedModel } from './loaded-model.js';
 import type { MemoryManager, Reservation } from './memory-manager.js';
-import { loadPackage, type LoadedPackage, type PackageLoadDeps, type PackageLoadRequest } from './package-loader.js';
+import { loadPackage, throwIfAborted, type LoadedPackage, type PackageLoadDeps, type PackageLoadRequest } from './package-loader.js';
 import { filesBytes, predictLoadedBytes, predictPackageFootprint } from './package-size.js';
 import { warmUpModel, zeroFeeds, type WarmupTimes } from './warmup.js';
 
@@ -57,6 +57,26 @@ export interface MemoryProbe {
  */
 export function loadPeakBytes(predictedBytes: number, fileBytes: number): number {
   return predictedBytes + fileBytes;
+}
+
+/** `wait`, unless `signal` aborts first: then its reason. */
+function untilAborted(wait: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
+  if (signal === undefined) return wait;
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+    wait.then(
+      () => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err as Error);
+      },
+    );
+  });
 }
 
 /** The GPU devices a package's sessions run on. */
@@ -177,24 +197,34 @@ export class PackageModelLoader implements ModelLoader {
    */
   async load(request: PackageLoadRequest): Promise<LoadedModelPackage> {
     const { memory, metrics, logger, probe } = this.deps;
+    const { signal } = request;
     const started = process.hrtime.bigint();
     const elapsedMs = (): number => Math.round(Number(process.hrtime.bigint() - started) / 1e6);
     let pkg: LoadedPackage | undefined;
     let reservation: Reservation | undefined;
     let endTurn: (() => void) | undefined;
     try {
+      // Cancellation (the model was unloaded while it loads) is seen between stages: a stage that has started
+      // (a session being created, a warm-up run) finishes, nothing after it starts, and all of it is released below.
+      throwIfAborted(signal);
       const { predictedBytes: predicted, fileBytes: files } = await this.deps.predictFiles(request.dir);
-      reservation = await memory.reserve(request.label, loadPeakBytes(predicted, files));
+      throwIfAborted(signal);
+      reservation = await memory.reserve(request.label, loadPeakBytes(predicted, files), signal);
       const previous = this.turn;
-      this.turn = new Promise<void>((resolve) => (endTurn = resolve));
-      await previous;
+      const mine = new Promise<void>((resolve) => (endTurn = resolve));
+      // The next load waits for this one's turn and for the one before (this one may leave its wait early, cancelled).
+      this.turn = previous.then(() => mine);
+      await untilAborted(previous, signal);
       const gpuBefore = probe.gpuBytes ? await probe.gpuBytes() : undefined;
       const rssBefore = probe.rssBytes();
       pkg = await this.deps.loadPackage(request);
       for (const model of pkg.models.values()) {
+        throwIfAborted(signal);
         const warmupRunUs = await this.deps.warmUp(model, request.label);
+        throwIfAborted(signal);
         await this.deps.place(model, request.label, warmupRunUs ?? undefined, (bytes) => reservation!.tryGrow(bytes));
       }
+      throwIfAborted(signal);
       const devices = gpuDevices(pkg);
       const onGpu = devices.size > 0;
       const gpuAfter = onGpu && gpuBefore !== undefined && probe.gpuBytes ? await probe.gpuBytes() : undefined;
@@ -232,6 +262,12 @@ export class PackageModelLoader implements ModelLoader {
       endTurn?.();
       await pkg?.release();
       reservation?.release();
+      if (signal?.aborted) {
+        // Not a failure of the model: it was unloaded (DELETE, shutdown) while it loaded; what it held is released.
+        metrics.modelLoadDuration.observe({ outcome: 'cancelled' }, elapsedMs() / 1000);
+        logger.info({ model: request.label, durationMs: elapsedMs() }, 'model load cancelled: the model was unloaded while it loaded');
+        throw signal.reason;
+      }
       metrics.modelLoadDuration.observe({ outcome: 'failure' }, elapsedMs() / 1000);
       logger.warn({ model: request.label, err: (err as Error).message, durationMs: elapsedMs() }, 'model load failed');
       throw err;

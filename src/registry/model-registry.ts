@@ -111,6 +111,16 @@ interface Entry {
   revalidating: Promise<void> | undefined;
   /** The handle the memory manager evicts it through. */
   readonly resident: Resident;
+  /** Aborted when the entry is unloaded while it loads (DELETE, a v2 unload, shutdown): its load stops and throws the reason. */
+  readonly abort: AbortController;
+}
+
+/** A POST /models in progress: a DELETE of the name cancels it, another POST of the name waits for it. */
+interface ManagedLoad {
+  readonly targetHeader: string | undefined;
+  /** Settles when the load is over: registered, failed, or cancelled and released. */
+  readonly done: Promise<ManagedModelInfo>;
+  cancel(reason: ServingError): void;
 }
 
 export interface RegistryOptions {
@@ -154,6 +164,10 @@ export class ModelRegistry {
   private readonly spellings = new Map<string, string>();
   /** The version check in flight per target in a failed load's back-off. */
   private readonly versionChecks = new Map<string, Promise<string | undefined | null>>();
+  /** POST /models loads in progress, by model_name (not yet in `managed`). */
+  private readonly managedLoads = new Map<string, ManagedLoad>();
+  /** DELETE /models/{name} in progress, by model_name (already out of `managed`, its memory not yet free). */
+  private readonly managedUnloads = new Map<string, Promise<void>>();
 
   constructor(private readonly options: RegistryOptions) {}
 
@@ -189,7 +203,7 @@ export class ModelRegistry {
         const local = await this.options.source.localize(target);
         version = local.version;
         try {
-          const loaded = await this.load({ dir: local.dir, label: target, fallbackName: archiveBaseName(target), seriesTarget: target });
+          const loaded = await this.load({ dir: local.dir, label: target, fallbackName: archiveBaseName(target), seriesTarget: target }, entry);
           entry.local = local;
           entry.checkedAt = performance.now();
           this.failedLoads.forget(target);
@@ -282,13 +296,16 @@ export class ModelRegistry {
     const label = defaultModel ?? path.basename(defaultRoot);
     return this.acquireOrLoad('default', 'default', label, cancel, async (entry) => {
       try {
-        return await this.load({
-          dir: defaultRoot,
-          label,
-          fallbackName: defaultModel ?? 'model',
-          seriesTarget: label,
-          ...(defaultModel === undefined ? {} : { preferredEntry: defaultModel }),
-        });
+        return await this.load(
+          {
+            dir: defaultRoot,
+            label,
+            fallbackName: defaultModel ?? 'model',
+            seriesTarget: label,
+            ...(defaultModel === undefined ? {} : { preferredEntry: defaultModel }),
+          },
+          entry,
+        );
       } catch (err) {
         if (err instanceof ServingError && (err.code === 'INVALID_MODEL' || err.code === 'MODEL_NOT_FOUND') && /no model found|not a directory/.test(err.message)) {
           throw new ServingError(
@@ -303,43 +320,113 @@ export class ModelRegistry {
 
   // ------------------------------------------------------- SageMaker-managed
 
+  /**
+   * POST /models. Against the same name at the same time:
+   *  - a DELETE in progress finishes first (its memory is free), then this loads;
+   *  - a POST in progress: this answers when it ends, 409 once it loaded (SageMaker's contract), or its error;
+   *  - a DELETE arriving during this load cancels it (ManagedLoad.cancel): this then answers 404.
+   */
   async loadManaged(modelName: string, url: string, targetHeader: string | undefined): Promise<ManagedModelInfo> {
     if (this.closing) throw new ServingError('SHUTTING_DOWN', 'the server is shutting down');
     checkModelName(modelName);
     checkTargetHeader(modelName, targetHeader);
-    const key = `managed:${modelName}`;
-    if (this.managed.has(modelName) || this.entries.has(key)) {
+    const unloading = this.managedUnloads.get(modelName);
+    if (unloading !== undefined) await unloading.catch(() => undefined);
+    const pending = this.managedLoads.get(modelName);
+    if (pending !== undefined) {
+      await pending.done;
+      throw new ServingError('MODEL_ALREADY_LOADED', `model '${modelName}' is already loaded (by a load request that arrived first)`, { model: modelName });
+    }
+    if (this.closing) throw new ServingError('SHUTTING_DOWN', 'the server is shutting down');
+    if (this.managed.has(modelName) || this.entries.has(`managed:${modelName}`)) {
       throw new ServingError('MODEL_ALREADY_LOADED', `model '${modelName}' is already loaded`, { model: modelName });
     }
-    const dir = managedModelDir(modelName, url);
+    return this.startManagedLoad(modelName, url, targetHeader);
+  }
+
+  /** Registered in `managedLoads` before its first await, so a DELETE or POST right after sees it. */
+  private startManagedLoad(modelName: string, url: string, targetHeader: string | undefined): Promise<ManagedModelInfo> {
+    const key = `managed:${modelName}`;
     const label = targetHeader ?? modelName;
-    // A url that is itself one model directory whose config names it after the directory is that model, as in Triton.
-    const fallbackName = (await flatModelName(dir)) ?? (targetHeader ? archiveBaseName(targetHeader) : modelName);
-    const entry = this.startLoad(key, 'managed', label, { url: dir, targetHeader }, () => this.load({ dir, label, fallbackName, seriesTarget: modelName }));
-    entry.waiting++;
-    const { pkg } = await entry.ready.finally(() => entry.waiting--);
-    const versions = [...pkg.entry.versions.keys()];
-    const record = { modelName, dir, targetHeader, label, loadedAt: new Date(), entryModel: pkg.entry.name, versions };
-    this.managed.add(record);
-    return info(record);
+    let cancelled: ServingError | undefined;
+    let entry: Entry | undefined;
+    const run = async (): Promise<ManagedModelInfo> => {
+      const dir = managedModelDir(modelName, url);
+      // A url that is itself one model directory whose config names it after the directory is that model, as in Triton.
+      const fallbackName = (await flatModelName(dir)) ?? (targetHeader ? archiveBaseName(targetHeader) : modelName);
+      if (cancelled !== undefined) throw cancelled;
+      const loading = this.startLoad(key, 'managed', label, { url: dir, targetHeader }, (e) => this.load({ dir, label, fallbackName, seriesTarget: modelName }, e));
+      entry = loading;
+      loading.waiting++;
+      const { pkg } = await loading.ready.finally(() => loading.waiting--);
+      if (cancelled !== undefined) {
+        // Its last stage finished before it could see the cancel: release it before the DELETE answers.
+        await this.unload(loading);
+        throw cancelled;
+      }
+      const versions = [...pkg.entry.versions.keys()];
+      const record = { modelName, dir, targetHeader, label, loadedAt: new Date(), entryModel: pkg.entry.name, versions };
+      this.managed.add(record);
+      return info(record);
+    };
+    const load: ManagedLoad = {
+      targetHeader,
+      done: run().finally(() => {
+        if (this.managedLoads.get(modelName) === load) this.managedLoads.delete(modelName);
+      }),
+      cancel: (reason) => {
+        cancelled ??= reason;
+        if (entry !== undefined && !entry.abort.signal.aborted && entry.loaded === undefined) entry.abort.abort(reason);
+      },
+    };
+    this.managedLoads.set(modelName, load);
+    return load.done;
   }
 
   /** Lease a SageMaker-loaded model, paging its sessions back in if the LRU paged them out. */
   async acquireManaged(modelName: string, targetHeader: string | undefined, cancel?: Cancellation): Promise<Lease> {
     const record = this.managed.require(modelName, targetHeader);
     const fallbackName = record.targetHeader ? archiveBaseName(record.targetHeader) : modelName;
-    return this.acquireOrLoad(`managed:${modelName}`, 'managed', record.label, cancel, () => this.load({ dir: record.dir, label: record.label, fallbackName, seriesTarget: modelName }), {
+    return this.acquireOrLoad(`managed:${modelName}`, 'managed', record.label, cancel, (entry) => this.load({ dir: record.dir, label: record.label, fallbackName, seriesTarget: modelName }, entry), {
       url: record.dir,
       targetHeader: record.targetHeader,
     });
   }
 
-  /** Unload and free memory before returning; waits for requests that hold the model. */
+  /**
+   * DELETE /models/{name}: unload and free memory before returning; waits for
+   * requests that hold the model. A load of the name in progress (POST, or a
+   * page-in) is cancelled and released first; a DELETE in progress is waited
+   * for. Only a name that was never registered (or is already gone) is 404.
+   */
   async unloadManaged(modelName: string, targetHeader: string | undefined): Promise<void> {
+    const loading = this.managedLoads.get(modelName);
+    if (loading !== undefined) {
+      if (targetHeader !== undefined && loading.targetHeader !== undefined && targetHeader !== loading.targetHeader) {
+        throw new ServingError(
+          'TARGET_MISMATCH',
+          `X-Amzn-SageMaker-Target-Model header '${targetHeader}' does not match the model requested in the URL ('${modelName}' is loading as '${loading.targetHeader}')`,
+          { model: modelName },
+        );
+      }
+      loading.cancel(
+        new ServingError('MODEL_NOT_FOUND', `model '${modelName}' was unloaded (DELETE /models/{name}) while it was loading`, { model: modelName }),
+      );
+      await loading.done.catch(() => undefined);
+      // Registered before the cancel arrived: unloaded below like any loaded model.
+      if (!this.managed.has(modelName)) return;
+    }
+    const unloading = this.managedUnloads.get(modelName);
+    if (unloading !== undefined) return unloading;
     this.managed.require(modelName, targetHeader);
     this.managed.delete(modelName);
     const entry = this.entries.get(`managed:${modelName}`);
-    if (entry) await this.unload(entry);
+    if (entry === undefined) return;
+    const done: Promise<void> = this.unload(entry).finally(() => {
+      if (this.managedUnloads.get(modelName) === done) this.managedUnloads.delete(modelName);
+    });
+    this.managedUnloads.set(modelName, done);
+    await done;
   }
 
   listManaged(): ManagedModelInfo[] {
@@ -393,8 +480,10 @@ export class ModelRegistry {
   /** Release every session, waiting for requests that still hold one. */
   async close(): Promise<void> {
     this.closing = true;
+    const reason = new ServingError('SHUTTING_DOWN', 'the server is shutting down');
+    for (const load of this.managedLoads.values()) load.cancel(reason);
     this.managed.clear();
-    await Promise.allSettled([...this.entries.values()].map((e) => this.unload(e)));
+    await Promise.allSettled([...this.entries.values()].map((e) => this.unload(e, reason)));
   }
 
   // ---------------------------------------------------------------- internals
@@ -439,9 +528,9 @@ export class ModelRegistry {
     this.unload(entry).catch((err: unknown) => logger.warn({ model: entry.label, err }, 'unloading the superseded version failed'));
   }
 
-  /** Reserve, load, warm up, place and measure: the injected loader's work (registry/model-loader.ts). */
-  private load(request: PackageLoadRequest): Promise<LoadedModelPackage> {
-    return this.options.loader.load(request);
+  /** Reserve, load, warm up, place and measure: the injected loader's work (registry/model-loader.ts), cancelled if the entry is unloaded meanwhile. */
+  private load(request: PackageLoadRequest, entry: Entry): Promise<LoadedModelPackage> {
+    return this.options.loader.load({ ...request, signal: entry.abort.signal });
   }
 
   private startLoad(
@@ -469,6 +558,7 @@ export class ModelRegistry {
       local: undefined,
       checkedAt: performance.now(),
       revalidating: undefined,
+      abort: new AbortController(),
       resident: {
         key,
         label,
@@ -565,8 +655,12 @@ export class ModelRegistry {
     await this.unload(entry);
   }
 
-  private async unload(entry: Entry): Promise<void> {
+  /** Release the entry once its requests are done; one still loading is cancelled first (its load throws `reason`). */
+  private async unload(entry: Entry, reason?: ServingError): Promise<void> {
     entry.state = 'UNLOADING';
+    if (entry.loaded === undefined && !entry.abort.signal.aborted) {
+      entry.abort.abort(reason ?? new ServingError('MODEL_NOT_FOUND', `model '${entry.label}' was unloaded while it was loading`, { model: entry.label }));
+    }
     const started = process.hrtime.bigint();
     const loaded = await entry.ready.catch(() => undefined);
     if (entry.inflight > 0) {

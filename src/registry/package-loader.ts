@@ -114,6 +114,17 @@ export interface PackageLoadRequest {
    * or the default model's label. The model loader turns it into `metrics` right before the build.
    */
   readonly seriesTarget?: string;
+  /**
+   * Aborted when the model is unloaded (DELETE, shutdown) while it loads: the
+   * load stops at its next step (between models here; between stages in the
+   * model loader) and throws the signal's reason, releasing what it built.
+   */
+  readonly signal?: AbortSignal;
+}
+
+/** The abort's reason when `signal` is aborted (what a load cancelled by an unload throws). */
+export function throwIfAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw signal.reason;
 }
 
 const SUPPORTED_PLATFORMS = `onnxruntime_onnx (backend onnxruntime), ensemble, and the processing-step backends ${STEP_BACKENDS.join(', ')}`;
@@ -166,6 +177,7 @@ export class PackageBuilder {
     private readonly label: string,
     private readonly deps: PackageLoadDeps,
     private readonly metrics?: TargetMetrics,
+    private readonly signal?: AbortSignal,
   ) {
     this.tracker = deps.sequences ?? new SequenceTracker(DEFAULT_MAX_SEQUENCES);
   }
@@ -173,6 +185,8 @@ export class PackageBuilder {
   async load(md: ModelDirectory): Promise<LoadedModel> {
     const done = this.models.get(md.name);
     if (done) return done;
+    // Unloaded while loading: no further model's sessions are created (those made so far are released by the caller).
+    throwIfAborted(this.signal);
     if (this.loading.has(md.name)) {
       throw new ServingError('INVALID_MODEL', `model '${this.label}': ensemble steps refer back to '${md.name}' (a cycle)`, { model: this.label });
     }
@@ -525,7 +539,7 @@ export async function loadPackage(request: PackageLoadRequest, deps: PackageLoad
   try {
     const layout = await scanRepository(request.dir, request.fallbackName, request.label);
     const entryDir = chooseEntryModel(layout, request.label, request.preferredEntry);
-    builder = new PackageBuilder(layout, request.label, deps, request.metrics);
+    builder = new PackageBuilder(layout, request.label, deps, request.metrics, request.signal);
     const entry = await builder.load(entryDir);
     return builder.packaged(entry, layout.root);
   } catch (err) {

@@ -16,7 +16,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { addSub, ensembleRepository, writeModelDir, writeRepository } from '../../examples/models/zoo.js';
+import { addSub, ensembleRepository, sizedModel, writeModelDir, writeRepository } from '../../examples/models/zoo.js';
 import { slowModel } from '../support/slow-model.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type JsonReply, type TestServer } from '../support/test-server.js';
@@ -175,5 +175,97 @@ describe('errors never name host paths', () => {
     }
     assert.deepEqual(leaks, [], `answers naming host paths:\n${leaks.join('\n')}`);
     assert.deepEqual(await listed(), []);
+  });
+});
+
+describe('DELETE and POST of one name at the same time', () => {
+  const peek = (name: string) => server.running.registry.peekResident('managed', name);
+
+  it('a DELETE while the model is loading cancels the load: 200, then the model is neither listed nor loaded, and the POST answers 404', async () => {
+    // Its load's warm-up runs the whole graph once (constant shape): the DELETE arrives while it loads.
+    const url = path.join(models, 'loading1', 'model');
+    await writeModelDir(url, 'slow', slowModel({ layers: 8 }));
+    const posted = load('loading1', url);
+    await waitFor(() => peek('loading1')?.state === 'LOADING');
+    const started = performance.now();
+    const d = await del('loading1');
+    const deleteMs = performance.now() - started;
+    assert.equal(d.status, 200, d.text);
+    // DELETE answered: the load is over and released, not half there.
+    assert.equal(peek('loading1'), undefined, 'still resident after DELETE answered');
+    assert.equal((await request(`${server.url}/models/loading1`)).status, 404);
+    const p = await posted;
+    assert.equal(p.status, 404, p.text);
+    assert.equal(p.body.code, 'MODEL_NOT_FOUND');
+    assert.match(p.body.error, /model 'loading1' was unloaded \(DELETE \/models\/\{name\}\) while it was loading/);
+    assert.ok(!(await listed()).includes('loading1'));
+    const inv = await request(`${server.url}/models/loading1/invoke`, { method: 'POST', json: { inputs: [input('INPUT0', 'FP32', [1, 512], new Array(512).fill(1))] } });
+    assert.equal(inv.status, 404);
+    assert.ok(server.logs.some((l) => l['msg'] === 'model load cancelled: the model was unloaded while it loaded' && l['model'] === 'loading1'));
+    assert.equal(server.running.registry.loadedCount(), 0);
+    // The name is free again.
+    assert.equal((await load('loading1', url)).status, 200);
+    assert.equal((await del('loading1')).status, 200);
+    console.log(`# DELETE during load: ${d.status} in ${deleteMs.toFixed(0)} ms; POST ${p.status}; listed afterwards: no`);
+  });
+
+  it('a DELETE of a name never registered is 404, also while another name loads', async () => {
+    const url = path.join(models, 'loading2', 'model');
+    await writeModelDir(url, 'slow', slowModel({ layers: 8 }));
+    const posted = load('loading2', url);
+    await waitFor(() => peek('loading2')?.state === 'LOADING');
+    const d = await del('never-registered');
+    assert.equal(d.status, 404);
+    assert.equal((await posted).status, 200);
+    assert.equal((await del('loading2')).status, 200);
+  });
+
+  it('a second POST while the first still loads a broken package fails with the same error, not 409', async () => {
+    // An ensemble whose first step takes a while to create (48 MiB of weights) and whose second step's config is broken.
+    const ens = ensembleRepository();
+    const url = path.join(models, 'twice-broken', 'model');
+    await writeRepository(url, {
+      ...ens.models,
+      preprocess: { onnx: sizedModel(48 * 1024 * 1024).onnx!, config: `name: "preprocess"\n${sizedModel(1024).config!}` },
+      classifier: { onnx: addSub().onnx, config: 'max_batch_size: "eight"' },
+    });
+    const first = load('twice-broken', url);
+    await waitFor(() => peek('twice-broken')?.state === 'LOADING');
+    const [a, b] = await Promise.all([first, load('twice-broken', url)]);
+    assert.deepEqual([a.status, b.status], [400, 400], `${a.text} / ${b.text}`);
+    assert.equal(b.body.code, 'INVALID_MODEL');
+    assert.equal(b.body.error, a.body.error);
+    assert.ok(!(await listed()).includes('twice-broken'));
+  });
+
+  it('two POSTs of one name at once: one 200, the other 409 once the model is loaded', async () => {
+    const url = path.join(models, 'twice', 'model');
+    await writeModelDir(url, 'add_sub', addSub());
+    const [a, b] = await Promise.all([load('twice', url), load('twice', url)]);
+    assert.deepEqual([a.status, b.status].sort(), [200, 409], `${a.text} / ${b.text}`);
+    assert.ok((await listed()).includes('twice'));
+    assert.equal((await del('twice')).status, 200);
+  });
+
+  it('a POST of a name while its DELETE is in progress waits for the DELETE, then loads: 200 and it serves', async () => {
+    const url = path.join(models, 'reload1', 'model');
+    await writeModelDir(url, 'slow', slowModel({ rowsInput: true, layers: 8 }));
+    assert.equal((await load('reload1', url)).status, 200);
+    // A request in flight holds the model, so the DELETE waits for it.
+    const body = { inputs: [input('INPUT0', 'FP32', [1, 512], new Array(512).fill(1)), input('SHAPE', 'INT64', [2], [2048, 512])] };
+    const inflight = request(`${server.url}/models/reload1/invoke`, { method: 'POST', json: body });
+    await waitFor(() => server.running.service.inflightCount > 0);
+    const order: string[] = [];
+    const deleting = del('reload1').then((r) => (order.push('delete'), r));
+    await waitFor(() => !server.running.registry.isManaged('reload1'));
+    const posted = load('reload1', url).then((r) => (order.push('post'), r));
+    const [inv, d, p] = await Promise.all([inflight, deleting, posted]);
+    assert.equal(inv.status, 200, inv.text.slice(0, 300));
+    assert.equal(d.status, 200, d.text);
+    assert.equal(p.status, 200, p.text);
+    assert.deepEqual(order, ['delete', 'post']);
+    const again = await request(`${server.url}/models/reload1/invoke`, { method: 'POST', json: { inputs: [body.inputs[0], input('SHAPE', 'INT64', [2], [1, 512])] } });
+    assert.equal(again.status, 200, again.text.slice(0, 300));
+    assert.equal((await del('reload1')).status, 200);
   });
 });

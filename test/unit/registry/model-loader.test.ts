@@ -118,6 +118,43 @@ describe('model loader accounting', () => {
     assert.equal(b.bytes, 11 * MIB);
   });
 
+  test('a load cancelled while it is built stops before warm-up, releases the package and its reservation, and throws the reason', async () => {
+    const r = rig();
+    const gate = deferred();
+    r.gates.set('a', gate.promise);
+    const abort = new AbortController();
+    const a = r.loader.load({ ...req('a'), signal: abort.signal });
+    const next = r.loader.load(req('b'));
+    await settle();
+    assert.equal(r.building, 1);
+    const reason = new Error('unloaded while loading');
+    abort.abort(reason);
+    gate.resolve();
+    await assert.rejects(a, (err) => err === reason);
+    // The next load gets its measuring turn as usual.
+    const b = await next;
+    assert.equal(b.measuredBytes, 10 * MIB);
+    assert.equal(r.memory.usedBytes, 11 * MIB, "only b's reservation is left");
+  });
+
+  test('a load cancelled while it waits for its measuring turn leaves at once; the loads around it keep their order', async () => {
+    const r = rig();
+    const gate = deferred();
+    r.gates.set('first', gate.promise);
+    const first = r.loader.load(req('first'));
+    const abort = new AbortController();
+    const waiting = r.loader.load({ ...req('waiting'), signal: abort.signal });
+    const third = r.loader.load(req('third'));
+    await settle();
+    abort.abort(new Error('gone'));
+    await assert.rejects(waiting, /gone/);
+    await settle();
+    assert.equal(r.building, 1, 'the third load still waits for the first to be measured');
+    gate.resolve();
+    await Promise.all([first, third]);
+    assert.equal(r.maxBuilding, 1);
+  });
+
   test('a main-thread copy is made only when the budget has room for it now, beside the load at its peak', async () => {
     // The copy is created while the load still holds its peak (21 MiB): it needs 11 MiB more.
     for (const [budget, expected] of [[32 * MIB, true], [31 * MIB, false]] as const) {
