@@ -126,6 +126,8 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
     }),
     logger,
     metrics,
+    // A SageMaker url's tree may hold no more entries than an archive may (registry/managed-url.ts).
+    managedUrls: { maxEntries: config.archiveMaxEntries, cacheDir: config.cacheDir },
   });
   const service = new InferenceService({
     registry,

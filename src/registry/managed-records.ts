@@ -6,7 +6,6 @@
  * again from the directory), and goes only with DELETE /models/{name}. The
  * sessions themselves are entries of the registry (registry/model-registry.ts).
  */
-import path from 'node:path';
 import { ServingError } from '../errors.js';
 import { NON_PRINTABLE } from '../store/target-path.js';
 import type { EntryState } from './model-registry.js';
@@ -26,6 +25,9 @@ export interface ManagedModelInfo {
 
 export interface ManagedRecord {
   readonly modelName: string;
+  /** The url as SageMaker sent it (made absolute): GET /models' modelUrl. */
+  readonly url: string;
+  /** Its real path (registry/managed-url.ts): what is loaded, and paged back in from. */
   readonly dir: string;
   readonly targetHeader: string | undefined;
   readonly label: string;
@@ -95,20 +97,6 @@ export function checkTargetHeader(modelName: string, header: string | undefined)
   return header;
 }
 
-/** Never model directories, whatever SageMaker sends. */
-const FORBIDDEN_URL_ROOTS = ['/dev', '/proc', '/sys'];
-
-/** The directory a POST /models `url` names, or INVALID_REQUEST naming the model. */
-export function managedModelDir(modelName: string, url: string): string {
-  const dir = path.resolve(url);
-  if (!path.isAbsolute(url) || url.split(/[\\/]/).includes('..') || FORBIDDEN_URL_ROOTS.some((r) => dir === r || dir.startsWith(`${r}/`))) {
-    throw new ServingError('INVALID_REQUEST', `model '${modelName}': url must be an absolute path to the extracted model directory, without '..' and not under /dev, /proc or /sys`, {
-      model: modelName,
-    });
-  }
-  return dir;
-}
-
 export class ManagedRecords {
   private readonly records = new Map<string, ManagedRecord>();
 
@@ -155,7 +143,7 @@ export class ManagedRecords {
 export function info(r: ManagedRecord): ManagedModelInfo {
   return {
     modelName: r.modelName,
-    modelUrl: r.dir,
+    modelUrl: r.url,
     targetModel: r.targetHeader,
     state: 'READY',
     entryModel: r.entryModel,

@@ -38,9 +38,11 @@ import type { Logger } from '../observability/logger.js';
 import type { CounterCell } from '../observability/metric-cells.js';
 import type { Metrics } from '../observability/metrics.js';
 import { abortable } from '../store/abort.js';
+import { DEFAULT_EXTRACT_LIMITS } from '../store/extract-limits.js';
 import type { LocalModel, ModelSource } from '../store/model-source.js';
 import { normalizeTarget } from '../store/target-path.js';
-import { checkModelName, checkTargetHeader, info, ManagedRecords, managedModelDir, type ManagedModelInfo } from './managed-records.js';
+import { checkModelName, checkTargetHeader, info, ManagedRecords, type ManagedModelInfo } from './managed-records.js';
+import { resolveManagedUrl, type ManagedUrlLimits } from './managed-url.js';
 import type { MemoryManager, Resident } from './memory-manager.js';
 import { FailedLoads } from './failed-loads.js';
 import type { LoadedModelPackage, ModelLoader } from './model-loader.js';
@@ -136,7 +138,12 @@ export interface RegistryOptions {
   readonly memory: Pick<MemoryManager, 'track' | 'touch' | 'forget' | 'notify'>;
   readonly logger: Logger;
   readonly metrics: Pick<Metrics, 'modelRevalidations' | 'modelLoadingWait' | 'modelCacheLookups' | 'loadedModels' | 'modelUnloadDuration'>;
+  /** What a POST /models url may name (registry/managed-url.ts); default: the archive entry limit's default, no cache dir. */
+  readonly managedUrls?: ManagedUrlLimits;
 }
+
+/** A registry built without `managedUrls` (unit tests): the archive limit's default. */
+const DEFAULT_MANAGED_URLS: ManagedUrlLimits = Object.freeze({ maxEntries: DEFAULT_EXTRACT_LIMITS.maxEntries });
 
 /** `team/b.tar.gz` → `team/b`: the same model addressed without its suffix. */
 function archiveStem(target: string): string {
@@ -351,7 +358,8 @@ export class ModelRegistry {
     let cancelled: ServingError | undefined;
     let entry: Entry | undefined;
     const run = async (): Promise<ManagedModelInfo> => {
-      const dir = managedModelDir(modelName, url);
+      const { url: modelUrl, dir } = await resolveManagedUrl(modelName, url, this.options.managedUrls ?? DEFAULT_MANAGED_URLS);
+      if (cancelled !== undefined) throw cancelled;
       // A url that is itself one model directory whose config names it after the directory is that model, as in Triton.
       const fallbackName = (await flatModelName(dir)) ?? (targetHeader ? archiveBaseName(targetHeader) : modelName);
       if (cancelled !== undefined) throw cancelled;
@@ -365,7 +373,7 @@ export class ModelRegistry {
         throw cancelled;
       }
       const versions = [...pkg.entry.versions.keys()];
-      const record = { modelName, dir, targetHeader, label, loadedAt: new Date(), entryModel: pkg.entry.name, versions };
+      const record = { modelName, url: modelUrl, dir, targetHeader, label, loadedAt: new Date(), entryModel: pkg.entry.name, versions };
       this.managed.add(record);
       return info(record);
     };

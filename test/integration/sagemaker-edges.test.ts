@@ -29,6 +29,7 @@ let models: string;
 let sourceDir: string;
 let cacheDir: string;
 
+const MAX_ENTRIES = 500;
 const seq16 = Array.from({ length: 16 }, (_, i) => i);
 const addSubBody = { inputs: [input('INPUT0', 'FP32', [1, 16], seq16), input('INPUT1', 'FP32', [1, 16], seq16)] };
 
@@ -58,7 +59,8 @@ before(async () => {
   sourceDir = path.join(root, 'source');
   cacheDir = path.join(root, 'cache');
   await mkdir(sourceDir, { recursive: true });
-  server = await startTestServer({ modelSource: sourceDir, cacheDir, env: { SAGEMAKER_MULTI_MODEL: 'true' } });
+  // A small entry limit, so a tree over it is cheap to build.
+  server = await startTestServer({ modelSource: sourceDir, cacheDir, env: { SAGEMAKER_MULTI_MODEL: 'true', MME_ARCHIVE_MAX_ENTRIES: String(MAX_ENTRIES) } });
 });
 
 after(async () => {
@@ -267,5 +269,92 @@ describe('DELETE and POST of one name at the same time', () => {
     const again = await request(`${server.url}/models/reload1/invoke`, { method: 'POST', json: { inputs: [body.inputs[0], input('SHAPE', 'INT64', [2], [1, 512])] } });
     assert.equal(again.status, 200, again.text.slice(0, 300));
     assert.equal((await del('reload1')).status, 200);
+  });
+});
+
+describe('url: the real path is checked, and the work is bounded', () => {
+  it('url "/" is refused at once with 400, the same answer every time, without walking the filesystem', async () => {
+    const statuses: number[] = [];
+    const times: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const started = performance.now();
+      const r = await load(`root${i}`, '/');
+      times.push(performance.now() - started);
+      statuses.push(r.status);
+      assert.equal(r.body.code, 'INVALID_REQUEST', r.text);
+      assert.match(r.body.error, /url is the filesystem root, which never holds a model/);
+    }
+    assert.deepEqual(statuses, [400, 400, 400]);
+    console.log(`# url "/": ${statuses.join('/')} in ${times.map((t) => t.toFixed(0)).join('/')} ms`);
+  });
+
+  it('a url that is a symbolic link into /proc, /sys or /etc is refused with 400 on its real path', async () => {
+    const links = path.join(root, 'links');
+    await mkdir(links, { recursive: true });
+    for (const [name, target, where] of [
+      ['to-proc', '/proc/self', /the system directory \/proc/],
+      ['to-sys', '/sys', /the system directory \/sys/],
+      ['to-etc', '/etc', /the system directory \/etc/],
+      ['to-root', '/', /the filesystem root/],
+    ] as const) {
+      await symlink(target, path.join(links, name));
+      const started = performance.now();
+      const r = await load(name, path.join(links, name));
+      const ms = performance.now() - started;
+      assert.equal(r.status, 400, `${name}: ${r.text}`);
+      assert.match(r.body.error, /resolves \(through a symbolic link\) into/);
+      assert.match(r.body.error, where);
+      assert.ok(!r.text.includes(links), r.text);
+      if (name === 'to-proc') console.log(`# url symlink into /proc: ${r.status} in ${ms.toFixed(0)} ms`);
+    }
+    for (const [url, where] of [['/proc/self', /\/proc/], ['/etc', /\/etc/], ['/dev/shm', /\/dev/], ['/usr', /\/usr/]] as const) {
+      const r = await load('sys', url);
+      assert.equal(r.status, 400, `${url}: ${r.text}`);
+      assert.match(r.body.error, where);
+    }
+    const cache = await load('cache', path.join(cacheDir));
+    assert.equal(cache.status, 400, cache.text);
+    assert.match(cache.body.error, /cache directory/);
+    assert.ok(!(await listed()).some((n) => ['to-proc', 'to-sys', 'to-etc', 'to-root', 'sys', 'cache'].includes(n)));
+  });
+
+  it('a url through a symbolic link to a model directory loads (modelUrl is the url as sent)', async () => {
+    const real = path.join(models, 'linked-real', 'model');
+    await writeModelDir(real, 'add_sub', addSub());
+    const link = path.join(root, 'linked-url');
+    await symlink(real, link);
+    const r = await load('linked', link);
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.body.modelUrl, link);
+    const inv = await request(`${server.url}/models/linked/invoke`, { method: 'POST', json: addSubBody });
+    assert.equal(inv.status, 200, inv.text);
+    assert.equal((await del('linked')).status, 200);
+  });
+
+  it('a tree with more entries than MME_ARCHIVE_MAX_ENTRIES is refused with the same 400 every time', async () => {
+    const url = path.join(models, 'huge-tree', 'model');
+    await writeModelDir(url, 'add_sub', addSub());
+    const junk = path.join(url, 'junk');
+    await mkdir(junk, { recursive: true });
+    for (let i = 0; i < MAX_ENTRIES; i++) await writeFile(path.join(junk, `f${i}`), '');
+    const answers = [await load('huge-tree', url), await load('huge-tree', url)];
+    for (const r of answers) {
+      assert.equal(r.status, 400, r.text);
+      assert.equal(r.body.code, 'INVALID_MODEL');
+      assert.match(r.body.error, new RegExp(`holds more than ${MAX_ENTRIES} entries \\(MME_ARCHIVE_MAX_ENTRIES\\)`));
+    }
+    assert.equal(answers[0]!.text, answers[1]!.text);
+    assert.ok(!(await listed()).includes('huge-tree'));
+  });
+
+  it('a package with a link into /proc is refused before anything reads it', async () => {
+    const url = path.join(models, 'proc-link', 'model');
+    await writeModelDir(url, 'add_sub', { config: addSub().config! });
+    await symlink('/proc/self/environ', path.join(url, 'add_sub', '1', 'model.onnx'));
+    const r = await load('proc-link', url);
+    assert.equal(r.status, 400, r.text);
+    assert.equal(r.body.code, 'INVALID_MODEL');
+    assert.match(r.body.error, /'add_sub\/1\/model\.onnx' in the package links into the system directory \/proc/);
+    assert.ok(!(await listed()).includes('proc-link'));
   });
 });

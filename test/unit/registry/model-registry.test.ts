@@ -5,8 +5,11 @@
  * no files, no onnxruntime: the loader is injected.
  */
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { describe, test, type TestContext } from 'node:test';
 import { cancellationOf } from '../../../src/cancellation.js';
+import { tempDir } from '../../support/temp-dir.js';
 import { isServingError } from '../../support/serving-error.js';
 import { deferred, registryFixture, settle } from './fake-loader.js';
 
@@ -178,14 +181,23 @@ describe('ModelRegistry: freshness', () => {
   });
 });
 
+/** Real directories for SageMaker urls (the registry resolves them with realpath; the fake loader loads nothing from them). */
+async function urls(t: TestContext, ...names: string[]): Promise<Record<string, string>> {
+  const base = await tempDir(t);
+  const out: Record<string, string> = {};
+  for (const n of names) await mkdir((out[n] = path.join(base, n)));
+  return out;
+}
+
 describe('ModelRegistry: SageMaker-managed models', () => {
-  test('load, list, page out under memory pressure (still listed), page back in on invoke, unload', async () => {
+  test('load, list, page out under memory pressure (still listed), page back in on invoke, unload', async (t) => {
     const { registry, loader } = registryFixture({ budgetBytes: 10 });
-    const info = await registry.loadManaged('m1', '/opt/ml/models/m1', undefined);
+    const u = await urls(t, 'm1', 'm2');
+    const info = await registry.loadManaged('m1', u['m1']!, undefined);
     assert.equal(info.modelName, 'm1');
-    assert.equal(info.modelUrl, '/opt/ml/models/m1');
-    await assert.rejects(registry.loadManaged('m1', '/opt/ml/models/m1', undefined), isServingError('MODEL_ALREADY_LOADED', /'m1' is already loaded/));
-    await registry.loadManaged('m2', '/opt/ml/models/m2', 'team/m2.tar.gz');
+    assert.equal(info.modelUrl, u['m1']);
+    await assert.rejects(registry.loadManaged('m1', u['m1']!, undefined), isServingError('MODEL_ALREADY_LOADED', /'m1' is already loaded/));
+    await registry.loadManaged('m2', u['m2']!, 'team/m2.tar.gz');
     assert.deepEqual(
       registry.listManaged().map((m) => m.modelName),
       ['m1', 'm2'],
@@ -206,26 +218,48 @@ describe('ModelRegistry: SageMaker-managed models', () => {
 
   test('urls outside an absolute model directory are refused naming the model', async () => {
     const { registry, loader } = registryFixture();
-    for (const url of ['relative/dir', '/opt/../etc', '/proc/self', '/dev']) {
-      await assert.rejects(registry.loadManaged('x', url, undefined), isServingError('INVALID_REQUEST', /model 'x': url must be an absolute path/));
+    for (const url of ['relative/dir', '/opt/../etc', '/proc/self', '/dev', '/']) {
+      await assert.rejects(registry.loadManaged('x', url, undefined), isServingError('INVALID_REQUEST', /model 'x': url (must be an absolute path|must not contain '\.\.'|is the (system directory|filesystem root))/));
     }
     assert.equal(loader.calls.length, 0);
   });
 
-  test('a failed managed load is not listed', async () => {
+  test('a DELETE during a managed load whose last stage ignores the cancel: the load is released before DELETE resolves, the POST gets 404', async (t) => {
+    const { registry, loader, memory } = registryFixture();
+    loader.hold = true;
+    const u = await urls(t, 'm');
+    const posting = registry.loadManaged('m', u['m']!, undefined);
+    posting.catch(() => undefined);
+    while (loader.loadsOf('m').length === 0) await settle();
+    const call = loader.loadsOf('m')[0]!;
+    assert.equal(call.request.signal?.aborted, false);
+    const deleting = registry.unloadManaged('m', undefined);
+    await settle();
+    assert.equal(call.request.signal?.aborted, true, 'the load was told');
+    call.gate.resolve(); // the fake finishes its load anyway
+    await deleting;
+    assert.equal((await call.result).released(), true, 'released before DELETE resolved');
+    assert.equal(memory.usedBytes, 0);
+    await assert.rejects(posting, isServingError('MODEL_NOT_FOUND', /'m' was unloaded \(DELETE \/models\/\{name\}\) while it was loading/));
+    assert.equal(registry.isManaged('m'), false);
+    assert.deepEqual(registry.listManaged(), []);
+    await assert.rejects(registry.unloadManaged('m', undefined), isServingError('MODEL_NOT_FOUND', /'m' is not loaded/));
+  });
+
+  test('a failed managed load is not listed', async (t) => {
     const { registry, loader } = registryFixture();
     loader.failures.set('bad', new Error('no model found'));
-    await assert.rejects(registry.loadManaged('bad', '/models/bad', undefined), /no model found/);
+    await assert.rejects(registry.loadManaged('bad', (await urls(t, 'bad'))['bad']!, undefined), /no model found/);
     assert.deepEqual(registry.listManaged(), []);
     assert.equal(registry.isManaged('bad'), false);
   });
 });
 
 describe('ModelRegistry: close', () => {
-  test('waits for requests that hold a model, releases everything, then refuses', async () => {
+  test('waits for requests that hold a model, releases everything, then refuses', async (t) => {
     const { registry, loader, memory } = registryFixture();
     const lease = await registry.acquireTarget('a');
-    await registry.loadManaged('m', '/models/m', undefined);
+    await registry.loadManaged('m', (await urls(t, 'm'))['m']!, undefined);
     let closed = false;
     const closing = registry.close().then(() => (closed = true));
     await settle();

@@ -9,6 +9,7 @@ import type { InferRequest } from '../../../src/protocol/infer-types.js';
 import type { Tensor } from '../../../src/protocol/tensor.js';
 import { InferenceService } from '../../../src/service/inference-service.js';
 import { isServingError } from '../../support/serving-error.js';
+import { tempDir } from '../../support/temp-dir.js';
 import { deferred, registryFixture, settle } from '../registry/fake-loader.js';
 
 function request(values: number[]): InferRequest {
@@ -61,9 +62,10 @@ describe('InferenceService with a fake loader', () => {
     await service.infer({ kind: 'target', target: 'a' }, () => request([1]), ctx);
   });
 
-  test('SageMaker management through the service: load, invoke (paging in), list, unload', async () => {
+  test('SageMaker management through the service: load, invoke (paging in), list, unload', async (t) => {
     const { service, loader } = serviceFixture();
-    await service.loadModel('m', '/models/m', undefined);
+    // A real directory: the registry resolves the url with realpath (the fake loader reads nothing from it).
+    await service.loadModel('m', await tempDir(t), undefined);
     const answer = await service.infer({ kind: 'managed', name: 'm', targetHeader: undefined }, () => request([5]), ctx);
     assert.deepEqual([...(answer.outputs.get('OUTPUT0')!.data as Float32Array)], [10]);
     assert.equal(loader.loadsOf('m').length, 1);
