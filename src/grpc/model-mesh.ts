@@ -59,7 +59,7 @@ function modelId(raw: string | undefined): string {
 
 /** model-mesh's puller may hand over the model file itself; a package is its directory. */
 async function packageDir(modelPath: string, id: string): Promise<string> {
-  if (!path.isAbsolute(modelPath)) throw new ServingError('INVALID_REQUEST', `model '${id}': modelPath must be an absolute path, got '${modelPath.slice(0, 200)}'`, { model: id });
+  if (!path.isAbsolute(modelPath)) throw new ServingError('INVALID_REQUEST', `model '${id}': modelPath must be an absolute path`, { model: id });
   const s = await stat(modelPath).catch(() => undefined);
   if (s === undefined) throw new ServingError('MODEL_NOT_FOUND', `model '${id}': nothing at modelPath (${path.basename(modelPath)})`, { model: id });
   return s.isDirectory() ? modelPath : path.dirname(modelPath);
@@ -130,7 +130,7 @@ export function modelMeshImplementation(options: ModelMeshOptions): UntypedServi
     }),
     predictModelSize: unary('mmesh.predictModelSize', async (r: LoadRequest) => {
       const id = modelId(r.modelId);
-      return { sizeInBytes: await service.predictModelBytes(await packageDir(r.modelPath, id)) };
+      return { sizeInBytes: await service.predictModelBytes(id, await packageDir(r.modelPath, id)) };
     }),
     modelSize: unary('mmesh.modelSize', async (r: { modelId: string }) => {
       const id = modelId(r.modelId);

@@ -47,6 +47,7 @@ import type { MemoryManager, Resident } from './memory-manager.js';
 import { FailedLoads } from './failed-loads.js';
 import type { LoadedModelPackage, ModelLoader } from './model-loader.js';
 import type { LoadedPackage, PackageLoadRequest } from './package-loader.js';
+import { predictPackageBytes } from './package-size.js';
 import { flatModelName } from './repository-layout.js';
 
 export type { ManagedModelInfo } from './managed-records.js';
@@ -435,6 +436,12 @@ export class ModelRegistry {
     });
     this.managedUnloads.set(modelName, done);
     await done;
+  }
+
+  /** The memory a package directory would need, predicted before loading it; the url checked as POST /models checks it. */
+  async predictManagedBytes(modelName: string, url: string): Promise<number> {
+    const { dir } = await resolveManagedUrl(modelName, url, this.options.managedUrls ?? DEFAULT_MANAGED_URLS);
+    return predictPackageBytes(dir);
   }
 
   listManaged(): ManagedModelInfo[] {

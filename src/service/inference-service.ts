@@ -18,7 +18,6 @@ import { checkClassifiable, classificationOf, classify } from '../protocol/class
 import type { InferRequest, InferResponse, RequestedOutput } from '../protocol/infer-types.js';
 import type { Tensor } from '../protocol/tensor.js';
 import { latestVersion, type LoadedModel } from '../registry/loaded-model.js';
-import { predictPackageBytes } from '../registry/package-size.js';
 import type { Lease, ManagedModelInfo, ModelRegistry } from '../registry/model-registry.js';
 import { scheduleOptionsFrom } from '../scheduler/schedule-options.js';
 import { normalizeTarget } from '../store/target-path.js';
@@ -325,8 +324,8 @@ export class InferenceService {
   }
 
   /** The memory a package directory is predicted to need before it is loaded (the registry's own prediction). */
-  predictModelBytes(dir: string): Promise<number> {
-    return predictPackageBytes(dir);
+  predictModelBytes(name: string, dir: string): Promise<number> {
+    return this.options.registry.predictManagedBytes(name, dir);
   }
 
   describeModel(name: string): ManagedModelInfo {
