@@ -41,7 +41,7 @@ import { abortable } from '../store/abort.js';
 import { DEFAULT_EXTRACT_LIMITS } from '../store/extract-limits.js';
 import type { LocalModel, ModelSource } from '../store/model-source.js';
 import { normalizeTarget } from '../store/target-path.js';
-import { checkModelName, checkTargetHeader, info, ManagedRecords, type ManagedModelInfo } from './managed-records.js';
+import { checkModelName, checkTargetHeader, info, ManagedRecords, type ManagedModelInfo, type ManagedRecord } from './managed-records.js';
 import { resolveManagedUrl, type ManagedUrlLimits } from './managed-url.js';
 import type { MemoryManager, Resident } from './memory-manager.js';
 import { FailedLoads } from './failed-loads.js';
@@ -394,7 +394,7 @@ export class ModelRegistry {
 
   /** Lease a SageMaker-loaded model, paging its sessions back in if the LRU paged them out. */
   async acquireManaged(modelName: string, targetHeader: string | undefined, cancel?: Cancellation): Promise<Lease> {
-    const record = this.managed.require(modelName, targetHeader);
+    const record = this.requireManaged(modelName, targetHeader);
     const fallbackName = record.targetHeader ? archiveBaseName(record.targetHeader) : modelName;
     return this.acquireOrLoad(`managed:${modelName}`, 'managed', record.label, cancel, (entry) => this.load({ dir: record.dir, label: record.label, fallbackName, seriesTarget: modelName }, entry), {
       url: record.dir,
@@ -449,7 +449,15 @@ export class ModelRegistry {
   }
 
   describeManaged(modelName: string): ManagedModelInfo {
-    return this.withMemory(info(this.managed.require(modelName)));
+    return this.withMemory(info(this.requireManaged(modelName, undefined)));
+  }
+
+  /** The record; MODEL_NOT_FOUND (saying so when its POST /models is still loading it) or TARGET_MISMATCH otherwise. */
+  private requireManaged(modelName: string, targetHeader: string | undefined): ManagedRecord {
+    if (!this.managed.has(modelName) && this.managedLoads.has(modelName)) {
+      throw new ServingError('MODEL_NOT_FOUND', `model '${modelName}' is not loaded yet: its POST /models is still loading it`, { model: modelName });
+    }
+    return this.managed.require(modelName, targetHeader);
   }
 
   private withMemory(m: ManagedModelInfo): ManagedModelInfo {

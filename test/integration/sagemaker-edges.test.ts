@@ -189,6 +189,13 @@ describe('DELETE and POST of one name at the same time', () => {
     await writeModelDir(url, 'slow', slowModel({ layers: 8 }));
     const posted = load('loading1', url);
     await waitFor(() => peek('loading1')?.state === 'LOADING');
+    // Meanwhile an invoke is a clear 404, not a half-loaded model.
+    const early = await request(`${server.url}/models/loading1/invoke`, { method: 'POST', json: { inputs: [input('INPUT0', 'FP32', [1, 512], new Array(512).fill(1))] } });
+    // (Still loading after it answered: it was answered during the load.)
+    if (peek('loading1')?.state === 'LOADING') {
+      assert.equal(early.status, 404, early.text);
+      assert.match(early.body.error, /'loading1' is not loaded yet: its POST \/models is still loading it/);
+    }
     const started = performance.now();
     const d = await del('loading1');
     const deleteMs = performance.now() - started;
