@@ -118,6 +118,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
           maxQueueSize: config.maxQueueSize,
         },
         allowJsBackend: config.allowJsBackend,
+        jsStepTimeoutSeconds: config.jsStepTimeoutSeconds,
         placement: { mainThreadMaxRunUs: config.mainThreadMaxRunUs, mainThreadOnlyMaxRunUs: config.mainThreadOnlyMaxRunUs },
         quiet: new QuietWindow(),
         sequences: new SequenceTracker(config.maxSequences),

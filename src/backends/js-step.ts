@@ -2,7 +2,8 @@
  * @module backends/js-step
  * `backend: "js"`: a step written in JavaScript, for what the built-in steps
  * do not cover. `<model>/<version>/model.mjs` (or `default_model_filename`)
- * is imported into this process and exports
+ * runs in a worker thread of its own, one per loaded version
+ * (js-step-host.ts, supervised by js-step-worker.ts), and exports
  *
  *   export async function initialize(args)   // optional, once per version at load
  *   export async function execute(batch)     // required, once per batch
@@ -18,14 +19,28 @@
  * datatype or a plain array of numbers (converted).
  *
  * The returned tensors are checked against the config (datatype, shape,
- * element count, rows) before anything else sees them. A throwing execute()
- * fails its batch only (the batcher then re-runs the requests one by one, so
- * only the request that makes it throw fails); an error with a `code` of
- * 'INVALID_INPUT' becomes a 400, anything else a 500 naming the model.
+ * element count, rows) here, on the main thread, before anything else sees
+ * them. A throwing execute() fails its batch only (the batcher then re-runs
+ * the requests one by one, so only the request that makes it throw fails);
+ * an error with a `code` of 'INVALID_INPUT' becomes a 400, anything else a
+ * 500 naming the model.
  *
- * Security: the code runs in the server process with the container's rights
- * (files, network, environment, other models' data). MME_ALLOW_JS_BACKEND=false
- * refuses every package that has a js step.
+ * Why a worker: the step's faults must not be the server's. An exception
+ * thrown from a timer or an unhandled rejection would end the process, an
+ * endless loop would freeze it (/ping included). In its own thread, the
+ * first ends that thread (the batch in flight fails with a 500 naming the
+ * model and the error), the second is stopped by the call deadline
+ * (`js_timeout_seconds` or MME_JS_STEP_TIMEOUT_SECONDS: 504, and the batch
+ * is not re-run request by request, which would wait the deadline once per
+ * request); either way a fresh worker is started (import + initialize()),
+ * and a step that keeps failing is stopped (js-step-worker.ts).
+ * The cost is one message hop each way per batch: inputs are copied into
+ * the worker, outputs moved back (bench/js-step.bench.ts measures it).
+ *
+ * Security: a worker thread is not a sandbox. The code runs with the
+ * container's rights (files, network, environment, process.env of the
+ * server). MME_ALLOW_JS_BACKEND=false refuses every package that has a js
+ * step.
  */
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -33,25 +48,34 @@ import { pathToFileURL } from 'node:url';
 import type { TensorConfig } from '../config/model-config-types.js';
 import { ERROR_CODES, ServingError, type ErrorCode } from '../errors.js';
 import { DATA_TYPE_INFO, elementCount, formatShape, isDataType, type Tensor, type TensorData } from '../protocol/tensor.js';
+import { describeError, type JsStepError } from './js-step-protocol.js';
+import { JsCallFailure, JsLoadFailure, JsStepWorker } from './js-step-worker.js';
 import type { LoadedStep, StepLoadContext } from './step-backend.js';
 import { configShape, fitsShape } from './step-support.js';
 
 export const DEFAULT_JS_FILENAME = 'model.mjs';
+/** The config `parameters` key that sets a step's call deadline in seconds (MME_JS_STEP_TIMEOUT_SECONDS otherwise). */
+export const JS_TIMEOUT_PARAMETER = 'js_timeout_seconds';
+/** The call deadline when neither the config nor the server sets one. */
+export const DEFAULT_JS_TIMEOUT_SECONDS = 30;
+export const MAX_JS_TIMEOUT_SECONDS = 3600;
 
-interface JsModule {
-  readonly initialize?: (args: unknown) => unknown;
-  readonly execute?: (batch: unknown) => unknown;
-  readonly finalize?: () => unknown;
+function failure(label: string, what: string, err: JsStepError | undefined, fallback: ErrorCode, cause?: unknown): ServingError {
+  const chosen: ErrorCode = err?.code !== undefined && (ERROR_CODES as readonly string[]).includes(err.code) ? (err.code as ErrorCode) : fallback;
+  return new ServingError(chosen, `model '${label}': ${what}${err ? `: ${err.message}` : ''}`, { model: label, cause });
 }
 
-/** Each load imports a fresh module instance: a reloaded model never sees its predecessor's module state. */
-let loadCounter = 0;
-
-function failure(label: string, what: string, err: unknown, fallback: ErrorCode): ServingError {
-  const message = err instanceof Error ? err.message : String(err);
-  const code = (err as { code?: unknown } | null)?.code;
-  const chosen: ErrorCode = typeof code === 'string' && (ERROR_CODES as readonly string[]).includes(code) ? (code as ErrorCode) : fallback;
-  return new ServingError(chosen, `model '${label}': ${what}: ${message}`, { model: label, cause: err });
+/** The step's call deadline in ms: its config's `js_timeout_seconds`, else the server's. */
+function timeoutMs(ctx: StepLoadContext): number {
+  const raw = ctx.config.parameters[JS_TIMEOUT_PARAMETER];
+  if (raw === undefined) return (ctx.jsTimeoutSeconds ?? DEFAULT_JS_TIMEOUT_SECONDS) * 1000;
+  const value = raw.trim() === '' ? Number.NaN : Number(raw);
+  if (!(value > 0 && value <= MAX_JS_TIMEOUT_SECONDS)) {
+    throw new ServingError('INVALID_MODEL', `model '${ctx.label}': parameter ${JS_TIMEOUT_PARAMETER} must be a number of seconds above 0 and at most ${MAX_JS_TIMEOUT_SECONDS}, got '${raw}'`, {
+      model: ctx.label,
+    });
+  }
+  return value * 1000;
 }
 
 export async function loadJsStep(ctx: StepLoadContext): Promise<LoadedStep> {
@@ -64,55 +88,52 @@ export async function loadJsStep(ctx: StepLoadContext): Promise<LoadedStep> {
   if (path.relative(ctx.versionDir, file).startsWith('..')) {
     throw new ServingError('INVALID_MODEL', `model '${label}': default_model_filename '${fileName}' leaves the version directory`, { model: label });
   }
+  const deadlineMs = timeoutMs(ctx);
   const isFile = await stat(file).then((s) => s.isFile(), () => false);
   if (!isFile) throw new ServingError('INVALID_MODEL', `model '${label}': version ${ctx.version} has no ${fileName}`, { model: label });
-  let mod: JsModule;
+  const worker = new JsStepWorker({
+    label,
+    timeoutMs: deadlineMs,
+    logger: ctx.logger,
+    hostData: {
+      url: pathToFileURL(file).href,
+      fileName,
+      initArgs: { config: config.json, parameters: { ...config.parameters }, modelDir: ctx.modelDir, versionDir: ctx.versionDir, version: ctx.version },
+    },
+  });
   try {
-    mod = (await import(`${pathToFileURL(file).href}?load=${++loadCounter}`)) as JsModule;
+    await worker.started();
   } catch (err) {
-    throw failure(label, `${fileName} cannot be imported`, err, 'INVALID_MODEL');
+    if (err instanceof JsLoadFailure) throw failure(label, err.what, err.error, 'INVALID_MODEL', err);
+    // It crashed while loading (an exception from a timer in initialize(), …): the package's fault.
+    throw new ServingError('INVALID_MODEL', `${(err as Error).message} (while loading)`, { model: label, cause: err });
   }
-  if (typeof mod.execute !== 'function') throw new ServingError('INVALID_MODEL', `model '${label}': ${fileName} does not export an execute(batch) function`, { model: label });
-  for (const name of ['initialize', 'finalize'] as const) {
-    if (mod[name] !== undefined && typeof mod[name] !== 'function') {
-      throw new ServingError('INVALID_MODEL', `model '${label}': ${fileName} exports ${name} but it is not a function`, { model: label });
-    }
-  }
-  if (mod.initialize) {
-    try {
-      await mod.initialize({
-        config: structuredClone(config.json),
-        parameters: { ...config.parameters },
-        modelDir: ctx.modelDir,
-        versionDir: ctx.versionDir,
-        version: ctx.version,
-      });
-    } catch (err) {
-      throw failure(label, 'initialize() failed', err, 'INVALID_MODEL');
-    }
-  }
-  const execute = mod.execute.bind(mod);
   const outputs = new Map(config.output.map((o) => [o.name, o]));
   const batching = config.maxBatchSize > 0;
   let released: Promise<void> | undefined;
 
   return {
-    release: () =>
-      (released ??= (async () => {
-        try {
-          await mod.finalize?.();
-        } catch (err) {
-          ctx.logger.warn({ model: label, err: (err as Error).message }, 'js step finalize() failed');
-        }
-      })()),
+    release: () => (released ??= worker.close()),
     execute: async (inputs, outputNames) => {
       const rows = batching ? (inputs.values().next().value?.shape[0] ?? 0) : 1;
-      const batch = { inputs: Object.fromEntries(inputs), outputs: [...outputNames], rows };
+      // Copies (a request's tensors may be read again: a failed batch re-runs each request alone), moved into the worker.
+      const transfer: ArrayBuffer[] = [];
+      const batchInputs: Record<string, Tensor> = {};
+      for (const [name, t] of inputs) {
+        let data = t.data;
+        if (ArrayBuffer.isView(data)) {
+          data = copyOf(data);
+          transfer.push(data.buffer as ArrayBuffer);
+        }
+        batchInputs[name] = { datatype: t.datatype, shape: t.shape, data };
+      }
       let returned: unknown;
       try {
-        returned = await execute(batch);
+        returned = await worker.execute({ inputs: batchInputs, outputs: [...outputNames], rows }, transfer);
       } catch (err) {
-        throw failure(label, 'execute() failed', err, 'INTERNAL');
+        if (err instanceof JsCallFailure) throw failure(label, err.what, err.error, 'INTERNAL', err);
+        if (err instanceof ServingError) throw err;
+        throw failure(label, 'execute() failed', describeError(err), 'INTERNAL', err);
       }
       const entries = returned instanceof Map ? [...(returned as Map<string, unknown>)] : returned !== null && typeof returned === 'object' ? Object.entries(returned) : undefined;
       if (!entries) throw new ServingError('INTERNAL', `model '${label}': execute() must return an object of output tensors, got ${returned === null ? 'null' : typeof returned}`, { model: label });
@@ -127,6 +148,14 @@ export async function loadJsStep(ctx: StepLoadContext): Promise<LoadedStep> {
       return result;
     },
   };
+}
+
+/** A copy of exactly the view's elements in a buffer of its own (a Buffer's slice would share its memory, often Node's pool). */
+function copyOf<T extends Exclude<TensorData, string[]>>(data: T): T {
+  const Ctor = (Buffer.isBuffer(data) ? Uint8Array : data.constructor) as new (length: number) => T;
+  const copy = new Ctor(data.length);
+  (copy as unknown as { set(source: T): void }).set(data);
+  return copy;
 }
 
 /** A returned tensor, checked against its config and converted to the server's representation. */

@@ -2,7 +2,8 @@
  * @module backends/step-backend
  * Processing steps: models whose config.pbtxt names a `backend` other than
  * onnxruntime and that run in this process instead of in an onnxruntime
- * session (image decoding, tokenization, pooling, top-k, a user's JavaScript).
+ * session (image decoding, tokenization, pooling, top-k; a user's JavaScript
+ * in a worker thread of its own, js-step.ts).
  * The registry loads them like any model: one LoadedStep per served version,
  * wrapped in the same DynamicBatcher, wired into ensemble plans the same way.
  *
@@ -45,6 +46,8 @@ export interface StepLoadContext {
   readonly logger: Logger;
   /** MME_ALLOW_JS_BACKEND. */
   readonly allowJs: boolean;
+  /** MME_JS_STEP_TIMEOUT_SECONDS: a js step's call deadline where its config sets none (js-step.ts's default when undefined). */
+  readonly jsTimeoutSeconds?: number;
 }
 
 export const IMAGE_BACKEND = 'image';

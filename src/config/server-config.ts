@@ -71,8 +71,10 @@ export interface ServerConfig {
   readonly responseCacheBytes: number;
   /** MME_DYNAMIC_BATCHING: false = every request runs alone (config dynamic_batching blocks included). */
   readonly dynamicBatching: boolean;
-  /** MME_ALLOW_JS_BACKEND: false refuses packages with a `backend: "js"` step (their code would run in this process). */
+  /** MME_ALLOW_JS_BACKEND: false refuses packages with a `backend: "js"` step (their code would run in this process, in a worker thread). */
   readonly allowJsBackend: boolean;
+  /** MME_JS_STEP_TIMEOUT_SECONDS: a js step's deadline per call (initialize, execute, finalize) where its config sets no `js_timeout_seconds`. */
+  readonly jsStepTimeoutSeconds: number;
   /** Queue delay for batching models without a dynamic_batching block, in microseconds. */
   readonly batchMaxDelayUs: number;
   /** Most rows per batch for batching models without a dynamic_batching block; undefined = the model's max_batch_size. */
@@ -462,8 +464,16 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['MME_ALLOW_JS_BACKEND'],
     defaultText: 'true',
     description:
-      'Allow `backend: "js"` processing steps, whose `model.mjs` runs inside the server process with the container\'s rights (files, network, environment). `false`: packages with a js step are refused (501 `UNSUPPORTED`); built-in steps still load.',
+      'Allow `backend: "js"` processing steps, whose `model.mjs` runs in a worker thread of the server process with the container\'s rights (files, network, environment): a worker thread is not a sandbox. `false`: packages with a js step are refused (501 `UNSUPPORTED`); built-in steps still load.',
     parse: (raw) => (raw === undefined ? true : bool('MME_ALLOW_JS_BACKEND', raw)),
+  },
+  {
+    key: 'jsStepTimeoutSeconds',
+    env: ['MME_JS_STEP_TIMEOUT_SECONDS'],
+    defaultText: '30',
+    description:
+      'Deadline of each call into a js step (its import and `initialize()`, each `execute()`, `finalize()`) where its config.pbtxt sets no `js_timeout_seconds` parameter. A call past it fails (504 `TIMEOUT`; its batch is not re-run request by request), the step\'s worker thread is stopped (the only way to end an endless loop) and started again. 1 to 3600.',
+    parse: (raw) => (raw === undefined ? 30 : int('MME_JS_STEP_TIMEOUT_SECONDS', raw, 1, 3600)),
   },
   {
     key: 'dynamicBatching',

@@ -84,6 +84,8 @@ export interface PackageLoadDeps {
   readonly sequenceMetrics?: Partial<Pick<Metrics, 'sequencesLive' | 'sequenceSlotWaits' | 'sequenceEnds'>>;
   /** MME_ALLOW_JS_BACKEND: false refuses packages with a `backend: "js"` step. Default true. */
   readonly allowJsBackend?: boolean;
+  /** MME_JS_STEP_TIMEOUT_SECONDS: a js step's call deadline where its config sets none. */
+  readonly jsStepTimeoutSeconds?: number;
   /** Which sessions move to the main thread after warm-up (runtime/session-placement.ts); DEFAULT_PLACEMENT when omitted. */
   readonly placement?: PlacementSettings;
   /** The server-wide quiet window every session shares (runtime/quiet-window.ts); omitted: each model judges its own load. */
@@ -277,6 +279,7 @@ export class PackageBuilder {
         label: modelLabel,
         logger: this.deps.logger,
         allowJs: this.deps.allowJsBackend ?? true,
+        ...(this.deps.jsStepTimeoutSeconds === undefined ? {} : { jsTimeoutSeconds: this.deps.jsStepTimeoutSeconds }),
       });
       this.steps.push(step);
       // Every instance shares the step: an instance is a slot for one batch in flight (steps are async, not thread-bound).

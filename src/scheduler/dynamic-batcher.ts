@@ -21,7 +21,9 @@
  *   queue (CANCELLED).
  * - Results are split back row-exactly. A failed batch of several requests is
  *   re-run one request at a time on the same instance, so one bad request
- *   fails alone and its batch-mates still get their answers.
+ *   fails alone and its batch-mates still get their answers; except a batch
+ *   that failed with TIMEOUT (a deadline of the whole batch: re-running would
+ *   wait it once per request), whose requests all get that error.
  * - With preserveOrdering, answers go out in dispatch order even when a later
  *   batch (on another instance) finishes first.
  *
@@ -443,6 +445,9 @@ export class DynamicBatcher implements ModelScheduler {
       this.recordExecution(totalRows, batch.length, ran - started, started - merging, this.clock.nowUs() - ran);
       return split.map((o) => ({ ok: true, outputs: o }));
     } catch (err) {
+      // A deadline that passed for the batch as a whole (a js step's call deadline): running each request
+      // alone would wait it once per request. The batch fails together, as TorchServe's response timeout does.
+      if (err instanceof ServingError && err.code === 'TIMEOUT') return batch.map(() => ({ ok: false, error: err }));
       // One bad request must not fail its batch-mates: run each alone, so only the culprit fails.
       const message = err instanceof Error ? err.message : String(err);
       this.options.logger?.warn({ model: this.model, requests: batch.length, rows: totalRows, err: message }, 'batch failed; running its requests one at a time');

@@ -7,10 +7,12 @@
  * request that makes it throw (its batch-mates are answered); an error with
  * `code: 'INVALID_INPUT'` is a 400; returned tensors are checked against the
  * config; finalize runs at release; a module without execute, or any js step
- * when MME_ALLOW_JS_BACKEND is false, is refused at load.
+ * when MME_ALLOW_JS_BACKEND is false, is refused at load. The step runs in a
+ * worker thread of its own (js-step-host.ts): Maps, BYTES and INT64 cross it
+ * intact, and a load past its deadline or crashing is a load error.
  */
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { parseModelConfig } from '../../../src/config/model-config.js';
@@ -30,7 +32,7 @@ parameters { key: "factor" value: { string_value: "3" } }
 `;
 
 const MODEL = `
-import { writeFileSync } from 'node:fs';
+import { appendFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 let factor = 0;
 let dir = '';
@@ -42,7 +44,8 @@ export function initialize(args) {
 }
 export async function execute(batch) {
   calls.push(batch.rows);
-  globalThis.__jsStepBatches = (globalThis.__jsStepBatches ?? 0) + 1;
+  // The step runs in a worker thread of its own: the test counts its batches through a file, not a global.
+  appendFileSync(path.join(dir, 'batches'), 'b');
   const x = batch.inputs.x.data;
   if (!(x instanceof Float32Array)) throw new Error('x is not a Float32Array');
   if (x.includes(13)) throw new Error('unlucky 13');
@@ -58,15 +61,13 @@ export function finalize() {
 }
 `;
 
-const globals = globalThis as { __jsStepBatches?: number };
-
 describe('js step', () => {
   test('batched through the DynamicBatcher: rows go back to their requests; a throwing execute fails only its request', async () => {
     const f = await loadStepFromText('js', CONFIG, { version: { 'model.mjs': MODEL } });
     const config = parseModelConfig(CONFIG, { sourceName: 'js/config.pbtxt', directoryName: 'js' });
     const batcher = new DynamicBatcher({ model: 'js', policy: resolveBatchPolicy(config, true, DEFAULT_BATCHING), instances: [f.step] });
     try {
-      globals.__jsStepBatches = 0;
+      rmSync(path.join(f.dir, '1', 'batches'), { force: true });
       const send = (values: number[]): Promise<Map<string, Tensor>> => batcher.schedule(new Map([['x', f32([1, 2], values)]]), ['y']);
       const results = await Promise.allSettled([send([1, 2]), send([13, 0]), send([3, 4]), send([5, 6])]);
       assert.equal(results[0]!.status, 'fulfilled');
@@ -80,7 +81,7 @@ describe('js step', () => {
       assert.equal(err.code, 'INTERNAL');
       assert.equal(err.message, "model 'js': execute() failed: unlucky 13");
       // One merged batch of 4 that threw, then the 4 requests alone.
-      assert.equal(globals.__jsStepBatches, 5);
+      assert.equal(readFileSync(path.join(f.dir, '1', 'batches'), 'utf8').length, 5);
       // The step keeps serving.
       assert.deepEqual(numbers((await send([1, 1])).get('y')), [3, 3]);
       await batcher.close();
@@ -122,5 +123,77 @@ describe('js step', () => {
     const disabled = await loadError('js', CONFIG, { version: { 'model.mjs': MODEL } }, false);
     assert.equal(disabled.code, 'UNSUPPORTED');
     assert.equal(disabled.message, "model 'js': the js backend is disabled on this server (MME_ALLOW_JS_BACKEND=false)");
+  });
+  test('across the worker thread: a Map return, BYTES string arrays and INT64 BigInt64Arrays arrive intact, and the input tensors stay usable', async () => {
+    const config = `
+backend: "js"
+max_batch_size: 4
+input [ { name: "s" data_type: TYPE_STRING dims: [ 2 ] }, { name: "i" data_type: TYPE_INT64 dims: [ 1 ] } ]
+output [ { name: "upper" data_type: TYPE_STRING dims: [ 2 ] }, { name: "twice" data_type: TYPE_INT64 dims: [ 1 ] } ]
+`;
+    const model = `
+export function execute({ inputs, rows }) {
+  if (!(inputs.i.data instanceof BigInt64Array)) throw new Error('i is not a BigInt64Array');
+  return new Map([
+    ['upper', { datatype: 'BYTES', shape: [rows, 2], data: inputs.s.data.map((v) => v.toUpperCase()) }],
+    ['twice', { datatype: 'INT64', shape: [rows, 1], data: inputs.i.data.map((v) => v * 2n) }],
+  ]);
+}
+`;
+    const f = await loadStepFromText('strings', config, { version: { 'model.mjs': model } });
+    try {
+      const i: Tensor = { datatype: 'INT64', shape: [2, 1], data: BigInt64Array.from([2n ** 40n, -3n]) };
+      const out = await f.run({ s: { datatype: 'BYTES', shape: [2, 2], data: ['a', 'bé', 'c', 'd'] }, i });
+      assert.deepEqual(out.get('upper'), { datatype: 'BYTES', shape: [2, 2], data: ['A', 'BÉ', 'C', 'D'] });
+      assert.ok(out.get('twice')!.data instanceof BigInt64Array);
+      assert.deepEqual([...(out.get('twice')!.data as BigInt64Array)], [2n ** 41n, -6n]);
+      // The request's own tensor was copied, not moved, into the worker.
+      assert.deepEqual([...(i.data as BigInt64Array)], [2n ** 40n, -3n]);
+    } finally {
+      await f.close();
+    }
+  });
+  test('load deadlines: an initialize() that never returns, one that crashes from a timer, and a bad js_timeout_seconds fail the load with INVALID_MODEL', async () => {
+    const fast = `${CONFIG}parameters { key: "js_timeout_seconds" value: { string_value: "0.5" } }\n`;
+    const started = performance.now();
+    const hangs = await loadError('js', fast, { version: { 'model.mjs': 'export function initialize() { while (true) {} }\nexport function execute() { return {}; }' } });
+    assert.equal(hangs.code, 'INVALID_MODEL');
+    assert.equal(hangs.message, "model 'js': model.mjs did not finish loading (import and initialize()) within 0.5 s");
+    assert.ok(performance.now() - started < 10_000);
+    const crashes = await loadError('js', fast, {
+      version: { 'model.mjs': 'export async function initialize() { await new Promise(() => setTimeout(() => { throw new Error("late") }, 1)); }\nexport function execute() { return {}; }' },
+    });
+    assert.equal(crashes.code, 'INVALID_MODEL');
+    assert.equal(crashes.message, "model 'js': the js step crashed: an uncaught exception: late (while loading)");
+    const bad = await loadError('js', `${CONFIG}parameters { key: "js_timeout_seconds" value: { string_value: "soon" } }\n`, { version: { 'model.mjs': MODEL } });
+    assert.equal(bad.message, "model 'js': parameter js_timeout_seconds must be a number of seconds above 0 and at most 3600, got 'soon'");
+  });
+  test('a worker whose restart fails (initialize() throws the second time) counts as a fault: the step is stopped after 5, with the cause', async () => {
+    const model = `
+import { existsSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+export function initialize({ versionDir }) {
+  const marker = path.join(versionDir, 'started');
+  if (existsSync(marker)) throw new Error('the GPU is gone');
+  writeFileSync(marker, '1');
+}
+export async function execute({ inputs }) {
+  if (inputs.x.data[0] === 13) await new Promise(() => setTimeout(() => { throw new Error('boom'); }, 1));
+  return { y: { datatype: 'FP32', shape: inputs.x.shape, data: inputs.x.data }, n: { datatype: 'INT64', shape: [1, 1], data: [0] } };
+}
+`;
+    const f = await loadStepFromText('js', CONFIG, { version: { 'model.mjs': model } });
+    try {
+      await assert.rejects(f.run({ x: f32([1, 2], [13, 0]) }), (err: ServingError) => err.code === 'INTERNAL' && /^model 'js': the js step crashed: an uncaught exception: boom; its worker is restarted/.test(err.message));
+      let last: ServingError | undefined;
+      for (let i = 0; i < 20 && !/stopped until/.test(last?.message ?? ''); i++) {
+        last = await f.run({ x: f32([1, 2], [1, 0]) }).then(() => undefined, (err: ServingError) => err);
+        assert.ok(last, 'no worker can start: every request fails');
+      }
+      assert.equal(last!.code, 'INTERNAL');
+      assert.equal(last!.message, "model 'js': its js step crashed or timed out 5 times in a row (last: its worker did not restart: initialize() failed: the GPU is gone); it is stopped until the model is loaded again");
+    } finally {
+      await f.close();
+    }
   });
 });

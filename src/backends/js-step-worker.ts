@@ -1,0 +1,359 @@
+/**
+ * @module backends/js-step-worker
+ * The main thread's side of a js step's worker thread (js-step-host.ts): one
+ * worker per loaded step version, supervised.
+ *
+ * - Every call has a deadline (`timeoutMs`: import + initialize(), each
+ *   execute(), finalize()). A call past it terminates the worker: that is the
+ *   only way to stop an endless loop. The call fails with TIMEOUT (504).
+ * - A worker that dies (an exception thrown from a timer, an unhandled
+ *   rejection, process.exit(), its heap limit) fails the calls in flight on
+ *   it with INTERNAL naming the model and the error.
+ * - Either way the worker is replaced at once (a fresh import + initialize());
+ *   calls in flight that were not the culprit (another batch on the same
+ *   worker) fail with RUNTIME_UNAVAILABLE (503, retry), calls that arrive
+ *   meanwhile wait for the new worker.
+ * - MAX_FAULTS such faults in a row (no call answered between them) within
+ *   FAULT_WINDOW_MS fail the step for good: every call then gets the same
+ *   error at once (INTERNAL, "... crashed or timed out N times in a row;
+ *   load the model again"), and no worker is started again until the model
+ *   is loaded again. A step that keeps crashing is broken, not unlucky, and
+ *   restarting it for ever would cost every request a restart.
+ * - A call that throws (execute() rejects) is not a fault: the step answered.
+ */
+import { Worker } from 'node:worker_threads';
+import { ServingError } from '../errors.js';
+import type { Logger } from '../observability/logger.js';
+import { UNHANDLED_REJECTION, type HostReply, type HostRequest, type JsBatch, type JsHostData, type JsStepError } from './js-step-protocol.js';
+
+/** Faults in a row at which the step is failed until it is loaded again. */
+export const MAX_FAULTS = 5;
+/** Faults older than this are forgotten (a fault a day is bad luck, not a broken step). */
+export const FAULT_WINDOW_MS = 600_000;
+
+export interface JsStepWorkerOptions {
+  /** The model as messages name it. */
+  readonly label: string;
+  readonly hostData: JsHostData;
+  /** The deadline of each call (initialize, execute, finalize). */
+  readonly timeoutMs: number;
+  readonly logger: Logger;
+  /** Where the host module is (tests may point at another); js-step-host.js beside this file by default. */
+  readonly hostUrl?: URL;
+  readonly maxFaults?: number;
+  readonly faultWindowMs?: number;
+}
+
+/** A load failure the host reported: turned into the load's error by the caller (js-step.ts keeps the messages). */
+export class JsLoadFailure extends Error {
+  constructor(
+    readonly what: string,
+    readonly error: JsStepError | undefined,
+  ) {
+    super(error ? `${what}: ${error.message}` : what);
+  }
+}
+
+/** execute() threw: the step's own error (its code decides 400 or 500 in js-step.ts). */
+export class JsCallFailure extends Error {
+  constructor(
+    readonly what: string,
+    readonly error: JsStepError,
+  ) {
+    super(`${what}: ${error.message}`);
+  }
+}
+
+interface Pending {
+  resolve(reply: HostReply): void;
+  reject(err: Error): void;
+}
+
+function seconds(ms: number): string {
+  return `${Number((ms / 1000).toFixed(3))} s`;
+}
+
+/** One worker thread and the calls waiting on it. */
+class Instance {
+  readonly worker: Worker;
+  readonly ready: Promise<void>;
+  readonly pending = new Map<number, Pending>();
+  /** Why it stopped (set once, before it is terminated). */
+  ended: Error | undefined;
+  private onEnd: ((err: Error) => void) | undefined;
+
+  constructor(
+    options: JsStepWorkerOptions,
+    onDeath: (instance: Instance, cause: string) => void,
+    onLoadFailed: (instance: Instance, failure: JsLoadFailure) => void,
+  ) {
+    this.worker = new Worker(options.hostUrl ?? new URL('./js-step-host.js', import.meta.url), {
+      name: `onnx-mme-js-step ${options.label}`.slice(0, 64),
+      workerData: options.hostData,
+    });
+    this.ready = new Promise<void>((resolve, reject) => {
+      this.onEnd = reject;
+      this.worker.on('message', (reply: HostReply) => {
+        if (reply.op === 'ready') {
+          this.onEnd = undefined;
+          this.updateRef();
+          resolve();
+          return;
+        }
+        if (reply.op === 'load-failed') {
+          onLoadFailed(this, new JsLoadFailure(reply.what, reply.error));
+          return;
+        }
+        const p = this.pending.get(reply.id);
+        if (!p) return;
+        this.pending.delete(reply.id);
+        this.updateRef();
+        p.resolve(reply);
+      });
+    });
+    // Nobody may be waiting (a restart while idle): do not report it as unhandled.
+    this.ready.catch(() => undefined);
+    const died = (cause: string): void => {
+      if (this.ended) return;
+      onDeath(this, cause);
+    };
+    this.worker.on('error', (err: Error) =>
+      died(err.name === UNHANDLED_REJECTION ? err.message : `an uncaught exception: ${err.message}`),
+    );
+    this.worker.on('exit', (code) => died(`its worker thread exited with code ${code}`));
+  }
+
+  /** End it: every waiting call (and a start not finished) fails with `err`. */
+  stop(err: Error): void {
+    if (this.ended) return;
+    this.ended = err;
+    this.onEnd?.(err);
+    this.onEnd = undefined;
+    for (const p of this.pending.values()) p.reject(err);
+    this.pending.clear();
+    void this.worker.terminate();
+  }
+
+  call(request: HostRequest): Promise<HostReply> {
+    if (this.ended) return Promise.reject(this.ended);
+    return new Promise<HostReply>((resolve, reject) => {
+      this.pending.set(request.id, { resolve, reject });
+      this.updateRef();
+      this.worker.postMessage(request);
+    });
+  }
+
+  /** An idle worker must not keep the process alive; a start or a call in flight does. */
+  updateRef(): void {
+    if (this.onEnd !== undefined || this.pending.size > 0) this.worker.ref();
+    else this.worker.unref();
+  }
+}
+
+export class JsStepWorker {
+  private instance: Instance;
+  private nextId = 1;
+  /** When the faults of the current run of faults happened (performance.now()); emptied by an answered call. */
+  private faults: number[] = [];
+  private failed: ServingError | undefined;
+  /** Until the first start finished: a fault then fails the load instead of restarting. */
+  private starting = true;
+  private closed = false;
+  private readonly maxFaults: number;
+  private readonly faultWindowMs: number;
+
+  constructor(private readonly options: JsStepWorkerOptions) {
+    this.maxFaults = options.maxFaults ?? MAX_FAULTS;
+    this.faultWindowMs = options.faultWindowMs ?? FAULT_WINDOW_MS;
+    this.instance = this.spawn();
+  }
+
+  /**
+   * The first start (the model's load): resolves when initialize() returned;
+   * rejects with JsLoadFailure (the host's checks, initialize() threw, the
+   * deadline) or a ServingError (the worker crashed). Nothing is left running
+   * on failure.
+   */
+  async started(): Promise<void> {
+    try {
+      await this.instance.ready;
+      this.starting = false;
+    } catch (err) {
+      this.closed = true;
+      this.instance.stop(err as Error);
+      throw err;
+    }
+  }
+
+  /** What execute() returned (not yet checked), or a rejection: JsCallFailure (the step threw) or a ServingError. */
+  async execute(batch: JsBatch, transfer: ArrayBuffer[]): Promise<unknown> {
+    const reply = await this.call((id) => ({ op: 'execute', id, batch }), 'execute()', transfer);
+    if (reply.op !== 'result') throw new Error('js step worker answered an execute with the wrong reply');
+    if (!reply.ok) throw new JsCallFailure(reply.what, reply.error);
+    return reply.value;
+  }
+
+  /**
+   * finalize() within one deadline (a worker still restarting gets the same
+   * deadline to finish its start first), then the worker is gone. Never
+   * rejects: a failure is logged.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const inst = this.instance;
+    const { label, timeoutMs, logger } = this.options;
+    const unloaded = new ServingError('MODEL_NOT_FOUND', `model '${label}' was unloaded`, { model: label });
+    if (this.failed || inst.ended) {
+      inst.stop(unloaded);
+      return;
+    }
+    try {
+      const finalized = inst.ready.then(() => inst.call({ op: 'finalize', id: this.nextId++ }));
+      const reply = await deadline(finalized, timeoutMs, () => new Error(`finalize() did not return within ${seconds(timeoutMs)}; its worker was stopped`));
+      if (reply.op === 'finalized' && reply.error) logger.warn({ model: label, err: reply.error.message }, 'js step finalize() failed');
+    } catch (err) {
+      logger.warn({ model: label, err: (err as Error).message }, 'js step finalize() failed');
+    } finally {
+      inst.stop(unloaded);
+    }
+  }
+
+  /** The thread running the step now (tests look at it). */
+  get thread(): Worker {
+    return this.instance.worker;
+  }
+
+  /** A worker whose start (import + initialize()) has the call deadline too. */
+  private spawn(): Instance {
+    const inst = new Instance(
+      this.options,
+      (dead, cause) => this.fault(dead, `the js step crashed: ${cause}`, 'INTERNAL'),
+      // At load the failure is the load's error; at a restart (initialize() throws now) a fault like any other.
+      (failed, failure) => (this.starting ? failed.stop(failure) : this.fault(failed, `its worker did not restart: ${failure.message}`, 'RUNTIME_UNAVAILABLE')),
+    );
+    const { timeoutMs, hostData } = this.options;
+    const timer = setTimeout(() => {
+      const why = `${hostData.fileName} did not finish loading (import and initialize()) within ${seconds(timeoutMs)}`;
+      if (this.starting) inst.stop(new JsLoadFailure(why, undefined));
+      else this.fault(inst, `its worker did not restart: ${why}`, 'RUNTIME_UNAVAILABLE');
+    }, timeoutMs);
+    timer.unref();
+    inst.ready.then(
+      () => clearTimeout(timer),
+      () => clearTimeout(timer),
+    );
+    return inst;
+  }
+
+  private async call(make: (id: number) => HostRequest, what: string, transfer: ArrayBuffer[] = []): Promise<HostReply> {
+    const { label, timeoutMs } = this.options;
+    if (this.failed) throw this.again(this.failed);
+    if (this.closed) throw new ServingError('MODEL_NOT_FOUND', `model '${label}' was unloaded`, { model: label });
+    const inst = this.instance;
+    try {
+      // A worker restarting after a fault: its start has its own deadline (spawn).
+      await inst.ready;
+    } catch (err) {
+      if (err instanceof JsLoadFailure) {
+        throw new ServingError('RUNTIME_UNAVAILABLE', `model '${label}': its js step could not be restarted: ${err.message}; retry the request`, { model: label, cause: err });
+      }
+      throw err;
+    }
+    const id = this.nextId++;
+    const sent = new Promise<HostReply>((resolve, reject) => {
+      if (inst.ended) return reject(inst.ended);
+      inst.pending.set(id, { resolve, reject });
+      inst.updateRef();
+      try {
+        inst.worker.postMessage(make(id), transfer);
+      } catch (err) {
+        inst.pending.delete(id);
+        inst.updateRef();
+        reject(new ServingError('INTERNAL', `model '${label}': the batch cannot be passed to its js step: ${(err as Error).message}`, { model: label, cause: err }));
+      }
+    });
+    const reply = await deadline(sent, timeoutMs, () => {
+      // This call is the culprit: it gets TIMEOUT; the calls beside it on the same worker a retryable 503.
+      inst.pending.delete(id);
+      const why = `${what} did not return within ${seconds(timeoutMs)}`;
+      this.fault(inst, why, 'TIMEOUT');
+      return new ServingError('TIMEOUT', `model '${label}': ${why}; ${this.failed ? this.failed.message.replace(`model '${label}': `, '') : 'its worker was stopped and is restarted for the next request'}`, { model: label });
+    });
+    // Answered: the step is alive, whatever the answer says.
+    this.faults = [];
+    return reply;
+  }
+
+  /**
+   * `inst` crashed, or was stopped for a deadline: fail what waits on it,
+   * count the fault, and start a fresh worker unless the step is now failed
+   * (or this was its first start, or it is unloaded).
+   */
+  private fault(inst: Instance, cause: string, kind: 'INTERNAL' | 'TIMEOUT' | 'RUNTIME_UNAVAILABLE'): void {
+    if (inst.ended) return;
+    const { label, logger } = this.options;
+    if (this.starting || this.closed) {
+      // The load's own error (js-step.ts names it), or nothing waits any more.
+      inst.stop(new ServingError('INTERNAL', `model '${label}': ${cause}`, { model: label }));
+      return;
+    }
+    const now = performance.now();
+    this.faults = [...this.faults.filter((t) => now - t < this.faultWindowMs), now];
+    if (this.faults.length >= this.maxFaults) {
+      this.failed = new ServingError(
+        'INTERNAL',
+        `model '${label}': its js step crashed or timed out ${this.faults.length} times in a row (last: ${cause}); it is stopped until the model is loaded again`,
+        { model: label },
+      );
+    }
+    const next = this.failed ? this.failed.message.replace(`model '${label}': `, '') : 'its worker is restarted for the next request';
+    // A crash cannot be pinned on one call: every call on the worker fails with it. A deadline can:
+    // the others on the worker only lost it (503, retry).
+    const others =
+      kind === 'INTERNAL'
+        ? new ServingError('INTERNAL', `model '${label}': ${cause}; ${next}`, { model: label })
+        : this.failed
+          ? this.again(this.failed)
+          : new ServingError('RUNTIME_UNAVAILABLE', `model '${label}': its js step's worker was stopped (${cause}); retry the request`, { model: label });
+    inst.stop(others);
+    if (this.failed) {
+      logger.error({ model: label, faults: this.faults.length, cause }, 'js step keeps crashing or timing out; stopped until the model is loaded again');
+      return;
+    }
+    logger.warn({ model: label, faults: this.faults.length, cause }, 'js step crashed or timed out; restarting its worker');
+    if (this.instance === inst) this.instance = this.spawn();
+  }
+
+  /** The failed step's error, as a new error per request (one object must not be shared by concurrent answers). */
+  private again(err: ServingError): ServingError {
+    return new ServingError(err.code, err.message, { model: this.options.label });
+  }
+}
+
+/** `work`, or the error `late()` makes once `ms` passed; `late` runs before anything `work` does afterwards is seen. */
+function deadline<T>(work: Promise<T>, ms: number, late: () => Error): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let done = false;
+    const timer = setTimeout(() => {
+      if (done) return;
+      done = true;
+      reject(late());
+    }, Math.max(0, ms));
+    timer.unref();
+    work.then(
+      (value) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (err: unknown) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        reject(err as Error);
+      },
+    );
+  });
+}
