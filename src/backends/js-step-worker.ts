@@ -7,8 +7,9 @@
  *   execute(), finalize()). A call past it terminates the worker: that is the
  *   only way to stop an endless loop. The call fails with TIMEOUT (504).
  * - A worker that dies (an exception thrown from a timer, an unhandled
- *   rejection, process.exit(), its heap limit) fails the calls in flight on
- *   it with INTERNAL naming the model and the error.
+ *   rejection, process.exit(), its heap limit: `js_heap_limit_mb`, node's
+ *   default otherwise) fails the calls in flight on it with INTERNAL naming
+ *   the model and the error.
  * - Either way the worker is replaced at once (a fresh import + initialize());
  *   calls in flight that were not the culprit (another batch on the same
  *   worker) fail with RUNTIME_UNAVAILABLE (503, retry), calls that arrive
@@ -40,6 +41,8 @@ export interface JsStepWorkerOptions {
   readonly logger: Logger;
   /** Where the host module is (tests may point at another); js-step-host.js beside this file by default. */
   readonly hostUrl?: URL;
+  /** The worker's V8 heap limit (resourceLimits.maxOldGenerationSizeMb); undefined = node's default. */
+  readonly heapLimitMb?: number;
   readonly maxFaults?: number;
   readonly faultWindowMs?: number;
 }
@@ -90,6 +93,7 @@ class Instance {
     this.worker = new Worker(options.hostUrl ?? new URL('./js-step-host.js', import.meta.url), {
       name: `onnx-mme-js-step ${options.label}`.slice(0, 64),
       workerData: options.hostData,
+      ...(options.heapLimitMb === undefined ? {} : { resourceLimits: { maxOldGenerationSizeMb: options.heapLimitMb } }),
     });
     this.ready = new Promise<void>((resolve, reject) => {
       this.onEnd = reject;
@@ -117,9 +121,11 @@ class Instance {
       if (this.ended) return;
       onDeath(this, cause);
     };
-    this.worker.on('error', (err: Error) =>
-      died(err.name === UNHANDLED_REJECTION ? err.message : `an uncaught exception: ${err.message}`),
-    );
+    this.worker.on('error', (err: Error) => {
+      if ((err as { code?: unknown }).code === 'ERR_WORKER_OUT_OF_MEMORY') {
+        died(`its heap is full (${options.heapLimitMb === undefined ? "node's default limit" : `js_heap_limit_mb ${options.heapLimitMb}`})`);
+      } else died(err.name === UNHANDLED_REJECTION ? err.message : `an uncaught exception: ${err.message}`);
+    });
     this.worker.on('exit', (code) => died(`its worker thread exited with code ${code}`));
   }
 
@@ -224,7 +230,11 @@ export class JsStepWorker {
     return this.instance.worker;
   }
 
-  /** A worker whose start (import + initialize()) has the call deadline too. */
+  /**
+   * A worker whose start (import + initialize()) has the call deadline too,
+   * counted from when its thread runs: the thread's own start-up is the
+   * machine's business (tens of ms, seconds on a loaded one), not the step's.
+   */
   private spawn(): Instance {
     const inst = new Instance(
       this.options,
@@ -233,16 +243,22 @@ export class JsStepWorker {
       (failed, failure) => (this.starting ? failed.stop(failure) : this.fault(failed, `its worker did not restart: ${failure.message}`, 'RUNTIME_UNAVAILABLE')),
     );
     const { timeoutMs, hostData } = this.options;
-    const timer = setTimeout(() => {
-      const why = `${hostData.fileName} did not finish loading (import and initialize()) within ${seconds(timeoutMs)}`;
-      if (this.starting) inst.stop(new JsLoadFailure(why, undefined));
-      else this.fault(inst, `its worker did not restart: ${why}`, 'RUNTIME_UNAVAILABLE');
-    }, timeoutMs);
-    timer.unref();
-    inst.ready.then(
-      () => clearTimeout(timer),
-      () => clearTimeout(timer),
-    );
+    let timer: NodeJS.Timeout | undefined;
+    let settled = false;
+    inst.worker.once('online', () => {
+      if (settled) return;
+      timer = setTimeout(() => {
+        const why = `${hostData.fileName} did not finish loading (import and initialize()) within ${seconds(timeoutMs)}`;
+        if (this.starting) inst.stop(new JsLoadFailure(why, undefined));
+        else this.fault(inst, `its worker did not restart: ${why}`, 'RUNTIME_UNAVAILABLE');
+      }, timeoutMs);
+      timer.unref();
+    });
+    const done = (): void => {
+      settled = true;
+      clearTimeout(timer);
+    };
+    inst.ready.then(done, done);
     return inst;
   }
 

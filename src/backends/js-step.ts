@@ -59,6 +59,8 @@ export const JS_TIMEOUT_PARAMETER = 'js_timeout_seconds';
 /** The call deadline when neither the config nor the server sets one. */
 export const DEFAULT_JS_TIMEOUT_SECONDS = 30;
 export const MAX_JS_TIMEOUT_SECONDS = 3600;
+/** The config `parameters` key that caps a step's worker heap in MiB (node's default heap limit otherwise). */
+export const JS_HEAP_PARAMETER = 'js_heap_limit_mb';
 
 function failure(label: string, what: string, err: JsStepError | undefined, fallback: ErrorCode, cause?: unknown): ServingError {
   const chosen: ErrorCode = err?.code !== undefined && (ERROR_CODES as readonly string[]).includes(err.code) ? (err.code as ErrorCode) : fallback;
@@ -78,6 +80,17 @@ function timeoutMs(ctx: StepLoadContext): number {
   return value * 1000;
 }
 
+/** `js_heap_limit_mb`: the worker's old-generation heap limit; undefined when the config sets none. */
+function heapLimitMb(ctx: StepLoadContext): number | undefined {
+  const raw = ctx.config.parameters[JS_HEAP_PARAMETER];
+  if (raw === undefined) return undefined;
+  const value = /^\s*\d+\s*$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!(value >= 16 && value <= 1 << 20)) {
+    throw new ServingError('INVALID_MODEL', `model '${ctx.label}': parameter ${JS_HEAP_PARAMETER} must be a whole number of MiB from 16, got '${raw}'`, { model: ctx.label });
+  }
+  return value;
+}
+
 export async function loadJsStep(ctx: StepLoadContext): Promise<LoadedStep> {
   const { config, label } = ctx;
   if (!ctx.allowJs) {
@@ -89,11 +102,13 @@ export async function loadJsStep(ctx: StepLoadContext): Promise<LoadedStep> {
     throw new ServingError('INVALID_MODEL', `model '${label}': default_model_filename '${fileName}' leaves the version directory`, { model: label });
   }
   const deadlineMs = timeoutMs(ctx);
+  const heapMb = heapLimitMb(ctx);
   const isFile = await stat(file).then((s) => s.isFile(), () => false);
   if (!isFile) throw new ServingError('INVALID_MODEL', `model '${label}': version ${ctx.version} has no ${fileName}`, { model: label });
   const worker = new JsStepWorker({
     label,
     timeoutMs: deadlineMs,
+    ...(heapMb === undefined ? {} : { heapLimitMb: heapMb }),
     logger: ctx.logger,
     hostData: {
       url: pathToFileURL(file).href,

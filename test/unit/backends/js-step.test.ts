@@ -160,7 +160,7 @@ export function execute({ inputs, rows }) {
     assert.equal(hangs.code, 'INVALID_MODEL');
     assert.equal(hangs.message, "model 'js': model.mjs did not finish loading (import and initialize()) within 0.5 s");
     assert.ok(performance.now() - started < 10_000);
-    const crashes = await loadError('js', fast, {
+    const crashes = await loadError('js', CONFIG, {
       version: { 'model.mjs': 'export async function initialize() { await new Promise(() => setTimeout(() => { throw new Error("late") }, 1)); }\nexport function execute() { return {}; }' },
     });
     assert.equal(crashes.code, 'INVALID_MODEL');
@@ -195,5 +195,27 @@ export async function execute({ inputs }) {
     } finally {
       await f.close();
     }
+  });
+  test('js_heap_limit_mb: a step that fills its heap loses its worker, not the process; the request fails naming the limit and the next one works', async () => {
+    const config = `${CONFIG}parameters { key: "js_heap_limit_mb" value: { string_value: "32" } }\n`;
+    const model = `
+export function execute({ inputs }) {
+  if (inputs.x.data[0] === 13) { const keep = []; for (;;) keep.push(new Array(100000).fill(Math.random())); }
+  return { y: { datatype: 'FP32', shape: inputs.x.shape, data: inputs.x.data }, n: { datatype: 'INT64', shape: [1, 1], data: [0] } };
+}
+`;
+    const f = await loadStepFromText('js', config, { version: { 'model.mjs': model } });
+    try {
+      await assert.rejects(f.run({ x: f32([1, 2], [13, 0]) }), (err: ServingError) => {
+        assert.equal(err.code, 'INTERNAL');
+        assert.equal(err.message, "model 'js': the js step crashed: its heap is full (js_heap_limit_mb 32); its worker is restarted for the next request");
+        return true;
+      });
+      assert.deepEqual(numbers((await f.run({ x: f32([1, 2], [4, 5]) })).get('y')), [4, 5]);
+    } finally {
+      await f.close();
+    }
+    const bad = await loadError('js', `${CONFIG}parameters { key: "js_heap_limit_mb" value: { string_value: "8" } }\n`, { version: { 'model.mjs': MODEL } });
+    assert.equal(bad.message, "model 'js': parameter js_heap_limit_mb must be a whole number of MiB from 16, got '8'");
   });
 });
