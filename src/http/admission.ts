@@ -22,6 +22,15 @@
  * poll phase that answers /ping). The FIFO is bounded: beyond `maxQueued`
  * waiting requests, new ones are refused at once, unread.
  *
+ * Text per turn: starting a request is cheap, but parsing its JSON body and
+ * writing its JSON answer are not, and they happen later (when the body has
+ * arrived, when the run is done), many in one turn. 32 connections sending
+ * 5.7 MB JSON bodies kept the main thread busy for seconds per turn, and a
+ * /ping waited 6.3 s. So the decode and the answer of each request also take
+ * their bytes of text from a per-turn budget (textBytesPerTurn); past it they
+ * wait, in arrival order, for a later turn. One larger than the whole budget
+ * runs alone in a turn. The waiters are bounded by the requests in flight.
+ *
  * No express and no registry here: the front (http/inference-front.ts) and
  * the route handler (http/infer-route.ts) call it.
  */
@@ -34,10 +43,19 @@ export interface AdmissionLimits {
   readonly maxQueued: number;
   /** Most inference requests started per event-loop turn. */
   readonly perTurn?: number;
+  /** Most bytes of request and answer text (JSON, CSV) parsed or written per event-loop turn. */
+  readonly textBytesPerTurn?: number;
 }
 
 /** Enough to keep both cores busy with batches; few enough that one turn stays a few milliseconds. */
 export const DEFAULT_PER_TURN = 16;
+
+/**
+ * About 10-30 ms of JSON parsing or writing on this class of machine: large
+ * text bodies take a turn each (a 6 MB JSON body is ~70 ms to parse and
+ * ~100 ms to answer), small ones share a turn by the hundred.
+ */
+export const DEFAULT_TEXT_BYTES_PER_TURN = 1024 * 1024;
 
 /** Bytes a request holds; released once, when its response closes. */
 export interface ByteTicket {
@@ -54,9 +72,37 @@ export class Admission {
   private startedThisTurn = 0;
   private turnScheduled = false;
   private readonly perTurn: number;
+  private textBytesThisTurn = 0;
+  private readonly textWaiters: { readonly bytes: number; readonly resolve: () => void }[] = [];
+  private readonly textPerTurn: number;
 
   constructor(private readonly limits: AdmissionLimits) {
     this.perTurn = limits.perTurn ?? DEFAULT_PER_TURN;
+    this.textPerTurn = limits.textBytesPerTurn ?? DEFAULT_TEXT_BYTES_PER_TURN;
+  }
+
+  /**
+   * Take `bytes` of main-thread text work (parse a JSON body, write a JSON
+   * answer) from this turn's budget: undefined when it fits now (do the work
+   * at once, no await), else a promise that resolves in a later turn with
+   * room. Nothing is refused here: the request was admitted already.
+   */
+  textTurn(bytes: number): Promise<void> | undefined {
+    if (bytes <= 0) return undefined;
+    if (this.textWaiters.length === 0 && (this.textBytesThisTurn === 0 || this.textBytesThisTurn + bytes <= this.textPerTurn)) {
+      this.textBytesThisTurn += bytes;
+      this.endTurnSoon();
+      return undefined;
+    }
+    return new Promise<void>((resolve) => {
+      this.textWaiters.push({ bytes, resolve });
+      this.endTurnSoon();
+    });
+  }
+
+  /** Requests waiting for a turn to parse or write their text. */
+  get textQueued(): number {
+    return this.textWaiters.length;
   }
 
   /** MME_MAX_INFLIGHT_BYTES as resolved. */
@@ -140,11 +186,18 @@ export class Admission {
   private readonly nextTurn = (): void => {
     this.turnScheduled = false;
     this.startedThisTurn = 0;
+    this.textBytesThisTurn = 0;
     while (this.queue.length > 0 && this.startedThisTurn < this.perTurn) {
       this.startedThisTurn++;
       this.queue.shift()!();
     }
-    // Reset the count again after this turn; the wait in between is a poll phase, where /ping is answered.
-    if (this.startedThisTurn > 0) this.endTurnSoon();
+    while (this.textWaiters.length > 0 && (this.textBytesThisTurn === 0 || this.textBytesThisTurn + this.textWaiters[0]!.bytes <= this.textPerTurn)) {
+      const waiter = this.textWaiters.shift()!;
+      this.textBytesThisTurn += waiter.bytes;
+      // The work itself runs in the microtasks right after this callback: in this turn, before the next poll phase.
+      waiter.resolve();
+    }
+    // Reset the counts again after this turn; the wait in between is a poll phase, where /ping is answered.
+    if (this.startedThisTurn > 0 || this.textBytesThisTurn > 0) this.endTurnSoon();
   };
 }

@@ -223,7 +223,14 @@ export interface HttpAnswer {
 export interface Exchange {
   readonly decode: RequestDecoder;
   answer(response: InferResponse): HttpAnswer;
+  /** Bytes of text (JSON, CSV) the decoder parses on the main thread: the request's share of a turn (http/admission.ts). */
+  readonly decodeTextBytes: number;
+  /** About how many bytes of text `answer(response)` writes on the main thread (binary outputs cost next to nothing). */
+  answerTextBytes(response: InferResponse): number;
 }
+
+/** Characters a number takes in a JSON or CSV answer, about (a float32 printed in full, e.g. 0.14285714924335480, with its separator). */
+const TEXT_BYTES_PER_ELEMENT = 16;
 
 /**
  * Set up one inference: the decoder for InferenceService.infer and the
@@ -313,5 +320,17 @@ export function prepareExchange(headers: IncomingHttpHeaders, body: Buffer, fami
     };
   };
 
-  return { decode, answer };
+  const decodeTextBytes = kind.kind === 'json' || kind.kind === 'csv' ? body.length : kind.kind === 'binary' ? kind.headerLength : 0;
+  const answerTextBytes = (response: InferResponse): number => {
+    if (responseType === NPY_CONTENT_TYPE) return 0;
+    const request = bound;
+    let bytes = 0;
+    for (const [name, t] of response.outputs) {
+      if (tfStyle === undefined && responseType !== CSV_CONTENT_TYPE && request && wantsBinaryOutput(request, name)) continue;
+      bytes += t.data.length * TEXT_BYTES_PER_ELEMENT;
+    }
+    return bytes;
+  };
+
+  return { decode, answer, decodeTextBytes, answerTextBytes };
 }

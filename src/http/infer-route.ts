@@ -108,9 +108,14 @@ export async function serveInference(
   // The decoded copy is in flight too.
   if (codings !== undefined) ticket.add(body.length);
   const exchange = prepareExchange(req.headers, body, family, responseType, label);
+  // Parsing and writing text is main-thread work: each takes its bytes from the turn's budget (admission.ts).
+  const decodeTurn = deps.admission.textTurn(exchange.decodeTextBytes);
+  if (decodeTurn !== undefined) await decodeTurn;
   const response = await deps.service.infer(ref, exchange.decode, ctx, version === undefined ? LATEST : { version });
   ctx.model = response.modelName;
   ctx.modelVersion = response.modelVersion;
+  const answerTurn = deps.admission.textTurn(exchange.answerTextBytes(response));
+  if (answerTurn !== undefined) await answerTurn;
   const answer = exchange.answer(response);
   let customAttributes: string | undefined;
   if (family === 'sagemaker') {

@@ -2,10 +2,11 @@
  * @module test/support/flood-client
  * A flood of keep-alive inference requests, run as its own process (so the
  * test process that times /ping is not the one saturated):
- *   node flood-client.js <url> <connections> <seconds> <target> <body-json> [bytes]
+ *   node flood-client.js <url> <connections> <seconds> <target> <body-json | @file>
  * Each connection sends POSTs back to back until the time is up, then it
  * prints one JSON line with the status counts. Only loopback URLs.
  */
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 
 const [url, connectionsArg, secondsArg, target, bodyJson] = process.argv.slice(2);
@@ -14,7 +15,8 @@ if (url === undefined) process.exit(0);
 if (!url.startsWith('http://127.0.0.1:')) throw new Error('flood-client: only http://127.0.0.1 targets');
 const connections = Number(connectionsArg);
 const endAt = Date.now() + Number(secondsArg) * 1000;
-const body = Buffer.from(bodyJson ?? '{}');
+// A large body comes as @file: an argument holds at most 128 KiB.
+const body = bodyJson?.startsWith('@') ? readFileSync(bodyJson.slice(1)) : Buffer.from(bodyJson ?? '{}');
 const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
 const statuses: Record<string, number> = {};
 let sockets = 0;

@@ -1,0 +1,79 @@
+/**
+ * @module test/unit/http/admission
+ * The per-turn budgets of http/admission.ts: inference starts per turn and
+ * bytes of text (JSON/CSV parse and answer) per turn. What is over a budget
+ * waits for a later event-loop turn, in arrival order, so a poll phase (where
+ * /ping is answered) comes between; one item larger than the text budget
+ * runs alone in its turn. Bytes in flight: refused before the body is read.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Admission } from '../../../src/http/admission.js';
+import { ServingError } from '../../../src/errors.js';
+
+const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+test('text that fits the turn goes at once (no await); past the budget it waits for a later turn, in order', async () => {
+  const a = new Admission({ maxInflightBytes: 1e9, maxQueued: 10, textBytesPerTurn: 100 });
+  assert.equal(a.textTurn(60), undefined);
+  assert.equal(a.textTurn(40), undefined);
+  const order: string[] = [];
+  const late1 = a.textTurn(50);
+  const late2 = a.textTurn(50);
+  const late3 = a.textTurn(50);
+  assert.ok(late1 && late2 && late3);
+  assert.equal(a.textQueued, 3);
+  void late1.then(() => order.push('1'));
+  void late2.then(() => order.push('2'));
+  void late3.then(() => order.push('3'));
+  // Later arrivals queue behind the waiters even when they would fit: arrival order holds.
+  const small = a.textTurn(1);
+  assert.ok(small);
+  void small.then(() => order.push('small'));
+  await turn();
+  assert.deepEqual(order, ['1', '2']);
+  await turn();
+  assert.deepEqual(order, ['1', '2', '3', 'small']);
+  assert.equal(a.textQueued, 0);
+});
+
+test('one item larger than the whole budget runs alone in its turn', async () => {
+  const a = new Admission({ maxInflightBytes: 1e9, maxQueued: 10, textBytesPerTurn: 100 });
+  assert.equal(a.textTurn(500), undefined, 'the first in a turn always goes');
+  const order: number[] = [];
+  const next = [a.textTurn(500), a.textTurn(10), a.textTurn(500)];
+  next.forEach((p, i) => void p!.then(() => order.push(i)));
+  await turn();
+  assert.deepEqual(order, [0]);
+  await turn();
+  assert.deepEqual(order, [0, 1]);
+  await turn();
+  assert.deepEqual(order, [0, 1, 2]);
+  // Nothing waits: the next turn starts empty.
+  await turn();
+  assert.equal(a.textTurn(500), undefined);
+  assert.equal(a.textTurn(0), undefined, 'no text (binary tensors) never waits');
+});
+
+test('inference starts per turn: past perTurn they wait; past maxQueued they are refused, unread', async () => {
+  const a = new Admission({ maxInflightBytes: 1e9, maxQueued: 2, perTurn: 2 });
+  const started: number[] = [];
+  for (let i = 0; i < 4; i++) a.schedule(() => started.push(i));
+  assert.deepEqual(started, [0, 1]);
+  assert.throws(() => a.schedule(() => started.push(9)), (err) => err instanceof ServingError && err.code === 'OVERLOADED');
+  await turn();
+  assert.deepEqual(started, [0, 1, 2, 3]);
+});
+
+test('bytes in flight: a request that does not fit is refused before its body is read; release gives the bytes back', () => {
+  const a = new Admission({ maxInflightBytes: 100, maxQueued: 10 });
+  const t1 = a.reserve(80);
+  assert.throws(() => a.reserve(30), (err) => err instanceof ServingError && err.code === 'OVERLOADED' && /MME_MAX_INFLIGHT_BYTES/.test(err.message));
+  assert.equal(t1.grow(30), false);
+  assert.equal(t1.grow(20), true);
+  t1.add(50);
+  assert.equal(a.bytesInFlight, 150);
+  t1.release();
+  t1.release();
+  assert.equal(a.bytesInFlight, 0);
+});
