@@ -122,7 +122,6 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
         placement: { mainThreadMaxRunUs: config.mainThreadMaxRunUs, mainThreadOnlyMaxRunUs: config.mainThreadOnlyMaxRunUs },
         quiet: new QuietWindow(),
         sequences: new SequenceTracker(config.maxSequences),
-        sequenceMetrics: metrics,
       },
     }),
     logger,

@@ -93,6 +93,12 @@ export interface ModelMetrics {
   recordBatch(size: number, inputUs: number, inferUs: number, outputUs: number): void;
   /** Executions by batch size, in the order sizes were first seen. */
   readonly batchStats: ReadonlyMap<number, Readonly<BatchStat>>;
+  /** A stateful model's live sequences changed by `delta` (onnx_mme_sequences_live; its series exist once used). */
+  sequenceLive(delta: number): void;
+  /** A sequence waited for a slot (onnx_mme_sequence_slot_waits_total). */
+  sequenceSlotWait(): void;
+  /** A sequence ended, by reason (onnx_mme_sequence_ends_total). */
+  sequenceEnded(reason: string): void;
   /** process.hrtime.bigint() when the last request finished (successfully or not); 0n = none yet. */
   lastInferenceAt: bigint;
 }
@@ -177,11 +183,11 @@ export interface Metrics {
   readonly responseCacheEntries: Gauge;
   readonly responseCacheEvictions: Counter;
   /** Stateful models (sequence_batching): sequences started and not ended, in a slot or waiting for one. */
-  readonly sequencesLive: Gauge<'model' | 'version'>;
+  readonly sequencesLive: CellGauge<ModelLabel>;
   /** Sequences that found every slot of their model taken and waited in the backlog. */
-  readonly sequenceSlotWaits: Counter<'model' | 'version'>;
+  readonly sequenceSlotWaits: CellCounter<ModelLabel>;
   /** Sequences ended, by why: end (its sequence_end), idle, unload, cancelled, slot_timeout. */
-  readonly sequenceEnds: Counter<'model' | 'version' | 'reason'>;
+  readonly sequenceEnds: CellCounter<ModelLabel | 'reason'>;
   /** Bytes of implicit state the server holds for live sequences (counted in the memory budget). */
   readonly sequenceStateBytes: Gauge;
 }
@@ -203,6 +209,10 @@ function modelCells(metrics: Metrics, target: string, model: string, version: st
   const failures = { count: 0, us: 0 };
   const batchStats = new Map<number, BatchStat>();
   const failCells = new Map<string, CounterCell>();
+  // Made on first use: a stateless model has no sequence series.
+  let live: GaugeCell | undefined;
+  let slotWaits: CounterCell | undefined;
+  const endCells = new Map<string, CounterCell>();
   return {
     target,
     model,
@@ -230,6 +240,17 @@ function modelCells(metrics: Metrics, target: string, model: string, version: st
       failures.us += us;
     },
     failures,
+    sequenceLive(delta) {
+      (live ??= metrics.sequencesLive.cell(labels, as)).inc(delta);
+    },
+    sequenceSlotWait() {
+      (slotWaits ??= metrics.sequenceSlotWaits.cell(labels, as)).inc();
+    },
+    sequenceEnded(reason) {
+      let cell = endCells.get(reason);
+      if (cell === undefined) endCells.set(reason, (cell = metrics.sequenceEnds.cell({ ...labels, reason }, as && { ...as, reason })));
+      cell.inc();
+    },
     recordBatch(size, inputUs, inferUs, outputUs) {
       let stat = batchStats.get(size);
       if (stat === undefined) {
@@ -550,22 +571,22 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       help: 'Answers removed from the response cache to make room (least recently used first)',
       registers,
     }),
-    sequencesLive: new Gauge({
+    sequencesLive: new CellGauge({
       name: 'onnx_mme_sequences_live',
       help: 'Live sequences of a stateful model (sequence_batching): started and not yet ended, in a slot or waiting for one',
-      labelNames: ['model', 'version'],
+      labelNames: MODEL_LABELS,
       registers,
     }),
-    sequenceSlotWaits: new Counter({
+    sequenceSlotWaits: new CellCounter({
       name: 'onnx_mme_sequence_slot_waits_total',
       help: 'Sequences that found every sequence slot of their model taken and waited in the backlog',
-      labelNames: ['model', 'version'],
+      labelNames: MODEL_LABELS,
       registers,
     }),
-    sequenceEnds: new Counter({
+    sequenceEnds: new CellCounter({
       name: 'onnx_mme_sequence_ends_total',
       help: 'Sequences ended, by reason: end (the client sent sequence_end), idle (max_sequence_idle_microseconds), unload, cancelled, slot_timeout',
-      labelNames: ['model', 'version', 'reason'],
+      labelNames: [...MODEL_LABELS, 'reason'],
       registers,
     }),
     sequenceStateBytes: new Gauge({

@@ -16,7 +16,7 @@ import { ensembleSpecFromJson } from '../ensemble/ensemble-spec.js';
 import { ensemblePlan, ensembleProblems, singleModelPlan, type EnsembleSpec, type ExecutionPlan, type StepModel } from '../ensemble/execution-plan.js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
-import type { Metrics, TargetMetrics } from '../observability/metrics.js';
+import type { TargetMetrics } from '../observability/metrics.js';
 import { chooseProviders, type HostCapabilities } from '../runtime/execution-providers.js';
 import { createModelSession, type ModelSession } from '../runtime/onnx-session.js';
 import type { RuntimePool } from '../runtime/runtime-pool.js';
@@ -80,8 +80,6 @@ export interface PackageLoadDeps {
   readonly serverProviders: readonly ProviderName[] | undefined;
   /** Server-wide batching defaults (env); DEFAULT_BATCHING when omitted. */
   readonly batching?: BatchingDefaults;
-  /** Where sequence batchers count live sequences, slot waits and ends; omitted = not counted. */
-  readonly sequenceMetrics?: Partial<Pick<Metrics, 'sequencesLive' | 'sequenceSlotWaits' | 'sequenceEnds'>>;
   /** MME_ALLOW_JS_BACKEND: false refuses packages with a `backend: "js"` step. Default true. */
   readonly allowJsBackend?: boolean;
   /** MME_JS_STEP_TIMEOUT_SECONDS: a js step's call deadline where its config sets none. */
@@ -461,9 +459,7 @@ export class PackageBuilder {
 
   /** A stateful model's scheduler (config sequence_batching): scheduler/sequence-batcher.ts. */
   private sequenceBatcher(modelLabel: string, name: string, version: number, config: ModelConfig, executors: ModelExecutor[], initialStates: ReadonlyMap<string, Tensor>): ModelScheduler {
-    const metrics = this.deps.sequenceMetrics;
     const cells = this.metrics?.forModel(name, String(version));
-    const labels = { model: name, version: String(version) };
     const sequences = this.sequences;
     return new SequenceBatcher({
       model: modelLabel,
@@ -480,10 +476,10 @@ export class PackageBuilder {
         ...(cells ? { batch: cells } : {}),
         liveChanged: (delta) => {
           sequences.liveChanged(delta);
-          if (metrics?.sequencesLive) metrics.sequencesLive.inc(labels, delta);
+          cells?.sequenceLive(delta);
         },
-        slotWait: () => metrics?.sequenceSlotWaits?.inc(labels),
-        ended: (reason) => metrics?.sequenceEnds?.inc({ ...labels, reason }),
+        slotWait: () => cells?.sequenceSlotWait(),
+        ended: (reason) => cells?.sequenceEnded(reason),
       },
     });
   }

@@ -112,10 +112,10 @@ after(async () => {
 describe('stateful models through HTTP', () => {
   it('24 interleaved sequences of the accumulator (direct), each equal to its sequence run by hand', async () => {
     await interleaved(server, 'acc', 'accumulator', 24, 5, 1000);
-    assert.equal(await metricValue(server.url, 'onnx_mme_sequences_live', { model: 'acc', version: '1' }), 0, 'every sequence ended');
-    assert.equal(await metricValue(server.url, 'onnx_mme_sequence_ends_total', { model: 'acc', version: '1', reason: 'end' }), 24);
+    assert.equal(await metricValue(server.url, 'onnx_mme_sequences_live', { target: 'acc', model: 'acc', version: '1' }), 0, 'every sequence ended');
+    assert.equal(await metricValue(server.url, 'onnx_mme_sequence_ends_total', { target: 'acc', model: 'acc', version: '1', reason: 'end' }), 24);
     // 24 sequences on 8 slots (max_batch_size 8, one instance): most waited for a slot.
-    assert.ok(((await metricValue(server.url, 'onnx_mme_sequence_slot_waits_total', { model: 'acc', version: '1' })) ?? 0) >= 1);
+    assert.ok(((await metricValue(server.url, 'onnx_mme_sequence_slot_waits_total', { target: 'acc', model: 'acc', version: '1' })) ?? 0) >= 1);
   });
 
   it('an order-dependent model under oldest and under direct with two instances: every step in order', async () => {
@@ -192,6 +192,7 @@ describe('stateful models through HTTP', () => {
   });
 
   it('an ensemble with a stateful step passes the sequence parameters to it', async () => {
+    const accEnds = await metricValue(server.url, 'onnx_mme_sequence_ends_total', { target: 'acc', model: 'acc', version: '1', reason: 'end' });
     const xs = [step(1, 0), step(1, 1), step(1, 2)];
     const expected = runByHand('accumulator', xs.map((x) => Float32Array.from(x, (v) => v * 2)));
     for (let k = 0; k < 3; k++) {
@@ -205,6 +206,12 @@ describe('stateful models through HTTP', () => {
     const lost = await request(`${server.url}/v2/models/acc_pipe/infer`, { method: 'POST', json: { inputs: [input('X', 'FP32', [1, 4], [1, 1, 1, 1])] } });
     assert.equal(lost.status, 400);
     assert.match(lost.body.error, /correlation ID/);
+    // The pipeline's own 'acc' is another tenant's model of the same name: counted apart, by target.
+    assert.equal(await metricValue(server.url, 'onnx_mme_sequence_ends_total', { target: 'acc_pipe', model: 'acc', version: '1', reason: 'end' }), 1);
+    assert.equal(await metricValue(server.url, 'onnx_mme_sequence_ends_total', { target: 'acc', model: 'acc', version: '1', reason: 'end' }), accEnds);
+    assert.equal(await metricValue(server.url, 'onnx_mme_sequences_live', { target: 'acc_pipe', model: 'acc', version: '1' }), 0);
+    // A stateless model has no sequence series.
+    assert.equal(await metricValue(server.url, 'onnx_mme_sequences_live', { target: 'acc_pipe', model: 'double' }), undefined);
   });
 });
 
