@@ -225,6 +225,11 @@ export class JsStepWorker {
     }
   }
 
+  /** Stopped for good after MAX_FAULTS faults in a row: only a new load starts it again. */
+  get stopped(): boolean {
+    return this.failed !== undefined;
+  }
+
   /** The thread running the step now (tests look at it). */
   get thread(): Worker {
     return this.instance.worker;

@@ -129,6 +129,7 @@ export async function loadJsStep(ctx: StepLoadContext): Promise<LoadedStep> {
 
   return {
     release: () => (released ??= worker.close()),
+    stopped: () => worker.stopped,
     execute: async (inputs, outputNames) => {
       const rows = batching ? (inputs.values().next().value?.shape[0] ?? 0) : 1;
       // Copies (a request's tensors may be read again: a failed batch re-runs each request alone), moved into the worker.

@@ -31,6 +31,8 @@ export interface StepExecutor {
 export interface LoadedStep extends StepExecutor {
   /** Give back what the step holds (a JS step's finalize()); called once, after the scheduler stopped. */
   release(): Promise<void>;
+  /** True once the step is stopped for good (a JS step that kept crashing): an explicit load replaces it. */
+  readonly stopped?: () => boolean;
 }
 
 export interface StepLoadContext {

@@ -25,6 +25,8 @@ export interface LoadedVersion {
   readonly release?: () => Promise<void>;
   /** The backend when it is not onnxruntime (a processing step: `image`, `tokenizer`, `js`, ...). */
   readonly backend?: string;
+  /** A processing step stopped for good (a JS step that kept crashing, backends/js-step-worker.ts): an explicit load replaces the package. */
+  readonly stopped?: () => boolean;
 }
 
 export interface LoadedModel {

@@ -284,7 +284,7 @@ export class PackageBuilder {
       const executor = this.reportingLoad(step);
       const executors: ModelExecutor[] = Array.from({ length: instances }, () => executor);
       const scheduler = this.batcher(modelLabel, md.name, version, policy, executors);
-      loaded.set(version, { version, session: undefined, sessions: [], executors, scheduler, release: () => step.release(), backend: config.backend });
+      loaded.set(version, { version, session: undefined, sessions: [], executors, scheduler, release: () => step.release(), backend: config.backend, ...(step.stopped ? { stopped: step.stopped } : {}) });
     }
     if (loaded.size === 0) throw new ServingError('INVALID_MODEL', `model '${modelLabel}': no version to load`, { model: modelLabel });
     this.deps.logger.debug(

@@ -19,6 +19,7 @@ import type { InferRequest, InferResponse, RequestedOutput } from '../protocol/i
 import type { Tensor } from '../protocol/tensor.js';
 import { latestVersion, type LoadedModel } from '../registry/loaded-model.js';
 import type { Lease, ManagedModelInfo, ModelRegistry } from '../registry/model-registry.js';
+import type { LoadedPackage } from '../registry/package-loader.js';
 import { scheduleOptionsFrom } from '../scheduler/schedule-options.js';
 import { normalizeTarget } from '../store/target-path.js';
 import { modelStat, type ModelStatJson } from './model-statistics.js';
@@ -439,8 +440,17 @@ export class InferenceService {
 
   /** Load a model by name (a target is loaded and kept resident; a managed model is already loaded). */
   async loadByName(ref: ModelRef, cancel?: Cancellation): Promise<void> {
-    // Explicit: a remembered failed load is retried now (registry/failed-loads.ts).
-    if (ref.kind === 'target') await this.options.registry.forgetFailedLoad(ref.target);
+    if (ref.kind === 'target') {
+      // Explicit: a remembered failed load is retried now (registry/failed-loads.ts).
+      await this.options.registry.forgetFailedLoad(ref.target);
+      // A resident package with a step stopped for good (a JS step that kept crashing) is loaded afresh, as Triton reloads on load.
+      const pkg = this.options.registry.peekResident('target', ref.target)?.pkg;
+      if (pkg !== undefined && hasStoppedStep(pkg)) {
+        await this.options.registry.unloadTarget(ref.target).catch((err: unknown) => {
+          if (!(err instanceof ServingError && err.code === 'MODEL_NOT_FOUND')) throw err;
+        });
+      }
+    }
     await this.inspect(ref, undefined, cancel, () => undefined);
   }
 
@@ -510,4 +520,10 @@ export interface RepositoryIndexEntry {
   /** While resident: its share of the memory budget, and what its load was measured to add to the process. */
   readonly reservedBytes?: number | undefined;
   readonly measuredBytes?: number | undefined;
+}
+
+/** Whether any version of the package is a processing step stopped for good (registry/loaded-model.ts `stopped`). */
+function hasStoppedStep(pkg: LoadedPackage): boolean {
+  for (const model of pkg.models.values()) for (const v of model.versions.values()) if (v.stopped?.() === true) return true;
+  return false;
 }

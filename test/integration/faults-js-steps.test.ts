@@ -179,7 +179,7 @@ describe('a js step that fails outside its execute() promise', () => {
 });
 
 describe('a js step that keeps failing, and unloads', () => {
-  it('(d) five crashes in a row fail the model with a clear error until it is loaded again', async () => {
+  it('(d) five crashes in a row fail the model with a clear error until it is loaded again (an explicit load, or unload + load)', async () => {
     assert.equal((await invoke('crashy', 0)).status, 200);
     for (let i = 1; i <= 5; i++) {
       const r = await invoke('crashy', 13);
@@ -196,11 +196,16 @@ describe('a js step that keeps failing, and unloads', () => {
     assert.match(failed.body.error, /^model 'crashy': its js step crashed or timed out 5 times in a row \(last: the js step crashed: an uncaught exception: crash again\); it is stopped until the model is loaded again$/);
     assert.ok(performance.now() - started < 2000);
     assertAlive();
-    // Loading it again (unload + load) starts it afresh.
-    assert.equal((await request(`${server.url}/v2/repository/models/crashy/unload`, { method: 'POST' })).status, 200);
+    // An explicit load of the resident, stopped model loads it afresh (as Triton reloads on load).
     assert.equal((await request(`${server.url}/v2/repository/models/crashy/load`, { method: 'POST' })).status, 200);
     const back = await invoke('crashy', 1);
     assert.equal(back.status, 200, back.text);
+    // So does an unload and a load, after it failed again.
+    for (let i = 0; i < 5; i++) assert.equal((await invoke('crashy', 13)).status, 500);
+    assert.match((await invoke('crashy', 1)).body.error, /stopped until the model is loaded again$/);
+    assert.equal((await request(`${server.url}/v2/repository/models/crashy/unload`, { method: 'POST' })).status, 200);
+    assert.equal((await request(`${server.url}/v2/repository/models/crashy/load`, { method: 'POST' })).status, 200);
+    assert.equal((await invoke('crashy', 1)).status, 200);
   });
 
   it('(e) unloading a step whose finalize() never returns, and one stuck in execute(), finishes within the deadlines', async () => {
