@@ -19,7 +19,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { ModelConfig, WarmupConfig, WarmupInputConfig } from '../config/model-config-types.js';
-import { ServingError } from '../errors.js';
+import { pathFreeMessage, ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import { DATA_TYPE_INFO, type Tensor } from '../protocol/tensor.js';
 import type { LoadedModel } from './loaded-model.js';
@@ -136,7 +136,8 @@ function filled(datatype: WarmupInputConfig['dataType'], shape: number[], kind: 
 
 async function fromFile(spec: WarmupInputConfig, shape: number[], file: string, label: string): Promise<Tensor> {
   const bytes = await readFile(file).catch((err: unknown) => {
-    throw new Error(`cannot read warm-up data ${file}: ${(err as Error).message} (model '${label}')`);
+    // Named within the package (warmup/<file>), never by its host path.
+    throw new Error(`cannot read warm-up data warmup/${path.basename(file)}: ${pathFreeMessage(err)} (model '${label}')`);
   });
   const n = count(shape);
   if (spec.dataType === 'BYTES') {
