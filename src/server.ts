@@ -127,7 +127,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
     logger,
     metrics,
     // A SageMaker url's tree may hold no more entries than an archive may (registry/managed-url.ts).
-    managedUrls: { maxEntries: config.archiveMaxEntries, cacheDir: config.cacheDir },
+    managedUrls: { maxEntries: config.archiveMaxEntries, cacheDir: config.cacheDir, ...(config.modelUrlRoots === undefined ? {} : { roots: config.modelUrlRoots }) },
   });
   const service = new InferenceService({
     registry,

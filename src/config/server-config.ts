@@ -51,6 +51,8 @@ export interface ServerConfig {
   readonly logLevel: LogLevel;
   readonly archiveMaxBytes: number;
   readonly archiveMaxEntries: number;
+  /** MME_MODEL_URL_ROOTS: directories a POST /models url (a ModelMesh modelPath) must lie in, on its real path; undefined = any but the system trees. */
+  readonly modelUrlRoots: readonly string[] | undefined;
   readonly shutdownTimeoutMs: number;
   readonly maxInflightRequests: number;
   /** MME_MAX_INFLIGHT_BYTES: request bodies plus answers held at once; undefined = 10% of the container's memory, at least 4 bodies of the largest size. */
@@ -358,6 +360,21 @@ export const SETTINGS: readonly AnySetting[] = [
     defaultText: '100000',
     description: 'Most entries (files and directories) one model archive may hold.',
     parse: (raw) => (raw === undefined ? 100_000 : int('MME_ARCHIVE_MAX_ENTRIES', raw, 1)),
+  },
+  {
+    key: 'modelUrlRoots',
+    env: ['MME_MODEL_URL_ROOTS'],
+    defaultText: '(any directory but the system trees)',
+    description:
+      'Comma-separated absolute directories a SageMaker POST /models url (and a ModelMesh modelPath) must lie in, judged on its real path (e.g. /opt/ml/models); others get 400. Unset: any directory except /, the system trees and the cache (docs/sagemaker.md).',
+    parse: (raw) => {
+      if (raw === undefined || raw.trim() === '') return undefined;
+      const roots = raw.split(',').map((r) => r.trim()).filter((r) => r !== '');
+      for (const r of roots) {
+        if (!path.isAbsolute(r) || r.split('/').includes('..')) throw new Error(`MME_MODEL_URL_ROOTS: '${r}' is not an absolute directory without '..'`);
+      }
+      return Object.freeze(roots.map((r) => path.resolve(r)));
+    },
   },
   {
     key: 'shutdownTimeoutMs',

@@ -5,7 +5,8 @@
  * as /proc itself. SageMaker always sends `/opt/ml/models/<hash>/model`; the
  * same container also loads local directories (docs/sagemaker.md), so any
  * directory is allowed except the filesystem root, the kernel's and the OS's
- * own trees, and the server's cache. Before the loader walks it, the
+ * own trees, and the server's cache; MME_MODEL_URL_ROOTS narrows it to the
+ * directories the operator names. Before the loader walks it, the
  * directory's entries are counted (readdir only, links not followed) up to the
  * archive entry limit, and its symbolic links checked: a tree bigger than any
  * model package, or a link into a system directory, is refused with a 400 in
@@ -55,6 +56,8 @@ export interface ManagedUrlLimits {
   readonly maxEntries: number;
   /** The server's cache directory: never a url (its entries belong to self-managed targets and are evicted). */
   readonly cacheDir?: string;
+  /** MME_MODEL_URL_ROOTS: when set, the url's real path must lie in one of them (e.g. /opt/ml/models, as Triton requires). */
+  readonly roots?: readonly string[];
 }
 
 export interface ManagedUrl {
@@ -110,6 +113,11 @@ export async function resolveManagedUrl(modelName: string, url: string, limits: 
   }
   const realRoot = systemRootOf(dir);
   if (realRoot !== undefined) throw systemRefusal(modelName, realRoot, 'resolves (through a symbolic link) into');
+  if (limits.roots !== undefined) {
+    const roots = await Promise.all(limits.roots.map((r) => realpath(r).catch(() => r)));
+    // Not named: they are host paths; the operator set them.
+    if (!roots.some((r) => isUnder(r, dir))) throw refuse(modelName, 'lies outside the directories MME_MODEL_URL_ROOTS allows');
+  }
   if (limits.cacheDir !== undefined) {
     const cache = await realpath(limits.cacheDir).catch(() => path.resolve(limits.cacheDir!));
     if (isUnder(cache, dir)) throw refuse(modelName, "lies inside the server's cache directory (MME_CACHE_DIR), which holds only what the server extracted");

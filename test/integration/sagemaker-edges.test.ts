@@ -365,3 +365,31 @@ describe('url: the real path is checked, and the work is bounded', () => {
     assert.ok(!(await listed()).includes('proc-link'));
   });
 });
+
+describe('MME_MODEL_URL_ROOTS', () => {
+  it('only urls whose real path lies in the named directories load; a link out of them is refused', async (t) => {
+    const base = await realpath(await tempDir(t));
+    const allowed = path.join(base, 'opt-ml-models');
+    const inside = path.join(allowed, 'h1', 'model');
+    await writeModelDir(inside, 'add_sub', addSub());
+    const outside = path.join(base, 'elsewhere', 'model');
+    await writeModelDir(outside, 'add_sub', addSub());
+    await symlink(outside, path.join(allowed, 'escape'));
+    const s = await startTestServer({ modelSource: path.join(base, 'source'), cacheDir: path.join(base, 'cache'), env: { SAGEMAKER_MULTI_MODEL: 'true', MME_MODEL_URL_ROOTS: allowed } });
+    try {
+      const post = (name: string, url: string) => request(`${s.url}/models`, { method: 'POST', json: { model_name: name, url } });
+      const ok = await post('in', inside);
+      assert.equal(ok.status, 200, ok.text);
+      for (const [name, url] of [['out', outside], ['escape', path.join(allowed, 'escape')]] as const) {
+        const r = await post(name, url);
+        assert.equal(r.status, 400, `${name}: ${r.text}`);
+        assert.match(r.body.error, /url lies outside the directories MME_MODEL_URL_ROOTS allows/);
+        assert.ok(!r.text.includes(base), r.text);
+      }
+      const list = await request(`${s.url}/models`);
+      assert.deepEqual(list.body.models.map((m: { modelName: string }) => m.modelName), ['in']);
+    } finally {
+      await s.close();
+    }
+  });
+});

@@ -93,6 +93,14 @@ describe('loadServerConfig: each variable', () => {
     expectProblem({ SAGEMAKER_BIND_TO_PORT: 'http' }, `SAGEMAKER_BIND_TO_PORT must be an integer in [0, 65535], got 'http'`);
   });
 
+  test('MME_MODEL_URL_ROOTS: comma-separated absolute directories; unset or blank: any', () => {
+    assert.equal(load({}).modelUrlRoots, undefined);
+    assert.equal(load({ MME_MODEL_URL_ROOTS: ' ' }).modelUrlRoots, undefined);
+    assert.deepEqual(load({ MME_MODEL_URL_ROOTS: '/opt/ml/models, /data/models/' }).modelUrlRoots, ['/opt/ml/models', '/data/models']);
+    expectProblem({ MME_MODEL_URL_ROOTS: 'models' }, "MME_MODEL_URL_ROOTS: 'models' is not an absolute directory without '..'");
+    expectProblem({ MME_MODEL_URL_ROOTS: '/opt/../etc' }, "MME_MODEL_URL_ROOTS: '/opt/../etc' is not an absolute directory without '..'");
+  });
+
   test('an empty integer variable is an error, not 0', () => {
     expectProblem({ SAGEMAKER_BIND_TO_PORT: '' }, `SAGEMAKER_BIND_TO_PORT must be an integer in [0, 65535], got ''`);
     expectProblem({ MME_SHUTDOWN_TIMEOUT_SECONDS: ' ' }, `MME_SHUTDOWN_TIMEOUT_SECONDS must be an integer in [0, 3600], got ' '`);
