@@ -48,7 +48,7 @@ export interface RunningServer {
 }
 
 function createModelSource(config: ServerConfig, logger: Logger, cache: DiskCache, metrics: Metrics): ModelSource {
-  const limits = { maxBytes: config.archiveMaxBytes, maxEntries: config.archiveMaxEntries };
+  const limits = { maxBytes: config.archiveMaxBytes, maxEntries: config.archiveMaxEntries, maxRatio: config.archiveMaxRatio };
   if (!isS3Uri(config.modelSource)) return new LocalModelSource({ root: config.modelSource, cacheDir: config.cacheDir, cache, limits, logger });
   return new S3ModelSource({
     uri: config.modelSource,

@@ -84,7 +84,7 @@ Options:
   -o, --output <file>  where to write (default: <dir name>.tar.gz in the current directory)
   -h, --help           this help
 
-Environment (as the server): MME_ARCHIVE_MAX_BYTES, MME_ARCHIVE_MAX_ENTRIES.
+Environment (as the server): MME_ARCHIVE_MAX_BYTES, MME_ARCHIVE_MAX_ENTRIES, MME_ARCHIVE_MAX_RATIO.
 
 Exit status: 0 written, 1 validation failed, 2 bad command line.`,
   async run(argv: readonly string[], io: CliIo): Promise<number> {

@@ -89,7 +89,7 @@ Environment (as the server):
   AWS_ENDPOINT_URL_S3 (or AWS_ENDPOINT_URL)   S3-compatible endpoint (MinIO, LocalStack, s3rver); path-style addressing
   AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ...   the AWS SDK's standard credential chain
   MME_MODEL_SOURCE                            when it is the s3:// prefix the server reads, the target header is printed too
-  MME_ARCHIVE_MAX_BYTES, MME_ARCHIVE_MAX_ENTRIES   extraction limits used by validation
+  MME_ARCHIVE_MAX_BYTES, MME_ARCHIVE_MAX_ENTRIES, MME_ARCHIVE_MAX_RATIO   extraction limits used by validation
 
 Exit status: 0 uploaded, 1 validation or upload failed, 2 bad command line.`,
   async run(argv: readonly string[], io: CliIo): Promise<number> {

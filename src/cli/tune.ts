@@ -111,8 +111,8 @@ export const tuneCommand: CliCommand = {
     const full = path.resolve(input);
     if (inside(out, full)) throw new UsageError(`-o ${outDir} is inside the package ${input}: tune never writes into the package; choose another directory`);
 
-    const limits = readSettings(io.env, ['archiveMaxBytes', 'archiveMaxEntries']);
-    const pkg = await openPackage(input, { maxBytes: limits.archiveMaxBytes, maxEntries: limits.archiveMaxEntries });
+    const limits = readSettings(io.env, ['archiveMaxBytes', 'archiveMaxEntries', 'archiveMaxRatio']);
+    const pkg = await openPackage(input, { maxBytes: limits.archiveMaxBytes, maxEntries: limits.archiveMaxEntries, maxRatio: limits.archiveMaxRatio });
     try {
       const layout = await scanRepository(pkg.dir, pkg.fallbackName, pkg.label);
       if (layout.models.length !== 1) {

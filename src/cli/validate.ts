@@ -64,10 +64,10 @@ function warningSink(): { stream: Writable; notes: string[] } {
  * package, a corrupt archive included, are in the report.
  */
 export async function validatePackage(input: string, env: NodeJS.ProcessEnv): Promise<ValidationReport> {
-  const settings = readSettings(env, ['archiveMaxBytes', 'archiveMaxEntries']);
+  const settings = readSettings(env, ['archiveMaxBytes', 'archiveMaxEntries', 'archiveMaxRatio']);
   let pkg: PackageInput;
   try {
-    pkg = await openPackage(input, { maxBytes: settings.archiveMaxBytes, maxEntries: settings.archiveMaxEntries });
+    pkg = await openPackage(input, { maxBytes: settings.archiveMaxBytes, maxEntries: settings.archiveMaxEntries, maxRatio: settings.archiveMaxRatio });
   } catch (err) {
     if (!(err instanceof ServingError)) throw err;
     const problem: PackageProblem = { model: undefined, code: err.code, message: err.message };
@@ -169,7 +169,7 @@ Options:
   --json      print the report as JSON on stdout
   -h, --help  this help
 
-Environment (as the server): MME_ARCHIVE_MAX_BYTES, MME_ARCHIVE_MAX_ENTRIES.
+Environment (as the server): MME_ARCHIVE_MAX_BYTES, MME_ARCHIVE_MAX_ENTRIES, MME_ARCHIVE_MAX_RATIO.
 
 Exit status: 0 valid, 1 problems found, 2 bad command line or input not found.`,
   async run(argv: readonly string[], io: CliIo): Promise<number> {

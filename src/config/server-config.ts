@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ServingError } from '../errors.js';
+import { DEFAULT_MAX_ENTRIES, DEFAULT_MAX_RATIO } from './archive-limits.js';
 import { environmentNotices, type EnvNotice } from './env-notices.js';
 import { isS3Uri, parseS3Uri } from './s3-uri.js';
 
@@ -53,6 +54,8 @@ export interface ServerConfig {
   readonly archiveMaxEntries: number;
   /** MME_MODEL_URL_ROOTS: directories a POST /models url (a ModelMesh modelPath) must lie in, on its real path; undefined = any but the system trees. */
   readonly modelUrlRoots: readonly string[] | undefined;
+  /** MME_ARCHIVE_MAX_RATIO: decompressed:compressed bytes of one archive; 0 = unchecked. */
+  readonly archiveMaxRatio: number;
   readonly shutdownTimeoutMs: number;
   readonly maxInflightRequests: number;
   /** MME_MAX_INFLIGHT_BYTES: request bodies plus answers held at once; undefined = 10% of the container's memory, at least 4 bodies of the largest size. */
@@ -265,7 +268,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['MME_CACHE_MAX_BYTES'],
     defaultText: '80% of the cache volume (free space + what the cache holds) at startup',
     description:
-      'Byte budget of the disk cache of extracted models. When a new model needs room, least recently used models that are not loaded in memory are removed; a model that cannot fit gets 507.',
+      'Byte budget of the disk cache of extracted models, counted in allocated blocks as du counts (every file and directory costs at least one block). When a new model needs room, least recently used models that are not loaded in memory are removed; a model that cannot fit gets 507.',
     parse: (raw) => (raw === undefined || raw.trim() === '' ? undefined : int('MME_CACHE_MAX_BYTES', raw, 1)),
   },
   {
@@ -357,9 +360,18 @@ export const SETTINGS: readonly AnySetting[] = [
   {
     key: 'archiveMaxEntries',
     env: ['MME_ARCHIVE_MAX_ENTRIES'],
-    defaultText: '100000',
-    description: 'Most entries (files and directories) one model archive may hold.',
-    parse: (raw) => (raw === undefined ? 100_000 : int('MME_ARCHIVE_MAX_ENTRIES', raw, 1)),
+    defaultText: '10000',
+    description:
+      'Most entries one model archive may hold, every entry counted (files, directories, links, skipped junk such as `._*`); more is 400 ARCHIVE_REJECTED.',
+    parse: (raw) => (raw === undefined ? DEFAULT_MAX_ENTRIES : int('MME_ARCHIVE_MAX_ENTRIES', raw, 1)),
+  },
+  {
+    key: 'archiveMaxRatio',
+    env: ['MME_ARCHIVE_MAX_RATIO'],
+    defaultText: '200',
+    description:
+      'Largest ratio of decompressed to compressed bytes of one model archive, checked while it streams once 16 MiB of tar data have come out; more is 400 ARCHIVE_REJECTED (a gzip bomb). Real weights compress about 1.1-1.5:1; raise it for a large model of zeros. 0 = no ratio check.',
+    parse: (raw) => (raw === undefined ? DEFAULT_MAX_RATIO : int('MME_ARCHIVE_MAX_RATIO', raw, 0)),
   },
   {
     key: 'modelUrlRoots',

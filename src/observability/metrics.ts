@@ -470,7 +470,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     }),
     diskCacheBytes: new Gauge({
       name: 'onnx_mme_disk_cache_bytes',
-      help: 'Bytes of extracted models in the disk cache (MME_CACHE_DIR)',
+      help: 'Disk space the extracted models in the disk cache (MME_CACHE_DIR) take, in allocated blocks as du counts (what MME_CACHE_MAX_BYTES budgets)',
       registers,
     }),
     diskCacheBudgetBytes: new Gauge({

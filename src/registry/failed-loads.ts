@@ -13,8 +13,11 @@
  * the requests that arrive while it runs): a changed object (new ETag) loads
  * at once; an unchanged one gets the remembered error. An explicit load (POST
  * /v2/repository/models/{m}/load) forgets the failure. Transient failures
- * (source unreachable, no memory or disk) are not remembered: they say nothing
- * about the object.
+ * (source unreachable, no memory, a disk held by models in use) are not
+ * remembered: they say nothing about the object. A model larger than the
+ * whole disk budget is (INSUFFICIENT_STORAGE with `wholeBudget`): no eviction
+ * can make room, so without the back-off every request would download it
+ * again just to be refused; the window keeps it from lasting for ever.
  */
 import { ServingError, type ErrorCode } from '../errors.js';
 
@@ -49,7 +52,8 @@ export class FailedLoads {
 
   /** Whether `err` says something about the object (and so is remembered). */
   static remembers(err: unknown): err is ServingError {
-    return err instanceof ServingError && REMEMBERED.has(err.code);
+    if (!(err instanceof ServingError)) return false;
+    return REMEMBERED.has(err.code) || (err.code === 'INSUFFICIENT_STORAGE' && err.details?.['wholeBudget'] === true);
   }
 
   /** Records a failed load of `target` at `version` (undefined when the version could not be learned). */

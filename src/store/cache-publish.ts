@@ -16,6 +16,8 @@ import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ServingError } from '../errors.js';
+import { blockBytesOf, chargeFile, measureDiskBytes } from './disk-usage.js';
+import { fsReason } from './node-error.js';
 
 export const ENTRY_METADATA_FILE = '.onnx-mme-entry.json';
 /** Sub-directory of an entry that holds the extracted model repository. */
@@ -31,8 +33,15 @@ export interface CacheEntryMetadata {
   readonly version: string;
   /** ISO 8601 time the entry was published. */
   readonly createdAt: string;
+  /** File bytes of the model (its data, as `ls -l` adds up). */
   readonly bytes: number;
   readonly files: number;
+  /**
+   * What the entry takes on disk, in allocated blocks (`du`), metadata and
+   * directories included: the unit of the disk cache's budget. Absent in
+   * entries written before it was recorded (measured when indexed).
+   */
+  readonly diskBytes?: number;
 }
 
 export interface CacheEntry {
@@ -144,12 +153,12 @@ export async function publishDirectory(options: PublishOptions): Promise<Publish
     await mkdir(contentDir);
     const filled = await fill(contentDir, signal);
     if (signal?.aborted) throw signal.reason;
+    const base = { target, version, createdAt: new Date().toISOString(), bytes: filled.bytes, files: filled.files ?? 0 };
+    // Measured, not estimated: what the filesystem really allocated for the tree (the metadata file is one block more).
+    const draft = `${JSON.stringify({ ...base, diskBytes: Number.MAX_SAFE_INTEGER })}\n`;
     const metadata: CacheEntryMetadata = {
-      target,
-      version,
-      createdAt: new Date().toISOString(),
-      bytes: filled.bytes,
-      files: filled.files ?? 0,
+      ...base,
+      diskBytes: (await measureDiskBytes(temp)) + chargeFile(Buffer.byteLength(draft), await blockBytesOf(temp)),
     };
     await writeFile(path.join(temp, ENTRY_METADATA_FILE), `${JSON.stringify(metadata)}\n`, { flag: 'wx' });
 
@@ -235,14 +244,15 @@ function isMetadata(value: unknown): value is CacheEntryMetadata {
     typeof v.version === 'string' &&
     typeof v.createdAt === 'string' &&
     typeof v.bytes === 'number' &&
-    typeof v.files === 'number'
+    typeof v.files === 'number' &&
+    (v.diskBytes === undefined || (typeof v.diskBytes === 'number' && Number.isSafeInteger(v.diskBytes) && v.diskBytes >= 0))
   );
 }
 
 function publishError(err: unknown, target: string): ServingError {
   if (err instanceof ServingError) return err;
   const code = errorCode(err);
-  const message = err instanceof Error ? err.message : String(err);
+  const message = fsReason(err);
   if (code === 'ENOSPC' || code === 'EDQUOT') {
     return new ServingError('INSUFFICIENT_STORAGE', `model '${target}': the model cache disk is full: ${message}`, {
       model: target,

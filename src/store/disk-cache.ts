@@ -11,10 +11,14 @@
  * "retired": removed as soon as its last holder lets go, so requests in flight
  * on the old version finish on intact files.
  *
- * Accounting is in extracted file bytes. A download in progress reserves the
+ * Accounting is in disk bytes as `du` counts them (store/disk-usage.ts):
+ * allocated blocks, so a file of 100 bytes costs a block and so does each
+ * directory. An entry's figure is measured from the filesystem when it is
+ * published (or indexed at startup). A download in progress reserves the
  * size known in advance (the archive's size, a lower bound) and may grow up to
- * what the budget minus pinned entries leaves it; past that the extraction
- * stops with INSUFFICIENT_STORAGE (507) and nothing is cached.
+ * what the budget minus pinned entries leaves it, charged in blocks from each
+ * entry's header before it is written; past that the extraction stops with
+ * INSUFFICIENT_STORAGE (507) and nothing is cached.
  *
  * Removal renames the entry to a temporary name first (atomic), so a
  * concurrent reader never sees a half-deleted entry.
@@ -24,6 +28,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import { ServingError } from '../errors.js';
 import type { Metrics } from '../observability/metrics.js';
+import { measureDiskBytes } from './disk-usage.js';
 import {
   ENTRY_CONTENT_DIR,
   ENTRY_METADATA_FILE,
@@ -58,7 +63,10 @@ export interface CachePin {
 export interface CachedEntryInfo {
   readonly target: string;
   readonly version: string;
+  /** File bytes of the model. */
   readonly bytes: number;
+  /** What it takes on disk (blocks): what the budget counts. */
+  readonly diskBytes: number;
   readonly pinned: boolean;
   readonly lastUsed: Date;
 }
@@ -85,6 +93,8 @@ interface Slot {
   readonly name: string;
   readonly dir: string;
   readonly metadata: CacheEntryMetadata;
+  /** Disk bytes (blocks) the entry takes: the budget's unit. */
+  readonly diskBytes: number;
   lastUsed: number;
   /** Order of the last use in this process: breaks ties between uses in the same millisecond. */
   useSeq: number;
@@ -119,10 +129,10 @@ export class DiskCache {
     return this.budget;
   }
 
-  /** Bytes of complete entries on disk. */
+  /** Disk bytes (allocated blocks) of complete entries. */
   get usedBytes(): number {
     let total = 0;
-    for (const slot of this.slots.values()) total += slot.metadata.bytes;
+    for (const slot of this.slots.values()) total += slot.diskBytes;
     return total;
   }
 
@@ -146,7 +156,9 @@ export class DiskCache {
       if (!metadata) continue;
       const touched = await stat(path.join(dir, ENTRY_METADATA_FILE)).then((s) => s.mtimeMs, () => Date.now());
       const name = path.basename(dir);
-      this.slots.set(name, { name, dir, metadata, lastUsed: touched, useSeq: 0, pins: 0, retired: false });
+      // Entries from before disk bytes were recorded are measured once here.
+      const diskBytes = metadata.diskBytes ?? (await measureDiskBytes(dir));
+      this.slots.set(name, { name, dir, metadata, diskBytes, lastUsed: touched, useSeq: 0, pins: 0, retired: false });
     }
     this.budget = this.options.maxBytes ?? (await this.defaultBudget());
     this.logger?.info(
@@ -225,7 +237,8 @@ export class DiskCache {
     const name = path.basename(result.dir);
     let slot = this.slots.get(name);
     if (!slot) {
-      slot = { name, dir: result.dir, metadata: result.metadata, lastUsed: Date.now(), useSeq: ++this.uses, pins: 0, retired: false };
+      const diskBytes = result.metadata.diskBytes ?? (await measureDiskBytes(result.dir));
+      slot = { name, dir: result.dir, metadata: result.metadata, diskBytes, lastUsed: Date.now(), useSeq: ++this.uses, pins: 0, retired: false };
       this.slots.set(name, slot);
     }
     const pin = this.pinSlot(slot);
@@ -273,6 +286,7 @@ export class DiskCache {
       target: s.metadata.target,
       version: s.metadata.version,
       bytes: s.metadata.bytes,
+      diskBytes: s.diskBytes,
       pinned: s.pins > 0,
       lastUsed: new Date(s.lastUsed),
     }));
@@ -312,7 +326,7 @@ export class DiskCache {
 
   private pinnedBytes(): number {
     let total = 0;
-    for (const slot of this.slots.values()) if (slot.pins > 0) total += slot.metadata.bytes;
+    for (const slot of this.slots.values()) if (slot.pins > 0) total += slot.diskBytes;
     return total;
   }
 
@@ -322,7 +336,7 @@ export class DiskCache {
       throw new ServingError(
         'INSUFFICIENT_STORAGE',
         `model '${target}': its archive alone is ${need} bytes, more than the whole disk cache budget of ${this.budget} bytes (MME_CACHE_MAX_BYTES)`,
-        { model: target, details: { needBytes: need, budgetBytes: this.budget } },
+        { model: target, details: { needBytes: need, budgetBytes: this.budget, wholeBudget: true } },
       );
     }
     await this.trim(need);
@@ -345,7 +359,7 @@ export class DiskCache {
     let used = this.usedBytes + this.reserved;
     for (const slot of candidates) {
       if (used + need <= this.budget) break;
-      used -= slot.metadata.bytes;
+      used -= slot.diskBytes;
       removals.push(this.evict(slot, 'budget'));
     }
     await Promise.all(removals);
@@ -371,7 +385,7 @@ export class DiskCache {
       this.logger?.warn({ err, dir: slot.dir }, 'could not remove a disk cache entry');
     }
     this.logger?.info(
-      { model: slot.metadata.target, version: slot.metadata.version, bytes: slot.metadata.bytes, reason: why },
+      { model: slot.metadata.target, version: slot.metadata.version, bytes: slot.metadata.bytes, diskBytes: slot.diskBytes, reason: why },
       'removed model from the disk cache',
     );
   }
@@ -386,8 +400,8 @@ export class DiskCache {
     if (err.details?.['storageLimitBytes'] === undefined) return err;
     return new ServingError(
       'INSUFFICIENT_STORAGE',
-      `model '${target}': it expands to more than the ${String(err.details['storageLimitBytes'])} bytes the disk cache can give it (budget ${this.budget} bytes, MME_CACHE_MAX_BYTES; ${this.pinnedBytes()} held by models in use)`,
-      { model: target, cause: err, details: err.details },
+      `model '${target}': it takes more than the ${String(err.details['storageLimitBytes'])} bytes of disk (counted in blocks, as du does) the disk cache can give it (budget ${this.budget} bytes, MME_CACHE_MAX_BYTES; ${this.pinnedBytes()} held by models in use)`,
+      { model: target, cause: err, details: { ...err.details, wholeBudget: Number(err.details['storageLimitBytes']) >= this.budget } },
     );
   }
 }

@@ -20,8 +20,14 @@
  * - Limits: a file whose header size is over `maxBytes` is refused before any
  *   byte is written; written bytes are counted as they stream; the decompressed
  *   stream itself is bounded (a gzip bomb of padding or junk entries never
- *   reaches the disk but would still burn CPU); bytes after the end-of-archive
+ *   reaches the disk but would still burn CPU), and so is its ratio to the
+ *   compressed bytes read (`maxRatio`, past RATIO_GRACE_BYTES): a bomb stops
+ *   after a few MiB, not at the byte limit; bytes after the end-of-archive
  *   marker are bounded too.
+ * - Disk: every entry is charged in blocks from its header before it is
+ *   written (store/disk-usage.ts), and the charge is checked against
+ *   `storageBytes`, so 100,000 tiny files stop at the budget instead of
+ *   costing 400 MB while counting as 300 KB.
  *
  * On failure the function returns only after every file handle is closed, so
  * the caller can remove `destDir` without racing a late write.
@@ -32,11 +38,12 @@ import { constants as fsConstants, createReadStream } from 'node:fs';
 import { mkdir, open, realpath, symlink } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { createGunzip } from 'node:zlib';
+import { createGunzip, type Gunzip } from 'node:zlib';
 import { Parser, type ReadEntry } from 'tar';
 import { ServingError } from '../errors.js';
-import type { ExtractLimits } from './extract-limits.js';
-import { errorCode, messageOf } from './node-error.js';
+import { chargeEntry, chargeFile, blockBytesOf } from './disk-usage.js';
+import { RATIO_GRACE_BYTES, type ExtractLimits } from './extract-limits.js';
+import { errorCode, fsReason, messageOf } from './node-error.js';
 
 export type { ExtractLimits } from './extract-limits.js';
 export { DEFAULT_EXTRACT_LIMITS } from './extract-limits.js';
@@ -46,6 +53,8 @@ export interface ExtractResult {
   readonly files: number;
   /** File bytes written. */
   readonly bytes: number;
+  /** Disk bytes charged in advance: whole blocks per file, one per directory and link. */
+  readonly diskBytes: number;
 }
 
 /** Pax / GNU long-name records are small; a bigger one is an attack, not a name. */
@@ -79,11 +88,9 @@ export async function extractArchive(
   try {
     root = await realpath(destDir);
   } catch (err) {
-    throw new ServingError('INTERNAL', `the extraction directory in the cache is not usable: ${messageOf(err)}`, {
-      cause: err,
-    });
+    throw new ServingError('INTERNAL', `the extraction directory is not usable (${fsReason(err)})`, { cause: err });
   }
-  return new Extraction(root, limits).run(input, signal);
+  return new Extraction(root, limits, await blockBytesOf(root)).run(input, signal);
 }
 
 type PathCheck =
@@ -95,6 +102,8 @@ class Extraction {
   private entries = 0;
   private files = 0;
   private bytes = 0;
+  /** Disk bytes charged so far (blocks), checked against limits.storageBytes. */
+  private disk = 0;
   private decompressed = 0;
   private trailing = 0;
   private sawEof = false;
@@ -103,6 +112,8 @@ class Extraction {
   private readonly halt = new AbortController();
   private readonly pending = new Set<Promise<void>>();
   private readonly dirs = new Map<string, Promise<void>>();
+  /** Directories charged a block (each created one, implicit parents included). */
+  private readonly chargedDirs = new Set<string>();
   /** Archive-relative link path → link target, created after all files. */
   private readonly links = new Map<string, string>();
   private readonly decompressedLimit: number;
@@ -110,6 +121,7 @@ class Extraction {
   constructor(
     private readonly root: string,
     private readonly limits: ExtractLimits,
+    private readonly blockBytes: number,
   ) {
     this.decompressedLimit =
       limits.maxBytes + limits.maxEntries * OVERHEAD_PER_ENTRY + OVERHEAD_FIXED;
@@ -138,11 +150,13 @@ class Extraction {
     });
     parser.on('error', (err: unknown) => this.fail(corrupt(err)));
 
+    // Its bytesWritten is the compressed input zlib has consumed so far (not merely been handed): the ratio's denominator.
+    const gunzip = createGunzip({ chunkSize: GUNZIP_CHUNK_BYTES });
     try {
       await pipeline(
         source,
-        createGunzip({ chunkSize: GUNZIP_CHUNK_BYTES }),
-        async (chunks: AsyncIterable<Buffer>) => this.feed(chunks, parser),
+        gunzip,
+        async (chunks: AsyncIterable<Buffer>) => this.feed(chunks, parser, gunzip),
         { signal: this.halt.signal },
       );
       const ended = once(parser, 'end', { signal: this.halt.signal });
@@ -163,12 +177,14 @@ class Extraction {
       }
     }
     if (this.failure) throw this.failure;
-    return { files: this.files, bytes: this.bytes };
+    return { files: this.files, bytes: this.bytes, diskBytes: this.disk };
   }
 
-  private async feed(chunks: AsyncIterable<Buffer>, parser: Parser): Promise<void> {
+  private async feed(chunks: AsyncIterable<Buffer>, parser: Parser, gunzip: Gunzip): Promise<void> {
     for await (const chunk of chunks) {
       this.decompressed += chunk.length;
+      // At least one byte: the first output can come before zlib reports consuming anything.
+      const compressed = Math.max(1, gunzip.bytesWritten);
       if (this.sawEof) {
         // Past the end-of-archive marker the parser would only buffer; count and drop.
         this.trailing += chunk.length;
@@ -176,6 +192,18 @@ class Extraction {
           this.stop(corrupt(`more than ${MAX_TRAILING_BYTES} bytes follow the end of the tar archive`));
         }
         continue;
+      }
+      const maxRatio = this.limits.maxRatio ?? 0;
+      if (maxRatio > 0 && this.decompressed > RATIO_GRACE_BYTES && this.decompressed > compressed * maxRatio) {
+        this.stop(
+          new ServingError(
+            'ARCHIVE_REJECTED',
+            `model archive expands more than ${maxRatio}:1 (${compressed} compressed bytes gave ` +
+              `${this.decompressed} bytes of tar data): a compression bomb, or a model of ` +
+              `zeros that needs a higher MME_ARCHIVE_MAX_RATIO`,
+            { details: { compressedBytes: compressed, decompressedBytes: this.decompressed, limitRatio: maxRatio } },
+          ),
+        );
       }
       if (this.decompressed > this.decompressedLimit) {
         this.stop(
@@ -216,7 +244,7 @@ class Extraction {
       });
     }
     if (code?.startsWith('Z_') || isTarError(err)) return corrupt(err);
-    return new ServingError('INTERNAL', `extracting the model archive failed: ${messageOf(err)}`, { cause: err });
+    return new ServingError('INTERNAL', `extracting the model archive failed: ${fsReason(err)}`, { cause: err });
   }
 
   private onIgnoredEntry(entry: ReadEntry): void {
@@ -332,7 +360,7 @@ class Extraction {
     if (code !== undefined && CONFLICT_CODES.has(code)) {
       return rejected(entryPath, `it conflicts with an earlier entry or is unusable (${code})`);
     }
-    return new ServingError('INTERNAL', `extracting archive entry '${entryPath}' failed: ${messageOf(err)}`, {
+    return new ServingError('INTERNAL', `extracting archive entry '${printable(entryPath)}' failed: ${fsReason(err)}`, {
       cause: err,
     });
   }
@@ -340,10 +368,32 @@ class Extraction {
   private ensureDir(abs: string): Promise<void> {
     let made = this.dirs.get(abs);
     if (!made) {
+      try {
+        this.chargeDirs(abs);
+      } catch (err) {
+        return Promise.reject(err);
+      }
       made = mkdir(abs, { recursive: true, mode: 0o755 }).then(() => undefined);
       this.dirs.set(abs, made);
     }
     return made;
+  }
+
+  /** A block for `abs` and for each parent below the root that mkdir -p will create with it. */
+  private chargeDirs(abs: string): void {
+    for (let dir = abs; dir !== this.root && isInside(this.root, dir); dir = path.dirname(dir)) {
+      if (this.chargedDirs.has(dir)) break;
+      this.chargedDirs.add(dir);
+      this.charge(chargeEntry(this.blockBytes));
+    }
+  }
+
+  /** Adds `bytes` to the disk charge; past the room the cache can give, INSUFFICIENT_STORAGE before anything is written. */
+  private charge(bytes: number): void {
+    this.disk += bytes;
+    if (this.limits.storageBytes !== undefined && this.disk > this.limits.storageBytes) {
+      throw noRoom(this.limits.storageBytes);
+    }
   }
 
   private async writeFile(entry: ReadEntry, abs: string): Promise<void> {
@@ -356,9 +406,11 @@ class Extraction {
       entry.resume();
       throw totalTooLarge(entry.path, this.limits.maxBytes);
     }
-    if (this.limits.storageBytes !== undefined && this.bytes + declared > this.limits.storageBytes) {
+    try {
+      this.charge(chargeFile(declared, this.blockBytes));
+    } catch (err) {
       entry.resume();
-      throw noRoom(this.limits.storageBytes);
+      throw err;
     }
     await this.ensureDir(path.dirname(abs));
     const mode = (entry.mode ?? 0o644) & 0o111 ? 0o755 : 0o644;
@@ -384,11 +436,6 @@ class Extraction {
             reject(totalTooLarge(entry.path, this.limits.maxBytes));
             return;
           }
-          if (this.limits.storageBytes !== undefined && this.bytes > this.limits.storageBytes) {
-            entry.pause();
-            reject(noRoom(this.limits.storageBytes));
-            return;
-          }
           entry.pause();
           handle.write(chunk).then(() => {
             if (!this.failure) entry.resume();
@@ -409,6 +456,7 @@ class Extraction {
     for (const [rel, target] of this.links) {
       const abs = path.join(this.root, rel);
       try {
+        this.charge(chargeEntry(this.blockBytes));
         await this.ensureDir(path.dirname(abs));
         await symlink(target, abs);
       } catch (err) {
@@ -483,7 +531,7 @@ function totalTooLarge(entryPath: string, limit: number): ServingError {
 }
 
 function noRoom(limit: number): ServingError {
-  return new ServingError('INSUFFICIENT_STORAGE', `the model expands to more than the ${limit} bytes of disk cache available to it`, {
+  return new ServingError('INSUFFICIENT_STORAGE', `the model takes more than the ${limit} bytes of disk (in blocks) the disk cache can give it`, {
     details: { storageLimitBytes: limit },
   });
 }
@@ -495,7 +543,7 @@ function corrupt(err: unknown): ServingError {
 }
 
 function insufficientStorage(err: unknown): ServingError {
-  const message = `not enough disk space to extract the model archive: ${messageOf(err)}`;
+  const message = `not enough disk space to extract the model archive (${fsReason(err)})`;
   return new ServingError('INSUFFICIENT_STORAGE', message, { cause: err });
 }
 

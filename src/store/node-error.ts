@@ -16,3 +16,15 @@ export function errorCode(err: unknown): string | undefined {
 export function messageOf(err: unknown): string {
   return pathFreeMessage(err);
 }
+
+/**
+ * A filesystem error told without its path (`ENOSPC during write`): Node's
+ * messages name host paths (the cache directory), which a client must not see.
+ * Errors without an errno code keep their message.
+ */
+export function fsReason(err: unknown): string {
+  const code = errorCode(err);
+  if (code === undefined) return messageOf(err);
+  const syscall = typeof err === 'object' && err !== null && 'syscall' in err ? (err as { syscall: unknown }).syscall : undefined;
+  return typeof syscall === 'string' ? `${code} during ${syscall}` : code;
+}

@@ -20,7 +20,8 @@ function octal(buf: Buffer, offset: number, length: number, value: number): void
   buf.write(`${value.toString(8).padStart(length - 1, '0')}\0`, offset, length, 'latin1');
 }
 
-function header(entry: RawEntry, size: number): Buffer {
+/** The 512-byte ustar header of `entry` with a body of `size` bytes (for archives streamed body by body). */
+export function header(entry: RawEntry, size: number): Buffer {
   const h = Buffer.alloc(512);
   assert.ok(Buffer.byteLength(entry.name) <= 100, 'raw entry names must fit the ustar name field');
   h.write(entry.name, 0, 100, 'utf8');

@@ -50,7 +50,8 @@ describe('loadServerConfig: defaults', () => {
       executionProviders: undefined,
       logLevel: 'info',
       archiveMaxBytes: 17179869184,
-      archiveMaxEntries: 100000,
+      archiveMaxEntries: 10000,
+      archiveMaxRatio: 200,
       shutdownTimeoutMs: 25000,
       maxInflightRequests: 1024,
     };

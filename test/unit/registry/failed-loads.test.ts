@@ -22,6 +22,9 @@ describe('FailedLoads', () => {
       assert.equal(FailedLoads.remembers(new ServingError(code, 'x')), false, code);
     }
     assert.equal(FailedLoads.remembers(new Error('x')), false);
+    // A model larger than the whole disk budget: no eviction will ever make room, so it is remembered; a full cache is not.
+    assert.equal(FailedLoads.remembers(new ServingError('INSUFFICIENT_STORAGE', 'x', { details: { wholeBudget: true } })), true);
+    assert.equal(FailedLoads.remembers(new ServingError('INSUFFICIENT_STORAGE', 'x', { details: { wholeBudget: false } })), false);
   });
 
   it('the same error, naming the model, until the window ends; each failure of one version doubles it, up to the cap', () => {

@@ -2,7 +2,8 @@
  * The disk cache's byte budget on a real directory: LRU eviction of entries no
  * one holds, pinned entries kept, 507 for what cannot fit (leaving nothing
  * behind), superseded versions removed when released, and reuse and trimming
- * across a restart.
+ * across a restart. The budget counts blocks (what `du` says), so budgets here
+ * are multiples of what one small entry takes on this filesystem (`unit`).
  */
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -36,11 +37,24 @@ async function entryNames(dir: string): Promise<string[]> {
   return (await readdir(dir)).filter((n) => !n.startsWith('.'));
 }
 
+/** Disk bytes of one fillWith(1000) entry, measured on the test's filesystem. */
+let unitBytes: number | undefined;
+async function unit(): Promise<number> {
+  if (unitBytes === undefined) {
+    const cache = new DiskCache({ dir: await tempDir(ctx), maxBytes: 1 << 30 });
+    const { pin } = await cache.publish({ target: 'probe', version: '1', fill: fillWith(1000) });
+    unitBytes = cache.usedBytes;
+    pin.release();
+  }
+  return unitBytes;
+}
+
 describe('DiskCache', () => {
   it('evicts the least recently used entries no one holds when a new model needs room', async () => {
     const dir = await tempDir(ctx);
     const metrics = createMetrics();
-    const cache = new DiskCache({ dir, maxBytes: 3000, metrics });
+    const u = await unit();
+    const cache = new DiskCache({ dir, maxBytes: 3 * u, metrics });
     const a = await cache.publish({ target: 'a', version: '1', fill: fillWith(1000) });
     const b = await cache.publish({ target: 'b', version: '1', fill: fillWith(1000) });
     a.pin.release();
@@ -50,12 +64,12 @@ describe('DiskCache', () => {
     assert.ok(again);
     again.release();
     const c = await cache.publish({ target: 'c', version: '1', expectedBytes: 1000, fill: fillWith(1000) });
-    assert.equal(cache.usedBytes, 3000);
+    assert.equal(cache.usedBytes, 3 * u);
     const d = await cache.publish({ target: 'd', version: '1', expectedBytes: 1000, fill: fillWith(1000) });
     await cache.settled();
     assert.equal(cache.has('b', '1'), false, 'b (least recently used) was evicted');
     assert.equal(cache.has('a', '1'), true);
-    assert.equal(cache.usedBytes, 3000);
+    assert.equal(cache.usedBytes, 3 * u);
     assert.equal((await entryNames(dir)).length, 3);
     assert.equal(await cache.lookup('b', '1'), undefined);
     assert.match(await metrics.registry.metrics(), /onnx_mme_disk_cache_evictions_total 1/);
@@ -65,18 +79,19 @@ describe('DiskCache', () => {
 
   it('never evicts a held entry: a model that cannot fit beside them is 507 and leaves nothing', async () => {
     const dir = await tempDir(ctx);
-    const cache = new DiskCache({ dir, maxBytes: 2500 });
+    const u = await unit();
+    const cache = new DiskCache({ dir, maxBytes: 2.5 * u });
     const a = await cache.publish({ target: 'a', version: '1', fill: fillWith(1000) });
     const b = await cache.publish({ target: 'b', version: '1', fill: fillWith(1000) });
     await assert.rejects(
-      cache.publish({ target: 'c', version: '1', expectedBytes: 1000, fill: fillWith(1000) }),
-      isServingError('INSUFFICIENT_STORAGE', /model 'c'.*2000 of the 2500-byte budget .*held by models in use/),
+      cache.publish({ target: 'c', version: '1', expectedBytes: u, fill: fillWith(1000) }),
+      isServingError('INSUFFICIENT_STORAGE', new RegExp(`model 'c'.*${2 * u} of the ${2.5 * u}-byte budget .*held by models in use`)),
     );
     assert.equal((await entryNames(dir)).length, 2);
     assert.ok(existsSync(a.pin.entry.contentDir) && existsSync(b.pin.entry.contentDir));
     // Once `a` is let go, `c` fits.
     a.pin.release();
-    const c = await cache.publish({ target: 'c', version: '1', expectedBytes: 1000, fill: fillWith(1000) });
+    const c = await cache.publish({ target: 'c', version: '1', expectedBytes: u, fill: fillWith(1000) });
     assert.equal(cache.has('a', '1'), false);
     b.pin.release();
     c.pin.release();
@@ -111,7 +126,7 @@ describe('DiskCache', () => {
         expectedBytes: archive.length,
         fill: (contentDir, storageBytes) => extractArchive(source, contentDir, { maxBytes: 1 << 30, maxEntries: 100, storageBytes }),
       }),
-      isServingError('INSUFFICIENT_STORAGE', /model 'm\.tar\.gz'.*more than the \d+ bytes the disk cache can give it \(budget 4096 bytes/),
+      isServingError('INSUFFICIENT_STORAGE', /model 'm\.tar\.gz'.*more than the \d+ bytes of disk \(counted in blocks, as du does\) the disk cache can give it \(budget 4096 bytes/),
     );
     assert.deepEqual(await readdir(dir), [], 'no temporary directory and no entry left');
   });
@@ -133,7 +148,8 @@ describe('DiskCache', () => {
 
   it('a restart reuses complete entries, sweeps temporary ones and trims to a smaller budget, oldest first', async () => {
     const dir = await tempDir(ctx);
-    const first = new DiskCache({ dir, maxBytes: 10_000 });
+    const u = await unit();
+    const first = new DiskCache({ dir, maxBytes: 10 * u });
     for (const t of ['old', 'mid', 'new']) {
       const { pin } = await first.publish({ target: t, version: '1', fill: fillWith(1000) });
       pin.release();
@@ -141,7 +157,7 @@ describe('DiskCache', () => {
     }
     await first.settled();
     await mkdir(path.join(dir, '.tmp-crashed', 'model'), { recursive: true });
-    const second = new DiskCache({ dir, maxBytes: 2000 });
+    const second = new DiskCache({ dir, maxBytes: 2 * u });
     await second.open();
     await second.settled();
     assert.equal(second.has('old', '1'), false, 'the least recently used entry was trimmed');

@@ -8,7 +8,7 @@
 
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -17,6 +17,7 @@ import { gzipSync } from 'node:zlib';
 import * as tar from 'tar';
 import { ServingError, type ErrorCode } from '../../../src/errors.js';
 import { publishDirectory } from '../../../src/store/cache-publish.js';
+import { measureDiskBytes } from '../../../src/store/disk-usage.js';
 import { extractArchive, type ExtractLimits } from '../../../src/store/extract-archive.js';
 import { tarBytes, tgz, type RawEntry } from '../../support/raw-tar.js';
 import { isServingError } from '../../support/serving-error.js';
@@ -111,7 +112,12 @@ describe('extractArchive: good archives', () => {
     assert.deepEqual(await listTree(dest), ['mymodel', 'mymodel/1', 'mymodel/1/model.onnx', 'mymodel/config.pbtxt']);
     assert.deepEqual(await readFile(path.join(dest, 'mymodel', '1', 'model.onnx')), weights);
     assert.equal(await readFile(path.join(dest, 'mymodel', 'config.pbtxt'), 'utf8'), config);
-    assert.deepEqual(result, { files: 2, bytes: weights.length + Buffer.byteLength(config) });
+    assert.equal(result.files, 2);
+    assert.equal(result.bytes, weights.length + Buffer.byteLength(config));
+    // The advance charge is in blocks, never below what the filesystem allocated (du), and far above the data bytes for tiny files.
+    const measured = (await measureDiskBytes(dest)) - (await lstat(dest)).blocks * 512;
+    assert.ok(result.diskBytes >= measured, `charged ${result.diskBytes}, du ${measured}`);
+    assert.ok(result.diskBytes >= result.bytes + 2 * 4096, `charged ${result.diskBytes}: data plus two directories`);
   });
 
   it('accepts a stream input (as an S3 body would be)', async () => {
@@ -331,7 +337,62 @@ describe('extractArchive: limits', () => {
       tgz(Array.from({ length: 10 }, (_, i) => ({ name: `f${i}`, body: Buffer.alloc(102_400) }))),
       { maxBytes: 1_024_000, maxEntries: 10 },
     );
-    assert.deepEqual(result, { files: 10, bytes: 1_024_000 });
+    assert.equal(result.files, 10);
+    assert.equal(result.bytes, 1_024_000);
+  });
+});
+
+describe('extractArchive: compression ratio', () => {
+  const MIB = 1024 * 1024;
+  const limits: ExtractLimits = { maxBytes: 1 << 30, maxEntries: 100, maxRatio: 200 };
+  /** `bytes` of FP32-looking data where `share` of the 4-byte values are random and the rest are zeros. */
+  function sparse(bytes: number, share: number): Buffer {
+    const data = Buffer.alloc(bytes);
+    const noise = randomBytes(bytes);
+    for (let i = 0; i < bytes; i += 4) if ((noise[i]! / 256) < share) noise.copy(data, i, i, i + 4);
+    return data;
+  }
+
+  it('refuses a bomb of many files (each under every byte limit) once the tar stream passes the grace, leaving nothing', async () => {
+    const bomb = tgz(Array.from({ length: 6 }, (_, i) => ({ name: `bomb/1/part${i}.bin`, body: Buffer.alloc(8 * MIB) })));
+    await expectRejected(bomb, 'ARCHIVE_REJECTED', /expands more than 200:1 \(\d+ compressed bytes gave \d+ bytes of tar data\).*MME_ARCHIVE_MAX_RATIO/, limits);
+  });
+
+  it('stops within a chunk of the grace: the bytes written are the grace, not the archive', async () => {
+    const bomb = tgz([{ name: 'bomb/1/model.onnx', body: Buffer.alloc(48 * MIB) }]);
+    const root = await sandbox();
+    const err = await extractArchive(Readable.from([bomb]), root, limits).catch((e: unknown) => e);
+    assert.ok(err instanceof ServingError && err.code === 'ARCHIVE_REJECTED', String(err));
+    const decompressed = Number(err.details?.['decompressedBytes']);
+    assert.ok(decompressed > 16 * MIB && decompressed < 17 * MIB, `stopped after ${decompressed} bytes of tar data`);
+  });
+
+  it('lets real-looking weights, a 99%-sparse model and a small all-zero model through; 0 turns the check off', async () => {
+    const weights = randomBytes(20 * MIB);
+    assert.equal((await extractTo(tgz([{ name: 'm/1/model.onnx', body: weights }]), limits)).result.bytes, weights.length);
+    const pruned = sparse(20 * MIB, 0.01);
+    assert.equal((await extractTo(tgz([{ name: 'm/1/model.onnx', body: pruned }]), limits)).result.bytes, pruned.length);
+    const zeros = Buffer.alloc(15 * MIB);
+    assert.equal((await extractTo(tgz([{ name: 'm/1/model.onnx', body: zeros }]), limits)).result.bytes, zeros.length);
+    const bigZeros = tgz([{ name: 'm/1/model.onnx', body: Buffer.alloc(24 * MIB) }]);
+    await expectRejected(bigZeros, 'ARCHIVE_REJECTED', /expands more than 200:1/, limits);
+    assert.equal((await extractTo(bigZeros, { ...limits, maxRatio: 0 })).result.bytes, 24 * MIB);
+  });
+});
+
+describe('extractArchive: disk charged in blocks', () => {
+  it('charges every tiny file a block and stops at storageBytes before the disk fills, leaving nothing', async () => {
+    const files = Array.from({ length: 300 }, (_, i) => ({ name: `m/assets/f${i}`, body: 'tiny' }));
+    // 300 files of 4 bytes are 1,200 bytes of data but 300 blocks on disk.
+    await expectRejected(tgz(files), 'INSUFFICIENT_STORAGE', /more than the 409600 bytes of disk \(in blocks\)/, {
+      maxBytes: 1 << 30,
+      maxEntries: 1000,
+      storageBytes: 100 * 4096,
+    });
+    const { dest, result } = await extractTo(tgz(files.slice(0, 50)), { maxBytes: 1 << 30, maxEntries: 1000, storageBytes: 100 * 4096 });
+    assert.equal(result.diskBytes, 50 * 4096 + 2 * 4096, 'a block per file and per directory');
+    const measured = (await measureDiskBytes(dest)) - (await lstat(dest)).blocks * 512;
+    assert.ok(result.diskBytes >= measured, `charged ${result.diskBytes}, du ${measured}`);
   });
 });
 
