@@ -122,12 +122,14 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
         placement: { mainThreadMaxRunUs: config.mainThreadMaxRunUs, mainThreadOnlyMaxRunUs: config.mainThreadOnlyMaxRunUs },
         quiet: new QuietWindow(),
         sequences: new SequenceTracker(config.maxSequences),
+        configMaxBytes: config.configMaxBytes,
       },
     }),
     logger,
     metrics,
     // A SageMaker url's tree may hold no more entries than an archive may (registry/managed-url.ts).
     managedUrls: { maxEntries: config.archiveMaxEntries, cacheDir: config.cacheDir, ...(config.modelUrlRoots === undefined ? {} : { roots: config.modelUrlRoots }) },
+    configMaxBytes: config.configMaxBytes,
   });
   const service = new InferenceService({
     registry,

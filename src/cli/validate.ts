@@ -64,7 +64,7 @@ function warningSink(): { stream: Writable; notes: string[] } {
  * package, a corrupt archive included, are in the report.
  */
 export async function validatePackage(input: string, env: NodeJS.ProcessEnv): Promise<ValidationReport> {
-  const settings = readSettings(env, ['archiveMaxBytes', 'archiveMaxEntries', 'archiveMaxRatio']);
+  const settings = readSettings(env, ['archiveMaxBytes', 'archiveMaxEntries', 'archiveMaxRatio', 'configMaxBytes']);
   let pkg: PackageInput;
   try {
     pkg = await openPackage(input, { maxBytes: settings.archiveMaxBytes, maxEntries: settings.archiveMaxEntries, maxRatio: settings.archiveMaxRatio });
@@ -93,7 +93,7 @@ export async function validatePackage(input: string, env: NodeJS.ProcessEnv): Pr
   try {
     const check = await checkPackage(
       { dir: pkg.dir, label: pkg.label, fallbackName: pkg.fallbackName },
-      { pool, intraOpThreads: undefined, logger: createLogger('warn', sink.stream), host: CPU_ONLY, serverProviders: ['cpu'] },
+      { pool, intraOpThreads: undefined, logger: createLogger('warn', sink.stream), host: CPU_ONLY, serverProviders: ['cpu'], configMaxBytes: settings.configMaxBytes },
     );
     return {
       ...check,
@@ -169,7 +169,7 @@ Options:
   --json      print the report as JSON on stdout
   -h, --help  this help
 
-Environment (as the server): MME_ARCHIVE_MAX_BYTES, MME_ARCHIVE_MAX_ENTRIES, MME_ARCHIVE_MAX_RATIO.
+Environment (as the server): MME_ARCHIVE_MAX_BYTES, MME_ARCHIVE_MAX_ENTRIES, MME_ARCHIVE_MAX_RATIO, MME_CONFIG_MAX_BYTES.
 
 Exit status: 0 valid, 1 problems found, 2 bad command line or input not found.`,
   async run(argv: readonly string[], io: CliIo): Promise<number> {

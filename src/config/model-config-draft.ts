@@ -85,6 +85,11 @@ export function modelConfigDraftFromJson(written: Readonly<Json>, options: Model
   return deepFreeze(draft);
 }
 
+/** A draft made in another thread (config/model-config-worker.ts): structured clone drops the freezing, so it is frozen again. */
+export function adoptModelConfigDraft(draft: ModelConfigDraft): ModelConfigDraft {
+  return deepFreeze(draft);
+}
+
 /** The final config of a model without a graph to complete from (ensembles, processing steps). */
 export function finishModelConfig(draft: ModelConfigDraft): ModelConfig {
   return modelConfigFromJson(draft.json, draft.options);

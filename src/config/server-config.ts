@@ -10,6 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ServingError } from '../errors.js';
 import { DEFAULT_MAX_ENTRIES, DEFAULT_MAX_RATIO } from './archive-limits.js';
+import { DEFAULT_CONFIG_MAX_BYTES } from './model-config-parse.js';
 import { environmentNotices, type EnvNotice } from './env-notices.js';
 import { isS3Uri, parseS3Uri } from './s3-uri.js';
 
@@ -56,6 +57,8 @@ export interface ServerConfig {
   readonly modelUrlRoots: readonly string[] | undefined;
   /** MME_ARCHIVE_MAX_RATIO: decompressed:compressed bytes of one archive; 0 = unchecked. */
   readonly archiveMaxRatio: number;
+  /** MME_CONFIG_MAX_BYTES: a larger config.pbtxt is refused (INVALID_MODEL) before it is read. */
+  readonly configMaxBytes: number;
   readonly shutdownTimeoutMs: number;
   readonly maxInflightRequests: number;
   /** MME_MAX_INFLIGHT_BYTES: request bodies plus answers held at once; undefined = 10% of the container's memory, at least 4 bodies of the largest size. */
@@ -387,6 +390,14 @@ export const SETTINGS: readonly AnySetting[] = [
       }
       return Object.freeze(roots.map((r) => path.resolve(r)));
     },
+  },
+  {
+    key: 'configMaxBytes',
+    env: ['MME_CONFIG_MAX_BYTES'],
+    defaultText: '1048576 (1 MiB)',
+    description:
+      'Largest config.pbtxt a model may have; a larger one is refused with 400 INVALID_MODEL naming the model and the limit, from its size, before it is read. Configs over 8 KiB are parsed in a worker thread, so /ping is never held by a parse.',
+    parse: (raw) => (raw === undefined ? DEFAULT_CONFIG_MAX_BYTES : int('MME_CONFIG_MAX_BYTES', raw, 1)),
   },
   {
     key: 'shutdownTimeoutMs',

@@ -141,6 +141,8 @@ export interface RegistryOptions {
   readonly metrics: Pick<Metrics, 'modelRevalidations' | 'modelLoadingWait' | 'modelCacheLookups' | 'loadedModels' | 'modelUnloadDuration'>;
   /** What a POST /models url may name (registry/managed-url.ts); default: the archive entry limit's default, no cache dir. */
   readonly managedUrls?: ManagedUrlLimits;
+  /** MME_CONFIG_MAX_BYTES, for reading a SageMaker url's own config.pbtxt (the loads get it from the loader's deps). */
+  readonly configMaxBytes?: number;
 }
 
 /** A registry built without `managedUrls` (unit tests): the archive limit's default. */
@@ -362,7 +364,7 @@ export class ModelRegistry {
       const { url: modelUrl, dir } = await resolveManagedUrl(modelName, url, this.options.managedUrls ?? DEFAULT_MANAGED_URLS);
       if (cancelled !== undefined) throw cancelled;
       // A url that is itself one model directory whose config names it after the directory is that model, as in Triton.
-      const fallbackName = (await flatModelName(dir)) ?? (targetHeader ? archiveBaseName(targetHeader) : modelName);
+      const fallbackName = (await flatModelName(dir, this.options.configMaxBytes === undefined ? {} : { configMaxBytes: this.options.configMaxBytes })) ?? (targetHeader ? archiveBaseName(targetHeader) : modelName);
       if (cancelled !== undefined) throw cancelled;
       const loading = this.startLoad(key, 'managed', label, { url: dir, targetHeader }, (e) => this.load({ dir, label, fallbackName, seriesTarget: modelName }, e));
       entry = loading;

@@ -147,7 +147,7 @@ export async function checkPackage(request: PackageLoadRequest, deps: PackageLoa
   const notes: string[] = [];
   let layout: RepositoryLayout;
   try {
-    layout = await scanRepository(request.dir, request.fallbackName, request.label);
+    layout = await scanRepository(request.dir, request.fallbackName, request.label, deps.configMaxBytes === undefined ? {} : { configMaxBytes: deps.configMaxBytes });
   } catch (err) {
     return { root: undefined, singleModel: false, entry: undefined, models: [], problems: [problemOf(err, undefined)], notes, fileBytes: 0, predictedBytes: 0 };
   }

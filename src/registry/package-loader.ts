@@ -8,7 +8,8 @@
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { ignoredFieldMessage, ignoredParameterKeys } from '../config/field-support.js';
-import { completeModelConfig, finishModelConfig, readModelConfigDraft, threadCountParameter, type ModelConfigDraft } from '../config/model-config-draft.js';
+import { completeModelConfig, finishModelConfig, threadCountParameter, type ModelConfigDraft } from '../config/model-config-draft.js';
+import { parseModelConfigDraft } from '../config/model-config-parse.js';
 import type { ModelConfig } from '../config/model-config-types.js';
 import type { ProviderName } from '../config/server-config.js';
 import { isStepBackend, loadStep, STEP_BACKENDS, type LoadedStep } from '../backends/step-backend.js';
@@ -90,6 +91,8 @@ export interface PackageLoadDeps {
   readonly quiet?: QuietWindow;
   /** The server-wide bound on live sequences (MME_MAX_SEQUENCES) every sequence batcher shares; omitted: a private one of DEFAULT_MAX_SEQUENCES. */
   readonly sequences?: SequenceTracker;
+  /** MME_CONFIG_MAX_BYTES: a larger config.pbtxt is refused unread; DEFAULT_CONFIG_MAX_BYTES when omitted. */
+  readonly configMaxBytes?: number;
 }
 
 /** MME_MAX_SEQUENCES's default. */
@@ -195,7 +198,8 @@ export class PackageBuilder {
     // goes on after a failure) and must not then look like a cycle.
     try {
       const sourceName = `${md.name}/config.pbtxt`;
-      const draft = readModelConfigDraft(md.configText, { sourceName, directoryName: md.name });
+      // A large config is parsed in the config thread: it must not hold /ping (config/model-config-parse.ts).
+      const draft = await parseModelConfigDraft(md.configText, { sourceName, directoryName: md.name });
       const model =
         draft.platform === 'ensemble'
           ? await this.loadEnsemble(md, draft)
@@ -536,7 +540,7 @@ async function releaseModels(models: ReadonlyMap<string, LoadedModel>): Promise<
 export async function loadPackage(request: PackageLoadRequest, deps: PackageLoadDeps): Promise<LoadedPackage> {
   let builder: PackageBuilder | undefined;
   try {
-    const layout = await scanRepository(request.dir, request.fallbackName, request.label);
+    const layout = await scanRepository(request.dir, request.fallbackName, request.label, deps.configMaxBytes === undefined ? {} : { configMaxBytes: deps.configMaxBytes });
     const entryDir = chooseEntryModel(layout, request.label, request.preferredEntry);
     builder = new PackageBuilder(layout, request.label, deps, request.metrics, request.signal);
     const entry = await builder.load(entryDir);

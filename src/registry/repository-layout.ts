@@ -4,9 +4,9 @@
  * numeric version dirs at its root) or a repository of model directories, and
  * picks the entry model. Pure filesystem reading; no sessions are created here.
  */
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { open, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { readModelConfigDraft } from '../config/model-config-draft.js';
+import { checkConfigSize, DEFAULT_CONFIG_MAX_BYTES, parseModelConfigDraft } from '../config/model-config-parse.js';
 import { ServingError } from '../errors.js';
 
 export interface ModelDirectory {
@@ -17,6 +17,11 @@ export interface ModelDirectory {
   readonly configText: string | undefined;
   /** Numeric version directories, ascending. */
   readonly versions: readonly number[];
+}
+
+export interface ScanOptions {
+  /** MME_CONFIG_MAX_BYTES: a larger config.pbtxt is refused before it is read. DEFAULT_CONFIG_MAX_BYTES when omitted. */
+  readonly configMaxBytes?: number;
 }
 
 export interface RepositoryLayout {
@@ -38,12 +43,24 @@ async function isDir(p: string): Promise<boolean> {
   }
 }
 
-async function readIfExists(p: string): Promise<string | undefined> {
+/**
+ * The text of `<dir>/config.pbtxt`, undefined when there is none; over
+ * `maxBytes` it is refused from its size (fstat of the open file, so the size
+ * checked is the size read), not read.
+ */
+async function readConfig(dir: string, name: string, label: string, maxBytes: number): Promise<string | undefined> {
+  let handle;
   try {
-    return await readFile(p, 'utf8');
+    handle = await open(path.join(dir, 'config.pbtxt'), 'r');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw err;
+  }
+  try {
+    checkConfigSize((await handle.stat()).size, maxBytes, `${name}/config.pbtxt`, label);
+    return await handle.readFile('utf8');
+  } finally {
+    await handle.close();
   }
 }
 
@@ -56,19 +73,19 @@ async function versionsIn(dir: string): Promise<number[]> {
 }
 
 /** A directory is a model directory when it has config.pbtxt or a numeric version dir. */
-async function readModelDir(dir: string, name: string): Promise<ModelDirectory | undefined> {
-  const configText = await readIfExists(path.join(dir, 'config.pbtxt'));
+async function readModelDir(dir: string, name: string, label: string, maxBytes: number): Promise<ModelDirectory | undefined> {
+  const configText = await readConfig(dir, name, label, maxBytes);
   const versions = await versionsIn(dir);
   if (configText === undefined && versions.length === 0) return undefined;
   return { name, dir, configText, versions };
 }
 
-async function subModels(root: string): Promise<ModelDirectory[]> {
+async function subModels(root: string, label: string, maxBytes: number): Promise<ModelDirectory[]> {
   const entries = await readdir(root, { withFileTypes: true });
   const models: ModelDirectory[] = [];
   for (const e of entries.sort((a, b) => a.name.localeCompare(b.name))) {
     if (IGNORED.has(e.name) || e.name.startsWith('.') || !(await isDir(path.join(root, e.name)))) continue;
-    const m = await readModelDir(path.join(root, e.name), e.name);
+    const m = await readModelDir(path.join(root, e.name), e.name, label, maxBytes);
     if (m) models.push(m);
   }
   return models;
@@ -80,12 +97,12 @@ async function subModels(root: string): Promise<ModelDirectory[]> {
  * directory); undefined otherwise (the caller's naming applies). Never throws:
  * a config that cannot be read is reported by the load.
  */
-export async function flatModelName(dir: string): Promise<string | undefined> {
-  const text = await readIfExists(path.join(dir, 'config.pbtxt')).catch(() => undefined);
-  if (text === undefined) return undefined;
+export async function flatModelName(dir: string, options: ScanOptions = {}): Promise<string | undefined> {
   const name = path.basename(dir);
+  const text = await readConfig(dir, name, name, options.configMaxBytes ?? DEFAULT_CONFIG_MAX_BYTES).catch(() => undefined);
+  if (text === undefined) return undefined;
   try {
-    return readModelConfigDraft(text, { sourceName: `${name}/config.pbtxt` }).name === name ? name : undefined;
+    return (await parseModelConfigDraft(text, { sourceName: `${name}/config.pbtxt` })).name === name ? name : undefined;
   } catch {
     return undefined;
   }
@@ -95,20 +112,21 @@ export async function flatModelName(dir: string): Promise<string | undefined> {
  * Scan `root`. `fallbackName` names a root-level single model that has no
  * config name (e.g. the archive name without `.tar.gz`).
  */
-export async function scanRepository(root: string, fallbackName: string, label: string): Promise<RepositoryLayout> {
+export async function scanRepository(root: string, fallbackName: string, label: string, options: ScanOptions = {}): Promise<RepositoryLayout> {
   if (!(await isDir(root))) {
     // Never `root` itself: it is a host path (the cache, the source root, a SageMaker url).
     throw new ServingError('MODEL_NOT_FOUND', `model '${label}': the model directory does not exist or is not a directory`, { model: label });
   }
-  const single = await readModelDir(root, fallbackName);
+  const maxBytes = options.configMaxBytes ?? DEFAULT_CONFIG_MAX_BYTES;
+  const single = await readModelDir(root, fallbackName, label, maxBytes);
   if (single) return { root, models: [single], singleModel: true };
-  let models = await subModels(root);
+  let models = await subModels(root, label, maxBytes);
   if (models.length === 0) {
     // A tarball made with `tar -czf x.tar.gz repo/` wraps the repository in one more directory.
     const entries = (await readdir(root, { withFileTypes: true })).filter((e) => !IGNORED.has(e.name) && !e.name.startsWith('.'));
     const only = entries[0];
     if (entries.length === 1 && only && (await isDir(path.join(root, only.name)))) {
-      return scanRepository(path.join(root, only.name), only.name, label);
+      return scanRepository(path.join(root, only.name), only.name, label, options);
     }
   }
   if (models.length === 0) {

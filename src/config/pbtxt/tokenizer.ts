@@ -313,6 +313,12 @@ export class Tokenizer {
       }
       // A whole code point, so astral characters are encoded as one UTF-8 sequence.
       const cp = this.source.codePointAt(this.pos) as number;
+      if (cp < 0x80) {
+        // ASCII is its own UTF-8 byte: no encoder call per character (a long string literal cost seconds).
+        bytes.push(cp);
+        this.advance(1);
+        continue;
+      }
       const ch = String.fromCodePoint(cp);
       for (const b of encoder.encode(ch)) bytes.push(b);
       this.advance(ch.length);
