@@ -67,6 +67,22 @@ function failure(label: string, what: string, err: JsStepError | undefined, fall
   return new ServingError(chosen, `model '${label}': ${what}${err ? `: ${err.message}` : ''}`, { model: label, cause });
 }
 
+/**
+ * The error with every mention of the model's directory on this host cut
+ * away, so files are named within the package (`1/model.mjs`): node's
+ * import and filesystem errors carry absolute paths and file URLs of the
+ * cache, and messages reach clients.
+ */
+function withinPackage(err: ServingError, modelDir: string): ServingError {
+  const dir = modelDir.replace(/\/+$/, '');
+  const url = pathToFileURL(dir).href;
+  let message = err.message;
+  for (const prefix of [`${url}/`, `${dir}/`]) message = message.split(prefix).join('');
+  for (const whole of [url, dir]) message = message.split(whole).join('.');
+  if (message === err.message) return err;
+  return new ServingError(err.code, message, { cause: err.cause ?? err, ...(err.model === undefined ? {} : { model: err.model }), ...(err.details === undefined ? {} : { details: err.details }) });
+}
+
 /** The step's call deadline in ms: its config's `js_timeout_seconds`, else the server's. */
 function timeoutMs(ctx: StepLoadContext): number {
   const raw = ctx.config.parameters[JS_TIMEOUT_PARAMETER];
@@ -119,9 +135,9 @@ export async function loadJsStep(ctx: StepLoadContext): Promise<LoadedStep> {
   try {
     await worker.started();
   } catch (err) {
-    if (err instanceof JsLoadFailure) throw failure(label, err.what, err.error, 'INVALID_MODEL', err);
+    if (err instanceof JsLoadFailure) throw withinPackage(failure(label, err.what, err.error, 'INVALID_MODEL', err), ctx.modelDir);
     // It crashed while loading (an exception from a timer in initialize(), …): the package's fault.
-    throw new ServingError('INVALID_MODEL', `${(err as Error).message} (while loading)`, { model: label, cause: err });
+    throw withinPackage(new ServingError('INVALID_MODEL', `${(err as Error).message} (while loading)`, { model: label, cause: err }), ctx.modelDir);
   }
   const outputs = new Map(config.output.map((o) => [o.name, o]));
   const batching = config.maxBatchSize > 0;
@@ -147,9 +163,9 @@ export async function loadJsStep(ctx: StepLoadContext): Promise<LoadedStep> {
       try {
         returned = await worker.execute({ inputs: batchInputs, outputs: [...outputNames], rows }, transfer);
       } catch (err) {
-        if (err instanceof JsCallFailure) throw failure(label, err.what, err.error, 'INTERNAL', err);
-        if (err instanceof ServingError) throw err;
-        throw failure(label, 'execute() failed', describeError(err), 'INTERNAL', err);
+        if (err instanceof JsCallFailure) throw withinPackage(failure(label, err.what, err.error, 'INTERNAL', err), ctx.modelDir);
+        if (err instanceof ServingError) throw withinPackage(err, ctx.modelDir);
+        throw withinPackage(failure(label, 'execute() failed', describeError(err), 'INTERNAL', err), ctx.modelDir);
       }
       const entries = returned instanceof Map ? [...(returned as Map<string, unknown>)] : returned !== null && typeof returned === 'object' ? Object.entries(returned) : undefined;
       if (!entries) throw new ServingError('INTERNAL', `model '${label}': execute() must return an object of output tensors, got ${returned === null ? 'null' : typeof returned}`, { model: label });

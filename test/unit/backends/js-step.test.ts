@@ -9,7 +9,8 @@
  * config; finalize runs at release; a module without execute, or any js step
  * when MME_ALLOW_JS_BACKEND is false, is refused at load. The step runs in a
  * worker thread of its own (js-step-host.ts): Maps, BYTES and INT64 cross it
- * intact, and a load past its deadline or crashing is a load error.
+ * intact, and a load past its deadline or crashing is a load error. Load and run
+ * errors name files within the package, never the host path of the cache.
  */
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
@@ -124,6 +125,34 @@ describe('js step', () => {
     assert.equal(disabled.code, 'UNSUPPORTED');
     assert.equal(disabled.message, "model 'js': the js backend is disabled on this server (MME_ALLOW_JS_BACKEND=false)");
   });
+  test('load and run errors name files within the package, never the host path of the cache (messages reach clients)', async () => {
+    const hostPath = /\/tmp\/|file:\/\/|\/var\//;
+    const missingImport = await loadError('js', CONFIG, { version: { 'model.mjs': "import 'no-such-package-onnx-mme';\nexport function execute() { return {}; }" } });
+    assert.equal(missingImport.code, 'INVALID_MODEL');
+    assert.match(missingImport.message, /^model 'js': model\.mjs cannot be imported: .*no-such-package-onnx-mme/);
+    assert.doesNotMatch(missingImport.message, hostPath, missingImport.message);
+    assert.match(missingImport.message, /1\/model\.mjs/, 'the importing file, named within the package');
+    const missingFile = await loadError('js', CONFIG, { version: { 'model.mjs': "import './helpers.mjs';\nexport function execute() { return {}; }" } });
+    assert.doesNotMatch(missingFile.message, hostPath, missingFile.message);
+    assert.match(missingFile.message, /1\/helpers\.mjs/);
+    const syntax = await loadError('js', CONFIG, { version: { 'model.mjs': 'export function execute( { return {}; }' } });
+    assert.doesNotMatch(syntax.message, hostPath, syntax.message);
+    const readsMissing = await loadError('js', CONFIG, {
+      version: { 'model.mjs': "import { readFileSync } from 'node:fs';\nexport function initialize(args) { readFileSync(args.versionDir + '/vocab.txt'); }\nexport function execute() { return {}; }" },
+    });
+    assert.doesNotMatch(readsMissing.message, hostPath, readsMissing.message);
+    assert.match(readsMissing.message, /initialize\(\) failed: ENOENT.*1\/vocab\.txt/);
+    const f = await loadStepFromText('js', CONFIG, { version: { 'model.mjs': "import { readFileSync } from 'node:fs';\nlet dir;\nexport function initialize(args) { dir = args.versionDir; }\nexport function execute() { readFileSync(dir + '/gone.bin'); }" } });
+    try {
+      const err = await f.run({ x: f32([1, 2], [1, 2]) }).then(() => undefined, (e: unknown) => e as ServingError);
+      assert.ok(err instanceof ServingError);
+      assert.doesNotMatch(err.message, hostPath, err.message);
+      assert.match(err.message, /execute\(\) failed: ENOENT.*1\/gone\.bin/);
+    } finally {
+      await f.close();
+    }
+  });
+
   test('across the worker thread: a Map return, BYTES string arrays and INT64 BigInt64Arrays arrive intact, and the input tensors stay usable', async () => {
     const config = `
 backend: "js"
