@@ -89,7 +89,7 @@ export class Admission {
    */
   textTurn(bytes: number): Promise<void> | undefined {
     if (bytes <= 0) return undefined;
-    if (this.textWaiters.length === 0 && (this.textBytesThisTurn === 0 || this.textBytesThisTurn + bytes <= this.textPerTurn)) {
+    if (this.textWaiters.length === 0 && this.textFits(bytes)) {
       this.textBytesThisTurn += bytes;
       this.endTurnSoon();
       return undefined;
@@ -98,6 +98,11 @@ export class Admission {
       this.textWaiters.push({ bytes, resolve });
       this.endTurnSoon();
     });
+  }
+
+  /** Whether `bytes` of text fit what is left of this turn's budget; the first in a turn always does (one larger than the budget runs alone). */
+  private textFits(bytes: number): boolean {
+    return this.textBytesThisTurn === 0 || this.textBytesThisTurn + bytes <= this.textPerTurn;
   }
 
   /** Requests waiting for a turn to parse or write their text. */
@@ -191,7 +196,7 @@ export class Admission {
       this.startedThisTurn++;
       this.queue.shift()!();
     }
-    while (this.textWaiters.length > 0 && (this.textBytesThisTurn === 0 || this.textBytesThisTurn + this.textWaiters[0]!.bytes <= this.textPerTurn)) {
+    while (this.textWaiters.length > 0 && this.textFits(this.textWaiters[0]!.bytes)) {
       const waiter = this.textWaiters.shift()!;
       this.textBytesThisTurn += waiter.bytes;
       // The work itself runs in the microtasks right after this callback: in this turn, before the next poll phase.

@@ -296,6 +296,9 @@ export function prepareExchange(headers: IncomingHttpHeaders, body: Buffer, fami
     };
   };
 
+  /** Whether a KServe v2 answer writes output `name` as raw bytes (the bound request asked for it): answer and answerTextBytes decide alike. */
+  const binaryOutput = (name: string): boolean => bound !== undefined && wantsBinaryOutput(bound, name);
+
   const answer = (response: InferResponse): HttpAnswer => {
     if (responseType === CSV_CONTENT_TYPE || responseType === NPY_CONTENT_TYPE) {
       const [tensor] = response.outputs.values();
@@ -305,12 +308,10 @@ export function prepareExchange(headers: IncomingHttpHeaders, body: Buffer, fami
         : { contentType: NPY_CONTENT_TYPE, headers: NO_HEADERS, body: encodeNpy(tensor) };
     }
     if (tfStyle !== undefined) return { contentType: 'application/json', headers: NO_HEADERS, body: encodeTfServingResponse(response.modelName, tfStyle, response.outputs) };
-    const request = bound;
-    const binary = request ? (name: string) => wantsBinaryOutput(request, name) : () => false;
     let anyBinary = false;
-    for (const name of response.outputs.keys()) if ((anyBinary = binary(name))) break;
+    for (const name of response.outputs.keys()) if ((anyBinary = binaryOutput(name))) break;
     if (!anyBinary) return { contentType: 'application/json', headers: NO_HEADERS, body: encodeInferResponse(response) };
-    const encoded = encodeInferResponseBinary(response, binary);
+    const encoded = encodeInferResponseBinary(response, binaryOutput);
     const json = Buffer.from(encoded.json, 'utf8');
     const headerLength = String(json.length);
     return {
@@ -323,10 +324,9 @@ export function prepareExchange(headers: IncomingHttpHeaders, body: Buffer, fami
   const decodeTextBytes = kind.kind === 'json' || kind.kind === 'csv' ? body.length : kind.kind === 'binary' ? kind.headerLength : 0;
   const answerTextBytes = (response: InferResponse): number => {
     if (responseType === NPY_CONTENT_TYPE) return 0;
-    const request = bound;
     let bytes = 0;
     for (const [name, t] of response.outputs) {
-      if (tfStyle === undefined && responseType !== CSV_CONTENT_TYPE && request && wantsBinaryOutput(request, name)) continue;
+      if (tfStyle === undefined && responseType !== CSV_CONTENT_TYPE && binaryOutput(name)) continue;
       bytes += t.data.length * TEXT_BYTES_PER_ELEMENT;
     }
     return bytes;

@@ -203,16 +203,26 @@ function isPerModel(m: unknown): m is PerModelMetric {
 }
 
 /** The cells of one model version; `exportAs` is the overflow label set for a target past the cap. */
+/** The cell of each `reason` of a per-model counter with a reason label, made on first use (exported as the overflow series when `as` says so). */
+function byReason(metric: CellCounter<ModelLabel | 'reason'>, labels: Record<ModelLabel, string>, as: Record<ModelLabel, string> | undefined): (reason: string) => CounterCell {
+  const cells = new Map<string, CounterCell>();
+  return (reason) => {
+    let cell = cells.get(reason);
+    if (cell === undefined) cells.set(reason, (cell = metric.cell({ ...labels, reason }, as && { ...as, reason })));
+    return cell;
+  };
+}
+
 function modelCells(metrics: Metrics, target: string, model: string, version: string, overflow: boolean): ModelMetrics {
   const labels = { target, model, version };
   const as = overflow ? { target: OVERFLOW_LABEL, model: OVERFLOW_LABEL, version: OVERFLOW_LABEL } : undefined;
   const failures = { count: 0, us: 0 };
   const batchStats = new Map<number, BatchStat>();
-  const failCells = new Map<string, CounterCell>();
+  const failCell = byReason(metrics.requestFailure, labels, as);
   // Made on first use: a stateless model has no sequence series.
   let live: GaugeCell | undefined;
   let slotWaits: CounterCell | undefined;
-  const endCells = new Map<string, CounterCell>();
+  const endCell = byReason(metrics.sequenceEnds, labels, as);
   return {
     target,
     model,
@@ -233,9 +243,7 @@ function modelCells(metrics: Metrics, target: string, model: string, version: st
     cacheHitUs: metrics.cacheHitDurationUs.cell(labels, as),
     cacheMissUs: metrics.cacheMissDurationUs.cell(labels, as),
     fail(reason, us) {
-      let cell = failCells.get(reason);
-      if (cell === undefined) failCells.set(reason, (cell = metrics.requestFailure.cell({ ...labels, reason }, as && { ...as, reason })));
-      cell.inc();
+      failCell(reason).inc();
       failures.count += 1;
       failures.us += us;
     },
@@ -247,9 +255,7 @@ function modelCells(metrics: Metrics, target: string, model: string, version: st
       (slotWaits ??= metrics.sequenceSlotWaits.cell(labels, as)).inc();
     },
     sequenceEnded(reason) {
-      let cell = endCells.get(reason);
-      if (cell === undefined) endCells.set(reason, (cell = metrics.sequenceEnds.cell({ ...labels, reason }, as && { ...as, reason })));
-      cell.inc();
+      endCell(reason).inc();
     },
     recordBatch(size, inputUs, inferUs, outputUs) {
       let stat = batchStats.get(size);
