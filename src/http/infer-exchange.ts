@@ -25,7 +25,7 @@ import type { InferRequest, InferResponse } from '../protocol/infer-types.js';
 import { decodeNpy, encodeNpy, NPY_CONTENT_TYPE, type NpyArray } from '../protocol/npy-codec.js';
 import type { Tensor } from '../protocol/tensor.js';
 import { detectTfServing, encodeTfServingResponse, tfServingInputs, type TfStyle } from '../protocol/tfserving-codec.js';
-import { decodeInferRequest, encodeInferResponse, encodeInferResponseBinary, parseJsonBody, wantsBinaryOutput } from '../protocol/v2-json-codec.js';
+import { decodeInferRequest, encodeInferResponse, encodeInferResponseBinary, exactRetry, parseJsonBody, wantsBinaryOutput } from '../protocol/v2-json-codec.js';
 import type { RequestBinder, RequestDecoder } from '../service/inference-service.js';
 import { negotiate, parseMediaType } from './media-type.js';
 
@@ -193,8 +193,17 @@ function npyBinder(array: NpyArray): RequestBinder {
   };
 }
 
-function tfBinder(style: TfStyle, body: Record<string, unknown>): RequestBinder {
-  return { bindToModel: (config, label) => plainRequest(tfServingInputs(label, style, body, config.input)) };
+/** `exact()` reads the body again with exact long integers, for when JSON.parse's reading may have rounded one (exactRetry). */
+function tfBinder(style: TfStyle, body: Record<string, unknown>, exact: () => Record<string, unknown>): RequestBinder {
+  return {
+    bindToModel: (config, label) =>
+      plainRequest(
+        exactRetry(
+          () => tfServingInputs(label, style, body, config.input),
+          () => tfServingInputs(label, style, exact(), config.input),
+        ),
+      ),
+  };
 }
 
 /** Triton's raw binary request: no JSON, the body is the one input's bytes, batch 1, every output binary. */
@@ -250,26 +259,37 @@ export function prepareExchange(headers: IncomingHttpHeaders, body: Buffer, fami
         return npyBinder(decodeNpy(model, body));
       case 'binary': {
         if (kind.headerLength === 0) return rawBinder(body);
-        const json = parseJsonBody(body.subarray(0, kind.headerLength), model);
+        const header = body.subarray(0, kind.headerLength);
+        const json = parseJsonBody(header, model);
         if (detectTfServing(json) !== undefined) {
           throw new ServingError('INVALID_REQUEST', `model '${model}': binary tensor data needs a KServe v2 JSON header ("inputs": [{"name", "datatype", "shape", "parameters": {"binary_data_size"}}])`, { model });
         }
-        return decodeInferRequest(json, model, body.subarray(kind.headerLength));
+        const binary = body.subarray(kind.headerLength);
+        return exactRetry(
+          () => decodeInferRequest(json, model, binary),
+          () => decodeInferRequest(parseJsonBody(header, model, true), model, binary),
+        );
       }
       case 'json': {
-        let json: unknown;
-        try {
-          json = parseJsonBody(body, model);
-        } catch (err) {
-          if (!kind.octetStream || !(err instanceof ServingError)) throw err;
-          throw new ServingError(
-            err.code,
-            `${err.message} (an application/octet-stream body is read as JSON; for binary tensor data send the JSON length in ${HEADER_LENGTH_HEADER} or use ${SAGEMAKER_BINARY_CONTENT_TYPE};${SAGEMAKER_HEADER_SIZE_PARAM}=N)`,
-            { model },
-          );
-        }
+        const read = (exact: boolean): unknown => {
+          try {
+            return parseJsonBody(body, model, exact);
+          } catch (err) {
+            if (!kind.octetStream || !(err instanceof ServingError)) throw err;
+            throw new ServingError(
+              err.code,
+              `${err.message} (an application/octet-stream body is read as JSON; for binary tensor data send the JSON length in ${HEADER_LENGTH_HEADER} or use ${SAGEMAKER_BINARY_CONTENT_TYPE};${SAGEMAKER_HEADER_SIZE_PARAM}=N)`,
+              { model },
+            );
+          }
+        };
+        const json = read(false);
         tfStyle = detectTfServing(json);
-        return tfStyle === undefined ? decodeInferRequest(json, model) : tfBinder(tfStyle, json as Record<string, unknown>);
+        if (tfStyle !== undefined) return tfBinder(tfStyle, json as Record<string, unknown>, () => read(true) as Record<string, unknown>);
+        return exactRetry(
+          () => decodeInferRequest(json, model),
+          () => decodeInferRequest(read(true), model),
+        );
       }
     }
   };

@@ -7,6 +7,7 @@
  */
 import { ServingError } from '../errors.js';
 import { decodeBinaryTensorData, encodeBinaryTensorData } from './binary-tensor.js';
+import { jsonValueText, parseJsonExact } from './exact-json.js';
 import { fromBFloat16Bits, fromFloat16Bits, toBFloat16Bits, toFloat16Bits } from './float16.js';
 import type { InferRequest, InferResponse, Parameters, ParameterValue, RequestedOutput } from './infer-types.js';
 import { DATA_TYPE_INFO, elementCount, formatShape, isDataType, type DataType, type Tensor, type TensorData } from './tensor.js';
@@ -36,14 +37,37 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 }
 
 /** Parse a body as JSON with a message that names the model and the position. */
-export function parseJsonBody(body: Buffer | string, model: string): unknown {
+export function parseJsonBody(body: Buffer | string, model: string, exact = false): unknown {
   const text = typeof body === 'string' ? body : body.toString('utf8');
   try {
-    return JSON.parse(text);
+    return exact ? parseJsonExact(text) : JSON.parse(text);
   } catch (err) {
     // Only a body that failed to parse is looked at again (an empty one fails too).
     if (text.trim() === '') throw badRequest(model, 'request body is empty; expected a KServe v2 JSON inference request');
     throw badRequest(model, `request body is not valid JSON: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * A 64-bit integer that JSON.parse read as a float beyond ±(2^53 − 1), where
+ * floats skip integers: its digits may be gone. Decoders throw it; a body
+ * read with JSON.parse is then read again exactly (exactRetry), where an
+ * integer literal is a BigInt, so what still throws it was written with a
+ * fraction or an exponent (9.007199254740997e15) and is refused, never rounded.
+ */
+export class InexactIntegerError extends ServingError {}
+
+/**
+ * `first()` (a decode of the JSON.parse reading), or `exact()` (the same
+ * decode of the exact reading, protocol/exact-json) when the first met an
+ * integer JSON.parse may have rounded. Float bodies never read twice.
+ */
+export function exactRetry<T>(first: () => T, exact: () => T): T {
+  try {
+    return first();
+  } catch (err) {
+    if (err instanceof InexactIntegerError) return exact();
+    throw err;
   }
 }
 
@@ -52,6 +76,12 @@ function parseParameters(model: string, where: string, raw: unknown): Parameters
   if (!isRecord(raw)) throw badRequest(model, `${where}: 'parameters' must be an object`);
   const out: Record<string, ParameterValue> = {};
   for (const [k, v] of Object.entries(raw)) {
+    if (typeof v === 'bigint') {
+      // An exact reading (exactRetry) of a long integer: the number JSON.parse gives, so parameters read alike both ways
+      // (whoever takes an integer parameter refuses one beyond 2^53, e.g. sequence_id).
+      out[k] = Number(v);
+      continue;
+    }
     if (typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean') {
       throw badRequest(model, `${where}: parameter '${k}' must be a string, number or boolean`);
     }
@@ -74,15 +104,30 @@ function flatten(model: string, input: string, data: unknown, out: unknown[], de
 
 function toNumber(model: string, input: string, dt: DataType, v: unknown, i: number): number {
   if (typeof v === 'number') return v;
+  // A long integer literal (exact-json): the nearest float, as JSON.parse would have read it.
+  if (typeof v === 'bigint') return Number(v);
   if (typeof v === 'string' && (dt === 'FP16' || dt === 'FP32' || dt === 'FP64' || dt === 'BF16')) {
     if (v === 'NaN') return Number.NaN;
     if (v === 'Infinity' || v === 'inf') return Infinity;
     if (v === '-Infinity' || v === '-inf') return -Infinity;
   }
-  throw bad(model, `input '${input}': element ${i} is ${JSON.stringify(v)}, expected a number for datatype ${dt}`);
+  throw bad(model, `input '${input}': element ${i} is ${jsonValueText(v)}, expected a number for datatype ${dt}`);
 }
 
-/** Decode flat JSON values into the typed payload for `dt`. */
+/**
+ * A 64-bit integer that arrived as a float beyond ±2^53 (a fraction or an
+ * exponent in the text, e.g. 9.007199254740997e15): the digits it was
+ * written with are gone, so it is refused rather than rounded.
+ */
+function inexact(model: string, input: string, dt: DataType, v: number, i: number, lo: bigint, hi: bigint): ServingError {
+  const message =
+    BigInt(v) < lo || BigInt(v) > hi
+      ? `input '${input}': element ${i} (${v}) is out of range for ${dt}`
+      : `input '${input}': element ${i} is ${v} written with a fraction or an exponent: beyond ±2^53 such a number is not exact, and ${dt} needs the exact integer; write it as a plain integer (9007199254740993) or a decimal string ("9007199254740993")`;
+  return new InexactIntegerError('INVALID_INPUT', `model '${model}': ${message}`, { model });
+}
+
+/** Decode flat JSON values into the typed payload for `dt`. Values may be BigInts (exact-json's long integers). */
 export function decodeTensorData(model: string, input: string, dt: DataType, values: readonly unknown[]): TensorData {
   const n = values.length;
   switch (dt) {
@@ -91,7 +136,7 @@ export function decodeTensorData(model: string, input: string, dt: DataType, val
       for (let i = 0; i < n; i++) {
         const v = values[i];
         if (typeof v !== 'string') {
-          throw bad(model, `input '${input}': element ${i} is ${JSON.stringify(v)}, expected a string for datatype BYTES`);
+          throw bad(model, `input '${input}': element ${i} is ${jsonValueText(v)}, expected a string for datatype BYTES`);
         }
         out[i] = v;
       }
@@ -103,7 +148,7 @@ export function decodeTensorData(model: string, input: string, dt: DataType, val
         const v = values[i];
         if (v === true || v === 1) out[i] = 1;
         else if (v === false || v === 0) out[i] = 0;
-        else throw bad(model, `input '${input}': element ${i} is ${JSON.stringify(v)}, expected true or false for datatype BOOL`);
+        else throw bad(model, `input '${input}': element ${i} is ${jsonValueText(v)}, expected true or false for datatype BOOL`);
       }
       return out;
     }
@@ -130,9 +175,11 @@ export function decodeTensorData(model: string, input: string, dt: DataType, val
       for (let i = 0; i < n; i++) {
         const v = values[i];
         let b: bigint;
-        if (typeof v === 'number' && Number.isInteger(v)) b = BigInt(v);
+        if (typeof v === 'bigint') b = v;
+        else if (typeof v === 'number' && Number.isSafeInteger(v)) b = BigInt(v);
         else if (typeof v === 'string' && /^-?\d+$/.test(v)) b = BigInt(v);
-        else throw bad(model, `input '${input}': element ${i} is ${JSON.stringify(v)}, expected an integer for datatype ${dt}`);
+        else if (typeof v === 'number' && Number.isInteger(v)) throw inexact(model, input, dt, v, i, lo, hi);
+        else throw bad(model, `input '${input}': element ${i} is ${jsonValueText(v)}, expected an integer for datatype ${dt}`);
         if (b < lo || b > hi) throw bad(model, `input '${input}': element ${i} (${String(v)}) is out of range for ${dt}`);
         out[i] = b;
       }
@@ -147,8 +194,9 @@ export function decodeTensorData(model: string, input: string, dt: DataType, val
       const [lo, hi] = range;
       for (let i = 0; i < n; i++) {
         const v = values[i];
+        if (typeof v === 'bigint') throw bad(model, `input '${input}': element ${i} (${v}) is out of range for ${dt}`);
         if (typeof v !== 'number' || !Number.isInteger(v)) {
-          throw bad(model, `input '${input}': element ${i} is ${JSON.stringify(v)}, expected an integer for datatype ${dt}`);
+          throw bad(model, `input '${input}': element ${i} is ${jsonValueText(v)}, expected an integer for datatype ${dt}`);
         }
         if (v < lo || v > hi) throw bad(model, `input '${input}': element ${i} (${v}) is out of range for ${dt}`);
         out[i] = v;
@@ -204,7 +252,7 @@ function parseShape(model: string, input: string, raw: unknown): number[] {
   if (!Array.isArray(raw)) throw bad(model, `input '${input}': 'shape' must be an array of non-negative integers`);
   for (const d of raw) {
     if (typeof d !== 'number' || !Number.isSafeInteger(d) || d < 0) {
-      throw bad(model, `input '${input}': 'shape' must be an array of non-negative integers, got ${JSON.stringify(raw)}`);
+      throw bad(model, `input '${input}': 'shape' must be an array of non-negative integers, got [${raw.map(jsonValueText).join(',')}]`);
     }
   }
   return raw as number[];
