@@ -27,6 +27,8 @@ function listOf(json: Json, key: string): Json[] {
 
 /** True when every tensor has rank ≥ 1 and a symbolic first dim: Triton's "model can batch". */
 export function graphCanBatch(inputs: readonly GraphTensor[], outputs: readonly GraphTensor[]): boolean {
+  // A model that declares no inputs has no batch dimension a request could set: it never batches.
+  if (inputs.length === 0) return false;
   return [...inputs, ...outputs].every((t) => t.shape !== undefined && t.shape.length >= 1 && t.shape[0] === -1);
 }
 
@@ -80,7 +82,7 @@ export function autoCompleteConfig(
   if (!canBatch && mbs !== 0) {
     throw new ServingError(
       'INVALID_MODEL',
-      `model '${label}': autofill failed: model does not support batching while non-zero max_batch_size is specified`,
+      `model '${label}': autofill failed: model does not support batching while non-zero max_batch_size is specified${graph.inputs.length === 0 ? ' (it declares no inputs, so no request carries a batch dimension: set max_batch_size: 0)' : ''}`,
       { model: label },
     );
   }

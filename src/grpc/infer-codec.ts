@@ -180,7 +180,6 @@ function typedContents(model: string, input: string, dt: DataType, shape: readon
 /** Decode a ModelInferRequest; every problem is INVALID_INPUT / INVALID_REQUEST naming the model and the tensor. */
 export function decodeModelInferRequest(msg: ModelInferRequestMessage, model: string): InferRequest {
   const rawInputs = msg.inputs ?? [];
-  if (rawInputs.length === 0) throw invalidRequest(model, 'the request has no inputs');
   const raw = msg.raw_input_contents ?? [];
   if (raw.length > 0 && raw.length !== rawInputs.length) {
     throw invalidRequest(model, `raw_input_contents has ${raw.length} entries but the request has ${rawInputs.length} inputs (one entry per input, in input order)`);

@@ -354,9 +354,8 @@ function decodeRequestedOutput(model: string, raw: unknown, index: number): Requ
 export function decodeInferRequest(body: unknown, model: string, binary?: Uint8Array): InferRequest {
   if (!isRecord(body)) throw badRequest(model, 'request body must be a JSON object with an "inputs" array');
   const rawInputs = body['inputs'];
-  if (!Array.isArray(rawInputs) || rawInputs.length === 0) {
-    throw badRequest(model, "request must have a non-empty 'inputs' array");
-  }
+  // Empty for a model that declares no inputs (a constant, or outputs from initializers only); the service checks the list against the model.
+  if (!Array.isArray(rawInputs)) throw badRequest(model, "request must have an 'inputs' array");
   const inputs = new Map<string, Tensor>();
   const cursor: BinaryCursor | undefined = binary === undefined ? undefined : { bytes: binary, offset: 0 };
   rawInputs.forEach((raw, i) => {

@@ -155,7 +155,8 @@ describe('bad input gets a clear error and loses nothing', () => {
   const cases: { name: string; target: string | undefined; body: unknown; raw?: string; status: number; code: string; match: RegExp }[] = [
     { name: 'malformed JSON', target: 'add_sub.tar.gz', body: undefined, raw: '{"inputs": [', status: 400, code: 'INVALID_REQUEST', match: /model 'add_sub.tar.gz'.*not valid JSON/ },
     { name: 'empty body', target: 'add_sub.tar.gz', body: undefined, raw: '', status: 400, code: 'INVALID_REQUEST', match: /body is empty/ },
-    { name: 'no inputs', target: 'add_sub.tar.gz', body: { inputs: [] }, status: 400, code: 'INVALID_REQUEST', match: /non-empty 'inputs'/ },
+    { name: 'no inputs', target: 'add_sub.tar.gz', body: { inputs: [] }, status: 400, code: 'INVALID_INPUT', match: /model 'add_sub.tar.gz': expected input 'INPUT0'/ },
+    { name: 'no inputs array', target: 'add_sub.tar.gz', body: { outputs: [] }, status: 400, code: 'INVALID_REQUEST', match: /request must have an 'inputs' array/ },
     {
       name: 'missing input',
       target: 'add_sub.tar.gz',

@@ -210,10 +210,10 @@ describe('request logs', () => {
     assert.ok(warn, 'a warn line for log-bad-1');
     assert.equal(warn['level'], 'warn');
     assert.equal(warn['status'], 400);
-    assert.equal(warn['code'], 'INVALID_REQUEST');
+    assert.equal(warn['code'], 'INVALID_INPUT');
     assert.equal(warn['model'], 'add_sub.tar.gz');
     assert.equal(typeof warn['durationMs'], 'number');
-    assert.match(String(warn['err']), /non-empty 'inputs'/);
+    assert.match(String(warn['err']), /expected input 'INPUT0'/);
     const end = server.logs.find((l) => l['msg'] === 'request' && l['reqId'] === 'log-bad-1');
     assert.equal(end?.['status'], 400);
     assert.equal(end?.['model'], 'add_sub.tar.gz');

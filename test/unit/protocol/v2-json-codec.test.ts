@@ -296,10 +296,14 @@ describe('decodeInferRequest: errors', () => {
     }
   });
 
-  test('inputs missing, empty or not an array', () => {
-    for (const body of [{}, { inputs: [] }, { inputs: {} }, { inputs: 'x' }]) {
-      expectError(() => decodeInferRequest(body, MODEL), 'INVALID_REQUEST', `model 'm': request must have a non-empty 'inputs' array`);
+  test('inputs missing or not an array', () => {
+    for (const body of [{}, { inputs: {} }, { inputs: 'x' }]) {
+      expectError(() => decodeInferRequest(body, MODEL), 'INVALID_REQUEST', `model 'm': request must have an 'inputs' array`);
     }
+  });
+
+  test('an empty inputs list decodes (a model that declares no inputs takes it)', () => {
+    assert.equal(decodeInferRequest({ inputs: [] }, MODEL).inputs.size, 0);
   });
 
   test('an input that is not an object', () => {
