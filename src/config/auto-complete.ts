@@ -13,6 +13,30 @@ export interface GraphTensor {
   readonly name: string;
   readonly datatype: DataType | undefined;
   readonly shape: readonly number[] | undefined;
+  /** When datatype is undefined: what the graph declares, in ONNX's notation (`seq(tensor(float))`). */
+  readonly declared?: string;
+}
+
+function kindWord(declared: string): string {
+  if (declared.startsWith('seq(')) return 'a sequence';
+  if (declared.startsWith('optional(')) return 'an optional';
+  if (declared.startsWith('map(')) return 'a map';
+  if (declared.startsWith('sparse_tensor(')) return 'a sparse tensor';
+  return 'a non-tensor value';
+}
+
+/** The graph's type of a value for messages: its datatype, else what it is ("a sequence (seq(tensor(float))), not a tensor"). */
+export function graphTypeText(t: GraphTensor): string {
+  if (t.datatype !== undefined) return t.datatype;
+  const declared = t.declared;
+  if (declared === undefined) return 'a non-tensor type';
+  if (declared.startsWith('tensor(')) return `a tensor of ${declared.slice(7, -1)}, an element type onnxruntime-node cannot hold`;
+  return `${kindWord(declared)} (${declared}), not a tensor`;
+}
+
+/** Why a graph value with no datatype cannot be served, naming its kind: "is a sequence (seq(tensor(float))), not a tensor". */
+export function unservableKind(t: GraphTensor): string {
+  return t.declared === undefined ? 'is not a tensor' : `is ${graphTypeText(t)}`;
 }
 
 /** Triton's onnxruntime backend default for `default-max-batch-size`. */
@@ -34,7 +58,7 @@ export function graphCanBatch(inputs: readonly GraphTensor[], outputs: readonly 
 
 function tensorJson(t: GraphTensor, batching: boolean, label: string, kind: string): Json {
   if (t.datatype === undefined) {
-    throw new ServingError('INVALID_MODEL', `model '${label}': ${kind} '${t.name}' is not a tensor type onnx-mme can serve`, { model: label });
+    throw new ServingError('INVALID_MODEL', `model '${label}': ${kind} '${t.name}' ${unservableKind(t)}; onnx-mme serves tensors only`, { model: label });
   }
   const full = t.shape ?? [-1];
   const dims = batching ? full.slice(1) : full.slice();

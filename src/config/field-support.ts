@@ -46,6 +46,21 @@ const refused = (note: string, when?: (v: unknown) => boolean, whenText?: string
 const isTrue = (v: unknown): boolean => v === true;
 const pinnedOff = (v: unknown): boolean => (v as { enable?: unknown }).enable !== true;
 const TRT_ONLY = 'TensorRT models only; onnx-mme serves ONNX models with onnxruntime';
+/**
+ * Fields Triton's onnxruntime backend never reads, so a Triton repository
+ * that sets them loads on Triton with the same answers: ignored with a
+ * warning here too. Evidence: triton-inference-server/onnxruntime_backend
+ * src/onnxruntime.cc (commit 00fd3e8) reads from the model config only
+ * optimization.graph.level, optimization.execution_accelerators,
+ * parameters, model_operations.op_library_filename, batch_input, input,
+ * output, instance_group.kind, default_model_filename, max_batch_size,
+ * dynamic_batching/sequence_batching (presence, and sequence state); the
+ * optimization.cuda block is read only by the TensorRT backend. Triton's
+ * core itself refuses instance_group.profile, is_shape_tensor and
+ * non-linear IO formats outside TensorRT (model_config_utils.cc), so those
+ * stay refused here.
+ */
+const ORT_BACKEND_NEVER_READS = "Triton's onnxruntime backend never reads it (TensorRT backend only), so answers are the same";
 const GPU_ONLY_SPEED = 'a GPU-transfer tuning knob of Triton; onnxruntime-node manages its own buffers and answers are the same';
 
 /**
@@ -112,9 +127,9 @@ export const FIELD_SUPPORT: ReadonlyMap<string, FieldSupport> = new Map<string, 
   ['optimization.graph.level', served("as Triton's onnxruntime backend: 0 all, -1 basic, 1 extended, 2 disabled")],
   ['optimization.priority', ignored(TRT_ONLY)],
   ['optimization.cuda', served('only the fields below')],
-  ['optimization.cuda.graphs', refused('CUDA graph capture is not implemented (the TensorRT execution accelerator has its own trt_cuda_graph_enable)', isTrue, 'true')],
+  ['optimization.cuda.graphs', ignored(`CUDA graph capture: ${ORT_BACKEND_NEVER_READS} (the TensorRT execution accelerator has its own trt_cuda_graph_enable parameter)`)],
   ['optimization.cuda.busy_wait_events', ignored(GPU_ONLY_SPEED)],
-  ['optimization.cuda.graph_spec', ignored('only meaningful with cuda.graphs, which is refused')],
+  ['optimization.cuda.graph_spec', ignored(`the shapes of cuda.graphs captures: ${ORT_BACKEND_NEVER_READS}`)],
   ['optimization.cuda.output_copy_stream', ignored(GPU_ONLY_SPEED)],
   ['optimization.execution_accelerators', served('chooses execution providers')],
   ['optimization.execution_accelerators.gpu_execution_accelerator', served('"tensorrt" or "cuda": the provider to try first where the host has it, else CPU with a logged warning')],

@@ -5,7 +5,7 @@
  * that name the tensor, all reported together, so an author fixes them in one
  * pass instead of discovering them one request at a time.
  */
-import type { GraphTensor } from '../config/auto-complete.js';
+import { graphTypeText, type GraphTensor } from '../config/auto-complete.js';
 import type { ModelConfig, TensorConfig } from '../config/model-config-types.js';
 import { ServingError } from '../errors.js';
 import { formatShape } from '../protocol/tensor.js';
@@ -42,7 +42,7 @@ function checkTensor(
     return;
   }
   if (graphTensor.datatype !== t.dataType) {
-    problems.push(`${kind} '${t.name}': config.pbtxt says ${t.dataType} but the ONNX model has ${graphTensor.datatype ?? 'a non-tensor type'}`);
+    problems.push(`${kind} '${t.name}': config.pbtxt says ${t.dataType} but the ONNX model has ${graphTypeText(graphTensor)}`);
   }
   if (graphTensor.shape === undefined) return; // the graph declares no shape: nothing to compare
   const want = modelShapeOf(t, config.maxBatchSize, graphTensor);
@@ -81,15 +81,15 @@ function checkSequenceTensors(
   for (const c of sequence.controls) {
     const g = graph.inputs.find((t) => t.name === c.inputName);
     if (!g) problems.push(`sequence_batching control_input '${c.inputName}' (${c.kind}) is not an input of the ONNX model (model inputs: ${inputNames})`);
-    else if (g.datatype !== c.dataType) problems.push(`sequence_batching control_input '${c.inputName}': the config gives it ${c.dataType} but the ONNX model has ${g.datatype ?? 'a non-tensor type'}`);
+    else if (g.datatype !== c.dataType) problems.push(`sequence_batching control_input '${c.inputName}': the config gives it ${c.dataType} but the ONNX model has ${graphTypeText(g)}`);
   }
   for (const st of sequence.states) {
     const gi = graph.inputs.find((t) => t.name === st.inputName);
     const go = graph.outputs.find((t) => t.name === st.outputName);
     if (!gi) problems.push(`sequence_batching state input '${st.inputName}' is not an input of the ONNX model (model inputs: ${inputNames})`);
-    else if (gi.datatype !== st.dataType) problems.push(`sequence_batching state '${st.inputName}': config.pbtxt says ${st.dataType} but the ONNX model input has ${gi.datatype ?? 'a non-tensor type'}`);
+    else if (gi.datatype !== st.dataType) problems.push(`sequence_batching state '${st.inputName}': config.pbtxt says ${st.dataType} but the ONNX model input has ${graphTypeText(gi)}`);
     if (!go) problems.push(`sequence_batching state output '${st.outputName}' is not an output of the ONNX model (model outputs: ${outputNames})`);
-    else if (go.datatype !== st.dataType) problems.push(`sequence_batching state '${st.outputName}': config.pbtxt says ${st.dataType} but the ONNX model output has ${go.datatype ?? 'a non-tensor type'}`);
+    else if (go.datatype !== st.dataType) problems.push(`sequence_batching state '${st.outputName}': config.pbtxt says ${st.dataType} but the ONNX model output has ${graphTypeText(go)}`);
     const want = config.maxBatchSize > 0 ? [-1, ...st.dims] : [...st.dims];
     if (gi?.shape !== undefined && gi.shape.length !== want.length) {
       problems.push(`sequence_batching state '${st.inputName}': rank differs, config ${formatShape(want)} vs model ${formatShape(gi.shape)}${config.maxBatchSize > 0 ? ' (max_batch_size > 0 adds a leading batch dimension)' : ''}`);

@@ -12,7 +12,7 @@
  */
 import * as ort from 'onnxruntime-node';
 import type { Tensor } from '../protocol/tensor.js';
-import { fromOrtTensor, ioInfo, timeOrtRuns, toOrtTensor } from './onnx-io.js';
+import { fromOrtTensor, sessionIo, timeOrtRuns, toOrtTensor } from './onnx-io.js';
 import { ortSessionOptions } from './provider-options.js';
 import type { PooledSession } from './runtime-pool.js';
 import type { CreateSessionOptions } from './worker-protocol.js';
@@ -22,6 +22,7 @@ export const MAIN_THREAD = -1;
 
 export async function createMainThreadSession(path: string, options: CreateSessionOptions): Promise<PooledSession> {
   const session = await ort.InferenceSession.create(path, ortSessionOptions(options));
+  const io = await sessionIo(session, path);
   const feedsOf = (feeds: ReadonlyMap<string, Tensor>): Record<string, ort.Tensor> => {
     const out: Record<string, ort.Tensor> = {};
     for (const [name, t] of feeds) out[name] = toOrtTensor(name, t);
@@ -30,8 +31,8 @@ export async function createMainThreadSession(path: string, options: CreateSessi
   let released = false;
   return {
     worker: MAIN_THREAD,
-    inputs: session.inputMetadata.map(ioInfo),
-    outputs: session.outputMetadata.map(ioInfo),
+    inputs: io.inputs,
+    outputs: io.outputs,
     run: async (feeds, outputNames) => {
       const result = await session.run(feedsOf(feeds), outputNames as string[]);
       const out = new Map<string, Tensor>();

@@ -5,6 +5,7 @@
  */
 import * as ort from 'onnxruntime-node';
 import type { DataType, Tensor, TensorData } from '../protocol/tensor.js';
+import { graphValueTypes } from './onnx-value-kinds.js';
 
 /** One input or output as the ONNX graph declares it. */
 export interface OnnxIoInfo {
@@ -13,6 +14,8 @@ export interface OnnxIoInfo {
   readonly datatype: DataType | undefined;
   /** Fixed dims as numbers, symbolic dims as -1; undefined when the graph gives no shape. */
   readonly shape: readonly number[] | undefined;
+  /** When datatype is undefined: what the graph declares, in ONNX's notation (`seq(tensor(float))`, `tensor(bfloat16)`). */
+  readonly declared?: string;
 }
 
 const ORT_TO_DATATYPE: Readonly<Record<string, DataType>> = {
@@ -52,11 +55,29 @@ export const DATATYPE_TO_ORT: Readonly<Record<DataType, ort.Tensor.Type | undefi
 
 export function ioInfo(meta: ort.InferenceSession.ValueMetadata): OnnxIoInfo {
   if (!meta.isTensor) return { name: meta.name, datatype: undefined, shape: undefined };
+  const datatype = ORT_TO_DATATYPE[meta.type];
   return {
     name: meta.name,
-    datatype: ORT_TO_DATATYPE[meta.type],
+    datatype,
     shape: meta.shape.map((d) => (typeof d === 'number' && d >= 0 ? d : -1)),
+    ...(datatype === undefined ? { declared: `tensor(${meta.type})` } : {}),
   };
+}
+
+/**
+ * A session's inputs and outputs. onnxruntime-node tells a non-tensor value
+ * (sequence, optional, map) only by `isTensor: false`; for those the model
+ * file is read to say what they are (runtime/onnx-value-kinds), so the
+ * refusal names the kind. Models of tensors only never read it.
+ */
+export async function sessionIo(session: ort.InferenceSession, modelPath: string): Promise<{ inputs: OnnxIoInfo[]; outputs: OnnxIoInfo[] }> {
+  const inputs = session.inputMetadata.map(ioInfo);
+  const outputs = session.outputMetadata.map(ioInfo);
+  const unknown = [...inputs, ...outputs].some((t) => t.datatype === undefined && t.declared === undefined);
+  if (!unknown) return { inputs, outputs };
+  const types = await graphValueTypes(modelPath);
+  const withType = (t: OnnxIoInfo): OnnxIoInfo => (t.datatype === undefined && t.declared === undefined && types.has(t.name) ? { ...t, declared: types.get(t.name)! } : t);
+  return { inputs: inputs.map(withType), outputs: outputs.map(withType) };
 }
 
 export function toOrtTensor(name: string, t: Tensor): ort.Tensor {

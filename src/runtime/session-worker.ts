@@ -9,7 +9,7 @@
 import { parentPort } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import type { Tensor } from '../protocol/tensor.js';
-import { fromOrtTensor, ioInfo, timeOrtRuns, toOrtTensor } from './onnx-io.js';
+import { fromOrtTensor, sessionIo, timeOrtRuns, toOrtTensor } from './onnx-io.js';
 import { primeThread } from './prime.js';
 import { collectGarbage } from './reclaim.js';
 import { ortSessionOptions } from './provider-options.js';
@@ -24,7 +24,8 @@ async function create(path: string, o: CreateSessionOptions): Promise<WorkerRepl
   const session = await ort.InferenceSession.create(path, ortSessionOptions(o));
   const id = nextSession++;
   sessions.set(id, session);
-  return { id: 0, ok: true, op: 'create', session: id, inputs: session.inputMetadata.map(ioInfo), outputs: session.outputMetadata.map(ioInfo) };
+  const io = await sessionIo(session, path);
+  return { id: 0, ok: true, op: 'create', session: id, inputs: io.inputs, outputs: io.outputs };
 }
 
 function sessionOf(sessionId: number): ort.InferenceSession {

@@ -58,6 +58,7 @@ describe('onnx-mme validate', () => {
     await writeModelDir(root, 'bad_pbtxt', { onnx: addSub().onnx, config: 'max_batch_size: 8\ninput [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 16 ] }\noutput [ ]\n' });
     await writeModelDir(root, 'mismatch', { onnx: addSub().onnx, config: mismatchConfig });
     await writeModelDir(root, 'no_file', { config: addSub().config! });
+    await writeModelDir(root, 'cuda_graphs', { onnx: addSub().onnx, config: `${addSub().config!}optimization { cuda { graphs: true } }\n` });
     await mkdir(path.join(root, 'not_onnx', '1'), { recursive: true });
     await writeFile(path.join(root, 'not_onnx', '1', 'model.onnx'), 'this is not a protobuf');
     const ens = ensembleRepository();
@@ -125,6 +126,13 @@ describe('onnx-mme validate', () => {
       assert.equal(r.code, 0, `${archive}: ${JSON.stringify(r.report.problems)}`);
       assert.equal(r.report.kind, 'archive');
     }
+  });
+
+  it("a Triton config with optimization.cuda.graphs: OK, the field listed as ignored (Triton's onnxruntime backend never reads it)", async () => {
+    const r = await runCli(['validate', path.join(root, 'cuda_graphs')]);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, /ignored: optimization\.cuda\.graphs \(CUDA graph capture: Triton's onnxruntime backend never reads it/);
+    assert.match(r.stdout, /^OK: the server will load this package$/m);
   });
 
   it('a bad config.pbtxt: the parser error with file:line:column, exit 1', async () => {

@@ -26,13 +26,16 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 16 ] }, { name: "OUTPUT1
 const REFUSED: Record<string, { extra: string; field: string }> = {
   seq: { extra: 'sequence_batching { iterative_sequence: true }', field: 'sequence_batching.iterative_sequence' },
   decoupled: { extra: 'model_transaction_policy { decoupled: true }', field: 'model_transaction_policy.decoupled' },
-  cudagraphs: { extra: 'optimization { cuda { graphs: true } }', field: 'optimization.cuda.graphs' },
   agents: { extra: 'model_repository_agents { agents [ { name: "checksum" } ] }', field: 'model_repository_agents' },
 };
 
 const IGNORED_EXTRA = `metric_tags { key: "team" value: "search" }
 instance_group [ { count: 1 kind: KIND_CPU rate_limiter { priority: 1 } } ]
 parameters { key: "enable_mem_arena" value: { string_value: "0" } }
+`;
+
+/** A Triton repository written for GPUs: Triton's onnxruntime backend never reads these (TensorRT backend only). */
+const CUDA_GRAPHS = `optimization { cuda { graphs: true graph_spec [ { batch_size: 8 } ] } }
 `;
 
 let root = '';
@@ -42,6 +45,7 @@ before(async () => {
   root = await tempDir(ctx);
   for (const [name, r] of Object.entries(REFUSED)) await writeModelDir(root, name, { onnx: addSub().onnx, config: `name: "${name}"\n${IO}${r.extra}\n` });
   await writeModelDir(root, 'tagged', { onnx: addSub().onnx, config: `name: "tagged"\n${IO}${IGNORED_EXTRA}` });
+  await writeModelDir(root, 'cudagraphs', { onnx: addSub().onnx, config: `name: "cudagraphs"\n${IO}${CUDA_GRAPHS}` });
   server = await startTestServer({ modelSource: root, cacheDir: path.join(await tempDir(ctx), 'cache') });
   ctx.cleanups.push(() => server.close());
 });
@@ -70,12 +74,21 @@ describe('config fields the server does not serve', () => {
     const res = await invoke('tagged');
     assert.equal(res.status, 200, res.text);
     assert.deepEqual(res.body.outputs[0].data, Array.from({ length: 16 }, () => 2));
-    const warned = server.logs.filter((l) => l['level'] === 'warn' && typeof l['field'] === 'string').map((l) => [l['field'], l['model']]);
+    const warned = server.logs.filter((l) => l['level'] === 'warn' && typeof l['field'] === 'string' && l['model'] === 'tagged').map((l) => [l['field'], l['model']]);
     assert.deepEqual(warned, [
       ['instance_group.rate_limiter', 'tagged'],
       ['metric_tags', 'tagged'],
       ['parameters.enable_mem_arena', 'tagged'],
     ]);
+  });
+
+  it("optimization.cuda.graphs (and graph_spec), which Triton's onnxruntime backend never reads: the model serves, with a warning per field", async () => {
+    const res = await invoke('cudagraphs');
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.body.outputs[0].data, Array.from({ length: 16 }, () => 2));
+    const warned = server.logs.filter((l) => l['level'] === 'warn' && l['model'] === 'cudagraphs' && typeof l['field'] === 'string');
+    assert.deepEqual(warned.map((l) => l['field']).sort(), ['optimization.cuda.graph_spec', 'optimization.cuda.graphs']);
+    for (const l of warned) assert.match(String(l['msg']), /is ignored: .*onnxruntime backend never reads it/);
   });
 
   it('validate agrees: refused fields are problems, ignored ones are listed under the model', async () => {

@@ -148,16 +148,25 @@ describe('autoCompleteConfig', () => {
     );
   });
 
-  test('a non-tensor input or output is INVALID_MODEL naming it', () => {
+  test('a non-tensor input or output is INVALID_MODEL naming it and its kind', () => {
     throwsInvalidModel(
       () => autoCompleteConfig({}, { inputs: [t('seq', undefined, undefined)], outputs: [t('y', 'FP32', [1])] }, 'm'),
-      "model 'm': input 'seq' is not a tensor type onnx-mme can serve",
+      "model 'm': input 'seq' is not a tensor; onnx-mme serves tensors only",
     );
     throwsInvalidModel(
-      () => autoCompleteConfig({}, { inputs: [t('x', 'FP32', [1])], outputs: [t('map', undefined, [1])] }, 'm'),
-      "model 'm': output 'map' is not a tensor type onnx-mme can serve",
+      () => autoCompleteConfig({}, { inputs: [{ ...t('seq', undefined, undefined), declared: 'seq(tensor(float))' }], outputs: [t('y', 'FP32', [1])] }, 'm'),
+      "model 'm': input 'seq' is a sequence (seq(tensor(float))), not a tensor; onnx-mme serves tensors only",
+    );
+    throwsInvalidModel(
+      () => autoCompleteConfig({}, { inputs: [t('x', 'FP32', [1])], outputs: [{ ...t('opt', undefined, undefined), declared: 'optional(tensor(int64))' }] }, 'm'),
+      "model 'm': output 'opt' is an optional (optional(tensor(int64))), not a tensor; onnx-mme serves tensors only",
+    );
+    throwsInvalidModel(
+      () => autoCompleteConfig({}, { inputs: [t('x', 'FP32', [1])], outputs: [{ ...t('map', undefined, [1]), declared: 'map(int64,tensor(float))' }] }, 'm'),
+      "model 'm': output 'map' is a map (map(int64,tensor(float))), not a tensor; onnx-mme serves tensors only",
     );
   });
+
 
   test('a config with inputs and outputs is left untouched (graph ignored, no max_batch_size or dynamic_batching)', () => {
     const config = Object.freeze({

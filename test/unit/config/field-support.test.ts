@@ -264,11 +264,18 @@ describe('config field support table', () => {
     }
   });
 
-  test('the fields the issue names are refused: decoupled, cuda graphs, repository agents; sequence_batching is served (issue 20)', () => {
-    for (const p of ['model_transaction_policy.decoupled', 'optimization.cuda.graphs', 'model_repository_agents', 'sequence_batching.iterative_sequence']) {
+  test('the fields the issue names are refused: decoupled, repository agents; sequence_batching is served (issue 20)', () => {
+    for (const p of ['model_transaction_policy.decoupled', 'model_repository_agents', 'sequence_batching.iterative_sequence']) {
       assert.equal(FIELD_SUPPORT.get(p)?.status, 'refused', p);
     }
     assert.equal(FIELD_SUPPORT.get('sequence_batching')?.status, 'served');
+  });
+
+  test("fields Triton's onnxruntime backend never reads are ignored, not refused: cuda graphs and their shapes (issue 29)", () => {
+    for (const p of ['optimization.cuda.graphs', 'optimization.cuda.graph_spec']) {
+      assert.equal(FIELD_SUPPORT.get(p)?.status, 'ignored', p);
+      assert.match(FIELD_SUPPORT.get(p)!.note, /onnxruntime backend never reads it/, p);
+    }
   });
 
   for (const [path, support] of FIELD_SUPPORT) {

@@ -106,9 +106,9 @@ describe('checkConfigAgainstGraph: problems', () => {
 
   test('datatype mismatch, and a non-tensor graph type', () => {
     const cfg = config(0, [fp32('x', [2])], [fp32('y', [2])]);
-    mismatch(cfg, { inputs: [g('x', 'INT32', [2])], outputs: [g('y', undefined, [2])] }, [
+    mismatch(cfg, { inputs: [g('x', 'INT32', [2])], outputs: [{ ...g('y', undefined, [2]), declared: 'seq(tensor(float))' }] }, [
       "input 'x': config.pbtxt says FP32 but the ONNX model has INT32",
-      "output 'y': config.pbtxt says FP32 but the ONNX model has a non-tensor type",
+      "output 'y': config.pbtxt says FP32 but the ONNX model has a sequence (seq(tensor(float))), not a tensor",
     ]);
   });
 
