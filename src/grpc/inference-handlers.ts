@@ -75,7 +75,7 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
   const fail = (method: string, ctx: CallContext, err: unknown, started: number): ReturnType<typeof grpcErrorReply> => {
     const reply = grpcErrorReply(err);
     const code = statusName(reply.grpcError.code!);
-    const fields = { method, grpcCode: code, code: reply.error.code, model: reply.error.model, durationMs: Math.round((performance.now() - started) * 100) / 100, err: reply.error.message };
+    const fields = { method, grpcCode: code, code: reply.error.code, model: reply.error.model, durationMs: performance.now() - started, err: reply.error.message };
     if (reply.error.isClientFault || reply.error.code === 'OVERLOADED' || reply.error.code === 'SHUTTING_DOWN') ctx.log.warn(fields, 'grpc call rejected');
     else ctx.log.error({ ...fields, stack: reply.error.cause instanceof Error ? reply.error.cause.stack : undefined }, 'grpc call failed');
     finish(method, code);

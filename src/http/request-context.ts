@@ -107,7 +107,6 @@ export function createRequestContext(
   return ctx;
 }
 
-/** Elapsed milliseconds since the request arrived, two decimals (log lines). */
 /** Milliseconds since the request arrived, rounded to the microsecond (the log vocabulary's durations). */
 export function elapsedMs(ctx: RequestContext): number {
   return Math.round(Number(process.hrtime.bigint() - ctx.startedAt) / 1e3) / 1e3;

@@ -32,7 +32,7 @@ import { createMetrics } from '../observability/metrics.js';
 import type { PerfRun } from '../perf/perf-run.js';
 import { startServer, type RunningServer } from '../server.js';
 import type { StopRule, WorkerMessage, WorkerRequest } from './load-worker.js';
-import { applySetting, describeSetting, searchSpace, settingOf, withValue, type Dimension, type KnobSetting } from './tune-space.js';
+import { applySetting, describeSetting, effectKey, searchSpace, settingOf, withValue, type Dimension, type KnobSetting } from './tune-space.js';
 
 /** Most confirmation pairs (user, best) measured at the end, budget permitting: on a noisy machine one pair can flip. */
 const CONFIRM_ROUNDS = 3;
@@ -217,7 +217,9 @@ export async function runTune(options: TuneOptions): Promise<TuneResult> {
     const userSetting = settingOf(base as Record<string, unknown>, effectiveInstances(base, workers));
     const stop: StopRule = { p99Ms: options.objective.kind === 'latency' ? options.objective.p99Ms : undefined, flatGain: options.minGain };
     const points: TunePoint[] = [];
-    const byConfig = new Map<string, TunePoint>();
+    // Measured points by what the server runs (tune-space's effectKey): a candidate equal in effect to one measured is not measured again.
+    const byEffect = new Map<string, TunePoint>();
+    const defaults = { intraOpThreads: config.intraOpThreads };
     let counter = 0;
 
     const measure = async (setting: KnobSetting, phase: TunePoint['phase'], dimension: Dimension | undefined): Promise<TunePoint> => {
@@ -282,7 +284,7 @@ export async function runTune(options: TuneOptions): Promise<TuneResult> {
         warnings,
       };
       points.push(point);
-      if (phase !== 'confirm') byConfig.set(text, point);
+      if (phase !== 'confirm') byEffect.set(effectKey(setting, defaults), point);
       const at = point.at;
       options.progress(
         `tune: ${id} ${phase}${dimension ? ` (${dimension})` : ''}: ${describeSetting(setting)} → ${
@@ -323,8 +325,8 @@ export async function runTune(options: TuneOptions): Promise<TuneResult> {
         for (let j = idx + direction; j >= 0 && j < candidates.length; j += direction) {
           const setting = withValue(best.setting, dim.dimension, candidates[j]);
           const text = printConfig(applySetting(nameless, setting, userSetting));
-          if (text === best.configText) continue;
-          let point = byConfig.get(text);
+          if (text === best.configText || effectKey(setting, defaults) === effectKey(best.setting, defaults)) continue;
+          let point = byEffect.get(effectKey(setting, defaults));
           if (point === undefined) {
             if (!affordable()) {
               outOfBudget = true;

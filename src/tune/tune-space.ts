@@ -166,6 +166,26 @@ export function describeSetting(s: KnobSetting): string {
   ].join(', ');
 }
 
+/** What the server would run for settings it leaves to its own defaults (MME_INTRA_OP_THREADS as this server resolved it). */
+export interface ServerDefaults {
+  /** undefined: onnxruntime's own default. */
+  readonly intraOpThreads: number | undefined;
+}
+
+/**
+ * `s` as the server runs it: no intra_op_thread_count means the server's
+ * thread count, so "threads 1" and "default" are one configuration where the
+ * default is 1 and measuring both would spend the budget on nothing.
+ */
+export function effectiveSetting(s: KnobSetting, defaults: ServerDefaults): KnobSetting {
+  return s.intraOpThreads === undefined && defaults.intraOpThreads !== undefined ? { ...s, intraOpThreads: defaults.intraOpThreads } : s;
+}
+
+/** A key equal for two settings exactly when the server runs them alike. */
+export function effectKey(s: KnobSetting, defaults: ServerDefaults): string {
+  return describeSetting(effectiveSetting(s, defaults));
+}
+
 export function sameSetting(a: KnobSetting, b: KnobSetting): boolean {
   return describeSetting(a) === describeSetting(b);
 }

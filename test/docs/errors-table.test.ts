@@ -9,7 +9,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { it } from 'node:test';
 import { ERROR_CODES } from '../../src/errors.js';
-import { httpStatusOf } from '../../src/http/error-response.js';
+import { httpStatusOf, kserveStatusOf } from '../../src/http/error-response.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const page = readFileSync(path.join(repoRoot, 'docs', 'errors.md'), 'utf8');
@@ -32,6 +32,15 @@ it('lists every error code once, with its HTTP status', () => {
   const documented = rows.map((r) => r[0]!.replace(/`/g, ''));
   assert.deepEqual([...documented].sort(), [...ERROR_CODES].sort());
   for (const r of rows) assert.equal(Number(r[1]), httpStatusOf(r[0]!.replace(/`/g, '') as (typeof ERROR_CODES)[number]), `${r[0]}: status`);
+});
+
+it('says which codes the KServe v2 routes answer with another status, and which', () => {
+  const differ = ERROR_CODES.filter((c) => kserveStatusOf(c) !== httpStatusOf(c));
+  assert.deepEqual(differ, ['OVERLOADED', 'TIMEOUT'], 'the paragraph below the table names these two');
+  const paragraph = page.slice(page.indexOf('**The KServe v2 routes**'));
+  const statuses = new Set(differ.map((c) => kserveStatusOf(c)));
+  assert.ok(paragraph.startsWith('**The KServe v2 routes** (`/v2/...`) answer `OVERLOADED` and `TIMEOUT` with\n**503**'), 'docs/errors.md has the KServe v2 paragraph');
+  assert.deepEqual([...statuses], [503]);
 });
 
 function sources(dir: string): string[] {

@@ -10,6 +10,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { cp, readdir, readFile, stat, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { configText, tiny, writeModelDir } from '../../examples/models/zoo.js';
@@ -46,6 +47,7 @@ interface PointJson {
   concurrency: number | null;
   steps: { concurrency: number; throughputRps: number; p99Ms: number; errors: number }[];
   config: string;
+  setting: { intraOpThreads?: number } & Record<string, unknown>;
 }
 
 const FAST = ['--window-s', '0.15', '--concurrency', '1:16:x4', '--min-gain-pct', '5'];
@@ -76,6 +78,12 @@ describe('onnx-mme tune', () => {
     const dims = (JSON.parse(await readFile(path.join(out, 'tune.json'), 'utf8')) as { dimensions: { outcome: string }[] }).dimensions;
     assert.ok(result.points.length >= 2 || dims.every((d) => /budget ran out/.test(d.outcome)), JSON.stringify(dims));
     assert.ok(result.points.some((p) => p.phase === 'default'));
+    // No candidate is measured that the server would run exactly as one already measured (intra-op threads 1 is this
+    // server's default where there are at most 8 cores: MME_INTRA_OP_THREADS is max(1, cores / workers)).
+    const serverThreads = Math.max(1, Math.floor(os.availableParallelism() / Math.min(8, os.availableParallelism())));
+    const effect = (p: PointJson) => JSON.stringify(Object.entries({ ...p.setting, intraOpThreads: p.setting.intraOpThreads ?? serverThreads }).sort());
+    const measured = result.points.filter((p) => p.phase !== 'confirm').map(effect);
+    assert.equal(new Set(measured).size, measured.length, `a configuration measured twice: ${measured.join(' | ')}`);
     // The budget bounds the run (the confirmation may overrun it by a candidate at most).
     assert.ok(result.elapsed_s < 16 * 1.6, `elapsed ${result.elapsed_s} s`);
     assert.match(r.stdout, /tune: (recommended|keep your config)/);

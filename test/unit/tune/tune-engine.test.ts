@@ -14,7 +14,7 @@ import { keepGoing } from '../../../src/tune/load-worker.js';
 import { unifiedDiff } from '../../../src/tune/line-diff.js';
 import { paretoFront } from '../../../src/tune/tune-report.js';
 import { scoreOf } from '../../../src/tune/tune-run.js';
-import { applySetting, searchSpace, settingOf, withValue } from '../../../src/tune/tune-space.js';
+import { applySetting, effectKey, searchSpace, settingOf, withValue } from '../../../src/tune/tune-space.js';
 
 function step(concurrency: number, throughputRps: number, p99Ms: number, errors = 0): PerfStep {
   return {
@@ -94,6 +94,16 @@ describe('tune knobs', () => {
     assert.match(text, /num_versions: 2/, 'unrelated fields kept');
     assert.deepEqual(settingOf(out, 2), s, 'reads back as the setting written');
     assert.equal(printTextFormat(applySetting(json, user, user), ModelConfigDescriptor), printTextFormat(json, ModelConfigDescriptor), 'no change, no difference');
+  });
+
+  it("a candidate equal in effect to a setting is the same configuration: no intra_op_thread_count runs the server's thread count", () => {
+    const user = settingOf({ max_batch_size: 8 }, 1);
+    assert.equal(user.intraOpThreads, undefined);
+    const one = withValue(user, 'intraOpThreads', 1);
+    const two = withValue(user, 'intraOpThreads', 2);
+    assert.equal(effectKey(one, { intraOpThreads: 1 }), effectKey(user, { intraOpThreads: 1 }), 'threads 1 = the default where the server runs 1');
+    assert.notEqual(effectKey(two, { intraOpThreads: 1 }), effectKey(user, { intraOpThreads: 1 }));
+    assert.notEqual(effectKey(one, { intraOpThreads: undefined }), effectKey(user, { intraOpThreads: undefined }), "onnxruntime's own default is not a number tune can name");
   });
 
   it('a smaller max_batch_size keeps preferred sizes valid', () => {
