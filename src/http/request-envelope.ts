@@ -121,8 +121,9 @@ function fromFrameworkError(err: unknown): unknown {
 export function sendError(req: IncomingMessage, res: ServerResponse, envelope: Envelope, err: unknown): void {
   const { ctx, path } = envelope;
   const reply = errorReply(fromFrameworkError(err), path === '/v2' || path.startsWith('/v2/') ? 'kserve' : 'sagemaker');
-  // The closing `request` line names the model too (the label the client used when it never resolved).
-  if (reply.error.model !== undefined && ctx.model === undefined) ctx.model = reply.error.model;
+  // The closing `request` line names the model too (the label the client used when it never resolved), unless that
+  // label is the target, which `target` already carries: `model` holds only a model's own name.
+  if (reply.error.model !== undefined && ctx.model === undefined && reply.error.model !== ctx.target) ctx.model = reply.error.model;
   const fields = {
     status: reply.status,
     code: reply.error.code,

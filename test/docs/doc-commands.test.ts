@@ -59,6 +59,11 @@ describe('marked doc blocks', () => {
     const readme = blocks.filter((b) => b.file === 'README.md');
     assert.ok(readme.filter((b) => b.kind === 'demo-server').length >= 3, 'README quick starts 1-3 are marked');
     assert.ok(readme.some((b) => b.kind === 'sagemaker'), 'the SageMaker deployment block is marked');
+    // The AWS SDK needs a region for every call; s3rver here does not, so the runs below cannot catch a block without one.
+    for (const b of blocks.filter((x) => x.kind === 'sagemaker')) {
+      const region = b.text.search(/^export AWS_REGION=/m);
+      for (const m of b.text.matchAll(/onnx-mme\.js push |deploy-mme\.js/g)) assert.ok(region >= 0 && region < m.index!, `${b.file}:${b.line}: '${m[0].trim()}' runs before AWS_REGION is set`);
+    }
     for (const b of blocks) assert.ok(KINDS.has(b.kind), `${b.file}:${b.line}: unknown doc-test kind '${b.kind}'`);
   });
 });

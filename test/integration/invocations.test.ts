@@ -262,7 +262,7 @@ describe('bad input gets a clear error and loses nothing', () => {
   });
 
   it('logs carry the request id and the model name', () => {
-    const rejected = server.logs.find((l) => l['msg'] === 'request rejected' && l['model'] === 'nope.tar.gz');
+    const rejected = server.logs.find((l) => l['msg'] === 'request rejected' && l['target'] === 'nope.tar.gz');
     assert.ok(rejected, 'a warn line for the unknown target');
     assert.equal(typeof rejected['reqId'], 'string');
     const loaded = server.logs.find((l) => l['msg'] === 'model loaded' && l['model'] === 'add_sub.tar.gz');

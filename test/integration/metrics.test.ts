@@ -211,11 +211,13 @@ describe('request logs', () => {
     assert.equal(warn['level'], 'warn');
     assert.equal(warn['status'], 400);
     assert.equal(warn['code'], 'INVALID_INPUT');
-    assert.equal(warn['model'], 'add_sub.tar.gz');
+    assert.equal(warn['target'], 'add_sub.tar.gz');
+    assert.equal(warn['model'], undefined, 'the target is not a model name: the model field is left out when the request never named one');
     assert.equal(typeof warn['durationMs'], 'number');
     assert.match(String(warn['err']), /expected input 'INPUT0'/);
     const end = server.logs.find((l) => l['msg'] === 'request' && l['reqId'] === 'log-bad-1');
     assert.equal(end?.['status'], 400);
-    assert.equal(end?.['model'], 'add_sub.tar.gz');
+    assert.equal(end?.['target'], 'add_sub.tar.gz');
+    assert.equal(end?.['model'], undefined);
   });
 });
