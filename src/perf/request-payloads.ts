@@ -13,7 +13,8 @@
 import { encodeBinaryTensorData } from '../protocol/binary-tensor.js';
 import { decodeNpy } from '../protocol/npy-codec.js';
 import { DATA_TYPE_INFO, elementCount, isDataType, type DataType, type Tensor, type TensorData } from '../protocol/tensor.js';
-import { decodeTensorData, tensorDataToJson } from '../protocol/v2-json-codec.js';
+import { decodeTensorData, exactRetry, tensorDataToJson } from '../protocol/v2-json-codec.js';
+import { parseJsonExact } from '../protocol/exact-json.js';
 
 export interface RequestPayload {
   /** `v2`: a KServe v2 body (JSON, or JSON header + binary when jsonHeaderLength is set); `npy`: a raw .npy body. */
@@ -160,7 +161,11 @@ export function payloadsFromFile(file: string, bytes: Buffer, binary: boolean, n
     } catch (err) {
       throw new Error(`${where}: not JSON (${(err as Error).message}); the file must hold one request body a line`);
     }
-    const tensors = tensorsOfJsonRequest(parsed, where);
+    // INT64/UINT64 beyond 2^53 keep every digit, as the server reads them (protocol/exact-json).
+    const tensors = exactRetry(
+      () => tensorsOfJsonRequest(parsed, where),
+      () => tensorsOfJsonRequest(parseJsonExact(line), where),
+    );
     out.push(binary ? encodeV2(tensors, true) : { kind: 'v2', body: Buffer.from(line.trim()) });
   });
   if (out.length === 0) throw new Error(`${file}: no requests in the file`);

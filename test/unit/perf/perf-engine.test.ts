@@ -132,6 +132,13 @@ describe('perf request bodies', () => {
     assert.throws(() => payloadsFromFile('r.jsonl', Buffer.from('{"inputs": 3}\n'), false, undefined), /r\.jsonl:1: expected a KServe v2 request/);
     assert.throws(() => payloadsFromFile('r.jsonl', Buffer.from('\n'), false, undefined), /no requests/);
   });
+
+  it('re-encodes INT64 beyond 2^53 from JSON lines with every digit (--binary)', () => {
+    const line = '{"inputs":[{"name":"A","datatype":"INT64","shape":[2],"data":[9007199254740993,-9223372036854775808]}]}';
+    const [binary] = payloadsFromFile('r.jsonl', Buffer.from(line), true, undefined);
+    const raw = binary!.body.subarray(binary!.jsonHeaderLength!);
+    assert.deepEqual([raw.readBigInt64LE(0), raw.readBigInt64LE(8)], [9007199254740993n, -9223372036854775808n]);
+  });
 });
 
 describe('perf chart', () => {
