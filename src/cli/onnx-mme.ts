@@ -7,6 +7,8 @@
  * code: validation is the package loader, archives go through the server's
  * extractor, S3 settings are the server's settings.
  */
+// First: onnxruntime's telemetry is decided before onnxruntime-node loads (config/ort-env.ts).
+import '../config/ort-env.js';
 import { ServingError } from '../errors.js';
 import { EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, write, type CliCommand, type CliIo } from './cli-support.js';
 import { packageVersion } from './version.js';

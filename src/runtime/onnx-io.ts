@@ -3,6 +3,8 @@
  * onnxruntime-node tensor types ⇄ our datatypes, and Tensor ⇄ ort.Tensor.
  * Used inside the runtime worker threads, where sessions live.
  */
+// First: onnxruntime's telemetry is decided before onnxruntime-node loads (config/ort-env.ts).
+import '../config/ort-env.js';
 import * as ort from 'onnxruntime-node';
 import type { DataType, Tensor, TensorData } from '../protocol/tensor.js';
 

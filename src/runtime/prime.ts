@@ -9,6 +9,8 @@
  * thread, it is part of the idle figure the memory promise starts from
  * (docs/memory-and-caching.md).
  */
+// First: onnxruntime's telemetry is decided before onnxruntime-node loads (config/ort-env.ts).
+import '../config/ort-env.js';
 import * as ort from 'onnxruntime-node';
 
 /**
