@@ -111,9 +111,23 @@ tree=$(git stash create)
 [ -n "$tree" ] && revision="$revision-dirty"
 mkdir -p "$work/context"
 git archive "${tree:-HEAD}" | tar -C "$work/context" -x
-step "buildah bud $dockerfile (NODE_IMAGE=$base, version $version, revision $revision)"
+# The build stage's `npm ci` reaches the registry this machine's npm is configured for, trusting the
+# CA bundle it trusts (a TLS-inspecting proxy's, where there is one): both go in as a global npmrc
+# mounted for the RUN steps only, so nothing of them is committed into either stage.
+mounts=()
+registry=$(npm config get registry)
+echo "registry=$registry" >"$work/npmrc"
+ca=$(npm config get cafile)
+if [ -z "$ca" ] || [ "$ca" = null ] || [ "$ca" = undefined ]; then ca=${NODE_EXTRA_CA_CERTS:-}; fi
+if [ -n "$ca" ] && [ -f "$ca" ]; then
+  cp "$ca" "$work/npm-ca.crt"
+  echo "cafile=/usr/local/etc/onnx-mme-ci-ca.crt" >>"$work/npmrc"
+  mounts+=(-v "$work/npm-ca.crt:/usr/local/etc/onnx-mme-ci-ca.crt:ro")
+fi
+mounts+=(-v "$work/npmrc:/usr/local/etc/npmrc:ro")
+step "buildah bud $dockerfile (NODE_IMAGE=$base, version $version, revision $revision, registry $registry)"
 build_start=$(date +%s)
-bh bud --isolation chroot --pull=never --layers=false -f "$work/context/$dockerfile" \
+bh bud --isolation chroot --pull=never --layers=false "${mounts[@]}" -f "$work/context/$dockerfile" \
   --build-arg NODE_IMAGE="$base" --build-arg VERSION="$version" --build-arg REVISION="$revision" \
   -t "$image" "$work/context" >"$work/build.log" 2>&1 || { tail -n 40 "$work/build.log" >&2; fail "the image did not build"; }
 build_s=$(($(date +%s) - build_start))
@@ -144,7 +158,7 @@ mnt=$(bh mount "$ctr")
 du_bytes=$(du -sb --exclude=./proc --exclude=./sys --exclude=./dev "$mnt" | cut -f1)
 app_bytes=$(du -sb "$mnt/opt/onnx-mme" | cut -f1)
 for gone in opt/onnx-mme/node_modules/typescript opt/onnx-mme/node_modules/s3rver opt/onnx-mme/node_modules/onnx-proto \
-            opt/onnx-mme/node_modules/@types opt/onnx-mme/node_modules/autocannon \
+            opt/onnx-mme/node_modules/@types/express opt/onnx-mme/node_modules/autocannon \
             usr/local/bin/npm usr/local/bin/npx usr/local/bin/corepack usr/local/bin/yarn usr/local/lib/node_modules/npm; do
   [ ! -e "$mnt/$gone" ] && [ ! -L "$mnt/$gone" ] || fail "/$gone is in the runtime image"
 done

@@ -6,6 +6,8 @@
 // First: onnxruntime's telemetry is decided before onnxruntime-node loads (config/ort-env.ts).
 import '../config/ort-env.js';
 import * as ort from 'onnxruntime-node';
+// Before any tensor is made: float16 data as Uint16Array on Node.js 24 too (runtime/ort-float16.ts).
+import './ort-float16.js';
 import type { DataType, Tensor, TensorData } from '../protocol/tensor.js';
 
 /** One input or output as the ONNX graph declares it. */
@@ -71,7 +73,7 @@ export function toOrtTensor(name: string, t: Tensor): ort.Tensor {
 export function fromOrtTensor(t: ort.Tensor): Tensor {
   const datatype = ORT_TO_DATATYPE[t.type];
   if (!datatype) throw new Error(`onnxruntime returned an unsupported tensor type '${t.type}'`);
-  // Node 20 has no Float16Array, so float16 data arrives as Uint16Array bits already.
+  // float16 data arrives as Uint16Array bits (runtime/ort-float16.ts), as our Tensor type holds it.
   return { datatype, shape: t.dims.slice(), data: t.data as TensorData };
 }
 
