@@ -185,6 +185,8 @@ mkdir -p "$mnt/opt/ml/models" "$mnt/opt/ml/model"
 entrypoint=$(node -p 'JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).OCIv1.config.Entrypoint.join(" ")' "$work/inspect.json")
 free_port() { node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })'; }
 
+descendants() { local c; for c in $(pgrep -P "$1"); do echo "$c"; descendants "$c"; done; }
+
 # start LAYOUT_DIR MOUNTPOINT: the entrypoint plus `serve` in the container (buildah run: the image's Env,
 # its WORKDIR, /proc and /dev), the host network, the model directory mounted read-only.
 start_server() {
@@ -200,12 +202,12 @@ start_server() {
     sleep 0.1
   done
   grep -q '"onnx-mme listening"' "$log" || { cat "$log" >&2; fail "serve did not listen within 30 s"; }
-  # The server: the node process whose root is the container's rootfs (chroot isolation).
+  # The server: the node process among buildah run's descendants (chroot isolation shares the host's pid namespace).
   server_pid=
-  for p in $(pgrep -x node); do
-    [ "$(readlink "/proc/$p/root")" = "$mnt" ] && server_pid=$p
+  for p in $(descendants "$runner_pid"); do
+    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = node ] && { server_pid=$p; break; }
   done
-  [ -n "$server_pid" ] || fail "no node process runs in the container"
+  [ -n "$server_pid" ] || { ps -ef --forest >&2; fail "no node process under buildah run"; }
   url=http://127.0.0.1:$port
 }
 
@@ -232,7 +234,7 @@ expect() {
 request='{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}'
 expect_data() { node -e 'const b = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")); const d = JSON.stringify(b.outputs[0].data); if (d !== process.argv[2]) { console.error(`ci-image-test: FAIL: ${process.argv[3]}: ${d}, expected ${process.argv[2]}`); process.exit(1); }' "$work/body" "$1" "$2"; }
 
-version_line=$(bh run --isolation chroot "$ctr" -- $entrypoint --version)
+version_line=$(bh run --isolation chroot "$ctr" -- $entrypoint --version | paste -sd ' ')
 echo "ci-image-test: onnx-mme --version in the image: $version_line"
 [[ $version_line == *"$version"* && $version_line == *"node v$node_line."* && $version_line == *"onnxruntime "* ]] \
   || fail "onnx-mme --version: '$version_line' (want $version, node v$node_line.x, onnxruntime)"
