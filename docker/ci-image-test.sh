@@ -52,8 +52,14 @@ mkdir -p "$cache"
 # A private buildah store: nothing shared with other builds on this machine, removed at exit.
 bh() { buildah --root "$work/storage" --runroot "$work/run" --storage-driver vfs "$@"; }
 server_pid=
+runner_pid=
+descendants() { local c; for c in $(pgrep -P "$1"); do echo "$c"; descendants "$c"; done; }
 cleanup() {
-  [ -n "$server_pid" ] && kill -KILL "$server_pid" 2>/dev/null || true
+  # A server still running (a check failed): end it and buildah run's processes above it.
+  if [ -n "$runner_pid" ]; then
+    for p in $(descendants "$runner_pid"); do kill -KILL "$p" 2>/dev/null || true; done
+    wait "$runner_pid" 2>/dev/null || true
+  fi
   bh rm --all >/dev/null 2>&1 || true
   bh rmi --all --force >/dev/null 2>&1 || true
   rm -rf "$work" 2>/dev/null || true
@@ -155,8 +161,8 @@ CI_VERSION=$version CI_REVISION=$revision node -e '
 
 ctr=$(bh from --quiet --pull=never "$image")
 mnt=$(bh mount "$ctr")
-du_bytes=$(du -sb --exclude=./proc --exclude=./sys --exclude=./dev "$mnt" | cut -f1)
-app_bytes=$(du -sb "$mnt/opt/onnx-mme" | cut -f1)
+mb() { echo "$(($(du -sb "$@" | awk '{ s += $1 } END { print s }') / 1000000)) MB"; }
+echo "ci-image-test: image $(mb "$mnt") on disk: node $(mb "$mnt/usr/local/bin/node"), /opt/onnx-mme/node_modules $(mb "$mnt/opt/onnx-mme/node_modules") (onnxruntime-node $(mb "$mnt/opt/onnx-mme/node_modules/onnxruntime-node")), /opt/onnx-mme/dist $(mb "$mnt/opt/onnx-mme/dist"), the rest (Debian) $(($(du -sb --exclude=./usr/local/bin/node --exclude=./opt/onnx-mme "$mnt" | cut -f1) / 1000000)) MB"
 for gone in opt/onnx-mme/node_modules/typescript opt/onnx-mme/node_modules/s3rver opt/onnx-mme/node_modules/onnx-proto \
             opt/onnx-mme/node_modules/@types/express opt/onnx-mme/node_modules/autocannon \
             usr/local/bin/npm usr/local/bin/npx usr/local/bin/corepack usr/local/bin/yarn usr/local/lib/node_modules/npm; do
@@ -185,8 +191,6 @@ mkdir -p "$mnt/opt/ml/models" "$mnt/opt/ml/model"
 entrypoint=$(node -p 'JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).OCIv1.config.Entrypoint.join(" ")' "$work/inspect.json")
 free_port() { node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })'; }
 
-descendants() { local c; for c in $(pgrep -P "$1"); do echo "$c"; descendants "$c"; done; }
-
 # start LAYOUT_DIR MOUNTPOINT: the entrypoint plus `serve` in the container (buildah run: the image's Env,
 # its WORKDIR, /proc and /dev), the host network, the model directory mounted read-only.
 start_server() {
@@ -205,7 +209,8 @@ start_server() {
   # The server: the node process among buildah run's descendants (chroot isolation shares the host's pid namespace).
   server_pid=
   for p in $(descendants "$runner_pid"); do
-    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = node ] && { server_pid=$p; break; }
+    # By its executable: Node.js 24 names its main thread (comm) MainThread.
+    [[ $(readlink "/proc/$p/exe" 2>/dev/null) == */bin/node ]] && { server_pid=$p; break; }
   done
   [ -n "$server_pid" ] || { ps -ef --forest >&2; fail "no node process under buildah run"; }
   url=http://127.0.0.1:$port
@@ -219,6 +224,7 @@ stop_server() {
   for _ in $(seq 1 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
   kill -0 "$server_pid" 2>/dev/null && fail "serve did not exit within 10 s of SIGTERM"
   code=0; wait "$runner_pid" || code=$?
+  runner_pid=
   [ "$code" = 0 ] || { cat "$log" >&2; fail "serve exited with $code after SIGTERM"; }
   grep -q '"shutdown complete"' "$log" || { cat "$log" >&2; fail "no 'shutdown complete' in the log"; }
   echo "ci-image-test: SIGTERM: exit 0 in $((($(date +%s%N) - t0) / 1000000)) ms"
@@ -274,5 +280,4 @@ diff -u "$work/cpu-build" "$work/gpu-build" >&2 || fail "Dockerfile.gpu's build 
 grep -q "^ARG NODE_IMAGE=$node_image\$" docker/Dockerfile.gpu || fail "Dockerfile.gpu's NODE_IMAGE is not $node_image"
 echo "ci-image-test: Dockerfile.gpu's build stage = Dockerfile.cpu's + the CUDA provider download: ok"
 
-echo "ci-image-test: image $((du_bytes / 1000000)) MB on disk (/opt/onnx-mme $((app_bytes / 1000000)) MB), built in ${build_s} s"
 echo "ci-image-test: pass ($(($(date +%s) - started)) s)"
