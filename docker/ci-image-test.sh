@@ -161,8 +161,14 @@ CI_VERSION=$version CI_REVISION=$revision node -e '
 
 ctr=$(bh from --quiet --pull=never "$image")
 mnt=$(bh mount "$ctr")
-mb() { echo "$(($(du -sb "$@" | awk '{ s += $1 } END { print s }') / 1000000)) MB"; }
-echo "ci-image-test: image $(mb "$mnt") on disk: node $(mb "$mnt/usr/local/bin/node"), /opt/onnx-mme/node_modules $(mb "$mnt/opt/onnx-mme/node_modules") (onnxruntime-node $(mb "$mnt/opt/onnx-mme/node_modules/onnxruntime-node")), /opt/onnx-mme/dist $(mb "$mnt/opt/onnx-mme/dist"), the rest (Debian) $(($(du -sb --exclude=./usr/local/bin/node --exclude=./opt/onnx-mme "$mnt" | cut -f1) / 1000000)) MB"
+bytes() { du -sb "$1" | cut -f1; }
+mb() { echo "$(($1 / 1000000)) MB"; }
+total=$(bytes "$mnt")
+node_bytes=$(bytes "$mnt/usr/local/bin/node")
+app_bytes=$(bytes "$mnt/opt/onnx-mme")
+echo "ci-image-test: image $(mb "$total") on disk: node $(mb "$node_bytes"), /opt/onnx-mme $(mb "$app_bytes")" \
+  "(node_modules $(mb "$(bytes "$mnt/opt/onnx-mme/node_modules")"), of it onnxruntime-node $(mb "$(bytes "$mnt/opt/onnx-mme/node_modules/onnxruntime-node")");" \
+  "dist $(mb "$(bytes "$mnt/opt/onnx-mme/dist")")), the rest (Debian) $(mb $((total - node_bytes - app_bytes)))"
 for gone in opt/onnx-mme/node_modules/typescript opt/onnx-mme/node_modules/s3rver opt/onnx-mme/node_modules/onnx-proto \
             opt/onnx-mme/node_modules/@types/express opt/onnx-mme/node_modules/autocannon \
             usr/local/bin/npm usr/local/bin/npx usr/local/bin/corepack usr/local/bin/yarn usr/local/lib/node_modules/npm; do
