@@ -1,11 +1,14 @@
 /**
  * @module main
  * Entry point: the only place that reads the environment (through
- * loadServerConfig) and installs signal handlers. SageMaker runs `serve`,
+ * loadServerConfig; config/ort-env, imported first, only turns onnxruntime's
+ * telemetry off before onnxruntime loads) and installs signal handlers. SageMaker runs `serve`,
  * which execs this file; Node is PID 1 there, so SIGTERM is ours to handle:
  * stop accepting, finish in-flight requests, release sessions, exit well
  * within SageMaker's 30 s.
  */
+// First: onnxruntime's telemetry is decided before onnxruntime-node loads (config/ort-env.ts).
+import './config/ort-env.js';
 import { loadServerConfig, type ServerConfig } from './config/server-config.js';
 import { createLogger } from './observability/logger.js';
 import { startServer, type RunningServer } from './server.js';

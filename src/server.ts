@@ -238,6 +238,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
       multiModel: config.multiModel,
       defaultModel: config.defaultModel,
       providers: config.executionProviders ?? 'auto',
+      ortTelemetry: config.ortTelemetry,
       runtimeWorkers: pool.size,
       memoryBudgetBytes: budget.bytes,
       memoryBudgetFrom: budget.from,
@@ -254,6 +255,9 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
     },
     'onnx-mme listening',
   );
+  if (config.ortTelemetry) {
+    logger.warn("MME_ORT_TELEMETRY=true: onnxruntime's telemetry is on; it stores events under $HOME/.cache/Microsoft and uploads them to Microsoft");
+  }
 
   const preloading = preload(config.preload, registry, logger);
 

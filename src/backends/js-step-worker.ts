@@ -22,6 +22,8 @@
  *   restarting it for ever would cost every request a restart.
  * - A call that throws (execute() rejects) is not a fault: the step answered.
  */
+// First: onnxruntime's telemetry is decided before onnxruntime-node loads (config/ort-env.ts).
+import '../config/ort-env.js';
 import { Worker } from 'node:worker_threads';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';

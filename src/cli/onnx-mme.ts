@@ -7,9 +7,11 @@
  * code: validation is the package loader, archives go through the server's
  * extractor, S3 settings are the server's settings.
  */
+// First: onnxruntime's telemetry is decided before onnxruntime-node loads (config/ort-env.ts).
+import '../config/ort-env.js';
 import { ServingError } from '../errors.js';
 import { EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, write, type CliCommand, type CliIo } from './cli-support.js';
-import { packageVersion } from './version.js';
+import { versionText } from './version.js';
 
 /** Name → summary (for the overview, without loading the command) and loader. */
 const COMMANDS: Readonly<Record<string, { readonly summary: string; load(): Promise<CliCommand> }>> = {
@@ -66,7 +68,7 @@ async function runCli(argv: readonly string[], io: CliIo): Promise<number | unde
     return name === undefined ? EXIT_USAGE : EXIT_OK;
   }
   if (name === '--version' || name === '-v' || name === 'version') {
-    write(io.stdout, packageVersion());
+    write(io.stdout, versionText());
     return EXIT_OK;
   }
   const entry = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;

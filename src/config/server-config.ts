@@ -12,6 +12,7 @@ import { ServingError } from '../errors.js';
 import { DEFAULT_MAX_ENTRIES, DEFAULT_MAX_RATIO } from './archive-limits.js';
 import { DEFAULT_CONFIG_MAX_BYTES } from './model-config-parse.js';
 import { environmentNotices, type EnvNotice } from './env-notices.js';
+import { ORT_TELEMETRY_ENV, parseOrtTelemetry } from './ort-telemetry.js';
 import { isS3Uri, parseS3Uri } from './s3-uri.js';
 
 export type ProviderName = 'tensorrt' | 'cuda' | 'cpu';
@@ -50,6 +51,8 @@ export interface ServerConfig {
   readonly defaultModel: string | undefined;
   /** undefined = automatic (CUDA when its provider library and a GPU are present, else CPU). */
   readonly executionProviders: readonly ProviderName[] | undefined;
+  /** MME_ORT_TELEMETRY: onnxruntime's own telemetry left on (config/ort-env.ts applies it before onnxruntime loads). */
+  readonly ortTelemetry: boolean;
   readonly logLevel: LogLevel;
   readonly archiveMaxBytes: number;
   readonly archiveMaxEntries: number;
@@ -340,6 +343,14 @@ export const SETTINGS: readonly AnySetting[] = [
       }
       return [...new Set(names)] as ProviderName[];
     },
+  },
+  {
+    key: 'ortTelemetry',
+    env: [ORT_TELEMETRY_ENV],
+    defaultText: 'false',
+    description:
+      "onnxruntime's own telemetry (Microsoft's 1DS: events in `$HOME/.cache/Microsoft/DeveloperTools/.onnxruntime/` and their upload to Microsoft). Off unless `true`: the server sets `ORT_DISABLE_TELEMETRY=1` before onnxruntime loads, in every process that runs models ([security.md](security.md#outbound-connections)).",
+    parse: (raw) => parseOrtTelemetry(raw),
   },
   {
     key: 'logLevel',

@@ -10,6 +10,8 @@
  * (runtime/session-placement.ts) only puts a model here when that time was
  * measured small, and never a GPU session.
  */
+// First: onnxruntime's telemetry is decided before onnxruntime-node loads (config/ort-env.ts).
+import '../config/ort-env.js';
 import * as ort from 'onnxruntime-node';
 import type { Tensor } from '../protocol/tensor.js';
 import { fromOrtTensor, sessionIo, timeOrtRuns, toOrtTensor } from './onnx-io.js';

@@ -3,7 +3,11 @@
  * onnxruntime-node tensor types ⇄ our datatypes, and Tensor ⇄ ort.Tensor.
  * Used inside the runtime worker threads, where sessions live.
  */
+// First: onnxruntime's telemetry is decided before onnxruntime-node loads (config/ort-env.ts).
+import '../config/ort-env.js';
 import * as ort from 'onnxruntime-node';
+// Before any tensor is made: float16 data as Uint16Array on Node.js 24 too (runtime/ort-float16.ts).
+import './ort-float16.js';
 import type { DataType, Tensor, TensorData } from '../protocol/tensor.js';
 import { graphValueTypes } from './onnx-value-kinds.js';
 
@@ -90,7 +94,7 @@ export function toOrtTensor(name: string, t: Tensor): ort.Tensor {
 export function fromOrtTensor(t: ort.Tensor): Tensor {
   const datatype = ORT_TO_DATATYPE[t.type];
   if (!datatype) throw new Error(`onnxruntime returned an unsupported tensor type '${t.type}'`);
-  // Node 20 has no Float16Array, so float16 data arrives as Uint16Array bits already.
+  // float16 data arrives as Uint16Array bits (runtime/ort-float16.ts), as our Tensor type holds it.
   return { datatype, shape: t.dims.slice(), data: t.data as TensorData };
 }
 

@@ -9,7 +9,11 @@
  * thread, it is part of the idle figure the memory promise starts from
  * (docs/memory-and-caching.md).
  */
+// First: onnxruntime's telemetry is decided before onnxruntime-node loads (config/ort-env.ts).
+import '../config/ort-env.js';
 import * as ort from 'onnxruntime-node';
+// Before any tensor is made: float16 data as Uint16Array on Node.js 24 too (runtime/ort-float16.ts).
+import './ort-float16.js';
 
 /**
  * A generated 8 → 8 MatMul + Relu (429 bytes, by examples/models/onnx-builder.ts):

@@ -15,6 +15,8 @@
  * keep dying (MAX_DEATHS within DEATH_WINDOW_MS) reports itself unhealthy,
  * and /ping says so, so the platform replaces the container.
  */
+// First: onnxruntime's telemetry is decided before onnxruntime-node loads (config/ort-env.ts).
+import '../config/ort-env.js';
 import { Worker } from 'node:worker_threads';
 import { ServingError } from '../errors.js';
 import type { Tensor } from '../protocol/tensor.js';

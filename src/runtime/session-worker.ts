@@ -6,6 +6,8 @@
  * every load and every inference. Each worker owns a set of sessions and
  * handles one message at a time; different workers run in parallel.
  */
+// First: onnxruntime's telemetry is decided before onnxruntime-node loads (config/ort-env.ts).
+import '../config/ort-env.js';
 import { parentPort } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import type { Tensor } from '../protocol/tensor.js';

@@ -238,12 +238,14 @@ class Extraction {
     if (err instanceof ServingError) return err;
     const code = errorCode(err);
     if (code !== undefined && STORAGE_CODES.has(code)) return insufficientStorage(err);
+    // Before the source check: on Node.js 24, pipeline() destroys the source with gunzip's error,
+    // so the source emits zlib's own error too. No source (file, S3 body) fails with a Z_ code.
+    if (code?.startsWith('Z_') || isTarError(err)) return corrupt(err);
     if (sourceError !== undefined && err === sourceError) {
       return new ServingError('UPSTREAM_UNAVAILABLE', `reading the model archive failed: ${messageOf(err)}`, {
         cause: err,
       });
     }
-    if (code?.startsWith('Z_') || isTarError(err)) return corrupt(err);
     return new ServingError('INTERNAL', `extracting the model archive failed: ${fsReason(err)}`, { cause: err });
   }
 

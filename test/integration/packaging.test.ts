@@ -107,7 +107,7 @@ describe('container images', () => {
   it('both Dockerfiles build the same runtime tree with the shared script and start it the same way', () => {
     for (const image of images) {
       const { file, build, runtime, dockerfile } = image;
-      assert.match(build.base, /^node:22-bookworm-slim$/, `${file}: build stage base`);
+      assert.match(build.base, /^node:24-bookworm-slim$/, `${file}: build stage base`);
       // Every file the build stage copies exists, and it copies what the script needs (and no tests, no examples).
       const copied = all(build, 'COPY').flatMap((c) => copyParts(c.args).sources);
       for (const src of copied) assert.ok(existsSync(path.join(repoRoot, src)), `${file}: COPY ${src}: no such path in the repository`);
@@ -149,9 +149,9 @@ describe('container images', () => {
       }
     }
     const [cpu, gpu] = images as [ImageSpec, ImageSpec];
-    assert.equal(cpu.runtime.base, 'node:22-bookworm-slim');
+    assert.equal(cpu.runtime.base, 'node:24-bookworm-slim');
     assert.match(gpu.runtime.base, /^nvidia\/cuda:12\.\d+\.\d+-cudnn-runtime-ubuntu22\.04$/);
-    assert.ok(all(gpu.runtime, 'COPY').some((c) => copyParts(c.args).sources[0] === '/usr/local/bin/node'), 'GPU image: Node.js 22 from the build stage');
+    assert.ok(all(gpu.runtime, 'COPY').some((c) => copyParts(c.args).sources[0] === '/usr/local/bin/node'), 'GPU image: Node.js 24 from the build stage');
     const cudaInstall = all(gpu.build, 'RUN').find((r) => r.args.includes('onnxruntime-node/script/install.js'));
     assert.ok(cudaInstall, 'GPU image: runs onnxruntime-node install script');
     assert.match(cudaInstall.args, /ONNXRUNTIME_NODE_INSTALL=cuda12 node node_modules\/onnxruntime-node\/script\/install\.js/);

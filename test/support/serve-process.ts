@@ -24,9 +24,17 @@ export interface ServeProcess {
   kill(): Promise<void>;
 }
 
-export async function startServe(env: Record<string, string>): Promise<ServeProcess> {
-  const proc = spawn(path.join(repoRoot, 'serve'), ['serve'], {
-    env: { ...process.env, SAGEMAKER_BIND_TO_PORT: '0', MME_HOST: '127.0.0.1', MME_LOG_LEVEL: 'info', ...env },
+/**
+ * `env` is laid over this process's environment; a value of undefined removes the variable.
+ * `wrapper`: a command line that runs `serve` (e.g. strace ... --), whose own pid is then `proc.pid`.
+ */
+export async function startServe(env: Record<string, string | undefined>, wrapper: readonly string[] = []): Promise<ServeProcess> {
+  const serve = path.join(repoRoot, 'serve');
+  const [command, ...args] = [...wrapper, serve, 'serve'];
+  const merged: NodeJS.ProcessEnv = { ...process.env, SAGEMAKER_BIND_TO_PORT: '0', MME_HOST: '127.0.0.1', MME_LOG_LEVEL: 'info', ...env };
+  for (const [k, v] of Object.entries(merged)) if (v === undefined) delete merged[k];
+  const proc = spawn(command!, args, {
+    env: merged,
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
