@@ -9,6 +9,11 @@ import type { LogLevel } from '../config/server-config.js';
 
 export type { Logger };
 
+/** Where the server's lines go: `dest` is a file descriptor (1, stdout, by default) or a file path. */
+export function logDestination(dest: number | string = 1): DestinationStream {
+  return pino.destination({ dest, sync: false });
+}
+
 export function createLogger(level: LogLevel, destination?: DestinationStream): Logger {
   return pino(
     {
@@ -17,7 +22,7 @@ export function createLogger(level: LogLevel, destination?: DestinationStream): 
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
     },
-    destination ?? pino.destination({ fd: 1, sync: false }),
+    destination ?? logDestination(1),
   );
 }
 
