@@ -31,8 +31,10 @@ export interface AppDeps {
   readonly isShuttingDown: () => boolean;
   /** HTTP requests between arrival and the end of their response; shutdown drains this to zero. */
   readonly inflight: { count: number };
-  /** MME_ACCESS_LOG (default true): the per-request `request` line at info. */
+  /** MME_ACCESS_LOG (default false): the `request` line for every request at info, not only errors and slow ones. */
   readonly accessLog?: boolean;
+  /** MME_SLOW_REQUEST_MS: requests at least this slow always get their `request` line (at warn). */
+  readonly slowRequestMs?: number;
   /** Undefined while the server can serve; else why not (/ping answers 503). */
   readonly unhealthy: () => string | undefined;
   /** Bytes in flight and inference work per event-loop turn, checked before a body is read. */

@@ -161,6 +161,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
     isShuttingDown: () => shuttingDown,
     inflight,
     accessLog: config.accessLog,
+    slowRequestMs: config.slowRequestMs,
   });
 
   const server = await new Promise<Server>((resolve, reject) => {

@@ -9,6 +9,8 @@
  * coarse for sub-millisecond loopback requests.
  */
 import autocannon from 'autocannon';
+import { statSync } from 'node:fs';
+import { processCpuUs } from './proc-cpu.js';
 import { latencySummary, SampleBuffer } from './stats.js';
 
 export interface LoadOptions {
@@ -20,6 +22,10 @@ export interface LoadOptions {
   readonly durationS: number;
   /** Warm-up run before the measured one, discarded; 0 = none. */
   readonly warmupS?: number;
+  /** The server's process id: its CPU time over the measured run is reported (Linux /proc). */
+  readonly pid?: number;
+  /** The server's log file: the bytes it grew by over the measured run are reported. */
+  readonly logFile?: string;
 }
 
 export interface LoadResult {
@@ -34,6 +40,10 @@ export interface LoadResult {
   /** 2xx responses counted. */
   readonly ok: number;
   readonly durationS: number;
+  /** The server process's CPU time (user + system, all threads) over the measured run, µs; NaN without a pid. */
+  readonly serverCpuUs: number;
+  /** Bytes the server's log file grew by over the measured run; NaN without a log file. */
+  readonly logBytes: number;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
@@ -44,6 +54,9 @@ function assertLoopback(url: string): void {
 }
 
 async function once(options: LoadOptions, durationS: number): Promise<LoadResult> {
+  const logSize = (): number => (options.logFile === undefined ? Number.NaN : statSync(options.logFile, { throwIfNoEntry: false })?.size ?? 0);
+  const logBefore = logSize();
+  const cpuBefore = options.pid === undefined ? Number.NaN : processCpuUs(options.pid);
   const latencies = new SampleBuffer();
   const instance = autocannon({
     url: options.url,
@@ -58,6 +71,8 @@ async function once(options: LoadOptions, durationS: number): Promise<LoadResult
     if (statusCode >= 200 && statusCode < 300) latencies.push(responseTimeMs);
   });
   const result = await instance;
+  const serverCpuUs = options.pid === undefined ? Number.NaN : processCpuUs(options.pid) - cpuBefore;
+  const logBytes = logSize() - logBefore;
   const { p50, p99 } = latencySummary(latencies.values());
   const seconds = result.duration > 0 ? result.duration : durationS;
   return {
@@ -68,6 +83,8 @@ async function once(options: LoadOptions, durationS: number): Promise<LoadResult
     non2xx: result.non2xx,
     ok: result['2xx'],
     durationS: seconds,
+    serverCpuUs,
+    logBytes,
   };
 }
 

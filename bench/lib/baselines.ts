@@ -19,12 +19,15 @@ export interface HttpTarget {
   readonly headers: Readonly<Record<string, string>>;
   /** What the child reported at start (settings worth recording). */
   readonly info: Readonly<Record<string, unknown>>;
+  /** The server's process id (its CPU time per request, bench/lib/proc-cpu.ts). */
+  readonly pid: number | undefined;
   stop(): Promise<void>;
 }
 
 function httpTarget(name: string, child: BenchChild, path: string, headers: Record<string, string> = {}): HttpTarget {
   return {
     name,
+    pid: child.pid,
     url: `http://127.0.0.1:${childPort(child)}${path}`,
     headers,
     info: child.hello,
@@ -37,6 +40,9 @@ export type BatchStats = Readonly<Record<string, { readonly rows: number; readon
 
 export interface OnnxMmeProcess {
   readonly port: number;
+  readonly pid: number | undefined;
+  /** Where its log lines go (BENCH_LOG_FILE), when it logs. */
+  readonly logFile: string | undefined;
   readonly info: Readonly<Record<string, unknown>>;
   target(model: string): HttpTarget;
   stats(): Promise<BatchStats>;
@@ -46,22 +52,29 @@ export interface OnnxMmeProcess {
 /**
  * The onnx-mme server as one process, serving `modelSource` (a directory of
  * targets). `env` adds server settings on top of the bench's environment,
- * e.g. `{ MME_DYNAMIC_BATCHING: 'false' }`.
+ * e.g. `{ MME_DYNAMIC_BATCHING: 'false' }`. With `logFile`, the server logs
+ * as it ships (MME_LOG_LEVEL's default, the server's own destination) into
+ * that file, as a container's log driver would take its stdout; without, it
+ * is silent.
  */
 export async function startOnnxMme(
   modelSource: string,
   cacheDir: string,
   env: Readonly<Record<string, string>> = {},
   name = 'onnx-mme',
+  logFile?: string,
 ): Promise<OnnxMmeProcess> {
   const child = await spawnChild(name, new URL('./onnx-mme-server.js', import.meta.url), [], {
     ...env,
     MME_MODEL_SOURCE: modelSource,
     MME_CACHE_DIR: cacheDir,
+    ...(logFile === undefined ? {} : { BENCH_LOG_FILE: logFile }),
   });
   const { port: _port, ...info } = child.hello;
   return {
     port: childPort(child),
+    pid: child.pid,
+    logFile,
     info,
     target: (model) => httpTarget(name, child, '/invocations', { 'X-Amzn-SageMaker-Target-Model': model }),
     stats: () => child.request<BatchStats>({ stats: true }),

@@ -1,7 +1,9 @@
 /**
  * @module bench/lib/onnx-mme-server
  * Child-process entry: the real onnx-mme server (startServer, as main.ts
- * uses it) on 127.0.0.1, port 0, silent logging. MME_MODEL_SOURCE and
+ * uses it) on 127.0.0.1, port 0; silent, or with BENCH_LOG_FILE logging at
+ * the configured level (MME_LOG_LEVEL, default info) into that file through
+ * the server's own destination (observability/logger.ts). MME_MODEL_SOURCE and
  * MME_CACHE_DIR come from the environment the parent sets; other MME_*
  * settings pass through, so `MME_RUNTIME_WORKERS=1 npm run bench` works.
  * Prints `{"port": n, ...}` when listening; answers `{"stats": true}` with
@@ -9,18 +11,21 @@
  * exits when stdin ends.
  */
 import { loadServerConfig } from '../../src/config/server-config.js';
-import { silentLogger } from '../../src/observability/logger.js';
+import { createLogger, logDestination, silentLogger } from '../../src/observability/logger.js';
 import { createMetrics } from '../../src/observability/metrics.js';
 import { startServer } from '../../src/server.js';
 import { announce, serveCommands } from './child.js';
 
+const logFile = process.env['BENCH_LOG_FILE'];
 const config = loadServerConfig({
   ...process.env,
+  BENCH_LOG_FILE: undefined,
   MME_HOST: '127.0.0.1',
   SAGEMAKER_BIND_TO_PORT: '0',
-  MME_LOG_LEVEL: 'silent',
+  ...(logFile === undefined ? { MME_LOG_LEVEL: 'silent' } : {}),
 });
-const running = await startServer(config, silentLogger(), createMetrics({ collectProcessMetrics: true }));
+const logger = logFile === undefined ? silentLogger() : createLogger(config.logLevel, logDestination(logFile));
+const running = await startServer(config, logger, createMetrics({ collectProcessMetrics: true }));
 announce({
   port: running.port,
   // MME_GRPC_PORT=0 in the parent's env: the gRPC listener's port (grpc.bench).
@@ -47,5 +52,8 @@ async function stats(): Promise<Record<string, { rows: number; executions: numbe
 
 serveCommands(
   async (command) => ((command as { stats?: boolean }).stats === true ? stats() : {}),
-  () => running.shutdown('bench finished'),
+  async () => {
+    await running.shutdown('bench finished');
+    await new Promise<void>((resolve) => logger.flush(() => resolve()));
+  },
 );

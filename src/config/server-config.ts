@@ -100,8 +100,10 @@ export interface ServerConfig {
   readonly metricsPort: number | undefined;
   /** Loaded targets with per-model series of their own; the rest share the `_overflow` series. */
   readonly metricsMaxTargets: number;
-  /** MME_ACCESS_LOG: one `request` line per request at info; false = at debug only. */
+  /** MME_ACCESS_LOG: the `request` line for every request at info; false (the default) = only errors and slow requests, the rest at debug. */
   readonly accessLog: boolean;
+  /** MME_SLOW_REQUEST_MS: a request that took at least this long gets its `request` line at warn (`slow: true`), whatever MME_ACCESS_LOG says. */
+  readonly slowRequestMs: number;
   /** Response content type when Accept is missing or * / *. */
   readonly defaultAccept: DefaultAccept;
   /** MME_GRPC_PORT: the KServe v2 gRPC listener; undefined = none (the default); 0 = any free port (tests). */
@@ -590,10 +592,17 @@ export const SETTINGS: readonly AnySetting[] = [
   {
     key: 'accessLog',
     env: ['MME_ACCESS_LOG'],
-    defaultText: 'true',
+    defaultText: 'false',
     description:
-      'One `request` line per HTTP request at `info` (method, path, route, status, target, model, version, durationMs, reqId, traceId); `false` logs it at `debug` only. `/ping` is always at `debug`.',
-    parse: (raw) => (raw === undefined ? true : bool('MME_ACCESS_LOG', raw)),
+      '`true`: one `request` line for every HTTP request at `info` (method, path, route, status, target, model, version, durationMs, reqId, traceId; about 300 bytes). `false`: only errors (a status of 400 or more; rejections also get their `request rejected`/`request failed` line) and slow requests (`MME_SLOW_REQUEST_MS`) get one, the rest at `debug`. `/ping` is always at `debug`. [Logs](metrics-and-logs.md#what-is-logged-per-request) has the cost.',
+    parse: (raw) => (raw === undefined ? false : bool('MME_ACCESS_LOG', raw)),
+  },
+  {
+    key: 'slowRequestMs',
+    env: ['MME_SLOW_REQUEST_MS'],
+    defaultText: '1000',
+    description: 'A request that took at least this many milliseconds (arrival to the end of its answer) gets its `request` line at `warn` with `"slow":true`, whatever `MME_ACCESS_LOG` says. 1 to 3600000.',
+    parse: (raw) => (raw === undefined || raw.trim() === '' ? 1000 : int('MME_SLOW_REQUEST_MS', raw, 1, 3_600_000)),
   },
   {
     key: 'metricsMaxTargets',

@@ -29,6 +29,12 @@ export interface RequestContext {
   modelVersion: string | undefined;
   /** A valid W3C `traceparent` the client sent (logged as traceId/spanId, echoed on the answer). */
   readonly traceparent: string | undefined;
+  /**
+   * One line with the request's bindings (reqId, traceId, spanId) and `fields`:
+   * through `log` when it exists already, else straight from the root logger,
+   * so a request that logs only its closing line makes no child logger.
+   */
+  line(level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string): void;
 }
 
 /** W3C Trace Context: version-traceid-parentid-flags, lowercase hex; all-zero ids are invalid. */
@@ -66,9 +72,18 @@ class HttpRequestContext implements RequestContext {
 
   get log(): Logger {
     if (this.child !== undefined) return this.child;
-    const tp = this.traceparent;
-    this.child = this.root.child(tp === undefined ? { reqId: this.id } : { reqId: this.id, traceId: tp.slice(3, 35), spanId: tp.slice(36, 52) });
+    this.child = this.root.child(this.bindings());
     return this.child;
+  }
+
+  line(level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string): void {
+    if (this.child !== undefined) this.child[level](fields, msg);
+    else this.root[level]({ ...this.bindings(), ...fields }, msg);
+  }
+
+  private bindings(): Record<string, string> {
+    const tp = this.traceparent;
+    return tp === undefined ? { reqId: this.id } : { reqId: this.id, traceId: tp.slice(3, 35), spanId: tp.slice(36, 52) };
   }
 }
 

@@ -23,9 +23,14 @@ export interface EnvelopeDeps {
   readonly isShuttingDown: () => boolean;
   /** HTTP requests between arrival and the end of their response; shutdown drains this to zero. */
   readonly inflight: { count: number };
-  /** MME_ACCESS_LOG: one `request` line per request at info (else at debug). Default true. */
+  /** MME_ACCESS_LOG: the `request` line for every request at info. Default false: only errors and slow requests (the rest at debug). */
   readonly accessLog?: boolean;
+  /** MME_SLOW_REQUEST_MS: a request that took at least this long gets its `request` line at warn, `slow: true`, whatever accessLog says. */
+  readonly slowRequestMs?: number;
 }
+
+/** MME_SLOW_REQUEST_MS's default, for callers that do not pass one. */
+export const DEFAULT_SLOW_REQUEST_MS = 1000;
 
 /** The mutable per-request record: the context plus what the closing line needs. */
 export interface Envelope {
@@ -34,6 +39,8 @@ export interface Envelope {
   readonly path: string;
   /** Metric label: the matched route pattern, never the raw path (unbounded cardinality); `unmatched` until a route takes the request. */
   route: string;
+  /** sendError logged this request's failure (a `request rejected`/`request failed` line): its closing line is not owed as an error's. */
+  errorLogged: boolean;
 }
 
 export interface OpenOptions {
@@ -63,29 +70,36 @@ export function pathOf(url: string | undefined): string {
 
 /**
  * Start a request: context, in-flight count, and the closing bookkeeping
- * (metric sample and `request` line once the answer is written; the debug
- * lines cost nothing when the level is above debug).
+ * (metric sample and `request` line once the answer is written).
+ *
+ * Which requests get the `request` line (docs/metrics-and-logs.md, "What is
+ * logged per request"): every one at info with MME_ACCESS_LOG; else a slow one
+ * (MME_SLOW_REQUEST_MS) at warn and an error (status ≥ 400) that sendError did
+ * not log already at warn; the rest at debug. /ping only ever at debug.
  */
 export function openEnvelope(req: IncomingMessage, res: ServerResponse, deps: EnvelopeDeps, options: OpenOptions = {}): Envelope {
   const path = options.path ?? pathOf(req.url);
-  // The access line: info by default (MME_ACCESS_LOG), debug otherwise; /ping (every few seconds, from SageMaker) only at debug.
-  const accessLevel = deps.accessLog !== false && path !== '/ping' ? 'info' : 'debug';
-  const access = deps.logger.isLevelEnabled(accessLevel);
-  const debug = path !== '/ping' && deps.logger.isLevelEnabled('debug');
+  const ping = path === '/ping';
+  const debug = deps.logger.isLevelEnabled('debug');
   deps.inflight.count++;
   // Assigned right below; the close callback only runs after this function returns.
   let envelope!: Envelope;
   const ctx = createRequestContext(req, res, deps.logger, (finished) => {
     deps.inflight.count--;
     if (!finished) return;
-    deps.metrics.httpRequests.cell({ route: options.routeOf ? options.routeOf() : envelope.route, status: statusLabel(res.statusCode) }).inc();
-    if (access) {
-      const route = options.routeOf ? options.routeOf() : envelope.route;
-      ctx.log[accessLevel]({ method: req.method, path, route, status: res.statusCode, ...modelFields(ctx), durationMs: elapsedMs(ctx) }, 'request');
-    }
+    const route = options.routeOf ? options.routeOf() : envelope.route;
+    const status = res.statusCode;
+    deps.metrics.httpRequests.cell({ route, status: statusLabel(status) }).inc();
+    const durationMs = elapsedMs(ctx);
+    const slow = !ping && durationMs >= (deps.slowRequestMs ?? DEFAULT_SLOW_REQUEST_MS);
+    const level = slow ? 'warn' : ping ? 'debug' : deps.accessLog === true ? 'info' : status >= 400 && !envelope.errorLogged ? 'warn' : 'debug';
+    if (!deps.logger.isLevelEnabled(level)) return;
+    const fields: Record<string, unknown> = { method: req.method, path, route, status, ...modelFields(ctx), durationMs };
+    if (slow) fields['slow'] = true;
+    ctx.line(level, fields, 'request');
   }, options.callerWritesId === true);
-  envelope = { ctx, path, route: 'unmatched' };
-  if (debug) ctx.log.debug({ method: req.method, path }, 'request received');
+  envelope = { ctx, path, route: 'unmatched', errorLogged: false };
+  if (debug && !ping) ctx.log.debug({ method: req.method, path }, 'request received');
   return envelope;
 }
 
@@ -133,6 +147,7 @@ export function sendError(req: IncomingMessage, res: ServerResponse, envelope: E
     durationMs: elapsedMs(ctx),
     err: reply.error.message,
   };
+  envelope.errorLogged = true;
   if (reply.status >= 500) ctx.log.error({ ...fields, stack: reply.error.cause instanceof Error ? reply.error.cause.stack : undefined }, 'request failed');
   else ctx.log.warn(fields, 'request rejected');
   if (res.headersSent || res.destroyed) return;

@@ -151,6 +151,39 @@ export interface PlacedVersion {
   readonly warmupRunUs?: number | undefined;
 }
 
+/** Round trips the per-request probe makes (a model without a batch dimension): each one run in the worker. */
+const HOP_PROBES = 20;
+/**
+ * The longest run a model without a batch dimension may have to live on the
+ * main thread only because the hop costs more, as a multiple of the
+ * main-thread-only limit: on a loaded host the hop reads long, and a run this
+ * long must still not hold up the event loop on every request.
+ */
+const HOP_CAP_TIMES = 4;
+
+/**
+ * A model without a batch dimension (max_batch_size 0) pays the hop to its
+ * worker on every request, not once per batch: tiny 16→4 cost 185 µs a
+ * request through its worker against 56 µs for the same weights batched. So
+ * its run is set against the hop itself, both timed now, on this host as
+ * loaded as it is: HOP_PROBES round trips of one run each from this thread;
+ * the run is the fastest run the worker timed (the run's own cost, which a
+ * busy host only adds to: the median of 50 read 26-27 µs for runs of 6-8 µs
+ * on the shared bench box), the hop the fastest round trip less its run.
+ */
+async function perRequestProbe(session: ModelSession, feeds: Map<string, Tensor>, outputs: readonly string[]): Promise<{ runUs: number; hopUs: number }> {
+  let runUs = Number.POSITIVE_INFINITY;
+  let hopUs = Number.POSITIVE_INFINITY;
+  for (let i = 0; i < HOP_PROBES; i++) {
+    const t0 = performance.now();
+    const [run = Number.POSITIVE_INFINITY] = await session.timeRuns(feeds, outputs, 1);
+    const tripUs = (performance.now() - t0) * 1000;
+    runUs = Math.min(runUs, run);
+    hopUs = Math.min(hopUs, Math.max(0, tripUs - run));
+  }
+  return { runUs, hopUs };
+}
+
 function median(values: readonly number[]): number {
   const s = [...values].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)] ?? Number.POSITIVE_INFINITY;
@@ -224,9 +257,22 @@ export async function placeSessions(
         continue;
       }
     }
+    // A model without a batch dimension: the hop is paid per request (perRequestProbe).
+    let hopUs: number | undefined;
+    if (choice === 'auto' && config.maxBatchSize === 0 && runUs !== undefined && runUs > onlyMaxRunUs) {
+      try {
+        const probe = await perRequestProbe(session, probeFeeds(config, zeros)!, outputs);
+        if (probe.runUs <= onlyMaxRunUs || probe.runUs <= Math.min(probe.hopUs, onlyMaxRunUs * HOP_CAP_TIMES)) {
+          runUs = probe.runUs;
+          hopUs = probe.hopUs;
+        }
+      } catch (err) {
+        logger.debug({ model: label, version: version.version, err: (err as Error).message }, 'per-request probe failed; placement as measured');
+      }
+    }
     // Cheaper than the hop: no worker copy at all. One intra-op thread (unless the model sets its own): a run
     // this short gains nothing from more, and a pool's threads would spin beside the server under load.
-    const only = choice === 'main' || (runUs !== undefined && runUs <= onlyMaxRunUs);
+    const only = choice === 'main' || (runUs !== undefined && runUs <= onlyMaxRunUs) || hopUs !== undefined;
     if (!only && !admitCopy((await version.fileBytes()) + MAIN_THREAD_COPY_ALLOWANCE_BYTES)) {
       logger.info({ model: label, version: version.version }, 'no room in the memory budget for a main-thread copy; the session stays in its runtime worker');
       continue;
@@ -243,7 +289,7 @@ export async function placeSessions(
       choice === 'main'
         ? { model: label, version: version.version, placement: 'main thread only (execution_thread "main")' }
         : only
-          ? { model: label, version: version.version, placement: 'main thread only (a batch runs in less than a hop to a worker costs)', runUs: Math.round(runUs ?? 0), batch: Math.max(1, config.maxBatchSize) }
+          ? { model: label, version: version.version, placement: 'main thread only (a batch runs in less than a hop to a worker costs)', runUs: Math.round(runUs ?? 0), batch: Math.max(1, config.maxBatchSize), ...(hopUs === undefined ? {} : { hopUs: Math.round(hopUs) }) }
           : {
             model: label,
             version: version.version,

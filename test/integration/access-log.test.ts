@@ -1,11 +1,13 @@
 /**
- * Logs for operators: one `request` line per request at info with the
+ * Logs for operators: with MME_ACCESS_LOG=true, one `request` line per request at info with the
  * field vocabulary (method, path, route, status, target, model, version,
  * durationMs rounded to the µs, reqId), W3C traceparent accepted, logged as
  * traceId/spanId and echoed on the answer (success and error alike, lean
  * path and express); an invalid traceparent is neither logged nor echoed;
- * MME_ACCESS_LOG=false moves the line to debug; misspelt settings are named
- * once at start-up.
+ * by default (and with MME_ACCESS_LOG=false) a fast answered request gets no
+ * line at info; misspelt settings are named once at start-up.
+ * test/integration/request-logging.test.ts has errors, slow requests and
+ * SIGTERM on a real process.
  */
 import assert from 'node:assert/strict';
 import path from 'node:path';
@@ -35,7 +37,7 @@ before(async () => {
   server = await startTestServer({
     modelSource: path.join(root, 'models'),
     cacheDir: path.join(root, 'cache'),
-    env: { MME_LOG_LEVEL: 'info', MME_MEMORY_BUDGET: '1', SAGEMAKER_TRITON_LOG_VERBOSE: 'true' },
+    env: { MME_LOG_LEVEL: 'info', MME_ACCESS_LOG: 'true', MME_MEMORY_BUDGET: '1', SAGEMAKER_TRITON_LOG_VERBOSE: 'true' },
   });
 });
 
@@ -95,15 +97,26 @@ describe('access log and trace context', () => {
     assert.match(ignored[0]!['msg'] as string, /MME_LOG_LEVEL/);
   });
 
-  it('MME_ACCESS_LOG=false: no request line at info', async () => {
-    const quiet = await startTestServer({ modelSource: path.join(root, 'models'), cacheDir: path.join(root, 'cache2'), env: { MME_LOG_LEVEL: 'info', MME_ACCESS_LOG: 'false' } });
-    try {
-      const r = await request(`${quiet.url}/v2/models/scaled/infer`, { method: 'POST', headers: { 'x-request-id': 'req-q' }, json: body });
-      assert.equal(r.status, 200);
-      await new Promise((res) => setTimeout(res, 50));
-      assert.equal(lines(quiet, 'req-q').length, 0);
-    } finally {
-      await quiet.close();
-    }
-  });
+  for (const setting of [undefined, 'false']) {
+    it(`MME_ACCESS_LOG ${setting === undefined ? 'unset (the default)' : `=${setting}`}: no request line at info for a fast answer, one at warn for an error`, async () => {
+      const quiet = await startTestServer({
+        modelSource: path.join(root, 'models'),
+        cacheDir: path.join(root, `cache-${setting ?? 'default'}`),
+        env: { MME_LOG_LEVEL: 'info', ...(setting === undefined ? {} : { MME_ACCESS_LOG: setting }) },
+      });
+      try {
+        const r = await request(`${quiet.url}/v2/models/scaled/infer`, { method: 'POST', headers: { 'x-request-id': 'req-q' }, json: body });
+        assert.equal(r.status, 200);
+        // An unknown route: its `request rejected` line, at warn.
+        const e = await request(`${quiet.url}/no/such/route`, { headers: { 'x-request-id': 'req-e' } });
+        assert.equal(e.status, 404);
+        await until(() => quiet.logs.some((l) => l['reqId'] === 'req-e'));
+        const errs = quiet.logs.filter((l) => l['reqId'] === 'req-e');
+        assert.ok(errs.some((l) => l['level'] === 'warn' && l['status'] === 404), JSON.stringify(errs));
+        assert.deepEqual(lines(quiet, 'req-q').filter((l) => l['slow'] !== true), []);
+      } finally {
+        await quiet.close();
+      }
+    });
+  }
 });

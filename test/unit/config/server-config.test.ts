@@ -94,6 +94,21 @@ describe('loadServerConfig: each variable', () => {
     expectProblem({ SAGEMAKER_BIND_TO_PORT: 'http' }, `SAGEMAKER_BIND_TO_PORT must be an integer in [0, 65535], got 'http'`);
   });
 
+  test('MME_ACCESS_LOG: false by default (errors and slow requests only); true logs every request', () => {
+    assert.equal(load({}).accessLog, false);
+    assert.equal(load({ MME_ACCESS_LOG: 'true' }).accessLog, true);
+    assert.equal(load({ MME_ACCESS_LOG: 'false' }).accessLog, false);
+    expectProblem({ MME_ACCESS_LOG: 'sometimes' }, `MME_ACCESS_LOG must be true or false, got 'sometimes'`);
+  });
+
+  test('MME_SLOW_REQUEST_MS: 1000 by default; integers in [1, 3600000]', () => {
+    assert.equal(load({}).slowRequestMs, 1000);
+    assert.equal(load({ MME_SLOW_REQUEST_MS: ' 250 ' }).slowRequestMs, 250);
+    assert.equal(load({ MME_SLOW_REQUEST_MS: '' }).slowRequestMs, 1000);
+    expectProblem({ MME_SLOW_REQUEST_MS: '0' }, `MME_SLOW_REQUEST_MS must be an integer in [1, 3600000], got '0'`);
+    expectProblem({ MME_SLOW_REQUEST_MS: '1.5' }, `MME_SLOW_REQUEST_MS must be an integer in [1, 3600000], got '1.5'`);
+  });
+
   test('MME_MODEL_URL_ROOTS: comma-separated absolute directories; unset or blank: any', () => {
     assert.equal(load({}).modelUrlRoots, undefined);
     assert.equal(load({ MME_MODEL_URL_ROOTS: ' ' }).modelUrlRoots, undefined);
