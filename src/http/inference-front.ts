@@ -20,7 +20,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ModelRef } from '../service/inference-service.js';
-import { serveInference, type InferRouteDeps } from './infer-route.js';
+import { refLabel, serveInference, type InferRouteDeps } from './infer-route.js';
 import { invocationRef } from './invocation-target.js';
 import { canonicalModelPath } from './model-path.js';
 import { ROUTES } from './route-table.js';
@@ -145,6 +145,8 @@ export function createInferenceFront(deps: InferenceFrontDeps, fallback: (req: I
       sendError(req, res, envelope, err);
       return;
     }
+    // The refusal's log line names the target as serveInference does.
+    envelope.ctx.target = refLabel(resolved.ref);
     let admitted: RequestTicket;
     try {
       // Over MME_MAX_INFLIGHT_REQUESTS or the model's queue: answered now, in this call, before any turn or body (admission.ts).
