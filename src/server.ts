@@ -135,6 +135,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
     registry,
     metrics,
     maxInflight: config.maxInflightRequests,
+    maxQueueSize: config.maxQueueSize,
     ...(config.responseCacheBytes > 0 ? { responseCache: new ResponseCache(config.responseCacheBytes) } : {}),
   });
   let shuttingDown = false;
@@ -142,6 +143,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
   const admission = new Admission({
     maxInflightBytes: config.maxInflightBytes ?? Math.max(4 * config.bodyLimitBytes, Math.floor(hostMemoryBytes() * INFLIGHT_MEMORY_SHARE)),
     maxQueued: config.maxInflightRequests,
+    maxRequests: config.maxInflightRequests,
   });
   // A dead runtime worker is replaced by the pool; the models it held are dropped so the next request reloads them.
   pool.onWorkerLost((index, cause) => {

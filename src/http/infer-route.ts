@@ -11,9 +11,9 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { DefaultAccept } from '../config/server-config.js';
-import type { InferenceService, ModelRef } from '../service/inference-service.js';
+import type { InferContext, InferenceService, ModelRef } from '../service/inference-service.js';
 import { announcedHeaderLength, prepareExchange, responseTypeFor, type HttpAnswer, type RouteFamily } from './infer-exchange.js';
-import type { Admission, ByteTicket } from './admission.js';
+import type { Admission, ByteTicket, RequestTicket } from './admission.js';
 import { answerCoding, decodeBody, encodeBody, MIN_COMPRESS_BYTES, requestCodings, type Coding } from './content-encoding.js';
 import { readBody } from './read-body.js';
 import type { RequestContext } from './request-context.js';
@@ -95,6 +95,8 @@ export async function serveInference(
   ref: ModelRef,
   family: RouteFamily,
   version?: number,
+  /** Its place in the front's counts (http/admission.ts): it stops counting as on its way once it joins the model's queue. */
+  admitted?: RequestTicket,
 ): Promise<void> {
   const label = refLabel(ref);
   ctx.target = label;
@@ -111,7 +113,8 @@ export async function serveInference(
   // Parsing and writing text is main-thread work: each takes its bytes from the turn's budget (admission.ts).
   const decodeTurn = deps.admission.textTurn(exchange.decodeTextBytes);
   if (decodeTurn !== undefined) await decodeTurn;
-  const response = await deps.service.infer(ref, exchange.decode, ctx, version === undefined ? LATEST : { version });
+  const inferCtx: InferContext = admitted === undefined ? ctx : { cancel: ctx.cancel, get log() { return ctx.log; }, reachedModel: admitted.arrived };
+  const response = await deps.service.infer(ref, exchange.decode, inferCtx, version === undefined ? LATEST : { version });
   ctx.model = response.modelName;
   ctx.modelVersion = response.modelVersion;
   const answerTurn = deps.admission.textTurn(exchange.answerTextBytes(response));

@@ -20,12 +20,13 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ModelRef } from '../service/inference-service.js';
-import { serveInference, type InferRouteDeps } from './infer-route.js';
+import { refLabel, serveInference, type InferRouteDeps } from './infer-route.js';
 import { invocationRef } from './invocation-target.js';
 import { canonicalModelPath } from './model-path.js';
 import { ROUTES } from './route-table.js';
 import type { RouteFamily } from './infer-exchange.js';
-import { openEnvelope, pathOf, sendError, shutdownRefusal, type EnvelopeDeps } from './request-envelope.js';
+import type { RequestTicket } from './admission.js';
+import { openEnvelope, pathOf, sendError, shutdownRefusal, type Envelope, type EnvelopeDeps } from './request-envelope.js';
 import { parseVersion } from './v2-routes.js';
 
 export interface InferenceFrontDeps extends InferRouteDeps, EnvelopeDeps {}
@@ -144,17 +145,43 @@ export function createInferenceFront(deps: InferenceFrontDeps, fallback: (req: I
       sendError(req, res, envelope, err);
       return;
     }
+    // The refusal's log line names the target as serveInference does.
+    envelope.ctx.target = refLabel(resolved.ref);
+    let admitted: RequestTicket;
+    try {
+      // Over MME_MAX_INFLIGHT_REQUESTS or the model's queue: answered now, in this call, before any turn or body (admission.ts).
+      admitted = deps.admission.admit(deps.service.queueOf(resolved.ref));
+    } catch (err) {
+      refuseUnread(req, res, envelope, err);
+      return;
+    }
+    res.once('close', admitted.release);
     const start = (): void => {
       // A client that gave up while waiting for its turn costs nothing more.
       if (req.destroyed) return;
-      serveInference(deps, req, res, envelope.ctx, resolved.ref, match.family, resolved.version).catch((err: unknown) => sendError(req, res, envelope, err));
+      serveInference(deps, req, res, envelope.ctx, resolved.ref, match.family, resolved.version, admitted).catch((err: unknown) => sendError(req, res, envelope, err));
     };
     try {
       deps.admission.schedule(start);
     } catch (err) {
-      // Refused unread: the connection closes rather than node reading a body nobody wants.
-      res.shouldKeepAlive = false;
-      sendError(req, res, envelope, err);
+      refuseUnread(req, res, envelope, err);
     }
   };
+}
+
+/** A body this small is read and dropped by node after a refusal, so the connection stays open for the client's next request. */
+const DRAINED_BODY_BYTES = 64 * 1024;
+
+/**
+ * Refused before a byte of the body is read. A small declared body is left
+ * for node to discard and the keep-alive connection is kept (a flood's
+ * clients retry on it instead of reconnecting); a large, unknown-length or
+ * chunked one closes the connection rather than node reading a body nobody
+ * wants.
+ */
+function refuseUnread(req: IncomingMessage, res: ServerResponse, envelope: Envelope, err: unknown): void {
+  const raw = req.headers['content-length'];
+  const declared = raw === undefined ? 0 : Number(raw);
+  if (!(req.headers['transfer-encoding'] === undefined && Number.isSafeInteger(declared) && declared >= 0 && declared <= DRAINED_BODY_BYTES)) res.shouldKeepAlive = false;
+  sendError(req, res, envelope, err);
 }

@@ -186,7 +186,7 @@ export interface Metrics {
   readonly sequencesLive: CellGauge<ModelLabel>;
   /** Sequences that found every slot of their model taken and waited in the backlog. */
   readonly sequenceSlotWaits: CellCounter<ModelLabel>;
-  /** Sequences ended, by why: end (its sequence_end), idle, unload, cancelled, slot_timeout. */
+  /** Sequences ended, by why: end (its sequence_end), idle, unload, cancelled, slot_timeout, restart (a sequence_start on its live id). */
   readonly sequenceEnds: CellCounter<ModelLabel | 'reason'>;
   /** Bytes of implicit state the server holds for live sequences (counted in the memory budget). */
   readonly sequenceStateBytes: Gauge;
@@ -591,7 +591,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     }),
     sequenceEnds: new CellCounter({
       name: 'onnx_mme_sequence_ends_total',
-      help: 'Sequences ended, by reason: end (the client sent sequence_end), idle (max_sequence_idle_microseconds), unload, cancelled, slot_timeout',
+      help: 'Sequences ended, by reason: end (the client sent sequence_end), idle (max_sequence_idle_microseconds), unload, cancelled, slot_timeout, restart (a sequence_start on its live id ended it early)',
       labelNames: [...MODEL_LABELS, 'reason'],
       registers,
     }),

@@ -37,7 +37,7 @@ import type { Tensor } from '../protocol/tensor.js';
 import { batchSignature, concatInputs, requestRows, splitOutputs } from './batch-merge.js';
 import type { BatchPolicy } from './batch-policy.js';
 import { systemClock, type Clock } from './clock.js';
-import type { BatchLoad, ModelExecutor, ModelScheduler, ScheduleOptions } from './model-scheduler.js';
+import type { BatchLoad, ModelExecutor, ModelScheduler, QueueDepth, ScheduleOptions } from './model-scheduler.js';
 
 /** The batch-level cells of the model version a batcher serves (observability/metrics.ts forModel). */
 export type SchedulerMetrics = Pick<ModelMetrics, 'execCount' | 'inferenceCount' | 'computeInferUs' | 'queueUs' | 'batchSize' | 'recordBatch'>;
@@ -170,6 +170,11 @@ export class DynamicBatcher implements ModelScheduler {
   /** Requests waiting (not yet running). */
   get queueLength(): number {
     return this.queued;
+  }
+
+  queueDepth(): QueueDepth {
+    const level = this.levelOf(undefined);
+    return { queued: this.levels[level]!.size, limit: this.policy.levels[level]!.maxQueueSize };
   }
 
   /** Batches dispatched and not yet answered (running, or waiting in their instance's worker). */

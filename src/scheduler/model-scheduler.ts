@@ -49,4 +49,15 @@ export interface ModelScheduler {
   ): Promise<Map<string, Tensor>>;
   /** Stop accepting work and wait for what is queued and running. */
   close(): Promise<void>;
+  /**
+   * The queue a new request joins (the default priority level): how many
+   * wait in it and the most that may. The HTTP front counts requests on their
+   * way to the model against the same limit (http/admission.ts).
+   */
+  queueDepth?(): QueueDepth;
+}
+
+export interface QueueDepth {
+  readonly queued: number;
+  readonly limit: number;
 }

@@ -28,6 +28,13 @@
  *   without a request, when one of its queued requests is cancelled, or when
  *   the model is unloaded (close(): queued work runs, then every live
  *   sequence ends). A request of a sequence that ended on its own is told why.
+ * - A `sequence_start` on a live id restarts it, as Triton's
+ *   SequenceBatchScheduler::Enqueue does: a warning, the old sequence ends
+ *   (reason `restart`), and the new one takes its place in the same slot (or
+ *   backlog entry), behind the old one's queued requests, which still run in
+ *   order on the old state. The new sequence's first request runs on the
+ *   initial state; the old state is freed then (at once when nothing of the
+ *   old sequence is queued or running).
  *
  * Time comes from an injected Clock, so tests drive it by hand.
  */
@@ -39,7 +46,7 @@ import type { Tensor } from '../protocol/tensor.js';
 import { batchSignature, concatInputs, requestRows, splitOutputs } from './batch-merge.js';
 import { systemClock, type Clock } from './clock.js';
 import type { SchedulerMetrics } from './dynamic-batcher.js';
-import type { BatchLoad, ModelExecutor, ModelScheduler, ScheduleOptions } from './model-scheduler.js';
+import type { BatchLoad, ModelExecutor, ModelScheduler, QueueDepth, ScheduleOptions } from './model-scheduler.js';
 import { controlTensors, ownedCopy, sequenceKey, showSequenceId, tensorBytes, type ControlTensors, type SequenceId } from './sequence-tensors.js';
 import type { SequenceEndReason, SequenceTracker } from './sequence-tracker.js';
 
@@ -85,6 +92,8 @@ interface Pending {
   readonly end: boolean;
   readonly enqueuedUs: number;
   readonly deadlineUs: number;
+  /** The sequence's generation when this request came (a restart starts the next one). */
+  readonly generation: number;
   state: 'queued' | 'running' | 'settled';
   resolve(outputs: Map<string, Tensor>): void;
   reject(err: unknown): void;
@@ -109,6 +118,8 @@ interface Sequence {
   /** In the live map (its sequence_end has not arrived). */
   open: boolean;
   done: boolean;
+  /** Restarts so far: the requests of earlier generations belong to sequences that ended early. */
+  generation: number;
 }
 
 /**
@@ -167,6 +178,10 @@ export class SequenceBatcher implements ModelScheduler {
     return this.queued;
   }
 
+  queueDepth(): QueueDepth {
+    return { queued: this.queued, limit: this.options.maxQueued };
+  }
+
   /** Sequences waiting for a slot. */
   get backlogLength(): number {
     return this.backlog.length;
@@ -207,12 +222,7 @@ export class SequenceBatcher implements ModelScheduler {
     const key = sequenceKey(request.id);
     const now = this.clock.nowUs();
     let seq = this.live.get(key);
-    if (request.start && seq !== undefined) {
-      throw this.error(
-        'INVALID_REQUEST',
-        `sequence ${shown} is already live (started and not ended); a sequence_start on a live id is refused: end it with sequence_end, or wait until it idles out (max_sequence_idle_microseconds ${this.options.config.maxSequenceIdleMicroseconds})`,
-      );
-    }
+    if (request.start && seq !== undefined) this.restart(seq, shown);
     if (!request.start && seq === undefined) {
       const why = this.options.tracker.endedBecause(model, key);
       throw this.error(
@@ -224,7 +234,7 @@ export class SequenceBatcher implements ModelScheduler {
     if (seq === undefined) {
       this.options.tracker.admit(model);
       this.options.tracker.forget(model, key);
-      seq = { key, id: request.id, slot: undefined, queue: [], running: false, state: undefined, stateBytes: 0, lastUs: now, open: true, done: false };
+      seq = { key, id: request.id, slot: undefined, queue: [], running: false, state: undefined, stateBytes: 0, lastUs: now, open: true, done: false, generation: 0 };
       this.live.set(key, seq);
       this.changeLive(1);
       if (!this.assign(seq)) {
@@ -251,6 +261,7 @@ export class SequenceBatcher implements ModelScheduler {
         end: request.end,
         enqueuedUs: now,
         deadlineUs: now + waitUs,
+        generation: owner.generation,
         state: 'queued',
         resolve,
         reject,
@@ -278,6 +289,29 @@ export class SequenceBatcher implements ModelScheduler {
     this.liveCount += delta;
     this.options.metrics?.liveChanged(delta);
     this.options.onLiveChange?.(this.liveCount);
+  }
+
+  /**
+   * A `sequence_start` on the live sequence `seq`: Triton's conflict. The old
+   * sequence ends here (counted, logged with Triton's words); the new one
+   * continues in its slot or backlog entry, its requests behind the old
+   * one's, and its first request runs on the initial state.
+   */
+  private restart(seq: Sequence, shown: string): void {
+    this.options.logger?.warn(
+      { model: this.model, sequence: shown },
+      `sequence ${shown} for model '${this.model}' has a conflict. The previous sequence did not end before this sequence start. Previous sequence will be terminated early.`,
+    );
+    this.options.metrics?.ended('restart');
+    seq.generation++;
+    // Nothing of the old sequence left to run: its state goes now, not when the new start runs.
+    if (!seq.running && seq.queue.length === 0) this.dropState(seq);
+  }
+
+  private dropState(seq: Sequence): void {
+    if (seq.stateBytes > 0) this.options.onStateBytes?.(-seq.stateBytes);
+    seq.state = undefined;
+    seq.stateBytes = 0;
   }
 
   /** Give the sequence a free slot, on the instance with the most free slots; false when none is free. */
@@ -309,9 +343,7 @@ export class SequenceBatcher implements ModelScheduler {
       this.queued--;
       p.reject(error ?? this.error('INVALID_REQUEST', `sequence ${showSequenceId(seq.id)} ${why ?? 'ended'}`));
     }
-    if (seq.stateBytes > 0) this.options.onStateBytes?.(-seq.stateBytes);
-    seq.state = undefined;
-    seq.stateBytes = 0;
+    this.dropState(seq);
     const i = this.backlog.indexOf(seq);
     if (i >= 0) this.backlog.splice(i, 1);
     if (seq.slot !== undefined) {
@@ -343,6 +375,12 @@ export class SequenceBatcher implements ModelScheduler {
     p.detach();
     this.queued--;
     p.reject(this.error('CANCELLED', `request of sequence ${showSequenceId(p.seq.id)} cancelled while waiting in the queue`));
+    // A request of a sequence that a restart ended early: that sequence is over already, the new one goes on.
+    if (p.generation !== p.seq.generation) {
+      p.seq.queue.splice(p.seq.queue.indexOf(p), 1);
+      this.schedulePump();
+      return;
+    }
     // A skipped step would leave the state behind what the client believes: the sequence ends.
     this.finish(p.seq, 'cancelled', 'ended because one of its requests was cancelled while it waited (the client went away)', undefined);
     this.notifyIfIdle();
@@ -488,6 +526,8 @@ export class SequenceBatcher implements ModelScheduler {
     for (const p of batch) {
       p.state = 'running';
       p.detach();
+      // A (re)start runs on the initial state: what a restarted sequence left is freed now.
+      if (p.start) this.dropState(p.seq);
       p.seq.running = true;
       this.queued--;
       queuedUs += now - p.enqueuedUs;

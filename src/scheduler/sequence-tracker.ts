@@ -11,9 +11,9 @@
 import { ServingError } from '../errors.js';
 
 /** Why a sequence ended; also the `reason` label of onnx_mme_sequence_ends_total. */
-export type SequenceEndReason = 'end' | 'idle' | 'unload' | 'cancelled' | 'slot_timeout';
+export type SequenceEndReason = 'end' | 'idle' | 'unload' | 'cancelled' | 'slot_timeout' | 'restart';
 
-export const SEQUENCE_END_REASONS: readonly SequenceEndReason[] = ['end', 'idle', 'unload', 'cancelled', 'slot_timeout'];
+export const SEQUENCE_END_REASONS: readonly SequenceEndReason[] = ['end', 'idle', 'unload', 'cancelled', 'slot_timeout', 'restart'];
 
 /** Ended sequences remembered for their messages; older ones are forgotten first. */
 const ENDED_MEMORY = 4096;

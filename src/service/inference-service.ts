@@ -20,6 +20,7 @@ import type { Tensor } from '../protocol/tensor.js';
 import { latestVersion, type LoadedModel } from '../registry/loaded-model.js';
 import type { Lease, ManagedModelInfo, ModelRegistry } from '../registry/model-registry.js';
 import type { LoadedPackage } from '../registry/package-loader.js';
+import type { QueueDepth } from '../scheduler/model-scheduler.js';
 import { scheduleOptionsFrom } from '../scheduler/schedule-options.js';
 import { normalizeTarget } from '../store/target-path.js';
 import { modelStat, type ModelStatJson } from './model-statistics.js';
@@ -37,6 +38,16 @@ export interface InferContext {
   /** The client went away: queued work for the request is dropped. */
   readonly cancel?: Cancellation;
   readonly log: Logger;
+  /** Called once, when the request joins its model's queue (the transport stops counting it as on its way: http/admission.ts). */
+  readonly reachedModel?: () => void;
+}
+
+/** The queue a request to a model reference joins, as far as it is known before anything is read or loaded. */
+export interface ModelQueueView extends QueueDepth {
+  /** The same for every request to the same reference. */
+  readonly key: string;
+  /** The reference's label (what messages name). */
+  readonly model: string;
 }
 
 /**
@@ -105,6 +116,8 @@ export interface InferenceServiceOptions {
   readonly registry: ModelRegistry;
   readonly metrics: Metrics;
   readonly maxInflight: number;
+  /** MME_MAX_QUEUE_SIZE: the queue limit of a model that is not in memory yet (its config is not known); default: none. */
+  readonly maxQueueSize?: number;
   /** Serves models with `response_cache { enable: true }`; absent = no cache (MME_RESPONSE_CACHE_BYTES 0). */
   readonly responseCache?: ResponseCache;
 }
@@ -148,6 +161,33 @@ export class InferenceService {
       case 'default':
         return registry.acquireDefault(cancel);
     }
+  }
+
+  /**
+   * The queue a request to `ref` joins: the entry model's scheduler queue when
+   * the model is in memory, else an empty queue with MME_MAX_QUEUE_SIZE (an
+   * ensemble, which has no queue of its own, likewise). Never loads, never
+   * throws: a bad reference is refused later, where it always was.
+   */
+  queueOf(ref: ModelRef): ModelQueueView {
+    const model = refLabel(ref);
+    const fallback = this.options.maxQueueSize ?? Number.POSITIVE_INFINITY;
+    let key: string;
+    let depth: QueueDepth | undefined;
+    try {
+      if (ref.kind === 'default') {
+        key = 'default:';
+      } else {
+        const kind = ref.kind === 'target' ? 'target' : 'managed';
+        const name = ref.kind === 'target' ? normalizeTarget(ref.target) : ref.name;
+        key = `${kind}:${name}`;
+        const pkg = this.options.registry.peekResident(kind, name)?.pkg;
+        if (pkg !== undefined) depth = latestVersion(pkg.entry)?.scheduler.queueDepth?.();
+      }
+    } catch {
+      key = `invalid:${model}`;
+    }
+    return { key, model, queued: depth?.queued ?? 0, limit: depth?.limit ?? fallback };
   }
 
   async infer(ref: ModelRef, decode: RequestDecoder, ctx: InferContext, options: InferOptions = {}): Promise<InferResponse> {
@@ -212,6 +252,7 @@ export class InferenceService {
       }
       cells = seriesOf(pkg).forModel(modelName, version);
       cells.pending.inc();
+      ctx.reachedModel?.();
       const computeStart = cache === undefined ? boundAt : process.hrtime.bigint();
       const raw = await runPlan(served.plan, request.inputs, wanted, ctx.cancel, scheduleOptionsFrom(request.parameters, lease.label));
       let outputStart = process.hrtime.bigint();

@@ -7,13 +7,15 @@
  * 400s; idle timeout; an ensemble with a stateful step; a model with live
  * sequences under eviction pressure (pinned, then evicted once they end,
  * its sequences ended clearly); MME_MAX_SEQUENCES; a restart ends sequences
- * cleanly; and the metrics.
+ * cleanly; a sequence_start on a live id restarts it (HTTP and gRPC); and the
+ * metrics.
  */
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { accumulator, controls, decay, runByHand } from '../../examples/models/stateful-zoo.js';
 import { scale, writeRepository } from '../../examples/models/zoo.js';
+import { asValues, call, connect, inferRequest } from '../support/grpc-client.js';
 import { metricValue } from '../support/metric-value.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type JsonReply, type TestServer } from '../support/test-server.js';
@@ -101,7 +103,7 @@ before(async () => {
   });
   // An ensemble is one package: a repository holding it and its steps.
   await writeRepository(path.join(source, 'acc_pipe'), { acc_pipe: { config: PIPELINE }, double: scale(2, FEATURES), acc: accumulator({ idleUs: LONG }) });
-  server = await startTestServer({ modelSource: source, cacheDir: path.join(root, 'cache'), env: { MME_LOG_LEVEL: 'info', MME_RUNTIME_WORKERS: '2' } });
+  server = await startTestServer({ modelSource: source, cacheDir: path.join(root, 'cache'), env: { MME_LOG_LEVEL: 'info', MME_RUNTIME_WORKERS: '2', MME_GRPC_PORT: '0' } });
 });
 
 after(async () => {
@@ -150,7 +152,7 @@ describe('stateful models through HTTP', () => {
     assert.deepEqual([a.status, b.status, b.body.outputs[0].data], [200, 200, [3, 3, 3, 3]]);
   });
 
-  it('clear 400s: a continuation without a live sequence, a start on a live id, a missing id, bad parameter types, batch > 1', async () => {
+  it('clear 400s: a continuation without a live sequence, a missing id, bad parameter types, batch > 1', async () => {
     const cases: [Params, RegExp][] = [
       [{ sequence_id: 9001 }, /sequence 9001 must specify the START flag on the first request/],
       [{}, /must specify a non-zero or non-empty correlation ID/],
@@ -165,9 +167,6 @@ describe('stateful models through HTTP', () => {
       assert.match(r.body.error, /model 'acc'/);
     }
     assert.equal((await infer(server, 'acc', [1, 2, 3, 4], { sequence_id: 9002, sequence_start: true })).status, 200);
-    const twice = await infer(server, 'acc', [1, 2, 3, 4], { sequence_id: 9002, sequence_start: true });
-    assert.equal(twice.status, 400);
-    assert.match(twice.body.error, /sequence 9002 is already live/);
     const two = await request(`${server.url}/v2/models/acc/infer`, { method: 'POST', json: { inputs: [input('INPUT', 'FP32', [2, 4], Array(8).fill(1))], parameters: { sequence_id: 9002 } } });
     assert.equal(two.status, 400);
     assert.match(two.body.error, /batch-size 1/);
@@ -178,6 +177,46 @@ describe('stateful models through HTTP', () => {
     assert.equal(state.status, 400, 'the client cannot send the state input');
     const end = await infer(server, 'acc', [1, 1, 1, 1], { sequence_id: 9002, sequence_end: true });
     assert.deepEqual(end.body.outputs[0].data, [2, 3, 4, 5], 'the refused requests left the sequence as it was');
+  });
+
+  it('a sequence_start on a live id restarts it from the initial state, as Triton does: direct and oldest, over HTTP and gRPC', async () => {
+    const grpc = connect(`127.0.0.1:${server.running.grpcPort}`);
+    ctx.after(async () => grpc.close());
+    /** ModelInfer with the parameters as tritonclient sends them (int64_param id, bool_param flags). */
+    const grpcInfer = async (_srv: TestServer, model: string, x: readonly number[], p: Params): Promise<JsonReply> => {
+      const parameters: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(p)) parameters[k] = typeof v === 'boolean' ? { bool_param: v } : { int64_param: String(v) };
+      const { error, response } = await call(grpc.inference, 'ModelInfer', inferRequest(model, [{ name: 'INPUT', datatype: 'FP32', shape: [1, x.length], values: [...x] }], { parameters }));
+      if (error !== null) return { status: 400, headers: new Headers(), body: { error: error.details }, text: error.details };
+      return { status: 200, headers: new Headers(), body: { outputs: [{ name: 'OUTPUT', data: asValues(response, 'OUTPUT')!.values }] }, text: '' };
+    };
+    const restarts = async (model: string): Promise<number> => (await metricValue(server.url, 'onnx_mme_sequence_ends_total', { target: model, model, version: '1', reason: 'restart' })) ?? 0;
+    const before = { acc: await restarts('acc'), acc_oldest: await restarts('acc_oldest') };
+    let id = 9100;
+    for (const [transport, send] of [['HTTP', infer], ['gRPC', grpcInfer]] as const) {
+      for (const model of ['acc', 'acc_oldest']) {
+        id++;
+        const what = `${model} over ${transport}, sequence ${id}`;
+        const data = async (x: number, p: Params): Promise<unknown> => {
+          const r = await send(server, model, [x, x, x, x], { sequence_id: id, ...p });
+          assert.equal(r.status, 200, `${what}: ${r.text}`);
+          return r.body.outputs[0].data;
+        };
+        assert.deepEqual(await data(1, { sequence_start: true }), [1, 1, 1, 1], what);
+        assert.deepEqual(await data(2, {}), [3, 3, 3, 3], what);
+        // The stream reconnects under the same id: a fresh sequence, not 3 + 5.
+        assert.deepEqual(await data(5, { sequence_start: true }), [5, 5, 5, 5], `${what}: the restarted sequence starts from the initial state`);
+        assert.deepEqual(await data(1, {}), [6, 6, 6, 6], what);
+        assert.deepEqual(await data(1, { sequence_end: true }), [7, 7, 7, 7], what);
+        const warned = server.logs.filter((l) => l['level'] === 'warn' && String(l['msg']).includes(`sequence ${id} for model '${model}' has a conflict. The previous sequence did not end before this sequence start. Previous sequence will be terminated early.`));
+        assert.equal(warned.length, 1, `${what}: Triton's warning, once`);
+        assert.equal(warned[0]!['model'], model);
+      }
+    }
+    assert.equal((await restarts('acc')) - before.acc, 2);
+    assert.equal((await restarts('acc_oldest')) - before.acc_oldest, 2);
+    assert.equal(await metricValue(server.url, 'onnx_mme_sequences_live', { target: 'acc', model: 'acc', version: '1' }), 0, 'restarts leave no sequence behind');
+    assert.equal(await metricValue(server.url, 'onnx_mme_sequences_live', { target: 'acc_oldest', model: 'acc_oldest', version: '1' }), 0);
   });
 
   it('a sequence idle for max_sequence_idle_microseconds ends; its next request is told why', async () => {

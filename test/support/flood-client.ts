@@ -2,14 +2,16 @@
  * @module test/support/flood-client
  * A flood of keep-alive inference requests, run as its own process (so the
  * test process that times /ping is not the one saturated):
- *   node flood-client.js <url> <connections> <seconds> <target> <body-json | @file>
+ *   node flood-client.js <url> <connections> <seconds> <target> <body-json | @file> [timed]
  * Each connection sends POSTs back to back until the time is up, then it
- * prints one JSON line with the status counts. Only loopback URLs.
+ * prints one JSON line with the status counts (with `timed`, also
+ * `latencyMs`: per status, the count and the p50 and p99 in ms from sending
+ * the request to the end of its answer). Only loopback URLs.
  */
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 
-const [url, connectionsArg, secondsArg, target, bodyJson] = process.argv.slice(2);
+const [url, connectionsArg, secondsArg, target, bodyJson, mode] = process.argv.slice(2);
 // node --test runs every file under dist/test/ (support files too): without arguments there is nothing to do.
 if (url === undefined) process.exit(0);
 if (!url.startsWith('http://127.0.0.1:')) throw new Error('flood-client: only http://127.0.0.1 targets');
@@ -19,9 +21,12 @@ const endAt = Date.now() + Number(secondsArg) * 1000;
 const body = bodyJson?.startsWith('@') ? readFileSync(bodyJson.slice(1)) : Buffer.from(bodyJson ?? '{}');
 const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
 const statuses: Record<string, number> = {};
+const timed = mode === 'timed';
+const latencies: Record<string, number[]> = {};
 let sockets = 0;
 
 function one(): Promise<void> {
+  const sent = performance.now();
   return new Promise((resolve) => {
     const req = http.request(
       `${url}/invocations`,
@@ -34,6 +39,7 @@ function one(): Promise<void> {
         res.resume();
         res.on('end', () => {
           statuses[res.statusCode ?? 0] = (statuses[res.statusCode ?? 0] ?? 0) + 1;
+          if (timed) (latencies[res.statusCode ?? 0] ??= []).push(performance.now() - sent);
           resolve();
         });
       },
@@ -59,4 +65,11 @@ async function loop(): Promise<void> {
 process.stdout.write('started\n');
 await Promise.all(Array.from({ length: connections }, () => loop()));
 agent.destroy();
-process.stdout.write(`${JSON.stringify({ ...statuses, sockets })}\n`);
+const percentile = (sorted: number[], q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+const latencyMs = Object.fromEntries(
+  Object.entries(latencies).map(([status, ms]) => {
+    const sorted = ms.sort((a, b) => a - b);
+    return [status, { n: sorted.length, p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99) }];
+  }),
+);
+process.stdout.write(`${JSON.stringify({ ...statuses, sockets, ...(timed ? { latencyMs } : {}) })}\n`);

@@ -77,3 +77,33 @@ test('bytes in flight: a request that does not fit is refused before its body is
   t1.release();
   assert.equal(a.bytesInFlight, 0);
 });
+
+test("admit: a model's queue counts the requests on their way to it; over its limit or MME_MAX_INFLIGHT_REQUESTS, refused at once", () => {
+  const a = new Admission({ maxInflightBytes: 1e9, maxQueued: 100, maxRequests: 5 });
+  const m = (queued: number) => ({ key: 'target:m', model: 'm', queued, limit: 3 });
+  const t1 = a.admit(m(1));
+  const t2 = a.admit(m(1));
+  assert.equal(a.onTheWayTo('target:m'), 2);
+  // 1 waiting in the model + 2 on their way = its limit of 3.
+  assert.throws(() => a.admit(m(1)), (e: unknown) => e instanceof ServingError && e.code === 'OVERLOADED' && /model 'm': the queue is full \(1 requests waiting, 2 more on their way to it; max_queue_size 3\)/.test(e.message) && e.model === 'm');
+  // Once one joins the model's queue, the scheduler counts it instead.
+  t1.arrived();
+  t1.arrived();
+  assert.equal(a.onTheWayTo('target:m'), 1);
+  assert.throws(() => a.admit(m(2)), /queue is full/);
+  a.admit(m(1));
+  // Another model has its own queue; the server-wide bound counts every admitted request until its answer closes.
+  const other = { key: 'target:o', model: 'o', queued: 0, limit: 100 };
+  a.admit(other);
+  a.admit(other);
+  assert.equal(a.requestsInFlight, 5);
+  assert.throws(() => a.admit(other), (e: unknown) => e instanceof ServingError && e.code === 'OVERLOADED' && /limit of 5 requests in progress \(MME_MAX_INFLIGHT_REQUESTS\)/.test(e.message));
+  t2.release();
+  t2.release();
+  assert.equal(a.requestsInFlight, 4);
+  assert.equal(a.onTheWayTo('target:m'), 1, 'a request released before it arrived leaves the count too');
+  t1.release();
+  assert.equal(a.requestsInFlight, 3);
+  assert.equal(a.onTheWayTo('target:m'), 1);
+  a.admit(other);
+});

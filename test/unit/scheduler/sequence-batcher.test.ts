@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { CancelSource } from '../../../src/cancellation.js';
+import type { Logger } from '../../../src/observability/logger.js';
 import type { Tensor } from '../../../src/protocol/tensor.js';
 import { SequenceBatcher } from '../../../src/scheduler/sequence-batcher.js';
 import { initialStateTensor, type SequenceRequest } from '../../../src/scheduler/sequence-tensors.js';
@@ -38,6 +39,8 @@ function seqConfig(strategy: string, mbs = 4, extra = ''): ReturnType<typeof con
 }
 
 function setup(strategy = 'direct { }', options: { mbs?: number; instances?: number; maxSequences?: number; maxQueued?: number; extra?: string } = {}) {
+  const warnings: string[] = [];
+  const logger = { warn: (_fields: unknown, msg: string) => warnings.push(msg), info: () => {} } as unknown as Logger;
   const cfg = seqConfig(strategy, options.mbs ?? 4, options.extra);
   const clock = new FakeClock();
   const executor = new ManualExecutor(accumulate);
@@ -55,13 +58,14 @@ function setup(strategy = 'direct { }', options: { mbs?: number; instances?: num
     onStateBytes: (d) => (stateBytes += d),
     metrics: { liveChanged: (d) => events.push(`live${d > 0 ? '+' : ''}${d}`), slotWait: () => events.push('wait'), ended: (r) => events.push(`end:${r}`) },
     clock,
+    logger,
   });
   const send = (id: number | string, x: number, flags: Partial<SequenceRequest> = {}, cancel?: CancelSource, timeoutUs?: number) =>
     batcher.schedule(new Map([['INPUT', { datatype: 'FP32', shape: [1, 1], data: Float32Array.of(x) }]]), ['OUTPUT'], cancel, {
       sequence: { id, start: false, end: false, ...flags },
       ...(timeoutUs === undefined ? {} : { timeoutUs }),
     });
-  return { batcher, clock, executor, tracker, events, send, stateBytes: () => stateBytes };
+  return { batcher, clock, executor, tracker, events, warnings, send, stateBytes: () => stateBytes };
 }
 
 const value = async (p: Promise<Map<string, Tensor>>): Promise<number> => ((await p).get('OUTPUT')!.data as Float32Array)[0]!;
@@ -89,13 +93,12 @@ describe('sequence batcher', () => {
     assert.equal(stateBytes(), 0, 'the state is freed at the end');
   });
 
-  test('a start resets the state; a start on a live id, a continuation without one and a missing id are refused', async () => {
+  test('a start resets the state; a continuation without a live sequence and a missing id are refused', async () => {
     const { send, executor } = setup();
     const a = send(5, 10, { start: true });
     await settle();
     executor.call(0).finish();
     await a;
-    await assert.rejects(send(5, 1, { start: true }), isServingError('INVALID_REQUEST', /sequence 5 is already live/));
     await assert.rejects(send(6, 1), isServingError('INVALID_REQUEST', /sequence 6 must specify the START flag/));
     await assert.rejects(send(0, 1, { start: true }), isServingError('INVALID_REQUEST', /non-zero or non-empty correlation ID/));
     const end = send(5, 1, { end: true });
@@ -106,6 +109,78 @@ describe('sequence batcher', () => {
     await settle();
     executor.call(2).finish();
     assert.equal(await value(again), 7, 'a new sequence with the same id starts from the initial state');
+  });
+
+  for (const strategy of ['direct { }', 'oldest { max_candidate_sequences: 4 }']) {
+    test(`${strategy.split(' ')[0]}: a start on a live id restarts it (Triton): the old sequence's queued requests run first on its state, the new one starts from the initial state in the same slot`, async () => {
+      const { send, executor, events, warnings, stateBytes, batcher, tracker } = setup(strategy);
+      const a = send(5, 10, { start: true });
+      await settle();
+      executor.call(0).finish();
+      assert.equal(await value(a), 10);
+      // The old sequence has a request queued behind a running one when the new start arrives.
+      const b = send(5, 1);
+      await settle();
+      const c = send(5, 2);
+      const restart = send(5, 100, { start: true });
+      const d = send(5, 1);
+      await settle();
+      assert.equal(executor.calls.length, 2, 'one request of the sequence at a time');
+      assert.equal(warnings.length, 1, warnings.join('\n'));
+      assert.match(warnings[0]!, /sequence 5 for model 'm' has a conflict\. The previous sequence did not end before this sequence start\. Previous sequence will be terminated early\./);
+      assert.ok(events.includes('end:restart'), events.join(','));
+      assert.equal(batcher.liveSequences, 1, 'one sequence ended, one started');
+      assert.equal(tracker.liveSequences, 1);
+      executor.call(1).finish();
+      assert.equal(await value(b), 11);
+      await settle();
+      executor.call(2).finish();
+      assert.equal(await value(c), 13, 'the old sequence\'s queued request ran on its state');
+      await settle();
+      assert.deepEqual([...(executor.call(3).inputs.get('STATE')!.data as Float32Array)], [0], 'the restart runs on the initial state');
+      executor.call(3).finish();
+      assert.equal(await value(restart), 100);
+      await settle();
+      executor.call(4).finish();
+      assert.equal(await value(d), 101, 'the new sequence goes on from its own state');
+      assert.equal(stateBytes(), 4, 'one state held: the new sequence\'s');
+      const end = send(5, 1, { end: true });
+      await settle();
+      executor.call(5).finish();
+      assert.equal(await value(end), 102);
+      assert.equal(stateBytes(), 0);
+      assert.equal(batcher.liveSequences, 0);
+      assert.equal(events.filter((e) => e === 'end:restart').length, 1);
+      assert.equal(events.filter((e) => e === 'end:end').length, 1);
+    });
+  }
+
+  test('a restart with nothing of the old sequence waiting frees its state at once; a cancelled request of the old sequence does not end the new one', async () => {
+    const { send, executor, stateBytes, batcher } = setup();
+    const a = send(8, 3, { start: true });
+    await settle();
+    executor.call(0).finish();
+    await a;
+    assert.equal(stateBytes(), 4);
+    const r = send(8, 1, { start: true });
+    assert.equal(stateBytes(), 0, 'freed at the restart');
+    await settle();
+    executor.call(1).finish();
+    assert.equal(await value(r), 1);
+    // Old generation queued behind a running request, then cancelled after a restart: only that request fails.
+    const running = send(8, 1);
+    await settle();
+    const cancel = new CancelSource();
+    const old = send(8, 1, {}, cancel);
+    const fresh = send(8, 50, { start: true });
+    cancel.cancel();
+    await assert.rejects(old, isServingError('CANCELLED', /cancelled while waiting/));
+    executor.call(2).finish();
+    assert.equal(await value(running), 2);
+    await settle();
+    executor.call(3).finish();
+    assert.equal(await value(fresh), 50, 'the new sequence runs');
+    assert.equal(batcher.liveSequences, 1);
   });
 
   test('string and integer ids are different sequences; a batch of several rows is refused', async () => {

@@ -7,6 +7,7 @@ import { describe, test } from 'node:test';
 import { silentLogger } from '../../../src/observability/logger.js';
 import type { InferRequest } from '../../../src/protocol/infer-types.js';
 import type { Tensor } from '../../../src/protocol/tensor.js';
+import type { ModelScheduler } from '../../../src/scheduler/model-scheduler.js';
 import { InferenceService } from '../../../src/service/inference-service.js';
 import { isServingError } from '../../support/serving-error.js';
 import { tempDir } from '../../support/temp-dir.js';
@@ -60,6 +61,19 @@ describe('InferenceService with a fake loader', () => {
     gate.resolve();
     await first;
     await service.infer({ kind: 'target', target: 'a' }, () => request([1]), ctx);
+  });
+
+  test("queueOf: the entry model's scheduler queue once resident, else MME_MAX_QUEUE_SIZE; reachedModel fires as the request joins it", async () => {
+    const fixture = registryFixture();
+    const service = new InferenceService({ registry: fixture.registry, metrics: fixture.metrics, maxInflight: 8, maxQueueSize: 16 });
+    assert.deepEqual(service.queueOf({ kind: 'target', target: 'a' }), { key: 'target:a', model: 'a', queued: 0, limit: 16 }, 'not loaded: nothing waits in it yet');
+    assert.equal(service.queueOf({ kind: 'target', target: '../x' }).limit, 16, 'a bad target is refused later, not here');
+    let reached = 0;
+    await service.infer({ kind: 'target', target: 'a' }, () => request([1]), { ...ctx, reachedModel: () => reached++ });
+    assert.equal(reached, 1);
+    const pkg = await fixture.loader.calls[0]!.result;
+    (pkg.scheduler as ModelScheduler).queueDepth = () => ({ queued: 3, limit: 7 });
+    assert.deepEqual(service.queueOf({ kind: 'target', target: 'a' }), { key: 'target:a', model: 'a', queued: 3, limit: 7 });
   });
 
   test('SageMaker management through the service: load, invoke (paging in), list, unload', async (t) => {

@@ -1,0 +1,147 @@
+/**
+ * Issue 29, one meaning for queue limits: under a flood, a request over
+ * MME_MAX_QUEUE_SIZE (counting the requests on their way to the model, not
+ * only those in its batcher) or over MME_MAX_INFLIGHT_REQUESTS is refused at
+ * once. The server is `serve` as a process, the flood a separate client
+ * process (keep-alive connections sending back to back, every answer timed),
+ * /ping timed from this process on a new connection each time, as a health
+ * check connects. Bounds are ratios within the same run, or generous:
+ * - 429s come, and the client waits less for them than for a 200 (medians);
+ * - in the server's own log lines (durationMs: from the request's arrival to
+ *   its answer, which the machine's load outside the server does not stretch
+ *   as it stretches the client's clock), a refusal's median is under 1/20
+ *   of an accepted request's: refused when its headers arrive, not after a
+ *   turn, its body and its decode (before: the queue never filled, and the
+ *   refusals that came waited like everyone else);
+ * - every /ping answers 200 within 2 s.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import net from 'node:net';
+import path from 'node:path';
+import { after, it } from 'node:test';
+import { addSub, writeModelDir } from '../../examples/models/zoo.js';
+import { repoRoot, startServe, type ServeProcess } from '../support/serve-process.js';
+import { tempDir } from '../support/temp-dir.js';
+
+const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+after(async () => {
+  for (const fn of ctx.cleanups.reverse()) await fn();
+});
+
+/** Moderate: the machine is shared; enough that many requests are on their way at once. */
+const CONNECTIONS = 128;
+const FLOOD_SECONDS = 5;
+const seq16 = Array.from({ length: 16 }, (_, i) => i);
+const body = JSON.stringify({
+  inputs: [
+    { name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: seq16 },
+    { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], data: seq16 },
+  ],
+});
+
+interface Latency {
+  readonly n: number;
+  readonly p50: number;
+  readonly p99: number;
+}
+
+interface FloodResult {
+  /** durationMs of the server's log lines during the flood: refusals (429) and answers (200). */
+  readonly serverMs: { readonly rejected: number[]; readonly accepted: number[] };
+  readonly statuses: Record<string, number>;
+  readonly latencyMs: Record<string, Latency>;
+  readonly pingsMs: readonly number[];
+  readonly pingStatuses: readonly string[];
+}
+
+/** One /ping on a fresh connection: ms to the first byte of the answer, and its status line. */
+function ping(url: string): Promise<{ ms: number; status: string }> {
+  const started = performance.now();
+  return new Promise((resolve) => {
+    const sock = net.connect(Number(new URL(url).port), '127.0.0.1', () => sock.write('GET /ping HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n'));
+    let done = false;
+    const finish = (status: string): void => {
+      if (done) return;
+      done = true;
+      sock.destroy();
+      resolve({ ms: performance.now() - started, status });
+    };
+    sock.once('data', (d: Buffer) => finish(d.toString('latin1').split('\r\n')[0] ?? ''));
+    sock.on('error', () => finish('error'));
+    sock.on('close', () => finish('closed without an answer'));
+  });
+}
+
+/** Floods /invocations for FLOOD_SECONDS, timing every answer, and pings every 200 ms meanwhile. */
+async function flood(served: ServeProcess): Promise<FloodResult> {
+  const url = served.url;
+  const firstLine = served.lines.length;
+  const client = spawn(process.execPath, [path.join(repoRoot, 'dist/test/support/flood-client.js'), url, String(CONNECTIONS), String(FLOOD_SECONDS), 'add_sub', body, 'timed'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  client.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<void>((resolve) => client.once('exit', () => resolve()));
+  while (!out.includes('started')) await new Promise((r) => setTimeout(r, 10));
+  await new Promise((r) => setTimeout(r, 700));
+  const pings: { ms: number; status: string }[] = [];
+  const until = performance.now() + (FLOOD_SECONDS - 1.5) * 1000;
+  while (performance.now() < until) {
+    pings.push(await ping(url));
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  await exited;
+  const { latencyMs, ...statuses } = JSON.parse(out.trim().split('\n').at(-1) ?? '{}') as Record<string, number> & { latencyMs: Record<string, Latency> };
+  // The last lines may still be in the pipe.
+  await new Promise((r) => setTimeout(r, 500));
+  const lines = served.lines.slice(firstLine);
+  const durations = (msg: string, status: number): number[] => lines.filter((l) => l['msg'] === msg && l['status'] === status).map((l) => Number(l['durationMs']));
+  const serverMs = { rejected: durations('request rejected', 429), accepted: durations('request', 200) };
+  return { serverMs, statuses, latencyMs, pingsMs: pings.map((p) => p.ms), pingStatuses: pings.map((p) => p.status) };
+}
+
+function median(xs: readonly number[]): number {
+  const sorted = [...xs].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+}
+
+/** The flood's figures, or the assertion that fails, with every figure in its message. */
+function assertPromptRejections(r: FloodResult): string {
+  const server = { rejected: median(r.serverMs.rejected), accepted: median(r.serverMs.accepted) };
+  const report =
+    `statuses ${JSON.stringify(r.statuses)}; client latency ms ${JSON.stringify(r.latencyMs)}; ` +
+    `server durationMs medians: 429 ${server.rejected} (${r.serverMs.rejected.length}), 200 ${server.accepted} (${r.serverMs.accepted.length}); /ping ms ${r.pingsMs.map(Math.round).join(',')}`;
+  const accepted = r.latencyMs['200'];
+  const rejected = r.latencyMs['429'];
+  assert.ok(accepted !== undefined && accepted.n > 0, `requests were served: ${report}`);
+  assert.ok(rejected !== undefined && rejected.n > 0, `the limit refused requests: ${report}`);
+  assert.ok(rejected.p50 < accepted.p50, `the client waits less for a refusal than for an answer (medians): ${report}`);
+  assert.ok(r.serverMs.rejected.length > 0 && r.serverMs.accepted.length > 0, `the server logged both: ${report}`);
+  assert.ok(server.rejected < 0.05 * server.accepted, `refused on arrival: the server's median for a 429 under 1/20 of a 200's: ${report}`);
+  for (const status of Object.keys(r.statuses)) assert.ok(['200', '429', 'sockets'].includes(status), report);
+  assert.ok(r.pingsMs.length >= 3, report);
+  for (const s of r.pingStatuses) assert.equal(s, 'HTTP/1.1 200 OK', report);
+  assert.ok(Math.max(...r.pingsMs) < 2_000, `slowest /ping under 2 s: ${report}`);
+  return report;
+}
+
+async function serveAddSub(env: Record<string, string>): Promise<ServeProcess> {
+  const root = await tempDir(ctx);
+  await writeModelDir(path.join(root, 'models'), 'add_sub', addSub());
+  const child = await startServe({ MME_MODEL_SOURCE: path.join(root, 'models'), MME_CACHE_DIR: path.join(root, 'cache'), ...env });
+  ctx.after(() => child.kill());
+  const warm = await fetch(`${child.url}/invocations`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-amzn-sagemaker-target-model': 'add_sub' }, body });
+  assert.equal(warm.status, 200);
+  return child;
+}
+
+it(`MME_MAX_QUEUE_SIZE holds under ${CONNECTIONS} keep-alive connections: requests on their way count, rejections are answered at once, /ping within 2 s`, async (t) => {
+  const served = await serveAddSub({ MME_MAX_QUEUE_SIZE: '16' });
+  t.diagnostic(assertPromptRejections(await flood(served)));
+});
+
+it(`MME_MAX_INFLIGHT_REQUESTS holds under ${CONNECTIONS} keep-alive connections: the requests over it are answered at once, /ping within 2 s`, async (t) => {
+  const served = await serveAddSub({ MME_MAX_INFLIGHT_REQUESTS: '64' });
+  t.diagnostic(assertPromptRejections(await flood(served)));
+});
