@@ -129,7 +129,8 @@ function assertPromptRejections(r: FloodResult): string {
 async function serveAddSub(env: Record<string, string>): Promise<ServeProcess> {
   const root = await tempDir(ctx);
   await writeModelDir(path.join(root, 'models'), 'add_sub', addSub());
-  const child = await startServe({ MME_MODEL_SOURCE: path.join(root, 'models'), MME_CACHE_DIR: path.join(root, 'cache'), ...env });
+  // MME_ACCESS_LOG: the accepted requests' durationMs come from their request lines, written by default only for errors and slow ones.
+  const child = await startServe({ MME_MODEL_SOURCE: path.join(root, 'models'), MME_CACHE_DIR: path.join(root, 'cache'), MME_ACCESS_LOG: 'true', ...env });
   ctx.after(() => child.kill());
   const warm = await fetch(`${child.url}/invocations`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-amzn-sagemaker-target-model': 'add_sub' }, body });
   assert.equal(warm.status, 200);
