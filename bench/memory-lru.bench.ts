@@ -221,7 +221,6 @@ interface MemoryFigures {
 }
 
 const mib = (bytes: number): string => num(bytes / MIB);
-const pct = (r: number): string => (Number.isFinite(r) ? `${(r * 100).toFixed(1)}%` : 'n/a');
 
 export async function run(): Promise<BenchReport> {
   const s = lruSettings();

@@ -87,7 +87,7 @@ export function createHttpTarget(options: HttpTargetOptions): Target {
           done = true;
           resolve(status);
         };
-        const req = request({ agent, hostname, port, path: prepared.path, method: 'POST', headers: prepared.headers }, (res) => {
+        const onResponse = (res: http.IncomingMessage): void => {
           const status = String(res.statusCode ?? 0);
           const ok = status.startsWith('2');
           let sample: Buffer[] | undefined = !ok && !errorSamples.has(status) ? [] : undefined;
@@ -100,7 +100,20 @@ export function createHttpTarget(options: HttpTargetOptions): Target {
             finish(status);
           });
           res.once('error', (err: NodeJS.ErrnoException) => finish(err.code ?? 'ERESPONSE'));
-        });
+        };
+        let req: http.ClientRequest;
+        try {
+          req = request({ agent, hostname, port, path: prepared.path, method: 'POST', headers: prepared.headers }, onResponse);
+        } catch (err) {
+          // node refuses some requests before any socket: a header value it cannot send (a --target-model with a
+          // character outside Latin-1, or a control character) throws here. A rejection would go unhandled in the
+          // open-loop runner (load-step.ts fires and forgets) and end the run with a stack trace.
+          const e = err as NodeJS.ErrnoException;
+          const status = e.code ?? 'EREQUEST';
+          if (!errorSamples.has(status)) errorSamples.set(status, String(e.message).slice(0, SAMPLE_BYTES));
+          finish(status);
+          return;
+        }
         req.setTimeout(timeoutMs, () => {
           finish('timeout');
           req.destroy();

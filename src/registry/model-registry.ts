@@ -360,12 +360,17 @@ export class ModelRegistry {
     const label = targetHeader ?? modelName;
     let cancelled: ServingError | undefined;
     let entry: Entry | undefined;
+    // A function, not inline checks: `cancel` sets `cancelled` during any await, which TypeScript's narrowing cannot see
+    // (after one inline check it types every later `throw cancelled` as never).
+    const throwIfCancelled = (): void => {
+      if (cancelled !== undefined) throw cancelled;
+    };
     const run = async (): Promise<ManagedModelInfo> => {
       const { url: modelUrl, dir } = await resolveManagedUrl(modelName, url, this.options.managedUrls ?? DEFAULT_MANAGED_URLS);
-      if (cancelled !== undefined) throw cancelled;
+      throwIfCancelled();
       // A url that is itself one model directory whose config names it after the directory is that model, as in Triton.
       const fallbackName = (await flatModelName(dir, this.options.configMaxBytes === undefined ? {} : { configMaxBytes: this.options.configMaxBytes })) ?? (targetHeader ? archiveBaseName(targetHeader) : modelName);
-      if (cancelled !== undefined) throw cancelled;
+      throwIfCancelled();
       const loading = this.startLoad(key, 'managed', label, { url: dir, targetHeader }, (e) => this.load({ dir, label, fallbackName, seriesTarget: modelName }, e));
       entry = loading;
       loading.waiting++;

@@ -66,7 +66,7 @@ describe('config fields the server does not serve', () => {
       assert.equal(res.body.code, 'INVALID_MODEL');
       assert.ok(res.body.error.includes(`${name}/config.pbtxt: field '${r.field}' is not supported by onnx-mme: `), res.body.error);
       assert.doesNotMatch(res.body.error, new RegExp(root.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')), 'no host path');
-      assert.equal(await server.running.registry.loadedCount(), 0);
+      assert.equal(server.running.registry.loadedCount(), 0);
     });
   }
 

@@ -72,7 +72,7 @@ async function send(url: string, body: string | Buffer, headers: Record<string, 
   return { status: res.status, type: res.headers.get('content-type') ?? '', text: bytes.toString('utf8'), bytes };
 }
 
-function json(a: Answer): any { // eslint-disable-line @typescript-eslint/no-explicit-any -- test convenience
+function json(a: Answer): any { // test convenience
   return JSON.parse(a.text);
 }
 

@@ -75,7 +75,8 @@ export class TreeRssSampler {
     this.timer = setInterval(() => {
       if (this.reading) return;
       this.reading = true;
-      processTreeRssBytes(this.pid)
+      // Never rejects: a process that is gone reads as 0 bytes.
+      void processTreeRssBytes(this.pid)
         .then((b) => {
           this.peakBytes = Math.max(this.peakBytes, b);
           this.samples++;

@@ -49,7 +49,7 @@ export async function startTestServer(options: TestServerOptions): Promise<TestS
 export interface JsonReply {
   readonly status: number;
   readonly headers: Headers;
-  readonly body: any; // eslint-disable-line @typescript-eslint/no-explicit-any -- test convenience
+  readonly body: any; // test convenience
   readonly text: string;
 }
 

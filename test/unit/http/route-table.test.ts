@@ -9,7 +9,6 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
-import express from 'express';
 import { Admission } from '../../../src/http/admission.js';
 import { sagemakerRoutes } from '../../../src/http/sagemaker-routes.js';
 import { v2Routes } from '../../../src/http/v2-routes.js';
