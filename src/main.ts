@@ -3,8 +3,8 @@
  * Entry point: the only place that reads the environment (through
  * loadServerConfig) and installs signal handlers. SageMaker runs `serve`,
  * which execs this file; Node is PID 1 there, so SIGTERM is ours to handle:
- * stop accepting, finish in-flight requests, release sessions, exit well
- * within SageMaker's 30 s.
+ * turn not ready while still serving (the drain), stop accepting, finish
+ * in-flight requests, release sessions, exit well within SageMaker's 30 s.
  */
 import { loadServerConfig, type ServerConfig } from './config/server-config.js';
 import { createLogger } from './observability/logger.js';
@@ -27,7 +27,11 @@ async function main(): Promise<void> {
   let running: RunningServer | undefined;
   let stopping = false;
   const onSignal = (signal: NodeJS.Signals): void => {
-    if (stopping) return;
+    // A second signal (Ctrl-C twice) skips what is left of the drain period; the deadline stays.
+    if (stopping) {
+      running?.endDrain();
+      return;
+    }
     stopping = true;
     if (!running) {
       logger.info({ reason: signal }, 'signal before startup finished: exiting');
