@@ -234,6 +234,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
         metrics,
         logger,
         isShuttingDown: () => shuttingDown,
+        isDraining: () => draining,
         inflight,
         modelMesh: config.modelMesh ? { capacityBytes: budget.bytes, maxLoadingConcurrency: Math.max(1, pool.size) } : undefined,
       });
