@@ -135,6 +135,8 @@ describe('drain after SIGTERM', () => {
     assert.equal(code, 0);
     // The deadline covers the drain: exit within MME_SHUTDOWN_TIMEOUT_SECONDS (+ process teardown on a loaded machine).
     assert.ok(performance.now() - signalled < 8_000 + 1_500, `exited ${Math.round(performance.now() - signalled)} ms after SIGTERM`);
+    // The exit can be seen before the last lines are read from the pipe.
+    for (let i = 0; i < 100 && child.lines.at(-1)?.['msg'] !== 'shutdown complete'; i++) await new Promise((r) => setTimeout(r, 20));
     const msgs = child.lines.map((l) => l['msg']);
     assert.ok(msgs.indexOf('draining: not ready, still serving') < msgs.indexOf('shutting down: draining in-flight requests'));
     assert.equal(msgs.at(-1), 'shutdown complete');
