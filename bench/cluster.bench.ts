@@ -40,8 +40,8 @@ function envInt(name: string, fallback: number): number {
 }
 
 const settings = {
-  models: envInt('BENCH_CLUSTER_MODELS', 120),
-  requests: envInt('BENCH_CLUSTER_REQUESTS', 3000),
+  models: envInt('BENCH_CLUSTER_MODELS', 60),
+  requests: envInt('BENCH_CLUSTER_REQUESTS', 1500),
   concurrency: envInt('BENCH_CLUSTER_CONCURRENCY', 8),
   zipfS: 1.1,
   seed: 31,

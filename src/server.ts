@@ -304,6 +304,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
             resolve();
           };
         });
+        cutDrain = undefined;
       }
       shuttingDown = true;
       logger.info({ reason, inflight: inflight.count, timeoutMs: config.shutdownTimeoutMs }, 'shutting down: draining in-flight requests');

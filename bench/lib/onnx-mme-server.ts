@@ -19,6 +19,8 @@ const config = loadServerConfig({
   MME_HOST: '127.0.0.1',
   SAGEMAKER_BIND_TO_PORT: '0',
   MME_LOG_LEVEL: 'silent',
+  // No balancer in front: stopping skips the drain period (it changes nothing measured).
+  MME_DRAIN_SECONDS: '0',
 });
 const running = await startServer(config, silentLogger(), createMetrics({ collectProcessMetrics: true }));
 announce({
