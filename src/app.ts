@@ -27,8 +27,10 @@ export interface AppDeps {
   readonly bodyLimitBytes: number;
   /** Answer type for inference requests without Accept (SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT). */
   readonly defaultAccept: 'application/json' | 'text/csv' | 'application/x-npy';
-  /** True once SIGTERM arrived: new inference work is refused with 503. */
+  /** True once the drain period after SIGTERM is over: new inference work is refused with 503. */
   readonly isShuttingDown: () => boolean;
+  /** True from SIGTERM on: readiness (/ping, /v2/health/ready) answers 503 while requests are still served. */
+  readonly isDraining: () => boolean;
   /** HTTP requests between arrival and the end of their response; shutdown drains this to zero. */
   readonly inflight: { count: number };
   /** MME_ACCESS_LOG (default false): the `request` line for every request at info, not only errors and slow ones. */
@@ -92,9 +94,9 @@ export function createApp(deps: AppDeps): App {
     next();
   });
 
-  const routeDeps = { service: deps.service, bodyLimitBytes: deps.bodyLimitBytes, defaultAccept: deps.defaultAccept, admission: deps.admission, unhealthy: deps.unhealthy, context: (_req: Request, res: Response) => ctxOf(res) };
+  const routeDeps = { service: deps.service, bodyLimitBytes: deps.bodyLimitBytes, defaultAccept: deps.defaultAccept, admission: deps.admission, unhealthy: deps.unhealthy, isDraining: deps.isDraining, context: (_req: Request, res: Response) => ctxOf(res) };
   app.use(sagemakerRoutes(routeDeps));
-  app.use(v2Routes({ ...routeDeps, isShuttingDown: deps.isShuttingDown }));
+  app.use(v2Routes(routeDeps));
 
   register(app as unknown as express.Router, ROUTES.metrics, async (_req, res) => {
     res.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());

@@ -4,8 +4,8 @@
  * loadServerConfig; config/ort-env, imported first, only turns onnxruntime's
  * telemetry off before onnxruntime loads) and installs signal handlers. SageMaker runs `serve`,
  * which execs this file; Node is PID 1 there, so SIGTERM is ours to handle:
- * stop accepting, finish in-flight requests, release sessions, exit well
- * within SageMaker's 30 s.
+ * turn not ready while still serving (the drain), stop accepting, finish
+ * in-flight requests, release sessions, exit well within SageMaker's 30 s.
  */
 // First: onnxruntime's telemetry is decided before onnxruntime-node loads (config/ort-env.ts).
 import './config/ort-env.js';
@@ -30,7 +30,11 @@ async function main(): Promise<void> {
   let running: RunningServer | undefined;
   let stopping = false;
   const onSignal = (signal: NodeJS.Signals): void => {
-    if (stopping) return;
+    // A second signal (Ctrl-C twice) skips what is left of the drain period; the deadline stays.
+    if (stopping) {
+      running?.endDrain();
+      return;
+    }
     stopping = true;
     if (!running) {
       logger.info({ reason: signal }, 'signal before startup finished: exiting');

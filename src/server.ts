@@ -6,7 +6,7 @@
  */
 import { cancellationOf } from './cancellation.js';
 import { SequenceTracker } from './scheduler/sequence-tracker.js';
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { createApp } from './app.js';
@@ -43,8 +43,13 @@ export interface RunningServer {
   readonly service: InferenceService;
   /** The runtime workers (supervised: a dead one is replaced). */
   readonly pool: RuntimePool;
-  /** Stop accepting, let in-flight requests finish (bounded), release every session. */
+  /**
+   * Drain (not ready, still serving, for MME_DRAIN_SECONDS), then stop accepting, let in-flight
+   * requests finish and release every session, all by MME_SHUTDOWN_TIMEOUT_SECONDS.
+   */
   shutdown(reason: string): Promise<void>;
+  /** Ends the drain period now (a second signal): the rest of the shutdown keeps its deadline. */
+  endDrain(): void;
 }
 
 function createModelSource(config: ServerConfig, logger: Logger, cache: DiskCache, metrics: Metrics): ModelSource {
@@ -138,6 +143,9 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
     maxQueueSize: config.maxQueueSize,
     ...(config.responseCacheBytes > 0 ? { responseCache: new ResponseCache(config.responseCacheBytes) } : {}),
   });
+  // Two phases after SIGTERM: `draining` (not ready, every request still served) from the signal on,
+  // `shuttingDown` (new work refused, the listener closed) once the drain period is over.
+  let draining = false;
   let shuttingDown = false;
   const inflight = { count: 0 };
   const admission = new Admission({
@@ -161,6 +169,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
     bodyLimitBytes: config.bodyLimitBytes,
     defaultAccept: config.defaultAccept,
     isShuttingDown: () => shuttingDown,
+    isDraining: () => draining,
     inflight,
     accessLog: config.accessLog,
     slowRequestMs: config.slowRequestMs,
@@ -181,6 +190,17 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
   server.keepAliveTimeout = 65_000;
   // Connections are capped: node closes those beyond at once.
   server.maxConnections = config.maxConnections;
+  // During the drain every answer ends its connection, so a keep-alive peer (a balancer's pool) reconnects,
+  // and finds another instance. Answers already under way when the drain begins get the same (see shutdown).
+  const answering = new Set<ServerResponse>();
+  server.prependListener('request', (_req: IncomingMessage, res: ServerResponse) => {
+    if (draining) {
+      res.shouldKeepAlive = false;
+      return;
+    }
+    answering.add(res);
+    res.once('close', () => answering.delete(res));
+  });
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   // MME_METRICS_PORT: a second listener for scrapers (inside SAGEMAKER_SAFE_PORT_RANGE, checked at config time).
@@ -217,6 +237,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
         metrics,
         logger,
         isShuttingDown: () => shuttingDown,
+        isDraining: () => draining,
         inflight,
         modelMesh: config.modelMesh ? { capacityBytes: budget.bytes, maxLoadingConcurrency: Math.max(1, pool.size) } : undefined,
       });
@@ -265,17 +286,34 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
   const preloading = preload(config.preload, registry, logger);
 
   let stopping: Promise<void> | undefined;
+  let cutDrain: (() => void) | undefined;
   // Every wait below ends by one deadline (MME_SHUTDOWN_TIMEOUT_SECONDS after the signal), whatever is
   // stuck: a request on a trickling download, a load that never ends, a worker that does not answer.
-  // Requests drain until a reserve before it, so releasing sessions and workers gets time of its own.
+  // First the drain period (config.drainMs, always shorter than the deadline): not ready, still serving,
+  // so balancers take the instance out on their own health checks before anything is refused.
+  // Then requests drain until a reserve before the deadline, so releasing sessions and workers gets time of its own.
   const shutdown = (reason: string): Promise<void> =>
     (stopping ??= (async () => {
       const deadline = performance.now() + config.shutdownTimeoutMs;
       const drainUntil = deadline - Math.min(SHUTDOWN_CLOSE_RESERVE_MS, config.shutdownTimeoutMs * 0.2);
-      shuttingDown = true;
+      draining = true;
       preloading.abort();
-      // gRPC keeps its port open while draining so health can say NOT_SERVING; new inferences there are refused.
+      // gRPC: health NOT_SERVING now (Kubernetes' grpc probe, Envoy's health checks); calls are still served.
       grpc?.stopServing();
+      if (config.drainMs > 0) {
+        for (const res of answering) if (!res.headersSent) res.shouldKeepAlive = false;
+        answering.clear();
+        logger.info({ reason, drainMs: config.drainMs, inflight: inflight.count, timeoutMs: config.shutdownTimeoutMs }, 'draining: not ready, still serving');
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, config.drainMs);
+          cutDrain = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        cutDrain = undefined;
+      }
+      shuttingDown = true;
       logger.info({ reason, inflight: inflight.count, timeoutMs: config.shutdownTimeoutMs }, 'shutting down: draining in-flight requests');
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
@@ -304,7 +342,12 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
       memory.stop();
     })());
 
-  return { server, port, metricsPort, grpcPort, registry, metrics, service, pool, shutdown };
+  const endDrain = (): void => {
+    if (cutDrain === undefined) return;
+    logger.info('drain period cut short by a second signal');
+    cutDrain();
+  };
+  return { server, port, metricsPort, grpcPort, registry, metrics, service, pool, shutdown, endDrain };
 }
 
 

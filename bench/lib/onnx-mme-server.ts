@@ -23,6 +23,8 @@ const config = loadServerConfig({
   MME_HOST: '127.0.0.1',
   SAGEMAKER_BIND_TO_PORT: '0',
   ...(logFile === undefined ? { MME_LOG_LEVEL: 'silent' } : {}),
+  // No balancer in front: stopping skips the drain period (it changes nothing measured).
+  MME_DRAIN_SECONDS: '0',
 });
 const logger = logFile === undefined ? silentLogger() : createLogger(config.logLevel, logDestination(logFile));
 const running = await startServer(config, logger, createMetrics({ collectProcessMetrics: true }));

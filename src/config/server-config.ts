@@ -63,6 +63,8 @@ export interface ServerConfig {
   /** MME_CONFIG_MAX_BYTES: a larger config.pbtxt is refused (INVALID_MODEL) before it is read. */
   readonly configMaxBytes: number;
   readonly shutdownTimeoutMs: number;
+  /** After SIGTERM: not ready but still serving for this long, inside shutdownTimeoutMs (server.ts). */
+  readonly drainMs: number;
   readonly maxInflightRequests: number;
   /** MME_MAX_INFLIGHT_BYTES: request bodies plus answers held at once; undefined = 10% of the container's memory, at least 4 bodies of the largest size. */
   readonly maxInflightBytes: number | undefined;
@@ -153,6 +155,8 @@ interface Setting<K extends keyof ServerConfig> {
 type AnySetting = { [K in keyof ServerConfig]: Setting<K> }[keyof ServerConfig];
 
 const MIB = 1024 * 1024;
+/** Default MME_DRAIN_SECONDS: a balancer checking /ping every second marks the instance down after 3 failures (+ a check timeout) well within it. */
+const DEFAULT_DRAIN_MS = 5_000;
 
 function int(name: string, raw: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
   // Number('') is 0: an empty variable must not silently mean port 0 or a 0 s timeout.
@@ -416,8 +420,34 @@ export const SETTINGS: readonly AnySetting[] = [
     key: 'shutdownTimeoutMs',
     env: ['MME_SHUTDOWN_TIMEOUT_SECONDS'],
     defaultText: '25',
-    description: 'After SIGTERM, how long in-flight requests may finish before the process exits (SageMaker kills at 30 s).',
+    description: 'After SIGTERM, the deadline of the whole shutdown: the drain (MME_DRAIN_SECONDS), then in-flight requests finish and sessions are released, then the process exits (SageMaker kills at 30 s).',
     parse: (raw) => (raw === undefined ? 25_000 : int('MME_SHUTDOWN_TIMEOUT_SECONDS', raw, 0, 3600) * 1000),
+  },
+  {
+    key: 'drainMs',
+    env: ['MME_DRAIN_SECONDS'],
+    defaultText: '5 (at most half of MME_SHUTDOWN_TIMEOUT_SECONDS)',
+    description:
+      'After SIGTERM, how long the server stays up but not ready: /ping and /v2/health/ready answer 503 and gRPC health NOT_SERVING while every request is still served (with Connection: close), so balancers stop sending before the listener closes. Counted inside MME_SHUTDOWN_TIMEOUT_SECONDS and must be less than it; size it to the balancer\'s health checks (docs/scaling-out.md).',
+    parse: (raw, env) => {
+      const timeoutRaw = env['MME_SHUTDOWN_TIMEOUT_SECONDS'];
+      // A bad timeout is reported by its own setting; the relation is checked against a good one only.
+      let timeoutMs: number | undefined = 25_000;
+      if (timeoutRaw !== undefined) {
+        try {
+          timeoutMs = int('MME_SHUTDOWN_TIMEOUT_SECONDS', timeoutRaw, 0, 3600) * 1000;
+        } catch {
+          timeoutMs = undefined;
+        }
+      }
+      if (raw === undefined) return Math.min(DEFAULT_DRAIN_MS, Math.floor((timeoutMs ?? 0) / 2));
+      const n = /^\s*\d+(\.\d{1,3})?\s*$/.test(raw) ? Math.round(Number(raw.trim()) * 1000) : Number.NaN;
+      if (!Number.isFinite(n) || n > 3_600_000) throw new Error(`MME_DRAIN_SECONDS must be a number of seconds in [0, 3600] (up to 3 decimals), got '${raw}'`);
+      if (timeoutMs !== undefined && n > 0 && n >= timeoutMs) {
+        throw new Error(`MME_DRAIN_SECONDS (${n / 1000}) must be less than MME_SHUTDOWN_TIMEOUT_SECONDS (${timeoutMs / 1000}): in-flight requests need time to finish after the drain`);
+      }
+      return n;
+    },
   },
   {
     key: 'maxInflightRequests',

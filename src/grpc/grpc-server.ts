@@ -39,7 +39,7 @@ export interface GrpcListenerOptions extends HandlerDeps {
 export interface GrpcListener {
   readonly port: number;
   readonly tls: boolean;
-  /** The drain began: health says NOT_SERVING (inference is refused by the handlers' isShuttingDown). */
+  /** The drain began: health says NOT_SERVING (calls are served until the handlers' isShuttingDown). */
   stopServing(): void;
   /** Stop the listener: running calls get until `deadlineMs` (epoch ms), then are cut. */
   close(deadlineMs: number): Promise<void>;

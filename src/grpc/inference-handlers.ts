@@ -22,7 +22,10 @@ export interface HandlerDeps {
   readonly service: InferenceService;
   readonly metrics: Metrics;
   readonly logger: Logger;
+  /** True once the drain period is over: new calls are refused (UNAVAILABLE). */
   readonly isShuttingDown: () => boolean;
+  /** True from SIGTERM on: ServerReady answers false while calls are still served. */
+  readonly isDraining: () => boolean;
   /** Shared with the HTTP listener: the drain waits until no request of either is running. */
   readonly inflight: { count: number };
 }
@@ -130,7 +133,7 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
 
   return {
     ServerLive: unary('ServerLive', () => ({ live: true })),
-    ServerReady: unary('ServerReady', () => ({ ready: !deps.isShuttingDown() })),
+    ServerReady: unary('ServerReady', () => ({ ready: !deps.isDraining() })),
     ServerMetadata: unary('ServerMetadata', () => ({ name: SERVER_NAME, version: SERVER_VERSION, extensions: GRPC_EXTENSIONS })),
     // Readiness never loads anything (as GET /v2/models/{m}/ready).
     ModelReady: unary('ModelReady', (r: { name: string; version: string }) => ({ ready: service.modelReady(refOf(modelName(r.name, 'name')), versionOf(r.version)) })),

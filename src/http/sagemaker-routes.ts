@@ -20,6 +20,8 @@ export interface RouteDeps extends InferRouteDeps {
   readonly context: (req: Request, res: Response) => RequestContext;
   /** Undefined while the server can serve; else why not (runtime workers that keep dying): /ping answers 503 with it. */
   readonly unhealthy: () => string | undefined;
+  /** True from SIGTERM on (the drain): /ping answers 503 so balancers stop sending while requests are still served. */
+  readonly isDraining: () => boolean;
 }
 
 const TARGET_HEADER = 'x-amzn-sagemaker-target-model';
@@ -79,8 +81,13 @@ export function sagemakerRoutes(deps: RouteDeps): Router {
   };
 
   // Health: cheap, never touches models (SageMaker allows 2 s; a model failing must not fail the endpoint).
-  // Only a server that cannot serve anything (its runtime workers keep dying) answers 503, so the platform replaces it.
+  // Only a server that cannot serve anything (its runtime workers keep dying) answers 503, so the platform replaces it;
+  // and a draining one (after SIGTERM), so balancers take it out while it still serves what they send.
   const ping = (_req: Request, res: Response): void => {
+    if (deps.isDraining()) {
+      sendJson(res, 503, JSON.stringify({ error: 'the server is shutting down: not ready, requests already sent are still served', code: 'SHUTTING_DOWN' }));
+      return;
+    }
     const reason = deps.unhealthy();
     if (reason === undefined) {
       res.status(200).end();

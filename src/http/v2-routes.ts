@@ -27,7 +27,8 @@ export { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../ser
 
 export interface V2RouteDeps extends InferRouteDeps {
   readonly context: (req: Request, res: Response) => RequestContext;
-  readonly isShuttingDown: () => boolean;
+  /** True from SIGTERM on (the drain): ready answers no while requests are still served. */
+  readonly isDraining: () => boolean;
   /** Undefined while the server can serve; else why not (runtime workers that keep dying). */
   readonly unhealthy: () => string | undefined;
 }
@@ -73,7 +74,7 @@ export function v2Routes(deps: V2RouteDeps): Router {
     else no(res, reason);
   });
   register(router, ROUTES.v2Ready, (_req, res) => {
-    const reason = deps.isShuttingDown() ? 'the server is shutting down' : deps.unhealthy();
+    const reason = deps.isDraining() ? 'the server is shutting down' : deps.unhealthy();
     if (reason === undefined) yes(res);
     else no(res, reason);
   });

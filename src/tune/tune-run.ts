@@ -196,7 +196,7 @@ export async function runTune(options: TuneOptions): Promise<TuneResult> {
   await mkdir(source, { recursive: true });
   // The user's server settings apply (workers, threads, memory budget), except where tune must own them.
   const env: NodeJS.ProcessEnv = { ...options.env };
-  for (const owned of ['MME_METRICS_PORT', 'MME_PRELOAD', 'MME_DEFAULT_MODEL', 'MME_HOST', 'SAGEMAKER_BIND_TO_PORT', 'MME_MODEL_SOURCE', 'MME_CACHE_DIR']) delete env[owned];
+  for (const owned of ['MME_METRICS_PORT', 'MME_DRAIN_SECONDS', 'MME_PRELOAD', 'MME_DEFAULT_MODEL', 'MME_HOST', 'SAGEMAKER_BIND_TO_PORT', 'MME_MODEL_SOURCE', 'MME_CACHE_DIR']) delete env[owned];
   const config = loadServerConfig({
     ...env,
     MME_HOST: '127.0.0.1',
@@ -204,6 +204,8 @@ export async function runTune(options: TuneOptions): Promise<TuneResult> {
     MME_MODEL_SOURCE: source,
     MME_CACHE_DIR: path.join(work, 'cache'),
     MME_LOG_LEVEL: env['MME_LOG_LEVEL'] ?? 'info',
+    // No balancer in front of tune's own loopback server: nothing to drain for.
+    MME_DRAIN_SECONDS: '0',
   });
   const workers = config.runtimeWorkers;
   const cores = os.availableParallelism();

@@ -15,6 +15,10 @@ import { loadServerConfig, SETTINGS } from '../../src/config/server-config.js';
 import { addSub, writeModelDir } from '../../examples/models/zoo.js';
 import { deploymentRequests, invocationRequest } from '../../examples/sagemaker/deploy-mme.js';
 import { parseYamlDocuments, type YamlValue } from '../support/mini-yaml.js';
+import { Gateway } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/Gateway';
+import { HTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/HTTPRoute';
+import { DestinationRule } from '@kubernetes-models/istio/networking.istio.io/v1/DestinationRule';
+import { EnvoyFilter } from '@kubernetes-models/istio/networking.istio.io/v1alpha3/EnvoyFilter';
 import { tempDir } from '../support/temp-dir.js';
 import { asValues, call, connect, inferRequest } from '../support/grpc-client.js';
 import { input, request, startTestServer } from '../support/test-server.js';
@@ -141,6 +145,67 @@ describe('Kubernetes and KServe manifests', () => {
     for (const p of list(obj(service.doc['spec'], 'spec')['ports'], 'service ports')) {
       assert.ok(portNames.includes(obj(p, 'port')['targetPort']), 'Service targetPort names the container port');
     }
+  });
+
+  it('model routing: Gateway API and Istio objects valid against their published schemas, hashing on the target header with a bound, toward the Service', async () => {
+    const all = await manifests();
+    // The CRDs' own OpenAPI schemas, as @kubernetes-models packages them; validate() throws on a violation.
+    const models: Record<string, new (data: never) => { validate(): void }> = {
+      'gateway.networking.k8s.io/v1 Gateway': Gateway,
+      'gateway.networking.k8s.io/v1 HTTPRoute': HTTPRoute,
+      'networking.istio.io/v1 DestinationRule': DestinationRule,
+      'networking.istio.io/v1alpha3 EnvoyFilter': EnvoyFilter,
+    };
+    const routing = all.filter((m) => /(gateway\.networking\.k8s\.io|istio\.io)\//.test(String(m.doc['apiVersion'])));
+    assert.deepEqual(routing.map((m) => m.doc['kind']).sort(), ['DestinationRule', 'EnvoyFilter', 'Gateway', 'HTTPRoute']);
+    for (const m of routing) {
+      const Model = models[`${String(m.doc['apiVersion'])} ${String(m.doc['kind'])}`];
+      assert.ok(Model, `${m.file}: no published schema known for ${String(m.doc['apiVersion'])} ${String(m.doc['kind'])}`);
+      assert.doesNotThrow(() => new Model(m.doc as never).validate(), `${m.file} ${String(m.doc['kind'])}`);
+    }
+    const byKind = (kind: string): Obj => obj(routing.find((m) => m.doc['kind'] === kind)!.doc, kind);
+    const specOf = (kind: string): Obj => obj(byKind(kind)['spec'], `${kind} spec`);
+    // The validator is live: the same DestinationRule with a header name that is not a string is refused.
+    const broken = structuredClone(byKind('DestinationRule')) as Obj;
+    obj(obj(obj(obj(broken['spec'], 'spec')['trafficPolicy'], 'tp')['loadBalancer'], 'lb')['consistentHash'], 'ch')['httpHeaderName'] = 5;
+    assert.throws(() => new DestinationRule(broken as never).validate(), /httpHeaderName must be string/);
+
+    const service = all.find((m) => m.doc['kind'] === 'Service')!;
+    const serviceName = String(obj(service.doc['metadata'], 'metadata')['name']);
+    const servicePort = obj(list(obj(service.doc['spec'], 'spec')['ports'], 'ports')[0], 'port')['port'];
+    const namespace = String(obj(byKind('DestinationRule')['metadata'], 'metadata')['namespace']);
+    const fqdn = `${serviceName}.${namespace}.svc.cluster.local`;
+    // Gateway → HTTPRoute → the Service.
+    const route = specOf('HTTPRoute');
+    assert.equal(obj(list(route['parentRefs'], 'parentRefs')[0], 'parentRef')['name'], obj(byKind('Gateway')['metadata'], 'metadata')['name']);
+    const backend = obj(list(obj(list(route['rules'], 'rules')[0], 'rule')['backendRefs'], 'backendRefs')[0], 'backendRef');
+    assert.deepEqual([backend['name'], backend['port']], [serviceName, servicePort]);
+    // The hash: on the header the server routes by, for the Service's host.
+    const dr = specOf('DestinationRule');
+    assert.equal(dr['host'], fqdn);
+    const hash = obj(obj(obj(dr['trafficPolicy'], 'trafficPolicy')['loadBalancer'], 'loadBalancer')['consistentHash'], 'consistentHash');
+    assert.equal(String(hash['httpHeaderName']).toLowerCase(), 'x-amzn-sagemaker-target-model');
+    // The bound: Envoy's hash_balance_factor on the gateway's cluster for the same Service and port.
+    const patch = obj(list(specOf('EnvoyFilter')['configPatches'], 'configPatches')[0], 'configPatch');
+    assert.equal(patch['applyTo'], 'CLUSTER');
+    const cluster = obj(obj(patch['match'], 'match')['cluster'], 'cluster');
+    assert.deepEqual([cluster['service'], cluster['portNumber']], [fqdn, servicePort]);
+    const value = obj(obj(patch['patch'], 'patch')['value'], 'value');
+    const factor = Number(obj(obj(value['common_lb_config'], 'common_lb_config')['consistent_hashing_lb_config'], 'chc')['hash_balance_factor']);
+    assert.ok(factor > 100, `hash_balance_factor ${factor}: at 100 every replica is capped at the average, and affinity is lost`);
+
+    // The pods: no sidecar (the drain is the server's), readiness on /ping fails within the drain, no preStop needed.
+    const deployment = all.find((m) => m.doc['kind'] === 'Deployment')!;
+    const template = obj(obj(deployment.doc['spec'], 'spec')['template'], 'template');
+    assert.equal(obj(obj(template['metadata'], 'metadata')['annotations'], 'annotations')['sidecar.istio.io/inject'], 'false');
+    const container = containersOf(deployment)[0]!;
+    const readiness = obj(container['readinessProbe'], 'readinessProbe');
+    assert.equal(obj(readiness['httpGet'], 'httpGet')['path'], '/ping');
+    const drainMs = loadServerConfig(envOf(container)).drainMs;
+    const notReadyWithinMs = Number(readiness['periodSeconds']) * Number(readiness['failureThreshold']) * 1000 + Number(readiness['timeoutSeconds']) * 1000;
+    assert.ok(notReadyWithinMs < drainMs, `readiness fails after ${notReadyWithinMs} ms, not within MME_DRAIN_SECONDS (${drainMs} ms)`);
+    assert.equal(obj(obj(container['livenessProbe'], 'livenessProbe')['httpGet'], 'httpGet')['path'], '/v2/health/live', 'liveness must stay 200 through the drain');
+    assert.equal(container['lifecycle'], undefined, 'no preStop: the server drains on SIGTERM itself');
   });
 
   it('KServe: the InferenceService uses the ServingRuntime, its format and protocol', async () => {

@@ -64,7 +64,8 @@ describe('serve as a process', () => {
     while (child.lines.filter((l) => l['msg'] === 'request received' && l['path'] === '/invocations').length < 2) {
       await new Promise((r) => setTimeout(r, 5));
     }
-    const exited = once(child.proc, 'exit');
+    // 'close', not 'exit': the last log lines are read from stdout before the assertions below.
+    const exited = once(child.proc, 'close');
     child.proc.kill('SIGTERM');
     const started = Date.now();
     const r = await inflight;

@@ -129,7 +129,7 @@ export async function startServe(env: Readonly<Record<string, string>>, omit: re
   const port = await freePort();
   const childEnv: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('MME_') && !k.startsWith('MALLOC_')) childEnv[k] = v;
-  Object.assign(childEnv, { MME_HOST: '127.0.0.1', SAGEMAKER_BIND_TO_PORT: String(port), MME_LOG_LEVEL: 'warn' }, env);
+  Object.assign(childEnv, { MME_HOST: '127.0.0.1', SAGEMAKER_BIND_TO_PORT: String(port), MME_LOG_LEVEL: 'warn', MME_DRAIN_SECONDS: '0' }, env);
   for (const k of omit) delete childEnv[k];
   const proc: ChildProcess = spawn(path.join(repoRoot(), 'serve'), [], { env: childEnv, stdio: ['ignore', 'ignore', 'pipe'] });
   let err = '';

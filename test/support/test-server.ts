@@ -31,6 +31,8 @@ export async function startTestServer(options: TestServerOptions): Promise<TestS
     MME_MODEL_SOURCE: options.modelSource,
     MME_CACHE_DIR: options.cacheDir,
     MME_LOG_LEVEL: 'debug',
+    // No balancer in front: close() skips the drain period unless a test asks for one.
+    MME_DRAIN_SECONDS: '0',
     ...options.env,
   });
   const logs: Record<string, unknown>[] = [];

@@ -43,7 +43,7 @@ function declared(router: { stack: Layer[] }): string[] {
 }
 
 test('the express routers declare exactly the route table (the app adds /metrics from it too)', () => {
-  const deps = { service: {} as InferenceService, bodyLimitBytes: 1, defaultAccept: 'application/json' as const, context: () => undefined as never, isShuttingDown: () => false, unhealthy: () => undefined, admission: new Admission({ maxInflightBytes: 1, maxQueued: 1 }) };
+  const deps = { service: {} as InferenceService, bodyLimitBytes: 1, defaultAccept: 'application/json' as const, context: () => undefined as never, isDraining: () => false, unhealthy: () => undefined, admission: new Admission({ maxInflightBytes: 1, maxQueued: 1 }) };
   const routes = [...declared(sagemakerRoutes(deps) as unknown as { stack: Layer[] }), ...declared(v2Routes(deps) as unknown as { stack: Layer[] }), 'GET /metrics'];
   assert.deepEqual(routes.sort(), table);
 });
