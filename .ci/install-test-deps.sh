@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# Debian packages the tests use beyond npm: HAProxy, which
-# test/integration/haproxy-recipe.test.ts (and bench/cluster.bench.ts) run in
-# front of several server instances. The test installs it itself when missing;
-# doing it here first keeps that out of the test's time.
+# Debian packages the tests use beyond npm, installed once before npm test:
+# - haproxy: test/integration/haproxy-recipe.test.ts (and bench/cluster.bench.ts)
+#   run it in front of several server instances; the test installs it itself
+#   when missing, doing it here keeps that out of the test's time.
+# - strace: test/integration/telemetry.test.ts traces the server's connections;
+#   without it that one check is skipped, saying why.
 set -euo pipefail
-if ! command -v haproxy >/dev/null 2>&1 && [ ! -x /usr/sbin/haproxy ]; then
+missing=()
+command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)
+command -v strace >/dev/null 2>&1 || missing+=(strace)
+if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""
   if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
-  $SUDO apt-get update
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y haproxy
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 /usr/sbin/haproxy -v | head -n 1
+strace -V | head -n 1
