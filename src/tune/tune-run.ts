@@ -179,8 +179,8 @@ function measureInWorker(request: WorkerRequest, progress: (line: string) => voi
         else reject(new Error(m.message));
       }
     });
-    worker.once('error', (err) => {
-      if (!settled) reject(err);
+    worker.once('error', (err: unknown) => {
+      if (!settled) reject(err instanceof Error ? err : new Error(String(err)));
     });
     worker.once('exit', (code) => {
       if (!settled) reject(new Error(`the load worker exited with code ${code}`));
