@@ -40,7 +40,7 @@ import type { Metrics } from '../observability/metrics.js';
 import { abortable } from '../store/abort.js';
 import { DEFAULT_EXTRACT_LIMITS } from '../store/extract-limits.js';
 import type { LocalModel, ModelSource } from '../store/model-source.js';
-import { normalizeTarget } from '../store/target-path.js';
+import { archiveStem, normalizeTarget } from '../store/target-path.js';
 import { checkModelName, checkTargetHeader, info, ManagedRecords, type ManagedModelInfo, type ManagedRecord } from './managed-records.js';
 import { resolveManagedUrl, type ManagedUrlLimits } from './managed-url.js';
 import type { MemoryManager, Resident } from './memory-manager.js';
@@ -148,17 +148,13 @@ export interface RegistryOptions {
 /** A registry built without `managedUrls` (unit tests): the archive limit's default. */
 const DEFAULT_MANAGED_URLS: ManagedUrlLimits = Object.freeze({ maxEntries: DEFAULT_EXTRACT_LIMITS.maxEntries });
 
-/** `team/b.tar.gz` → `team/b`: the same model addressed without its suffix. */
-function archiveStem(target: string): string {
-  return target.replace(/\.(tar\.gz|tgz)$/i, '');
-}
-
 function memoryOf(entry: Entry): ModelMemory {
   return { reservedBytes: entry.loaded?.bytes, measuredBytes: entry.loaded?.measuredBytes };
 }
 
+/** `team/b.tar.gz` → `b`: the name a package's root-level model gets when its config names none. */
 function archiveBaseName(target: string): string {
-  return path.posix.basename(target).replace(/\.(tar\.gz|tgz)$/i, '') || target;
+  return archiveStem(path.posix.basename(target));
 }
 
 export class ModelRegistry {

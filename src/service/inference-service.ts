@@ -21,7 +21,7 @@ import { latestVersion, type LoadedModel } from '../registry/loaded-model.js';
 import type { Lease, ManagedModelInfo, ModelRegistry } from '../registry/model-registry.js';
 import type { LoadedPackage } from '../registry/package-loader.js';
 import { scheduleOptionsFrom } from '../scheduler/schedule-options.js';
-import { normalizeTarget } from '../store/target-path.js';
+import { archiveStem, normalizeTarget } from '../store/target-path.js';
 import { modelStat, type ModelStatJson } from './model-statistics.js';
 import { outputLabels } from './output-labels.js';
 import type { ResponseCache } from './response-cache.js';
@@ -477,7 +477,7 @@ export class InferenceService {
     }
     for (const t of await registry.repositoryIndex()) {
       // A target may be resident under its archive name or its stem (`add_sub.tar.gz` / `add_sub`).
-      const resident = t.state === 'READY' ? (registry.peekResident('target', t.target) ?? registry.peekResident('target', t.target.replace(/\.(tar\.gz|tgz)$/i, ''))) : undefined;
+      const resident = t.state === 'READY' ? (registry.peekResident('target', t.target) ?? registry.peekResident('target', archiveStem(t.target))) : undefined;
       const version = versionOf(resident?.pkg);
       rows.push({
         name: t.target,
