@@ -443,7 +443,18 @@ export class ModelRegistry {
   }
 
   listManaged(): ManagedModelInfo[] {
-    return this.managed.list().map((m) => this.withMemory(m));
+    return [...this.managed.all()].map((r) => this.withMemory(info(r)));
+  }
+
+  /**
+   * One page of GET /models: up to `limit` models after the name `after`, by
+   * name, with their memory. Costs the page, not the list; `visited` counts
+   * the records it touched (a test's measure of that).
+   */
+  pageManaged(after: string | undefined, limit: number): { models: ManagedModelInfo[]; next: string | undefined; visited: number } {
+    const page = this.managed.page(after, limit);
+    const models = page.records.map((r) => this.withMemory(info(r)));
+    return { models, next: page.more ? models[models.length - 1]?.modelName : undefined, visited: page.visited };
   }
 
   describeManaged(modelName: string): ManagedModelInfo {

@@ -335,12 +335,8 @@ export class InferenceService {
 
   /** Sorted by name; `after` is the last name of the previous page (the cursor). */
   listModels(limit: number, after: string | undefined): { models: ManagedModelInfo[]; next: string | undefined } {
-    const all = this.options.registry.listManaged();
-    const start = after === undefined ? 0 : all.findIndex((m) => m.modelName > after);
-    const from = start < 0 ? all.length : start;
-    const page = all.slice(from, from + limit);
-    const more = from + limit < all.length;
-    return { models: page, next: more ? page[page.length - 1]?.modelName : undefined };
+    const { models, next } = this.options.registry.pageManaged(after, limit);
+    return { models, next };
   }
 
   // ------------------------------------------------------------ KServe v2
