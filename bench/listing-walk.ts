@@ -23,7 +23,7 @@ async function walkMs(count: number, base: string): Promise<number> {
   for (let i = 0; i < count; i++) {
     const dir = path.join(root, `m${i}`);
     await mkdir(dir);
-    await service.loadModel(`model-${String(i).padStart(5, '0')}`, dir, undefined);
+    await service.registerModel(`model-${String(i).padStart(5, '0')}`, dir, undefined);
   }
   const times: number[] = [];
   for (let w = 0; w < WALKS + 2; w++) {

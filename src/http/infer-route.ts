@@ -30,8 +30,9 @@ const CUSTOM_ATTRIBUTES = 'x-amzn-sagemaker-custom-attributes';
 /** Infer options of a request that names no version (shared, not made per request). */
 const LATEST = Object.freeze({});
 
+/** The name a request gave its model, for the log line and messages before the model is known. */
 export function refLabel(ref: ModelRef): string {
-  return ref.kind === 'target' ? ref.target : ref.kind === 'managed' ? ref.name : 'default';
+  return ref.kind === 'target' ? ref.target : ref.kind === 'default' ? 'default' : ref.name;
 }
 
 /** The common text type's header value, made once: a value built per answer is a new string node re-checks and flattens each time. */
@@ -111,7 +112,9 @@ export async function serveInference(
   // Parsing and writing text is main-thread work: each takes its bytes from the turn's budget (admission.ts).
   const decodeTurn = deps.admission.textTurn(exchange.decodeTextBytes);
   if (decodeTurn !== undefined) await decodeTurn;
-  const response = await deps.service.infer(ref, exchange.decode, ctx, version === undefined ? LATEST : { version });
+  // Resolved once (a target is validated here, after the body's own checks, before it is decoded).
+  const handle = deps.service.resolve(ref);
+  const response = await deps.service.infer(handle, exchange.decode, ctx, version === undefined ? LATEST : { version });
   ctx.model = response.modelName;
   ctx.modelVersion = response.modelVersion;
   const answerTurn = deps.admission.textTurn(exchange.answerTextBytes(response));

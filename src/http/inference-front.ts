@@ -91,14 +91,14 @@ export function matchInferenceRoute(path: string): InferenceRouteMatch | undefin
     const model = parts.length === 5 || (parts.length === 7 && parts[4] === 'versions') ? decodeSegment(parts[3]!) : undefined;
     if (model === undefined) return undefined;
     if (parts.length === 5) {
-      return { route: ROUTES.v2Infer.path, family: 'kserve', resolve: (_req, deps) => ({ ref: deps.service.resolveModelName(model), version: undefined }) };
+      return { route: ROUTES.v2Infer.path, family: 'kserve', resolve: () => ({ ref: { kind: 'named', name: model }, version: undefined }) };
     }
     const rawVersion = decodeSegment(parts[5]!);
     if (rawVersion === undefined) return undefined;
     return {
       route: ROUTES.v2VersionInfer.path,
       family: 'kserve',
-      resolve: (_req, deps) => ({ ref: deps.service.resolveModelName(model), version: parseVersion(rawVersion) }),
+      resolve: () => ({ ref: { kind: 'named', name: model }, version: parseVersion(rawVersion) }),
     };
   }
   return undefined;

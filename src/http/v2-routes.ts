@@ -15,7 +15,7 @@
 import express, { type Request, type Response, type Router } from 'express';
 import { ServingError } from '../errors.js';
 import { parseJsonBody } from '../protocol/v2-json-codec.js';
-import type { ModelRef } from '../service/inference-service.js';
+import type { ModelHandle, ModelRef } from '../service/inference-service.js';
 import { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../service/server-identity.js';
 import { serveInference, type InferRouteDeps } from './infer-route.js';
 import { readBody } from './read-body.js';
@@ -65,7 +65,8 @@ async function optionalJson(req: Request, limit: number, label: string): Promise
 export function v2Routes(deps: V2RouteDeps): Router {
   const router = express.Router();
   const { service } = deps;
-  const refOf = (req: Request): ModelRef => service.resolveModelName(String(req.params['model']));
+    const refOf = (req: Request): ModelRef => ({ kind: 'named', name: String(req.params['model']) });
+  const handleOf = (req: Request): ModelHandle => service.resolve(refOf(req));
 
   register(router, ROUTES.v2Live, (_req, res) => {
     const reason = deps.unhealthy();
@@ -87,7 +88,7 @@ export function v2Routes(deps: V2RouteDeps): Router {
 
   const metadata = async (req: Request, res: Response): Promise<void> => {
     const ctx = deps.context(req, res);
-    sendJson(res, 200, await service.modelMetadata(refOf(req), versionParam(req), ctx.cancel));
+    sendJson(res, 200, await service.modelMetadata(handleOf(req), versionParam(req), ctx.cancel));
   };
   register(router, ROUTES.v2Metadata, metadata);
   register(router, ROUTES.v2VersionMetadata, metadata);
@@ -95,7 +96,7 @@ export function v2Routes(deps: V2RouteDeps): Router {
   const ready = (req: Request, res: Response): void => {
     const name = String(req.params['model']);
     const version = versionParam(req);
-    if (service.modelReady(refOf(req), version)) yes(res);
+    if (service.modelReady(handleOf(req), version)) yes(res);
     else no(res, `model '${name}'${version === undefined ? '' : ` version ${version}`} is not ready (not loaded: it loads on its first inference or on POST /v2/repository/models/${name}/load)`);
   };
   register(router, ROUTES.v2ModelReady, ready);
@@ -110,7 +111,7 @@ export function v2Routes(deps: V2RouteDeps): Router {
 
   const config = async (req: Request, res: Response): Promise<void> => {
     const ctx = deps.context(req, res);
-    sendJson(res, 200, await service.modelConfig(refOf(req), versionParam(req), ctx.cancel));
+    sendJson(res, 200, await service.modelConfig(handleOf(req), versionParam(req), ctx.cancel));
   };
   register(router, ROUTES.v2Config, config);
   register(router, ROUTES.v2VersionConfig, config);
@@ -151,7 +152,7 @@ export function v2Routes(deps: V2RouteDeps): Router {
     }
     const ctx = deps.context(req, res);
     ctx.log.info({ model: name }, 'load requested (v2 repository)');
-    await service.loadByName(refOf(req), ctx.cancel);
+    await service.load(handleOf(req), ctx.cancel);
     yes(res);
   });
 
@@ -160,7 +161,7 @@ export function v2Routes(deps: V2RouteDeps): Router {
     await optionalJson(req, deps.bodyLimitBytes, name); // unload_dependents is always true here: a package's step models go with it
     const ctx = deps.context(req, res);
     ctx.log.info({ model: name }, 'unload requested (v2 repository)');
-    await service.unloadByName(refOf(req));
+    await service.unload(handleOf(req));
     yes(res);
   });
 

@@ -8,7 +8,7 @@
  */
 import { ServingError } from '../errors.js';
 import { NON_PRINTABLE } from '../store/target-path.js';
-import type { EntryState } from './model-registry.js';
+import type { EntryState } from './lifecycle.js';
 import { SortedNames } from './sorted-names.js';
 
 export interface ManagedModelInfo {
