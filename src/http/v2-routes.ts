@@ -6,8 +6,9 @@
  * (JSON, binary tensors, the other content types), config, and the model
  * repository extension (index, load, unload).
  *
- * Name resolution (InferenceService.resolveModelName): `{m}` is the
- * SageMaker-managed model of that name when one is resident, else a target
+ * Name resolution (a `named` reference, resolved once into a handle by the
+ * registry): `{m}` is the SageMaker-managed model of that name when SageMaker
+ * loaded one (resident or paged out), else a target
  * of MME_MODEL_SOURCE (`tiny`, `add_sub.tar.gz`, `team%2Fb.tar.gz`), loaded
  * on first use exactly like X-Amzn-SageMaker-Target-Model. Readiness never
  * loads anything; metadata, config, infer and load do.

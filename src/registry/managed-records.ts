@@ -4,7 +4,8 @@
  * model's directory, target header and versions. A record outlives page-outs
  * of its sessions (the LRU may release them; the next invoke loads them
  * again from the directory), and goes only with DELETE /models/{name}. The
- * sessions themselves are entries of the registry (registry/model-registry.ts).
+ * sessions themselves are entries of the lifecycle core (registry/lifecycle.ts),
+ * made by registry/managed-models.ts.
  */
 import { ServingError } from '../errors.js';
 import { NON_PRINTABLE } from '../store/target-path.js';
