@@ -140,7 +140,7 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
     ModelStreamInfer: (call: ServerDuplexStream<ModelInferRequestMessage, unknown>) => streamInfer(deps, call, infer, finish),
     ModelStatistics: unary('ModelStatistics', async (r: { name: string; version: string }) => ({
       // The statistics extension's JSON has the message's field names (one source for HTTP and gRPC).
-      model_stats: service.modelStatistics(r.name === '' ? undefined : r.name, versionOf(r.version)).model_stats,
+      model_stats: service.modelStatistics(r.name === '' ? undefined : handleOf(r.name), versionOf(r.version)).model_stats,
     })),
     RepositoryIndex: unary('RepositoryIndex', async (r: { repository_name: string; ready: boolean }) => {
       if (r.repository_name !== '') throw new ServingError('INVALID_REQUEST', `onnx-mme has one model repository (MME_MODEL_SOURCE): repository_name must be empty, got '${r.repository_name.slice(0, 100)}'`);

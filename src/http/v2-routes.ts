@@ -83,7 +83,7 @@ export function v2Routes(deps: V2RouteDeps): Router {
 
   // Before /v2/models/:model, which would take `stats` for a model name.
   register(router, ROUTES.v2AllStats, (_req, res) => sendJson(res, 200, service.modelStatistics(undefined, undefined)));
-  const stats = (req: Request, res: Response): void => sendJson(res, 200, service.modelStatistics(String(req.params['model']), versionParam(req)));
+  const stats = (req: Request, res: Response): void => sendJson(res, 200, service.modelStatistics(handleOf(req), versionParam(req)));
   register(router, ROUTES.v2Stats, stats);
   register(router, ROUTES.v2VersionStats, stats);
 

@@ -362,10 +362,10 @@ export class InferenceService {
 
   /**
    * Triton's statistics extension: every version of the entry model of each
-   * loaded target (`name` undefined), or of the one named (and version).
+   * loaded target (`handle` undefined), or of the one named (and version).
    * Never loads anything: a model that is not in memory is MODEL_NOT_FOUND.
    */
-  modelStatistics(name: string | undefined, version: number | undefined): { model_stats: ModelStatJson[] } {
+  modelStatistics(handle: ModelHandle | undefined, version: number | undefined): { model_stats: ModelStatJson[] } {
     const nowHr = process.hrtime.bigint();
     const nowMs = Date.now();
     const entryStats = (label: string, t: { readonly entryModel: string | undefined; models(): Iterable<ModelMetrics> }): ModelStatJson[] =>
@@ -373,10 +373,11 @@ export class InferenceService {
         .filter((c) => c.model === t.entryModel && (version === undefined || c.version === String(version)))
         .sort((a, b) => Number(a.version) - Number(b.version))
         .map((c) => modelStat(label, c, nowHr, nowMs));
-    if (name === undefined) {
+    if (handle === undefined) {
       return { model_stats: [...this.options.metrics.targets()].flatMap((t) => entryStats(t.target, t)) };
     }
-    const pkg = this.resolve({ kind: 'named', name }).resident()?.pkg;
+    const name = handle.label;
+    const pkg = handle.resident()?.pkg;
     if (pkg?.metrics === undefined) {
       throw new ServingError('MODEL_NOT_FOUND', `model '${name}' is not loaded: statistics are kept for loaded models only`, { model: name });
     }
