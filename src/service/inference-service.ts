@@ -1,8 +1,10 @@
 /**
  * @module service/inference-service
- * The transport-free use cases: run an inference on a model reference, and
- * the SageMaker MME management calls. HTTP adapters parse, call this, and
- * format; nothing here knows about express. Every inference goes the same way:
+ * The transport-free use cases: run an inference on a model handle (what the
+ * edge resolved the request's model reference into, once; the service never
+ * asks which kind of model it holds), and the SageMaker MME management calls.
+ * HTTP and gRPC adapters parse, call this, and format; nothing here knows
+ * about express. Every inference goes the same way:
  * lease the package → validate against the entry model → answer from the
  * response cache when the model enables it, else run the plan (one step for
  * a single model) → release the lease.
