@@ -27,8 +27,8 @@ export type DefaultChoice =
   | { readonly kind: 'target'; readonly target: string }
   /** The local source root as one package. */
   | { readonly kind: 'repository'; readonly dir: string; readonly label: string; readonly preferredEntry: string | undefined }
-  /** No default model: what a request without a target is answered. */
-  | { readonly kind: 'none'; readonly error: ServingError };
+  /** No default model: what a request without a target is answered; `again` when the root was not there (a volume mounted later): decided anew next time. */
+  | { readonly kind: 'none'; readonly error: ServingError; readonly again?: boolean };
 
 export interface DefaultModelOptions {
   readonly source: ModelSource;
@@ -45,8 +45,9 @@ const HEADER = 'X-Amzn-SageMaker-Target-Model';
 export async function chooseDefaultModel(options: DefaultModelOptions): Promise<DefaultChoice> {
   const { source, defaultRoot, defaultModel } = options;
   const where = source.publicDescription ?? source.description;
-  const missing = (why: string): DefaultChoice => ({
+  const missing = (why: string, again = false): DefaultChoice => ({
     kind: 'none',
+    again,
     error: new ServingError('MODEL_NOT_FOUND', `no target model: the ${HEADER} header is missing and ${where} has no default model (${why}); send the header naming a model of the source, or set MME_DEFAULT_MODEL`),
   });
   const notFound = (): DefaultChoice => ({
@@ -68,7 +69,8 @@ export async function chooseDefaultModel(options: DefaultModelOptions): Promise<
   } catch (err) {
     // No model in it, or not a directory; anything else (the root unreadable) is the request's error, decided again next time.
     if (!(err instanceof ServingError) || (err.code !== 'INVALID_MODEL' && err.code !== 'MODEL_NOT_FOUND')) throw err;
-    return defaultModel === undefined ? missing('it is not a model repository') : notFound();
+    // MODEL_NOT_FOUND: the root is not a directory (yet).
+    return defaultModel === undefined ? missing(err.code === 'MODEL_NOT_FOUND' ? 'its root is not a directory' : 'it is not a model repository', err.code === 'MODEL_NOT_FOUND') : notFound();
   }
   const names = layout.models.map((m) => m.name);
   if (defaultModel !== undefined) return names.includes(defaultModel) ? { kind: 'repository', dir: defaultRoot, label, preferredEntry: defaultModel } : notFound();
@@ -111,7 +113,10 @@ export class DefaultModel {
   /** The choice, made on the first call (the server makes it at start-up) and kept. */
   choice(): Promise<DefaultChoice> {
     this.choosing ??= chooseDefaultModel(this.options).then(
-      (c) => (this.chosen = c),
+      (c) => {
+        if (c.kind === 'none' && c.again === true) this.choosing = undefined;
+        return (this.chosen = c);
+      },
       (err: unknown) => {
         // An unexpected failure (the root unreadable): decided again on the next request.
         this.choosing = undefined;

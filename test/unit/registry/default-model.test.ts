@@ -57,6 +57,14 @@ describe('chooseDefaultModel', () => {
       assert.match(m[1]!, why);
       assert.equal(choice.error.message.includes(root), false, 'never the host path');
     }
+    // A root that is not there yet (a volume mounted later) is decided anew on the next request.
+    const later = path.join(await tempDir(t), 'mounted-later');
+    const fixture = registryFixture({ targets: [], registry: { defaultRoot: later } });
+    await assert.rejects(fixture.registry.resolve({ kind: 'default' }).acquire(), isServingError('MODEL_NOT_FOUND', /header is missing .*\(its root is not a directory\)/));
+    await mkdir(path.join(later, 'only', '1'), { recursive: true });
+    await writeFile(path.join(later, 'only', 'config.pbtxt'), 'name: "only"\n');
+    (await fixture.registry.resolve({ kind: 'default' }).acquire()).release();
+    assert.equal(fixture.loader.calls[0]!.request.dir, later);
     const remote = await chooseDefaultModel({ source: new FakeSource(['a']), defaultRoot: undefined, defaultModel: undefined });
     assert.equal(remote.kind, 'none');
     if (remote.kind === 'none') assert.match(remote.error.message, MISSING);
