@@ -283,6 +283,15 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
     logger.warn("MME_ORT_TELEMETRY=true: onnxruntime's telemetry is on; it stores events under $HOME/.cache/Microsoft and uploads them to Microsoft");
   }
 
+  // Which model answers requests without a target is decided once, here (registry/default-model.ts).
+  registry.chooseDefault().then(
+    (choice) =>
+      logger.info(
+        { defaultModel: choice.kind === 'target' ? choice.target : choice.kind === 'repository' ? choice.label : undefined, kind: choice.kind },
+        choice.kind === 'none' ? 'no default model: requests without a target model are answered 404' : 'default model chosen',
+      ),
+    (err: unknown) => logger.warn({ err: (err as Error).message }, 'could not choose the default model at start-up; the first request without a target tries again'),
+  );
   const preloading = preload(config.preload, registry, logger);
 
   let stopping: Promise<void> | undefined;
@@ -388,7 +397,7 @@ function preload(targets: readonly string[], registry: ModelRegistry, logger: Lo
     for (let target = queue.shift(); target !== undefined && !controller.signal.aborted; target = queue.shift()) {
       const started = performance.now();
       try {
-        const lease = await registry.acquireTarget(target, cancellationOf(controller.signal));
+        const lease = await registry.resolve({ kind: 'target', target }).acquire(cancellationOf(controller.signal));
         lease.release();
         logger.info({ model: target, durationMs: Math.round(performance.now() - started) }, 'preloaded model');
       } catch (err) {

@@ -16,6 +16,7 @@ import path from 'node:path';
 import * as tar from 'tar';
 import { EXIT_FAILED, EXIT_OK, formatBytes, parseCommandLine, stringOption, UsageError, write, type CliCommand, type CliIo } from './cli-support.js';
 import { formatReport, validatePackage } from './validate.js';
+import { isArchiveName } from '../store/target-path.js';
 
 /** Fixed entry mtime: the same tree always packs to the same bytes. */
 const PACK_MTIME = new Date('2024-01-01T00:00:00Z');
@@ -97,7 +98,7 @@ Exit status: 0 written, 1 validation failed, 2 bad command line.`,
     const info = await stat(input).catch(() => undefined);
     if (!info?.isDirectory()) throw new UsageError(`${parsed.positionals[0]}: not a directory (pack takes a model directory; validate checks an existing .tar.gz)`);
     const output = path.resolve(stringOption(parsed, 'output') ?? `${path.basename(input)}.tar.gz`);
-    if (!/\.(tar\.gz|tgz)$/i.test(output)) throw new UsageError(`${output}: the output must end in .tar.gz or .tgz (the server looks for those names)`);
+    if (!isArchiveName(path.basename(output))) throw new UsageError(`${output}: the output must end in .tar.gz or .tgz (the server looks for those names)`);
     if (output.startsWith(`${input}${path.sep}`)) throw new UsageError(`${output}: the output must not be inside the directory being packed`);
 
     const report = await validatePackage(input, io.env);

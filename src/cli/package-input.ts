@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { ExtractLimits } from '../store/extract-limits.js';
 import { extractArchive } from '../store/extract-archive.js';
+import { archiveStem } from '../store/target-path.js';
 import { UsageError } from './cli-support.js';
 
 export interface PackageInput {
@@ -27,10 +28,9 @@ export interface PackageInput {
   cleanup(): Promise<void>;
 }
 
-const ARCHIVE = /\.(tar\.gz|tgz)$/i;
 
 export function archiveBaseName(file: string): string {
-  return path.basename(file).replace(ARCHIVE, '') || path.basename(file);
+  return archiveStem(path.basename(file));
 }
 
 /**

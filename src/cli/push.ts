@@ -13,6 +13,7 @@ import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { createS3Client } from '../store/s3-client.js';
+import { isArchiveName } from '../store/target-path.js';
 import { Upload } from '@aws-sdk/lib-storage';
 import { isS3Uri, parseS3Uri, s3ObjectUri } from '../config/s3-uri.js';
 import type { ServerConfig } from '../config/server-config.js';
@@ -24,7 +25,6 @@ const MIB = 1024 * 1024;
 /** S3's smallest part (all but the last) and most parts per upload. */
 const MIN_PART_MIB = 5;
 const MAX_PARTS = 10_000;
-const ARCHIVE = /\.(tar\.gz|tgz)$/i;
 
 /** The client the server builds for these settings (store/s3-client: one rule for both). */
 export function s3ClientFor(settings: Pick<ServerConfig, 'awsRegion' | 's3Endpoint'>): S3Client {
@@ -50,7 +50,7 @@ export function pushDestination(uri: string, file: string): PushDestination {
     }
   })();
   const name = toPrefix ? path.basename(file) : rest.slice(slash + 1);
-  if (!ARCHIVE.test(name)) {
+  if (!isArchiveName(name)) {
     throw new UsageError(`object name '${name}' must end in .tar.gz or .tgz: the server resolves a target to <prefix><target>, <prefix><target>.tar.gz or .tgz`);
   }
   return { bucket: location.bucket, key: location.prefix + name };

@@ -13,7 +13,7 @@ import { CancelSource } from '../cancellation.js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { InferenceService, InferOptions, ModelRef } from '../service/inference-service.js';
+import type { InferenceService, InferOptions, ModelHandle } from '../service/inference-service.js';
 import { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../service/server-identity.js';
 import { decodeModelInferRequest, encodeModelInferResponse, type ModelInferRequestMessage, type ModelInferResponseMessage } from './infer-codec.js';
 import { grpcErrorReply, statusName } from './status-codes.js';
@@ -117,13 +117,13 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
     };
   };
 
-  const refOf = (name: string): ModelRef => service.resolveModelName(name);
+  const handleOf = (name: string): ModelHandle => service.resolve({ kind: 'named', name });
 
   const infer = async (request: ModelInferRequestMessage, ctx: CallContext): Promise<ModelInferResponseMessage> => {
     refusedWhileDraining(deps);
     const name = modelName(request.model_name, 'model_name');
     const version = versionOf(request.model_version);
-    const response = await service.infer(refOf(name), (label) => decodeModelInferRequest(request, label), { cancel: ctx.cancel, log: ctx.log }, version === undefined ? LATEST : { version });
+    const response = await service.infer(handleOf(name), (label) => decodeModelInferRequest(request, label), { cancel: ctx.cancel, log: ctx.log }, version === undefined ? LATEST : { version });
     return encodeModelInferResponse(response);
   };
 
@@ -136,14 +136,14 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
     ServerReady: unary('ServerReady', () => ({ ready: !deps.isDraining() })),
     ServerMetadata: unary('ServerMetadata', () => ({ name: SERVER_NAME, version: SERVER_VERSION, extensions: GRPC_EXTENSIONS })),
     // Readiness never loads anything (as GET /v2/models/{m}/ready).
-    ModelReady: unary('ModelReady', (r: { name: string; version: string }) => ({ ready: service.modelReady(refOf(modelName(r.name, 'name')), versionOf(r.version)) })),
-    ModelMetadata: unary('ModelMetadata', async (r: { name: string; version: string }, ctx) => service.modelMetadata(refOf(modelName(r.name, 'name')), versionOf(r.version), ctx.cancel)),
-    ModelConfig: unary('ModelConfig', async (r: { name: string; version: string }, ctx) => ({ config: await service.modelConfig(refOf(modelName(r.name, 'name')), versionOf(r.version), ctx.cancel) })),
+    ModelReady: unary('ModelReady', (r: { name: string; version: string }) => ({ ready: service.modelReady(handleOf(modelName(r.name, 'name')), versionOf(r.version)) })),
+    ModelMetadata: unary('ModelMetadata', async (r: { name: string; version: string }, ctx) => service.modelMetadata(handleOf(modelName(r.name, 'name')), versionOf(r.version), ctx.cancel)),
+    ModelConfig: unary('ModelConfig', async (r: { name: string; version: string }, ctx) => ({ config: await service.modelConfig(handleOf(modelName(r.name, 'name')), versionOf(r.version), ctx.cancel) })),
     ModelInfer: unary('ModelInfer', infer),
     ModelStreamInfer: (call: ServerDuplexStream<ModelInferRequestMessage, unknown>) => streamInfer(deps, call, infer, finish),
     ModelStatistics: unary('ModelStatistics', async (r: { name: string; version: string }) => ({
       // The statistics extension's JSON has the message's field names (one source for HTTP and gRPC).
-      model_stats: service.modelStatistics(r.name === '' ? undefined : r.name, versionOf(r.version)).model_stats,
+      model_stats: service.modelStatistics(r.name === '' ? undefined : handleOf(r.name), versionOf(r.version)).model_stats,
     })),
     RepositoryIndex: unary('RepositoryIndex', async (r: { repository_name: string; ready: boolean }) => {
       if (r.repository_name !== '') throw new ServingError('INVALID_REQUEST', `onnx-mme has one model repository (MME_MODEL_SOURCE): repository_name must be empty, got '${r.repository_name.slice(0, 100)}'`);
@@ -160,7 +160,7 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
       }
       if (keys.length > 0) ctx.log.warn({ model: name, parameters: keys }, 'load parameters ignored: none of them changes how a model loads here');
       ctx.log.info({ model: name }, 'load requested (gRPC repository)');
-      await service.loadByName(refOf(name), ctx.cancel);
+      await service.load(handleOf(name), ctx.cancel);
       return {};
     }),
     RepositoryModelUnload: unary('RepositoryModelUnload', async (r: { repository_name: string; model_name: string; parameters: Record<string, unknown> }, ctx) => {
@@ -169,7 +169,7 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
       const ignored = Object.keys(r.parameters ?? {}).filter((k) => k !== 'unload_dependents');
       if (ignored.length > 0) ctx.log.warn({ model: name, parameters: ignored }, 'unload parameters ignored');
       ctx.log.info({ model: name }, 'unload requested (gRPC repository)');
-      await service.unloadByName(refOf(name));
+      await service.unload(handleOf(name));
       return {};
     }),
     SystemSharedMemoryStatus: unary('SystemSharedMemoryStatus', unsupported('system shared memory')),

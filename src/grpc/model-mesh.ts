@@ -96,7 +96,7 @@ export function modelMeshImplementation(options: ModelMeshOptions): UntypedServi
     const attempt = (async () => {
       const dir = await packageDir(r.modelPath, id);
       try {
-        await service.loadModel(id, dir, undefined);
+        await service.registerModel(id, dir, undefined);
       } catch (err) {
         // model-mesh retries: the same id from the same place is already what it asks for.
         if (!(err instanceof ServingError && err.code === 'MODEL_ALREADY_LOADED' && service.describeModel(id).modelUrl === dir)) throw err;
@@ -115,7 +115,7 @@ export function modelMeshImplementation(options: ModelMeshOptions): UntypedServi
   const unload = async (id: string): Promise<void> => {
     await loading.get(id)?.catch(() => undefined);
     try {
-      await service.unloadModel(id, undefined);
+      await service.unload(service.resolve({ kind: 'managed', name: id, targetHeader: undefined }));
       logger.info({ model: id }, 'model-mesh unload');
     } catch (err) {
       if (!(err instanceof ServingError && err.code === 'MODEL_NOT_FOUND')) throw err;

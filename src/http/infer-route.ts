@@ -11,7 +11,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { DefaultAccept } from '../config/server-config.js';
-import type { InferContext, InferenceService, ModelRef } from '../service/inference-service.js';
+import type { InferContext, InferenceService, ModelHandle, ModelRef } from '../service/inference-service.js';
 import { announcedHeaderLength, prepareExchange, responseTypeFor, type HttpAnswer, type RouteFamily } from './infer-exchange.js';
 import type { Admission, ByteTicket, RequestTicket } from './admission.js';
 import { answerCoding, decodeBody, encodeBody, MIN_COMPRESS_BYTES, requestCodings, type Coding } from './content-encoding.js';
@@ -30,8 +30,9 @@ const CUSTOM_ATTRIBUTES = 'x-amzn-sagemaker-custom-attributes';
 /** Infer options of a request that names no version (shared, not made per request). */
 const LATEST = Object.freeze({});
 
+/** The name a request gave its model, for the log line and messages before the model is known. */
 export function refLabel(ref: ModelRef): string {
-  return ref.kind === 'target' ? ref.target : ref.kind === 'managed' ? ref.name : 'default';
+  return ref.kind === 'target' ? ref.target : ref.kind === 'default' ? 'default' : ref.name;
 }
 
 /** The common text type's header value, made once: a value built per answer is a new string node re-checks and flattens each time. */
@@ -97,6 +98,8 @@ export async function serveInference(
   version?: number,
   /** Its place in the front's counts (http/admission.ts): it stops counting as on its way once it joins the model's queue. */
   admitted?: RequestTicket,
+  /** The model, when the front resolved `ref` already (it counts the request against the model's queue). */
+  handle?: ModelHandle,
 ): Promise<void> {
   const label = refLabel(ref);
   ctx.target = label;
@@ -113,8 +116,10 @@ export async function serveInference(
   // Parsing and writing text is main-thread work: each takes its bytes from the turn's budget (admission.ts).
   const decodeTurn = deps.admission.textTurn(exchange.decodeTextBytes);
   if (decodeTurn !== undefined) await decodeTurn;
+  // Resolved once (a target is validated here, after the body's own checks, before it is decoded), unless the front already did.
+  const model = handle ?? deps.service.resolve(ref);
   const inferCtx: InferContext = admitted === undefined ? ctx : { cancel: ctx.cancel, get log() { return ctx.log; }, reachedModel: admitted.arrived };
-  const response = await deps.service.infer(ref, exchange.decode, inferCtx, version === undefined ? LATEST : { version });
+  const response = await deps.service.infer(model, exchange.decode, inferCtx, version === undefined ? LATEST : { version });
   ctx.model = response.modelName;
   ctx.modelVersion = response.modelVersion;
   const answerTurn = deps.admission.textTurn(exchange.answerTextBytes(response));

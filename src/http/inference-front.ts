@@ -19,7 +19,7 @@
  * and the error answer, so a request cannot tell which path served it.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { ModelRef } from '../service/inference-service.js';
+import type { ModelHandle, ModelRef } from '../service/inference-service.js';
 import { refLabel, serveInference, type InferRouteDeps } from './infer-route.js';
 import { invocationRef } from './invocation-target.js';
 import { canonicalModelPath } from './model-path.js';
@@ -92,14 +92,14 @@ export function matchInferenceRoute(path: string): InferenceRouteMatch | undefin
     const model = parts.length === 5 || (parts.length === 7 && parts[4] === 'versions') ? decodeSegment(parts[3]!) : undefined;
     if (model === undefined) return undefined;
     if (parts.length === 5) {
-      return { route: ROUTES.v2Infer.path, family: 'kserve', resolve: (_req, deps) => ({ ref: deps.service.resolveModelName(model), version: undefined }) };
+      return { route: ROUTES.v2Infer.path, family: 'kserve', resolve: () => ({ ref: { kind: 'named', name: model }, version: undefined }) };
     }
     const rawVersion = decodeSegment(parts[5]!);
     if (rawVersion === undefined) return undefined;
     return {
       route: ROUTES.v2VersionInfer.path,
       family: 'kserve',
-      resolve: (_req, deps) => ({ ref: deps.service.resolveModelName(model), version: parseVersion(rawVersion) }),
+      resolve: () => ({ ref: { kind: 'named', name: model }, version: parseVersion(rawVersion) }),
     };
   }
   return undefined;
@@ -147,10 +147,17 @@ export function createInferenceFront(deps: InferenceFrontDeps, fallback: (req: I
     }
     // The refusal's log line names the target as serveInference does.
     envelope.ctx.target = refLabel(resolved.ref);
+    let handle: ModelHandle | undefined;
+    try {
+      handle = deps.service.resolve(resolved.ref);
+    } catch {
+      // A reference that does not resolve (INVALID_TARGET) is refused after the body's own checks, where it always was.
+      handle = undefined;
+    }
     let admitted: RequestTicket;
     try {
       // Over MME_MAX_INFLIGHT_REQUESTS or the model's queue: answered now, in this call, before any turn or body (admission.ts).
-      admitted = deps.admission.admit(deps.service.queueOf(resolved.ref));
+      admitted = deps.admission.admit(deps.service.queueOf(handle, envelope.ctx.target));
     } catch (err) {
       refuseUnread(req, res, envelope, err);
       return;
@@ -159,7 +166,7 @@ export function createInferenceFront(deps: InferenceFrontDeps, fallback: (req: I
     const start = (): void => {
       // A client that gave up while waiting for its turn costs nothing more.
       if (req.destroyed) return;
-      serveInference(deps, req, res, envelope.ctx, resolved.ref, match.family, resolved.version, admitted).catch((err: unknown) => sendError(req, res, envelope, err));
+      serveInference(deps, req, res, envelope.ctx, resolved.ref, match.family, resolved.version, admitted, handle).catch((err: unknown) => sendError(req, res, envelope, err));
     };
     try {
       deps.admission.schedule(start);

@@ -7,9 +7,7 @@
 import express, { type Request, type Response, type Router } from 'express';
 import { ServingError } from '../errors.js';
 import { parseJsonBody } from '../protocol/v2-json-codec.js';
-import { checkModelName, checkTargetHeader } from '../registry/managed-records.js';
-import type { ManagedModelInfo } from '../registry/model-registry.js';
-import type { ModelRef } from '../service/inference-service.js';
+import { checkModelName, checkTargetHeader, type ManagedModelInfo, type ModelRef } from '../service/inference-service.js';
 import { serveInference, type InferRouteDeps } from './infer-route.js';
 import { invocationRef } from './invocation-target.js';
 import { readBody } from './read-body.js';
@@ -124,7 +122,7 @@ export function sagemakerRoutes(deps: RouteDeps): Router {
     const ctx = deps.context(req, res);
     const targetHeader = checkTargetHeader(name, header(req, TARGET_HEADER));
     ctx.log.info({ model: name, url: url.slice(0, 4096), targetModel: targetHeader }, 'load requested');
-    const info = await service.loadModel(name, url, targetHeader);
+    const info = await service.registerModel(name, url, targetHeader);
     sendJson(res, 200, JSON.stringify({ status: `Model "${name}" loaded`, ...describe(info) }));
   });
 
@@ -136,7 +134,7 @@ export function sagemakerRoutes(deps: RouteDeps): Router {
     const name = String(req.params['name']);
     const ctx = deps.context(req, res);
     ctx.log.info({ model: name, targetModel: header(req, TARGET_HEADER) }, 'unload requested');
-    await service.unloadModel(name, header(req, TARGET_HEADER));
+    await service.unload(service.resolve({ kind: 'managed', name, targetHeader: header(req, TARGET_HEADER) }));
     sendJson(res, 200, JSON.stringify({ status: `Model "${name}" unloaded` }));
   });
 

@@ -6,8 +6,9 @@
  * (JSON, binary tensors, the other content types), config, and the model
  * repository extension (index, load, unload).
  *
- * Name resolution (InferenceService.resolveModelName): `{m}` is the
- * SageMaker-managed model of that name when one is resident, else a target
+ * Name resolution (a `named` reference, resolved once into a handle by the
+ * registry): `{m}` is the SageMaker-managed model of that name when SageMaker
+ * loaded one (resident or paged out), else a target
  * of MME_MODEL_SOURCE (`tiny`, `add_sub.tar.gz`, `team%2Fb.tar.gz`), loaded
  * on first use exactly like X-Amzn-SageMaker-Target-Model. Readiness never
  * loads anything; metadata, config, infer and load do.
@@ -15,7 +16,7 @@
 import express, { type Request, type Response, type Router } from 'express';
 import { ServingError } from '../errors.js';
 import { parseJsonBody } from '../protocol/v2-json-codec.js';
-import type { ModelRef } from '../service/inference-service.js';
+import type { ModelHandle, ModelRef } from '../service/inference-service.js';
 import { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../service/server-identity.js';
 import { serveInference, type InferRouteDeps } from './infer-route.js';
 import { readBody } from './read-body.js';
@@ -66,7 +67,8 @@ async function optionalJson(req: Request, limit: number, label: string): Promise
 export function v2Routes(deps: V2RouteDeps): Router {
   const router = express.Router();
   const { service } = deps;
-  const refOf = (req: Request): ModelRef => service.resolveModelName(String(req.params['model']));
+    const refOf = (req: Request): ModelRef => ({ kind: 'named', name: String(req.params['model']) });
+  const handleOf = (req: Request): ModelHandle => service.resolve(refOf(req));
 
   register(router, ROUTES.v2Live, (_req, res) => {
     const reason = deps.unhealthy();
@@ -82,13 +84,13 @@ export function v2Routes(deps: V2RouteDeps): Router {
 
   // Before /v2/models/:model, which would take `stats` for a model name.
   register(router, ROUTES.v2AllStats, (_req, res) => sendJson(res, 200, service.modelStatistics(undefined, undefined)));
-  const stats = (req: Request, res: Response): void => sendJson(res, 200, service.modelStatistics(String(req.params['model']), versionParam(req)));
+  const stats = (req: Request, res: Response): void => sendJson(res, 200, service.modelStatistics(handleOf(req), versionParam(req)));
   register(router, ROUTES.v2Stats, stats);
   register(router, ROUTES.v2VersionStats, stats);
 
   const metadata = async (req: Request, res: Response): Promise<void> => {
     const ctx = deps.context(req, res);
-    sendJson(res, 200, await service.modelMetadata(refOf(req), versionParam(req), ctx.cancel));
+    sendJson(res, 200, await service.modelMetadata(handleOf(req), versionParam(req), ctx.cancel));
   };
   register(router, ROUTES.v2Metadata, metadata);
   register(router, ROUTES.v2VersionMetadata, metadata);
@@ -96,7 +98,7 @@ export function v2Routes(deps: V2RouteDeps): Router {
   const ready = (req: Request, res: Response): void => {
     const name = String(req.params['model']);
     const version = versionParam(req);
-    if (service.modelReady(refOf(req), version)) yes(res);
+    if (service.modelReady(handleOf(req), version)) yes(res);
     else no(res, `model '${name}'${version === undefined ? '' : ` version ${version}`} is not ready (not loaded: it loads on its first inference or on POST /v2/repository/models/${name}/load)`);
   };
   register(router, ROUTES.v2ModelReady, ready);
@@ -111,7 +113,7 @@ export function v2Routes(deps: V2RouteDeps): Router {
 
   const config = async (req: Request, res: Response): Promise<void> => {
     const ctx = deps.context(req, res);
-    sendJson(res, 200, await service.modelConfig(refOf(req), versionParam(req), ctx.cancel));
+    sendJson(res, 200, await service.modelConfig(handleOf(req), versionParam(req), ctx.cancel));
   };
   register(router, ROUTES.v2Config, config);
   register(router, ROUTES.v2VersionConfig, config);
@@ -152,7 +154,7 @@ export function v2Routes(deps: V2RouteDeps): Router {
     }
     const ctx = deps.context(req, res);
     ctx.log.info({ model: name }, 'load requested (v2 repository)');
-    await service.loadByName(refOf(req), ctx.cancel);
+    await service.load(handleOf(req), ctx.cancel);
     yes(res);
   });
 
@@ -161,7 +163,7 @@ export function v2Routes(deps: V2RouteDeps): Router {
     await optionalJson(req, deps.bodyLimitBytes, name); // unload_dependents is always true here: a package's step models go with it
     const ctx = deps.context(req, res);
     ctx.log.info({ model: name }, 'unload requested (v2 repository)');
-    await service.unloadByName(refOf(req));
+    await service.unload(handleOf(req));
     yes(res);
   });
 

@@ -4,11 +4,13 @@
  * model's directory, target header and versions. A record outlives page-outs
  * of its sessions (the LRU may release them; the next invoke loads them
  * again from the directory), and goes only with DELETE /models/{name}. The
- * sessions themselves are entries of the registry (registry/model-registry.ts).
+ * sessions themselves are entries of the lifecycle core (registry/lifecycle.ts),
+ * made by registry/managed-models.ts.
  */
 import { ServingError } from '../errors.js';
 import { NON_PRINTABLE } from '../store/target-path.js';
-import type { EntryState } from './model-registry.js';
+import type { EntryState } from './lifecycle.js';
+import { SortedNames } from './sorted-names.js';
 
 export interface ManagedModelInfo {
   readonly modelName: string;
@@ -97,8 +99,17 @@ export function checkTargetHeader(modelName: string, header: string | undefined)
   return header;
 }
 
+/** One page of GET /models: the records after the cursor, and the work it took (registry/sorted-names.ts). */
+export interface RecordPage {
+  readonly records: readonly ManagedRecord[];
+  readonly more: boolean;
+  readonly visited: number;
+}
+
 export class ManagedRecords {
   private readonly records = new Map<string, ManagedRecord>();
+  /** Their names in order, kept as they come and go: a page costs the page (GET /models), not the list. */
+  private readonly order = new SortedNames();
 
   has(modelName: string): boolean {
     return this.records.has(modelName);
@@ -106,14 +117,17 @@ export class ManagedRecords {
 
   add(record: ManagedRecord): void {
     this.records.set(record.modelName, record);
+    this.order.add(record.modelName);
   }
 
   delete(modelName: string): void {
     this.records.delete(modelName);
+    this.order.delete(modelName);
   }
 
   clear(): void {
     this.records.clear();
+    this.order.clear();
   }
 
   /** The record, checked against the request's target header; MODEL_NOT_FOUND or TARGET_MISMATCH otherwise. */
@@ -134,9 +148,15 @@ export class ManagedRecords {
     return this.records.get(modelName)?.versions;
   }
 
-  /** Every record as SageMaker lists them, by name. */
-  list(): ManagedModelInfo[] {
-    return [...this.records.values()].map(info).sort((a, b) => (a.modelName < b.modelName ? -1 : a.modelName > b.modelName ? 1 : 0));
+  /** Up to `limit` records after the name `after` (the previous page's last), by name. */
+  page(after: string | undefined, limit: number): RecordPage {
+    const { names, more, visited } = this.order.page(after, limit);
+    return { records: names.map((n) => this.records.get(n)!), more, visited };
+  }
+
+  /** Every record as SageMaker lists them, by name (no sort: the order is kept). */
+  *all(): IterableIterator<ManagedRecord> {
+    for (const name of this.order) yield this.records.get(name)!;
   }
 }
 

@@ -1,8 +1,10 @@
 /**
  * @module service/inference-service
- * The transport-free use cases: run an inference on a model reference, and
- * the SageMaker MME management calls. HTTP adapters parse, call this, and
- * format; nothing here knows about express. Every inference goes the same way:
+ * The transport-free use cases: run an inference on a model handle (what the
+ * edge resolved the request's model reference into, once; the service never
+ * asks which kind of model it holds), and the SageMaker MME management calls.
+ * HTTP and gRPC adapters parse, call this, and format; nothing here knows
+ * about express. Every inference goes the same way:
  * lease the package → validate against the entry model → answer from the
  * response cache when the model enables it, else run the plan (one step for
  * a single model) → release the lease.
@@ -18,21 +20,17 @@ import { checkClassifiable, classificationOf, classify } from '../protocol/class
 import type { InferRequest, InferResponse, RequestedOutput } from '../protocol/infer-types.js';
 import type { Tensor } from '../protocol/tensor.js';
 import { latestVersion, type LoadedModel } from '../registry/loaded-model.js';
-import type { Lease, ManagedModelInfo, ModelRegistry } from '../registry/model-registry.js';
-import type { LoadedPackage } from '../registry/package-loader.js';
+import type { Lease, ManagedModelInfo, ModelHandle, ModelRef, ModelRegistry, RepositoryIndexEntry } from '../registry/model-registry.js';
 import type { QueueDepth } from '../scheduler/model-scheduler.js';
 import { scheduleOptionsFrom } from '../scheduler/schedule-options.js';
-import { normalizeTarget } from '../store/target-path.js';
 import { modelStat, type ModelStatJson } from './model-statistics.js';
 import { outputLabels } from './output-labels.js';
 import type { ResponseCache } from './response-cache.js';
 import { validateRequest } from './validate-request.js';
 
-/** Which model a request addresses. */
-export type ModelRef =
-  | { readonly kind: 'target'; readonly target: string }
-  | { readonly kind: 'managed'; readonly name: string; readonly targetHeader: string | undefined }
-  | { readonly kind: 'default' };
+// What the transports need of the registry's vocabulary, through the service (they never import the registry).
+export type { ManagedModelInfo, ModelHandle, ModelRef, RepositoryIndexEntry } from '../registry/model-registry.js';
+export { checkModelName, checkTargetHeader } from '../registry/managed-records.js';
 
 export interface InferContext {
   /** The client went away: queued work for the request is dropped. */
@@ -129,17 +127,6 @@ function seriesOf(pkg: { readonly metrics: TargetMetrics | undefined }): TargetM
   return pkg.metrics ?? (uncounted ??= createMetrics().forTarget('uncounted'));
 }
 
-function refLabel(ref: ModelRef): string {
-  switch (ref.kind) {
-    case 'target':
-      return ref.target;
-    case 'managed':
-      return ref.name;
-    case 'default':
-      return 'default';
-  }
-}
-
 export class InferenceService {
   private inflight = 0;
   /** Models already warned that they enable a response cache the server does not have (once per load). */
@@ -151,68 +138,52 @@ export class InferenceService {
     return this.inflight;
   }
 
-  private acquire(ref: ModelRef, cancel: Cancellation | undefined): Promise<Lease> {
-    const { registry } = this.options;
-    switch (ref.kind) {
-      case 'target':
-        return registry.acquireTarget(ref.target, cancel);
-      case 'managed':
-        return registry.acquireManaged(ref.name, ref.targetHeader, cancel);
-      case 'default':
-        return registry.acquireDefault(cancel);
-    }
+  /**
+   * The handle of what a request names (a target, a model SageMaker loaded, a
+   * v2/gRPC name, or the default model): the edge resolves it once and passes
+   * the handle on. A target is validated here (INVALID_TARGET).
+   */
+  resolve(ref: ModelRef): ModelHandle {
+    return this.options.registry.resolve(ref);
   }
 
   /**
-   * The queue a request to `ref` joins: the entry model's scheduler queue when
-   * the model is in memory, else an empty queue with MME_MAX_QUEUE_SIZE (an
-   * ensemble, which has no queue of its own, likewise). Never loads, never
-   * throws: a bad reference is refused later, where it always was.
+   * The queue a request to `handle` joins: the entry model's scheduler queue
+   * when the model is in memory, else an empty queue with MME_MAX_QUEUE_SIZE
+   * (an ensemble, which has no queue of its own, likewise). Never loads,
+   * never throws. `handle` undefined: a reference that did not resolve, refused
+   * later where it always was; it counts under its label alone.
    */
-  queueOf(ref: ModelRef): ModelQueueView {
-    const model = refLabel(ref);
+  queueOf(handle: ModelHandle | undefined, label: string): ModelQueueView {
     const fallback = this.options.maxQueueSize ?? Number.POSITIVE_INFINITY;
-    let key: string;
-    let depth: QueueDepth | undefined;
-    try {
-      if (ref.kind === 'default') {
-        key = 'default:';
-      } else {
-        const kind = ref.kind === 'target' ? 'target' : 'managed';
-        const name = ref.kind === 'target' ? normalizeTarget(ref.target) : ref.name;
-        key = `${kind}:${name}`;
-        const pkg = this.options.registry.peekResident(kind, name)?.pkg;
-        if (pkg !== undefined) depth = latestVersion(pkg.entry)?.scheduler.queueDepth?.();
-      }
-    } catch {
-      key = `invalid:${model}`;
-    }
-    return { key, model, queued: depth?.queued ?? 0, limit: depth?.limit ?? fallback };
+    if (handle === undefined) return { key: `unresolved:${label}`, model: label, queued: 0, limit: fallback };
+    const pkg = handle.resident()?.pkg;
+    const depth = pkg === undefined ? undefined : latestVersion(pkg.entry)?.scheduler.queueDepth?.();
+    return { key: handle.queueKey, model: handle.label, queued: depth?.queued ?? 0, limit: depth?.limit ?? fallback };
   }
 
-  async infer(ref: ModelRef, decode: RequestDecoder, ctx: InferContext, options: InferOptions = {}): Promise<InferResponse> {
+  async infer(handle: ModelHandle, decode: RequestDecoder, ctx: InferContext, options: InferOptions = {}): Promise<InferResponse> {
     if (this.inflight >= this.options.maxInflight) {
       throw new ServingError('OVERLOADED', `server is at its limit of ${this.options.maxInflight} requests in progress; retry later`, {
-        model: refLabel(ref),
+        model: handle.label,
       });
     }
     this.inflight++;
     const started = process.hrtime.bigint();
     let lease: Lease | undefined;
-    let modelName = refLabel(ref);
+    let modelName = handle.label;
     let version = '';
     /** Set once the request is admitted for the model (the pending gauge counts it until the end). */
     let cells: ModelMetrics | undefined;
     try {
-      // Reject a bad target, then a malformed body, before anything is loaded.
-      if (ref.kind === 'target') normalizeTarget(ref.target);
-      const decoded = decode(refLabel(ref));
+      // A malformed body is refused before anything is loaded (the target was checked when the handle was made).
+      const decoded = decode(handle.label);
       // Compute-input time leaves out any wait for the model (a load); a model in memory is leased at once, unclocked.
       let waitNs = 0n;
-      lease = ref.kind === 'target' ? this.options.registry.leaseResidentTarget(ref.target) : undefined;
+      lease = handle.leaseNow();
       if (lease === undefined) {
         const waitStart = process.hrtime.bigint();
-        lease = await this.acquire(ref, ctx.cancel);
+        lease = await handle.acquire(ctx.cancel);
         waitNs = process.hrtime.bigint() - waitStart;
       }
       const { pkg } = lease;
@@ -269,7 +240,7 @@ export class InferenceService {
       this.record(cells, batch, computeUs, started, done, entry.config.platform === 'ensemble');
       return { id: request.id, modelName, modelVersion: version, outputs };
     } catch (err) {
-      const e = toServingError(err, lease?.label ?? refLabel(ref));
+      const e = toServingError(err, lease?.label ?? handle.label);
       const reason = e.code === 'OVERLOADED' || e.code === 'TIMEOUT' ? 'REJECTED' : e.code === 'CANCELLED' ? 'CANCELED' : e.isClientFault ? 'OTHER' : 'BACKEND';
       // Counted once the version is known (a version that is not loaded has no series: never an empty label).
       if (lease && version !== '') {
@@ -352,55 +323,36 @@ export class InferenceService {
 
   // ------------------------------------------------------------ MME management
 
-  loadModel(name: string, url: string, targetHeader: string | undefined): Promise<ManagedModelInfo> {
-    return this.options.registry.loadManaged(name, url, targetHeader);
-  }
-
-  unloadModel(name: string, targetHeader: string | undefined): Promise<void> {
-    return this.options.registry.unloadManaged(name, targetHeader);
+  /** POST /models: SageMaker loads a model from a directory under its name. */
+  registerModel(name: string, url: string, targetHeader: string | undefined): Promise<ManagedModelInfo> {
+    return this.options.registry.managed.register(name, url, targetHeader);
   }
 
   /** Memory a resident SageMaker-managed model holds, as the memory budget counts it; undefined when it is not resident. */
   managedModelBytes(name: string): number | undefined {
-    return this.options.registry.peekResident('managed', name)?.bytes;
+    return this.options.registry.managed.resident(name)?.bytes;
   }
 
   /** The memory a package directory is predicted to need before it is loaded (the registry's own prediction). */
   predictModelBytes(name: string, dir: string): Promise<number> {
-    return this.options.registry.predictManagedBytes(name, dir);
+    return this.options.registry.managed.predictBytes(name, dir);
   }
 
   describeModel(name: string): ManagedModelInfo {
-    return this.options.registry.describeManaged(name);
+    return this.options.registry.managed.describe(name);
   }
 
-  /** Sorted by name; `after` is the last name of the previous page (the cursor). */
+  /** Sorted by name; `after` is the last name of the previous page (the cursor). Costs the page, not the list. */
   listModels(limit: number, after: string | undefined): { models: ManagedModelInfo[]; next: string | undefined } {
-    const all = this.options.registry.listManaged();
-    const start = after === undefined ? 0 : all.findIndex((m) => m.modelName > after);
-    const from = start < 0 ? all.length : start;
-    const page = all.slice(from, from + limit);
-    const more = from + limit < all.length;
-    return { models: page, next: more ? page[page.length - 1]?.modelName : undefined };
+    const { models, next } = this.options.registry.managed.page(after, limit);
+    return { models, next };
   }
 
   // ------------------------------------------------------------ KServe v2
 
-  /**
-   * How a KServe v2 model name resolves: the SageMaker-managed model of that
-   * name when SageMaker loaded one (resident or paged out), else a target of the model source (`tiny`,
-   * `add_sub.tar.gz`, `team/b.tar.gz` URL-encoded), loaded on first use just
-   * like X-Amzn-SageMaker-Target-Model.
-   */
-  resolveModelName(name: string): ModelRef {
-    if (this.options.registry.isManaged(name)) return { kind: 'managed', name, targetHeader: undefined };
-    return { kind: 'target', target: name };
-  }
-
   /** Lease the model (loading a target on first use), read its entry model, release. */
-  private async inspect<T>(ref: ModelRef, version: number | undefined, cancel: Cancellation | undefined, read: (entry: LoadedModel, version: string) => T): Promise<T> {
-    if (ref.kind === 'target') normalizeTarget(ref.target);
-    const lease = await this.acquire(ref, cancel);
+  private async inspect<T>(handle: ModelHandle, version: number | undefined, cancel: Cancellation | undefined, read: (entry: LoadedModel, version: string) => T): Promise<T> {
+    const lease = handle.leaseNow() ?? (await handle.acquire(cancel));
     try {
       const entry = lease.pkg.entry;
       return read(entry, servedVersion(entry, lease.pkg.plan, version, lease.label).version);
@@ -410,8 +362,8 @@ export class InferenceService {
   }
 
   /** KServe v2 model metadata: name, versions, platform, and tensors with -1 for the batch dimension. */
-  modelMetadata(ref: ModelRef, version: number | undefined, cancel?: Cancellation): Promise<ModelMetadata> {
-    return this.inspect(ref, version, cancel, (entry, served) => {
+  modelMetadata(handle: ModelHandle, version: number | undefined, cancel?: Cancellation): Promise<ModelMetadata> {
+    return this.inspect(handle, version, cancel, (entry, served) => {
       const { config } = entry;
       const tensor = (t: { name: string; dataType: string; dims: readonly number[] }): TensorMetadata => ({
         name: t.name,
@@ -430,31 +382,21 @@ export class InferenceService {
   }
 
   /** The entry model's effective config in Triton's JSON form (GET .../config). */
-  modelConfig(ref: ModelRef, version: number | undefined, cancel?: Cancellation): Promise<Readonly<Record<string, unknown>>> {
-    return this.inspect(ref, version, cancel, (entry) => entry.config.json);
+  modelConfig(handle: ModelHandle, version: number | undefined, cancel?: Cancellation): Promise<Readonly<Record<string, unknown>>> {
+    return this.inspect(handle, version, cancel, (entry) => entry.config.json);
   }
 
   /** Whether the model (and version) is ready: a resident target, or a model SageMaker loaded; never loads anything. */
-  modelReady(ref: ModelRef, version: number | undefined): boolean {
-    if (ref.kind === 'managed') {
-      // Paged out under the memory LRU it is still ready: the next request pages it back in.
-      const versions = this.options.registry.managedVersions(ref.name);
-      if (versions === undefined) return false;
-      return version === undefined || versions.includes(version) || (versions.length === 0 && version === 1);
-    }
-    const r = ref.kind === 'target' ? this.options.registry.peekResident('target', ref.target) : undefined;
-    if (r?.state !== 'READY' || r.pkg === undefined) return false;
-    if (version === undefined) return true;
-    const entry = r.pkg.entry;
-    return entry.versions.has(version) || (entry.versions.size === 0 && version === (latestVersion(entry)?.version ?? 1));
+  modelReady(handle: ModelHandle, version: number | undefined): boolean {
+    return handle.ready(version);
   }
 
   /**
    * Triton's statistics extension: every version of the entry model of each
-   * loaded target (`name` undefined), or of the one named (and version).
+   * loaded target (`handle` undefined), or of the one named (and version).
    * Never loads anything: a model that is not in memory is MODEL_NOT_FOUND.
    */
-  modelStatistics(name: string | undefined, version: number | undefined): { model_stats: ModelStatJson[] } {
+  modelStatistics(handle: ModelHandle | undefined, version: number | undefined): { model_stats: ModelStatJson[] } {
     const nowHr = process.hrtime.bigint();
     const nowMs = Date.now();
     const entryStats = (label: string, t: { readonly entryModel: string | undefined; models(): Iterable<ModelMetrics> }): ModelStatJson[] =>
@@ -462,13 +404,11 @@ export class InferenceService {
         .filter((c) => c.model === t.entryModel && (version === undefined || c.version === String(version)))
         .sort((a, b) => Number(a.version) - Number(b.version))
         .map((c) => modelStat(label, c, nowHr, nowMs));
-    if (name === undefined) {
+    if (handle === undefined) {
       return { model_stats: [...this.options.metrics.targets()].flatMap((t) => entryStats(t.target, t)) };
     }
-    const ref = this.resolveModelName(name);
-    const kind = ref.kind === 'managed' ? 'managed' : 'target';
-    if (kind === 'target') normalizeTarget(name);
-    const pkg = this.options.registry.peekResident(kind, name)?.pkg;
+    const name = handle.label;
+    const pkg = handle.resident()?.pkg;
     if (pkg?.metrics === undefined) {
       throw new ServingError('MODEL_NOT_FOUND', `model '${name}' is not loaded: statistics are kept for loaded models only`, { model: name });
     }
@@ -479,58 +419,19 @@ export class InferenceService {
     return { model_stats: stats };
   }
 
-  /** Load a model by name (a target is loaded and kept resident; a managed model is already loaded). */
-  async loadByName(ref: ModelRef, cancel?: Cancellation): Promise<void> {
-    if (ref.kind === 'target') {
-      // Explicit: a remembered failed load is retried now (registry/failed-loads.ts).
-      await this.options.registry.forgetFailedLoad(ref.target);
-      // A resident package with a step stopped for good (a JS step that kept crashing) is loaded afresh, as Triton reloads on load.
-      const pkg = this.options.registry.peekResident('target', ref.target)?.pkg;
-      if (pkg !== undefined && hasStoppedStep(pkg)) {
-        await this.options.registry.unloadTarget(ref.target).catch((err: unknown) => {
-          if (!(err instanceof ServingError && err.code === 'MODEL_NOT_FOUND')) throw err;
-        });
-      }
-    }
-    await this.inspect(ref, undefined, cancel, () => undefined);
+  /** An explicit load (v2 repository load, model-mesh): loaded and kept resident; a remembered failed load is retried now. */
+  load(handle: ModelHandle, cancel?: Cancellation): Promise<void> {
+    return handle.load(cancel);
   }
 
-  /** Unload a model by name (waits for its requests); MODEL_NOT_FOUND when it is not resident. */
-  unloadByName(ref: ModelRef): Promise<void> {
-    if (ref.kind === 'managed') return this.options.registry.unloadManaged(ref.name, ref.targetHeader);
-    if (ref.kind === 'target') return this.options.registry.unloadTarget(ref.target);
-    return Promise.reject(new ServingError('UNSUPPORTED', 'the default model cannot be unloaded by name'));
+  /** An explicit unload (DELETE /models/{name}, v2 repository unload), waiting for its requests; MODEL_NOT_FOUND when it is not loaded. */
+  unload(handle: ModelHandle): Promise<void> {
+    return handle.unload();
   }
 
-  /**
-   * The repository index: SageMaker-managed models, then every target of the
-   * model source with its state (UNAVAILABLE = not loaded). `readyOnly` keeps
-   * the READY ones.
-   */
+  /** The repository index: SageMaker-managed models, then every target of the model source with its state; `readyOnly` keeps the READY ones. */
   async repositoryIndex(readyOnly: boolean): Promise<RepositoryIndexEntry[]> {
-    const { registry } = this.options;
-    const rows: RepositoryIndexEntry[] = [];
-    const versionOf = (pkg: { entry: LoadedModel } | undefined): string | undefined => (pkg ? String(latestVersion(pkg.entry)?.version ?? 1) : undefined);
-    for (const m of registry.listManaged()) {
-      const versions = registry.managedVersions(m.modelName) ?? [];
-      const latest = versions.length > 0 ? String(Math.max(...versions)) : versionOf(registry.peekResident('managed', m.modelName)?.pkg);
-      rows.push({ name: m.modelName, version: latest, state: m.state, reason: '', cached: undefined, sizeBytes: undefined, reservedBytes: m.reservedBytes, measuredBytes: m.measuredBytes });
-    }
-    for (const t of await registry.repositoryIndex()) {
-      // A target may be resident under its archive name or its stem (`add_sub.tar.gz` / `add_sub`).
-      const resident = t.state === 'READY' ? (registry.peekResident('target', t.target) ?? registry.peekResident('target', t.target.replace(/\.(tar\.gz|tgz)$/i, ''))) : undefined;
-      const version = versionOf(resident?.pkg);
-      rows.push({
-        name: t.target,
-        version,
-        state: t.state ?? 'UNAVAILABLE',
-        reason: t.state === undefined ? 'not loaded' : '',
-        cached: t.cached,
-        sizeBytes: t.sizeBytes,
-        reservedBytes: resident?.reservedBytes ?? t.reservedBytes,
-        measuredBytes: resident?.measuredBytes ?? t.measuredBytes,
-      });
-    }
+    const rows = await this.options.registry.repositoryIndex();
     return readyOnly ? rows.filter((r) => r.state === 'READY') : rows;
   }
 }
@@ -547,24 +448,4 @@ export interface ModelMetadata {
   readonly platform: string;
   readonly inputs: readonly TensorMetadata[];
   readonly outputs: readonly TensorMetadata[];
-}
-
-export interface RepositoryIndexEntry {
-  readonly name: string;
-  readonly version: string | undefined;
-  readonly state: 'READY' | 'LOADING' | 'UNLOADING' | 'UNAVAILABLE';
-  readonly reason: string;
-  /** Targets of the model source: extracted on local disk (the current version). */
-  readonly cached: boolean | undefined;
-  /** Targets of the model source: the archive's size. */
-  readonly sizeBytes: number | undefined;
-  /** While resident: its share of the memory budget, and what its load was measured to add to the process. */
-  readonly reservedBytes?: number | undefined;
-  readonly measuredBytes?: number | undefined;
-}
-
-/** Whether any version of the package is a processing step stopped for good (registry/loaded-model.ts `stopped`). */
-function hasStoppedStep(pkg: LoadedPackage): boolean {
-  for (const model of pkg.models.values()) for (const v of model.versions.values()) if (v.stopped?.() === true) return true;
-  return false;
 }

@@ -52,6 +52,13 @@ export interface DiskCacheOptions {
   readonly maxBytes?: number | undefined;
   readonly logger?: Logger | undefined;
   readonly metrics?: DiskCacheMetrics | undefined;
+  /**
+   * Wall-clock milliseconds, which order the LRU (a use is kept on disk as the
+   * entry's metadata mtime, so the order survives a restart); Date.now by
+   * default, a fake in unit tests. A wall clock, not the scheduler's
+   * monotonic Clock: the time is compared with file times.
+   */
+  readonly nowMs?: (() => number) | undefined;
 }
 
 /** A hold on an entry: it stays on disk until released. Release is idempotent. */
@@ -112,6 +119,9 @@ export class DiskCache {
   private opening: Promise<void> | undefined;
   /** Removals in progress (awaited by settled()). */
   private readonly removing = new Set<Promise<void>>();
+  /** Use times being written to disk (awaited by settled()). */
+  private readonly touching = new Set<Promise<void>>();
+  private readonly nowMs: () => number;
   private readonly logger: Logger | undefined;
   private readonly metrics: DiskCacheMetrics | undefined;
 
@@ -122,6 +132,7 @@ export class DiskCache {
     this.dir = path.resolve(options.dir);
     this.logger = options.logger;
     this.metrics = options.metrics;
+    this.nowMs = options.nowMs ?? Date.now;
   }
 
   /** The byte budget (Infinity until open() has run). */
@@ -154,7 +165,7 @@ export class DiskCache {
     for (const dir of kept) {
       const metadata = await readCacheEntry(dir);
       if (!metadata) continue;
-      const touched = await stat(path.join(dir, ENTRY_METADATA_FILE)).then((s) => s.mtimeMs, () => Date.now());
+      const touched = await stat(path.join(dir, ENTRY_METADATA_FILE)).then((s) => s.mtimeMs, () => this.nowMs());
       const name = path.basename(dir);
       // Entries from before disk bytes were recorded are measured once here.
       const diskBytes = metadata.diskBytes ?? (await measureDiskBytes(dir));
@@ -238,7 +249,7 @@ export class DiskCache {
     let slot = this.slots.get(name);
     if (!slot) {
       const diskBytes = result.metadata.diskBytes ?? (await measureDiskBytes(result.dir));
-      slot = { name, dir: result.dir, metadata: result.metadata, diskBytes, lastUsed: Date.now(), useSeq: ++this.uses, pins: 0, retired: false };
+      slot = { name, dir: result.dir, metadata: result.metadata, diskBytes, lastUsed: this.nowMs(), useSeq: ++this.uses, pins: 0, retired: false };
       this.slots.set(name, slot);
     }
     const pin = this.pinSlot(slot);
@@ -278,7 +289,7 @@ export class DiskCache {
 
   /** Resolves when no removal is in progress (for shutdown and tests). */
   async settled(): Promise<void> {
-    while (this.removing.size > 0) await Promise.allSettled([...this.removing]);
+    while (this.removing.size > 0 || this.touching.size > 0) await Promise.allSettled([...this.removing, ...this.touching]);
   }
 
   entries(): CachedEntryInfo[] {
@@ -317,11 +328,14 @@ export class DiskCache {
 
   /** Remembers the use in memory, and on disk (metadata mtime) so LRU order survives a restart. */
   private touch(slot: Slot): void {
-    const now = Date.now();
+    const now = this.nowMs();
     slot.lastUsed = now;
     slot.useSeq = ++this.uses;
     const seconds = now / 1000;
-    utimes(path.join(slot.dir, ENTRY_METADATA_FILE), seconds, seconds).catch(() => undefined);
+    const write: Promise<void> = utimes(path.join(slot.dir, ENTRY_METADATA_FILE), seconds, seconds)
+      .catch(() => undefined)
+      .finally(() => this.touching.delete(write));
+    this.touching.add(write);
   }
 
   private pinnedBytes(): number {

@@ -21,13 +21,12 @@ import { PinnedFlights, type PinnedResult } from './pinned-flights.js';
 import { extractArchive } from './extract-archive.js';
 import type { ExtractLimits } from './extract-limits.js';
 import type { LocalModel, ModelSource, SourceEntry } from './model-source.js';
-import { normalizeTarget } from './target-path.js';
+import { archiveCandidates, isArchiveName, normalizeTarget } from './target-path.js';
 import { errorCode, messageOf } from './node-error.js';
 import { cancelled } from './abort.js';
 
 /** How deep list() looks for archives and model directories (path segments of a target). */
 export const MAX_LIST_DEPTH = 4;
-const ARCHIVE_SUFFIXES = ['.tar.gz', '.tgz'] as const;
 
 /** Reported after each extraction (not on cache reuse): for metrics and tests. */
 export interface ExtractionEvent {
@@ -61,10 +60,6 @@ interface WalkContext {
 type Resolved =
   | { readonly kind: 'directory'; readonly realPath: string }
   | { readonly kind: 'archive'; readonly realPath: string; readonly rel: string };
-
-export function isArchiveName(name: string): boolean {
-  return ARCHIVE_SUFFIXES.some((suffix) => name.endsWith(suffix) && name.length > suffix.length);
-}
 
 export class LocalModelSource implements ModelSource {
   readonly description: string;
@@ -114,7 +109,7 @@ export class LocalModelSource implements ModelSource {
       resolved = await this.resolve(target);
     } catch (err) {
       if (!(err instanceof ServingError) || err.code !== 'MODEL_NOT_FOUND') throw err;
-      const names = isArchiveName(target) ? [target] : ARCHIVE_SUFFIXES.map((suffix) => `${target}${suffix}`);
+      const names = archiveCandidates(target);
       for (const rel of names) await this.cache.retireOthers(rel, undefined);
       return undefined;
     }
@@ -154,9 +149,7 @@ export class LocalModelSource implements ModelSource {
    */
   private async resolve(target: string): Promise<Resolved> {
     const realRoot = await this.realRoot();
-    const candidates = isArchiveName(target)
-      ? [target]
-      : [target, ...ARCHIVE_SUFFIXES.map((suffix) => `${target}${suffix}`)];
+    const candidates = isArchiveName(target) ? [target] : [target, ...archiveCandidates(target)];
     for (const rel of candidates) {
       let realPath: string;
       let stats: Stats;

@@ -46,14 +46,12 @@ import { createS3Client } from './s3-client.js';
 import { PinnedFlights, type PinnedResult } from './pinned-flights.js';
 import { extractArchive } from './extract-archive.js';
 import type { ExtractLimits } from './extract-limits.js';
-import { isArchiveName } from './local-source.js';
 import type { LocalModel, ModelSource, SourceEntry } from './model-source.js';
 import { parseS3Uri, s3ObjectUri } from '../config/s3-uri.js';
-import { normalizeTarget } from './target-path.js';
+import { archiveCandidates, isArchiveName, normalizeTarget } from './target-path.js';
 import { cancelled } from './abort.js';
 import { errorCode, messageOf } from './node-error.js';
 
-const ARCHIVE_SUFFIXES = ['.tar.gz', '.tgz'] as const;
 
 export interface S3RetryOptions {
   /** Most attempts per operation (1 = no retry). */
@@ -325,7 +323,7 @@ export class S3ModelSource implements ModelSource {
   }
 
   private candidateKeys(target: string): string[] {
-    const names = isArchiveName(target) ? [target] : ARCHIVE_SUFFIXES.map((suffix) => `${target}${suffix}`);
+    const names = archiveCandidates(target);
     return names.map((name) => this.prefix + name);
   }
 

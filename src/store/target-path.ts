@@ -74,3 +74,32 @@ function quoteTarget(raw: unknown): string {
   const shown = text.length > 200 ? `${text.slice(0, 200)}…` : text;
   return JSON.stringify(shown);
 }
+
+/**
+ * The archive names a target may end in, in the order a target without one is
+ * looked up (`x` → `x.tar.gz`, then `x.tgz`). Case-sensitive, like the file
+ * names and S3 keys they are matched against. The one home of this rule: the
+ * sources, the registry (a model addressed with or without its suffix) and the
+ * command line (pack, push, validate) all ask here.
+ */
+export const ARCHIVE_SUFFIXES = ['.tar.gz', '.tgz'] as const;
+
+/** The archive suffix `name` ends in (with something before it), or undefined. */
+export function archiveSuffixOf(name: string): string | undefined {
+  return ARCHIVE_SUFFIXES.find((suffix) => name.endsWith(suffix) && name.length > suffix.length);
+}
+
+export function isArchiveName(name: string): boolean {
+  return archiveSuffixOf(name) !== undefined;
+}
+
+/** `team/b.tar.gz` → `team/b`: the same model addressed without its suffix (a name without one is returned as it is). */
+export function archiveStem(name: string): string {
+  const suffix = archiveSuffixOf(name);
+  return suffix === undefined ? name : name.slice(0, -suffix.length);
+}
+
+/** The names a target is looked up under in a source: itself when it is an archive name, else itself with each suffix. */
+export function archiveCandidates(target: string): string[] {
+  return isArchiveName(target) ? [target] : ARCHIVE_SUFFIXES.map((suffix) => `${target}${suffix}`);
+}

@@ -86,7 +86,7 @@ describe('ModelMesh runtime SPI', () => {
     const pending = call(clients.modelMesh, 'loadModel', { modelId: 'mm-2', modelType: 'onnx', modelPath: pulled, modelKey: '' });
     // Cancel while the load is in progress (a fixed 30 ms delay raced a load that finished sooner on a quiet machine).
     const deadline = Date.now() + 10_000;
-    while (server.running.registry.peekResident('managed', 'mm-2')?.state !== 'LOADING' && Date.now() < deadline) await new Promise((r) => setImmediate(r));
+    while (server.running.registry.managed.resident('mm-2')?.state !== 'LOADING' && Date.now() < deadline) await new Promise((r) => setImmediate(r));
     pending.cancel();
     assert.equal((await pending).error?.code, status.CANCELLED);
     assert.equal((await call(clients.modelMesh, 'unloadModel', { modelId: 'mm-2' })).error, null);

@@ -160,12 +160,14 @@ describe('the default model (no target header)', () => {
         await s.close();
       }
     }
-    // Two models and no default: a clear error telling how to choose.
+    // Two models and no default: 404 saying the header is missing, why there is no default, and how to choose.
     const s = await startTestServer({ modelSource: repo, cacheDir: path.join(root, 'cache-none') });
     try {
       const r = await request(`${s.url}/invocations`, { method: 'POST', json: addSubBody });
-      assert.equal(r.status, 400);
-      assert.match(r.body.error, /cannot choose the entry model.*MME_DEFAULT_MODEL/);
+      assert.equal(r.status, 404);
+      assert.equal(r.body.code, 'MODEL_NOT_FOUND');
+      assert.match(r.body.error, /the X-Amzn-SageMaker-Target-Model header is missing and the model source has no default model \(it holds 2 models \(a, b\) and no single ensemble to choose\).*MME_DEFAULT_MODEL/);
+      assert.doesNotMatch(r.body.error, new RegExp(repo.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')), 'never the host path');
     } finally {
       await s.close();
     }

@@ -148,7 +148,7 @@ describe('SageMaker-managed models under the budget', () => {
     const load = (name: string, url: string) => request(`${s.url}/models`, { method: 'POST', json: { model_name: name, url } });
     assert.equal((await load('one', one)).status, 200);
     assert.equal((await load('two', two)).status, 200, 'loading two pages one out instead of failing');
-    assert.equal(s.running.registry.isManagedResident('one'), false);
+    assert.equal((s.running.registry.managed.resident('one')?.state === 'READY'), false);
     const listed = await request(`${s.url}/models`);
     assert.deepEqual(listed.body.models.map((m: { modelName: string }) => m.modelName), ['one', 'two']);
     assert.equal((await request(`${s.url}/models/one`)).status, 200);
@@ -157,8 +157,8 @@ describe('SageMaker-managed models under the budget', () => {
     const invokeOne = await request(`${s.url}/models/one/invoke`, { method: 'POST', json: { inputs: [input('INPUT0', 'FP32', [1, 4], row)] } });
     assert.equal(invokeOne.status, 200, invokeOne.text);
     assert.deepEqual(invokeOne.body.outputs[0].data, [2, 4, 6, 8]);
-    assert.equal(s.running.registry.isManagedResident('one'), true);
-    assert.equal(s.running.registry.isManagedResident('two'), false, 'two made room for one');
+    assert.equal((s.running.registry.managed.resident('one')?.state === 'READY'), true);
+    assert.equal((s.running.registry.managed.resident('two')?.state === 'READY'), false, 'two made room for one');
     assert.deepEqual((await request(`${s.url}/models`)).body.models.map((m: { modelName: string }) => m.modelName), ['one', 'two']);
 
     assert.equal((await request(`${s.url}/models/two`, { method: 'DELETE' })).status, 200);

@@ -180,7 +180,7 @@ describe('errors never name host paths', () => {
 });
 
 describe('DELETE and POST of one name at the same time', () => {
-  const peek = (name: string) => server.running.registry.peekResident('managed', name);
+  const peek = (name: string) => server.running.registry.managed.resident(name);
 
   it('a DELETE while the model is loading cancels the load: 200, then the model is neither listed nor loaded, and the POST answers 404', async () => {
     // Its load's warm-up runs the whole graph once (constant shape): the DELETE arrives while it loads.
@@ -265,7 +265,7 @@ describe('DELETE and POST of one name at the same time', () => {
     await waitFor(() => server.running.service.inflightCount > 0);
     const order: string[] = [];
     const deleting = del('reload1').then((r) => (order.push('delete'), r));
-    await waitFor(() => !server.running.registry.isManaged('reload1'));
+    await waitFor(() => !server.running.registry.managed.has('reload1'));
     const posted = load('reload1', url).then((r) => (order.push('post'), r));
     const [inv, d, p] = await Promise.all([inflight, deleting, posted]);
     assert.equal(inv.status, 200, inv.text.slice(0, 300));

@@ -46,7 +46,7 @@ function invoke(s: TestServer, target: string, rows: number[][]) {
 }
 
 function sessionOf(s: TestServer, target: string): ModelSession {
-  const pkg = s.running.registry.peekResident('target', target)?.pkg;
+  const pkg = s.running.registry.resolve({ kind: 'target', target: target }).resident()?.pkg;
   assert.ok(pkg, `${target} is resident`);
   const session = pkg.entry.versions.get(1)?.session;
   assert.ok(session, `${target} has a session`);

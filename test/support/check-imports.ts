@@ -27,8 +27,10 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   scheduler: ['scheduler', 'protocol', 'config', 'observability', 'errors', 'cancellation'],
   ensemble: ['ensemble', 'scheduler', 'protocol', 'config', 'errors', 'cancellation'],
   registry: ['registry', 'store', 'runtime', 'backends', 'scheduler', 'ensemble', 'config', 'protocol', 'observability', 'errors', 'cancellation'],
-  service: ['service', 'registry', 'ensemble', 'scheduler', 'store', 'protocol', 'config', 'observability', 'errors', 'cancellation'],
-  http: ['http', 'service', 'registry', 'protocol', 'config', 'observability', 'errors', 'cancellation'],
+  // The service works on the registry's handles; where models are stored is the registry's business, never the service's.
+  service: ['service', 'registry', 'ensemble', 'scheduler', 'protocol', 'config', 'observability', 'errors', 'cancellation'],
+  // The transports reach models only through the service (which re-exports the registry's vocabulary they need).
+  http: ['http', 'service', 'protocol', 'config', 'observability', 'errors', 'cancellation'],
   // The gRPC transport sits beside http/: the same service layer, never the HTTP layer itself.
   grpc: ['grpc', 'service', 'protocol', 'config', 'observability', 'errors', 'cancellation'],
   app: ['http', 'service', 'protocol', 'observability', 'errors', 'cancellation'],

@@ -19,8 +19,8 @@ function fakeRequest(headers: Record<string, string> = {}): IncomingMessage {
   return { headers } as unknown as IncomingMessage;
 }
 
-/** resolveModelName as the service does it when no SageMaker-managed model has the name. */
-const deps = { service: { resolveModelName: (name: string): ModelRef => ({ kind: 'target', target: name }) } } as unknown as InferRouteDeps;
+/** The front reads only the request: what a v2 name means is the registry's to decide (a 'named' reference). */
+const deps = {} as unknown as InferRouteDeps;
 
 function resolve(path: string, headers: Record<string, string> = {}): { route: string; family: string; ref: ModelRef; version: number | undefined } {
   const m = matchInferenceRoute(path);
@@ -60,7 +60,7 @@ describe('matchInferenceRoute', () => {
     assert.deepEqual(resolve('/v2/models/team%2Fpipeline.tar.gz/infer'), {
       route: '/v2/models/:model/infer',
       family: 'kserve',
-      ref: { kind: 'target', target: 'team/pipeline.tar.gz' },
+      ref: { kind: 'named', name: 'team/pipeline.tar.gz' },
       version: undefined,
     });
     const v = resolve('/v2/models/add_sub/versions/3/infer');

@@ -28,62 +28,64 @@ function serviceFixture(maxInflight = 8): ReturnType<typeof registryFixture> & {
 describe('InferenceService with a fake loader', () => {
   test('infer loads the target once, runs its plan, answers, and lets go of the lease', async () => {
     const { service, registry, loader } = serviceFixture();
-    const answer = await service.infer({ kind: 'target', target: 'a' }, () => request([1, 2, 3]), ctx);
+    const answer = await service.infer(service.resolve({ kind: 'target', target: 'a' }), () => request([1, 2, 3]), ctx);
     assert.equal(answer.modelName, 'a');
     assert.equal(answer.modelVersion, '1');
     assert.deepEqual([...(answer.outputs.get('OUTPUT0')!.data as Float32Array)], [2, 4, 6]);
-    await service.infer({ kind: 'target', target: 'a' }, () => request([1]), ctx);
+    await service.infer(service.resolve({ kind: 'target', target: 'a' }), () => request([1]), ctx);
     assert.equal(loader.loadsOf('a').length, 1, 'the second request finds it resident');
     assert.equal(service.inflightCount, 0);
     // Nothing holds it: an unload completes at once.
-    await registry.unloadTarget('a');
+    await registry.resolve({ kind: 'target', target: 'a' }).unload();
   });
 
   test('a request that fails validation is refused before it runs, and releases its lease', async () => {
     const { service, registry, loader } = serviceFixture();
     const bad: InferRequest = { ...request([1]), inputs: new Map([['NOPE', { datatype: 'FP32', shape: [1, 1], data: Float32Array.from([1]) }]]) };
-    await assert.rejects(service.infer({ kind: 'target', target: 'a' }, () => bad, ctx), isServingError('INVALID_INPUT', /model 'a': unexpected inference input 'NOPE'/));
+    await assert.rejects(service.infer(service.resolve({ kind: 'target', target: 'a' }), () => bad, ctx), isServingError('INVALID_INPUT', /model 'a': unexpected inference input 'NOPE'/));
     const pkg = await loader.calls[0]!.result;
     assert.equal(pkg.scheduler.runs, 0);
-    await registry.unloadTarget('a');
+    await registry.resolve({ kind: 'target', target: 'a' }).unload();
     assert.equal(pkg.released(), true);
   });
 
   test('past maxInflight requests get OVERLOADED; the slots come back when they end', async () => {
     const { service, loader } = serviceFixture(1);
-    (await service.infer({ kind: 'target', target: 'a' }, () => request([1]), ctx)).outputs;
+    (await service.infer(service.resolve({ kind: 'target', target: 'a' }), () => request([1]), ctx)).outputs;
     const pkg = await loader.calls[0]!.result;
     const gate = deferred();
     pkg.scheduler.gate = gate.promise;
-    const first = service.infer({ kind: 'target', target: 'a' }, () => request([1]), ctx);
+    const first = service.infer(service.resolve({ kind: 'target', target: 'a' }), () => request([1]), ctx);
     await settle();
-    await assert.rejects(service.infer({ kind: 'target', target: 'a' }, () => request([1]), ctx), isServingError('OVERLOADED', /limit of 1 requests/));
+    await assert.rejects(service.infer(service.resolve({ kind: 'target', target: 'a' }), () => request([1]), ctx), isServingError('OVERLOADED', /limit of 1 requests/));
     gate.resolve();
     await first;
-    await service.infer({ kind: 'target', target: 'a' }, () => request([1]), ctx);
+    await service.infer(service.resolve({ kind: 'target', target: 'a' }), () => request([1]), ctx);
   });
 
   test("queueOf: the entry model's scheduler queue once resident, else MME_MAX_QUEUE_SIZE; reachedModel fires as the request joins it", async () => {
     const fixture = registryFixture();
     const service = new InferenceService({ registry: fixture.registry, metrics: fixture.metrics, maxInflight: 8, maxQueueSize: 16 });
-    assert.deepEqual(service.queueOf({ kind: 'target', target: 'a' }), { key: 'target:a', model: 'a', queued: 0, limit: 16 }, 'not loaded: nothing waits in it yet');
-    assert.equal(service.queueOf({ kind: 'target', target: '../x' }).limit, 16, 'a bad target is refused later, not here');
+    const a = service.resolve({ kind: 'target', target: 'a' });
+    assert.deepEqual(service.queueOf(a, 'a'), { key: 'source:a', model: 'a', queued: 0, limit: 16 }, 'not loaded: nothing waits in it yet');
+    assert.deepEqual(service.queueOf(undefined, '../x'), { key: 'unresolved:../x', model: '../x', queued: 0, limit: 16 }, 'a bad target is refused later, not here');
+    assert.notEqual(service.resolve({ kind: 'managed', name: 'a', targetHeader: undefined }).queueKey, a.queueKey, 'a model SageMaker loaded as a and the target a are two queues');
     let reached = 0;
-    await service.infer({ kind: 'target', target: 'a' }, () => request([1]), { ...ctx, reachedModel: () => reached++ });
+    await service.infer(a, () => request([1]), { ...ctx, reachedModel: () => reached++ });
     assert.equal(reached, 1);
     const pkg = await fixture.loader.calls[0]!.result;
     (pkg.scheduler as ModelScheduler).queueDepth = () => ({ queued: 3, limit: 7 });
-    assert.deepEqual(service.queueOf({ kind: 'target', target: 'a' }), { key: 'target:a', model: 'a', queued: 3, limit: 7 });
+    assert.deepEqual(service.queueOf(service.resolve({ kind: 'target', target: 'a' }), 'a'), { key: 'source:a', model: 'a', queued: 3, limit: 7 });
   });
 
   test('SageMaker management through the service: load, invoke (paging in), list, unload', async (t) => {
     const { service, loader } = serviceFixture();
     // A real directory: the registry resolves the url with realpath (the fake loader reads nothing from it).
-    await service.loadModel('m', await tempDir(t), undefined);
-    const answer = await service.infer({ kind: 'managed', name: 'm', targetHeader: undefined }, () => request([5]), ctx);
+    await service.registerModel('m', await tempDir(t), undefined);
+    const answer = await service.infer(service.resolve({ kind: 'managed', name: 'm', targetHeader: undefined }), () => request([5]), ctx);
     assert.deepEqual([...(answer.outputs.get('OUTPUT0')!.data as Float32Array)], [10]);
     assert.equal(loader.loadsOf('m').length, 1);
-    await service.unloadModel('m', undefined);
-    await assert.rejects(service.infer({ kind: 'managed', name: 'm', targetHeader: undefined }, () => request([5]), ctx), isServingError('MODEL_NOT_FOUND', /'m' is not loaded/));
+    await service.unload(service.resolve({ kind: 'managed', name: 'm', targetHeader: undefined }));
+    await assert.rejects(service.infer(service.resolve({ kind: 'managed', name: 'm', targetHeader: undefined }), () => request([5]), ctx), isServingError('MODEL_NOT_FOUND', /'m' is not loaded/));
   });
 });

@@ -149,11 +149,13 @@ describe('DiskCache', () => {
   it('a restart reuses complete entries, sweeps temporary ones and trims to a smaller budget, oldest first', async () => {
     const dir = await tempDir(ctx);
     const u = await unit();
-    const first = new DiskCache({ dir, maxBytes: 10 * u });
+    // A fake wall clock a minute apart per use: distinct mtimes (the LRU order on disk) without sleeping.
+    let nowMs = Date.UTC(2026, 0, 1);
+    const first = new DiskCache({ dir, maxBytes: 10 * u, nowMs: () => nowMs });
     for (const t of ['old', 'mid', 'new']) {
       const { pin } = await first.publish({ target: t, version: '1', fill: fillWith(1000) });
       pin.release();
-      await new Promise((r) => setTimeout(r, 15)); // distinct mtimes: the LRU order on disk
+      nowMs += 60_000;
     }
     await first.settled();
     await mkdir(path.join(dir, '.tmp-crashed', 'model'), { recursive: true });
