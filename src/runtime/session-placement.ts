@@ -44,7 +44,8 @@ import type { ModelConfig } from '../config/model-config-types.js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Tensor } from '../protocol/tensor.js';
-import type { ModelSession } from './onnx-session.js';
+import { MainThreadCopies } from './main-thread-copies.js';
+import type { CopyBooking, ModelSession } from './onnx-session.js';
 
 export type ExecutionThread = 'auto' | 'main' | 'worker';
 
@@ -63,6 +64,8 @@ export interface PlacementSettings {
    * cores; a model's own `intra_op_thread_count` parameter wins.
    */
   readonly mainThreadIntraOpThreads?: number;
+  /** The CPUs the server plans for (MME_CPU_COUNT); default os.availableParallelism(). */
+  readonly cpuCount?: number;
 }
 
 /**
@@ -86,16 +89,20 @@ export const DEFAULT_PLACEMENT: PlacementSettings = Object.freeze({ mainThreadMa
 
 /**
  * Cap on a main-thread copy's intra-op threads: every copy holds its own
- * onnxruntime pool (blocked while unused), so a many-core host with many
- * small models must not get cores × models threads; the measured gain
- * (MLP, one connection) came from the second thread.
+ * onnxruntime pool (that many threads less one, blocked while unused);
+ * copies are bounded (MME_MAIN_THREAD_COPIES), so the threads they add are
+ * too: at most copies × (this − 1). The measured gain (MLP, one connection:
+ * p50 0.107 ms against 0.181 with one thread) came from the second thread.
  */
-export const MAIN_THREAD_MAX_INTRA_OP_THREADS = 4;
+export const MAIN_THREAD_MAX_INTRA_OP_THREADS = 2;
+
+/** MME_MAIN_THREAD_COPIES's default: copies of the most recently used small models held at once. */
+export const DEFAULT_MAIN_THREAD_COPIES = 16;
 
 /** Largest version directory (model file and external data) that gets a main-thread copy. */
 export const MAIN_THREAD_MAX_FILE_BYTES = 64 * 1024 * 1024;
 
-/** What a main-thread copy holds beyond its weights (the per-session allowance of registry/package-size.ts). */
+/** What a main-thread copy is booked at beyond its weights where no measurement says better (the per-session allowance of registry/package-size.ts). */
 export const MAIN_THREAD_COPY_ALLOWANCE_BYTES = 1024 * 1024;
 
 /** Runs timed per probe: enough for a stable median, few enough to keep loads fast (each run is at most a few ms). */
@@ -171,12 +178,14 @@ export async function placeSessions(
   settings: PlacementSettings,
   logger: Logger,
   /**
-   * Asked before a second copy is made, with the bytes it will hold (its
-   * files again, plus a session's allowance): false (no room in the memory
-   * budget now) keeps the session in its worker only. Moving a session to the
-   * main thread holds one copy as before and is not asked.
+   * Books a second copy while it exists, at the bytes it will hold (its
+   * files again, plus a session's allowance); no room in the budget when a
+   * copy would be made: none is. Moving a session to the main thread holds
+   * one copy as before and is not booked.
    */
-  admitCopy: (bytes: number) => boolean = () => true,
+  book: CopyBooking = { tryGrow: (fileBytes) => fileBytes + MAIN_THREAD_COPY_ALLOWANCE_BYTES, shrink: () => undefined },
+  /** The server's bounded set of copies (MME_MAIN_THREAD_COPIES). */
+  copies: MainThreadCopies = new MainThreadCopies(DEFAULT_MAIN_THREAD_COPIES),
 ): Promise<void> {
   if (config.platform === 'ensemble') return;
   const choice = executionThreadOf(config, label);
@@ -184,7 +193,7 @@ export async function placeSessions(
   const outputs = config.output.map((o) => o.name);
   const onlyMaxRunUs = Math.min(settings.mainThreadOnlyMaxRunUs ?? DEFAULT_MAIN_THREAD_ONLY_MAX_RUN_US, settings.mainThreadMaxRunUs);
   const ownThreads = config.parameters['intra_op_thread_count'];
-  const copyThreads = ownThreads !== undefined && ownThreads !== '' ? undefined : (settings.mainThreadIntraOpThreads ?? Math.min(MAIN_THREAD_MAX_INTRA_OP_THREADS, os.availableParallelism()));
+  const copyThreads = ownThreads !== undefined && ownThreads !== '' ? undefined : (settings.mainThreadIntraOpThreads ?? Math.min(MAIN_THREAD_MAX_INTRA_OP_THREADS, settings.cpuCount ?? os.availableParallelism()));
   for (const version of versions) {
     const session = version.sessions[0];
     if (session === undefined) continue; // a processing step: already in-process
@@ -227,14 +236,16 @@ export async function placeSessions(
     // Cheaper than the hop: no worker copy at all. One intra-op thread (unless the model sets its own): a run
     // this short gains nothing from more, and a pool's threads would spin beside the server under load.
     const only = choice === 'main' || (runUs !== undefined && runUs <= onlyMaxRunUs);
-    if (!only && !admitCopy((await version.fileBytes()) + MAIN_THREAD_COPY_ALLOWANCE_BYTES)) {
-      logger.info({ model: label, version: version.version }, 'no room in the memory budget for a main-thread copy; the session stays in its runtime worker');
-      continue;
-    }
+    if (!only && copies.capacity === 0) continue;
     try {
       if (choice === 'main') await session.moveToMainThread();
       else if (only) await session.moveToMainThread(copyThreads === undefined ? undefined : 1);
-      else await session.addMainThreadCopy(copyThreads);
+      else {
+        const fileBytes = await version.fileBytes();
+        const v = version.version;
+        const onError = (err: Error): void => logger.warn({ model: label, version: v, err: err.message }, 'could not create the main-thread copy; the session stays in its runtime worker');
+        session.allowMainThreadCopy({ intraOpThreads: copyThreads, fileBytes, book, copies, onError });
+      }
     } catch (err) {
       logger.warn({ model: label, version: version.version, err: (err as Error).message }, 'could not create the session on the main thread; it stays in its runtime worker');
       continue;
@@ -247,7 +258,7 @@ export async function placeSessions(
           : {
             model: label,
             version: version.version,
-            placement: 'main thread when the server is quiet, worker when busy',
+            placement: 'main thread when the server is quiet (a copy, once used, among the most recently used), worker when busy',
             runUs: Math.round(runUs ?? 0),
             batch: Math.max(1, config.maxBatchSize),
             intraOpThreads: copyThreads ?? 'the model\'s intra_op_thread_count',
