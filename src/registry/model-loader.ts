@@ -13,7 +13,7 @@
 import path from 'node:path';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import { gpuProcessBytes, processRssBytes } from '../runtime/memory-usage.js';
+import { gpuProcessBytes, nonJsBytes } from '../runtime/memory-usage.js';
 import { MainThreadCopies } from '../runtime/main-thread-copies.js';
 import type { CopyBooking } from '../runtime/onnx-session.js';
 import { DEFAULT_MAIN_THREAD_COPIES, DEFAULT_PLACEMENT, placeSessions, type PlacementSettings } from '../runtime/session-placement.js';
@@ -51,6 +51,7 @@ export interface ModelLoader {
 
 /** Where memory is read: the process's resident set, and this process's use of a GPU device when one is visible. */
 export interface MemoryProbe {
+  /** The resident set, less the main thread's JavaScript heap (runtime/memory-usage.ts nonJsBytes). */
   rssBytes(): number;
   /** This process's bytes on each GPU device (the driver's per-process figures); undefined: no GPU, or the driver could not be asked. */
   gpuBytes?(): Promise<ReadonlyMap<number, number> | undefined>;
@@ -91,7 +92,7 @@ export function gpuDelta(before: ReadonlyMap<number, number> | undefined, after:
 const RECLAIM_DELAY_MS = 200;
 
 export interface ModelLoaderDeps {
-  readonly memory: Pick<MemoryManager, 'reserve' | 'trim' | 'reconcile'> & Partial<Pick<MemoryManager, 'notify'>>;
+  readonly memory: Pick<MemoryManager, 'reserve' | 'trim' | 'reconcile'> & Partial<Pick<MemoryManager, 'notify' | 'measuredBytes'>>;
   /** Build the package's sessions, schedulers and plan (registry/package-loader.ts loadPackage). */
   readonly loadPackage: (request: PackageLoadRequest) => Promise<LoadedPackage>;
   /** Run each session once before traffic (registry/warmup.ts); µs of each version's implicit run, where there was one. */
@@ -165,17 +166,33 @@ export function createModelLoader(options: ModelLoaderOptions): PackageModelLoad
     predictFiles: predictPackageFootprint,
     footprint: loadedFootprint,
     ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
-    probe: { rssBytes: processRssBytes, ...(options.gpuVisible ? { gpuBytes: () => gpuProcessBytes() } : {}) },
+    probe: { rssBytes: nonJsBytes, ...(options.gpuVisible ? { gpuBytes: () => gpuProcessBytes() } : {}) },
     ...(options.reclaim ? { reclaim: options.reclaim } : {}),
     logger,
     metrics: options.metrics,
   });
 }
 
+/** A resident CPU package's measured figure, as the bookings' normalisation sees it. */
+interface CpuBooking {
+  /** Its load's own reading (alone, or its share of its group's growth). */
+  readonly raw: number;
+  readonly estimate: number;
+  /** Set its measured figure and book `base` for it. */
+  apply(measured: number, base: number): void;
+}
+
+/** Bookings are normalised at most this often (after loads settle). */
+const NORMALIZE_DELAY_MS = 250;
+
 export class PackageModelLoader implements ModelLoader {
   private readonly slots: LoadSlots;
   private readonly measurement: LoadMeasurement;
   private reclaimTimer: NodeJS.Timeout | undefined;
+  private readonly cpuBookings = new Set<CpuBooking>();
+  /** Bytes booked for main-thread copies now (they are measured in the process's total too). */
+  private copyBytes = 0;
+  private normalizeTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly deps: ModelLoaderDeps) {
     this.slots = new LoadSlots(deps.concurrency ?? 1);
@@ -229,9 +246,14 @@ export class PackageModelLoader implements ModelLoader {
       const book: CopyBooking = {
         tryGrow: (fileBytes) => {
           const bytes = this.measurement.estimate({ fileBytes, sessions: 1 });
-          return held.tryGrow(bytes) ? bytes : undefined;
+          if (!held.tryGrow(bytes)) return undefined;
+          this.copyBytes += bytes;
+          return bytes;
         },
-        shrink: (bytes) => held.resize(held.bytes - bytes),
+        shrink: (bytes) => {
+          this.copyBytes -= bytes;
+          held.resize(held.bytes - bytes);
+        },
       };
       const gpuBefore = probe.gpuBytes ? await probe.gpuBytes() : undefined;
       token = this.measurement.begin();
@@ -269,13 +291,30 @@ export class PackageModelLoader implements ModelLoader {
       const booked = { base: reservation.bytes };
       this.book(reservation, booked, base);
       const resident = this.resident(pkg, reservation, measured);
-      if (!onGpu && own === undefined) {
-        // Overlapped: booked at the estimate now, at its share of the group's growth when the group ends.
-        void settled.then((share) => {
-          if (share === undefined) return;
-          resident.measuredBytes = share;
-          this.book(held, booked, bookingFor(share, estimate));
-        });
+      if (!onGpu) {
+        const track = (raw: number): void => {
+          const entry: CpuBooking = {
+            raw,
+            estimate,
+            apply: (m, b) => {
+              resident.measuredBytes = m;
+              this.book(held, booked, b);
+            },
+          };
+          this.cpuBookings.add(entry);
+          resident.onRelease = () => this.cpuBookings.delete(entry);
+          this.scheduleNormalize();
+        };
+        if (own !== undefined && measured !== undefined) track(measured);
+        else if (own === undefined) {
+          // Overlapped: booked at the estimate now, at its share of the group's growth when the group ends.
+          void settled.then((share) => {
+            if (share === undefined || resident.released) return;
+            resident.measuredBytes = share;
+            this.book(held, booked, bookingFor(share, estimate));
+            track(share);
+          });
+        }
       }
       metrics.modelLoadDuration.observe({ outcome: 'success' }, elapsedMs() / 1000);
       logger.info(
@@ -312,6 +351,41 @@ export class PackageModelLoader implements ModelLoader {
     }
   }
 
+  /** Normalise the bookings once loads have settled for NORMALIZE_DELAY_MS. */
+  private scheduleNormalize(): void {
+    if (this.normalizeTimer !== undefined || this.deps.memory.measuredBytes === undefined) return;
+    this.normalizeTimer = setTimeout(() => {
+      this.normalizeTimer = undefined;
+      this.normalize();
+    }, NORMALIZE_DELAY_MS);
+    this.normalizeTimer.unref();
+  }
+
+  /**
+   * The loads' readings, summed, can exceed what the process holds for
+   * models: a load's reading also holds transients the allocator keeps and
+   * the next load reuses (the worker session a model run on the main thread
+   * only was probed in, freed after its reading), so 300 tiny models read
+   * about 250 KB each where the process grew 80 KB a model. Where the sum of
+   * the CPU packages' readings is above the process's model memory (memory-manager.ts
+   * measuredBytes, less what main-thread copies are booked at), every
+   * reading is scaled down by the same factor, so the bookings add up to
+   * what the process really holds. Never scaled up: a model that grew after
+   * its load is the reconciliation's to catch.
+   */
+  private normalize(): void {
+    const total = this.deps.memory.measuredBytes?.();
+    if (total === undefined || this.cpuBookings.size === 0) return;
+    const models = Math.max(0, total - this.copyBytes);
+    let sum = 0;
+    for (const b of this.cpuBookings) sum += b.raw;
+    const factor = sum > models && sum > 0 ? models / sum : 1;
+    for (const b of this.cpuBookings) {
+      const m = Math.round(b.raw * factor);
+      b.apply(m, bookingFor(m, Math.round(b.estimate * factor)));
+    }
+  }
+
   /** Move the load's own booking from `booked.base` to `base`, keeping what copies and sequence state added on top. */
   private book(reservation: Reservation, booked: { base: number }, base: number): void {
     const target = reservation.bytes - booked.base + base;
@@ -322,16 +396,24 @@ export class PackageModelLoader implements ModelLoader {
     if (grew) void this.deps.memory.trim().catch((err: unknown) => this.deps.logger.warn({ err }, 'trimming memory after a load failed'));
   }
 
-  private resident(pkg: LoadedPackage, reservation: Reservation, measuredBytes: number | undefined): LoadedModelPackage & { measuredBytes: number | undefined } {
+  private resident(
+    pkg: LoadedPackage,
+    reservation: Reservation,
+    measuredBytes: number | undefined,
+  ): LoadedModelPackage & { measuredBytes: number | undefined; released: boolean; onRelease: (() => void) | undefined } {
     let released: Promise<void> | undefined;
-    return {
+    const out = {
       pkg,
       measuredBytes,
+      released: false,
+      onRelease: undefined as (() => void) | undefined,
       get bytes() {
         return reservation.bytes;
       },
       release: () =>
         (released ??= (async () => {
+          out.released = true;
+          out.onRelease?.();
           try {
             await pkg.release();
           } finally {
@@ -342,6 +424,7 @@ export class PackageModelLoader implements ModelLoader {
           }
         })()),
     };
+    return out;
   }
 
   /** One reclaim after a wave of unloads, then a reconciliation with what the process really holds. */

@@ -1,0 +1,66 @@
+/**
+ * Density (issue 28), from outside: a few hundred generated models resident
+ * in a real server process started by `./serve`, against the same sessions
+ * in a plain onnxruntime-node process in the same test
+ * (test/support/density-scenario.ts). Node is told it has 16 CPUs, so the
+ * server runs a 16-core machine's defaults. Every figure is a ratio or a
+ * count from /proc, the repository index and /metrics:
+ * - RSS per model ≤ 1.25× the plain process for ~1 MB models, ≤ 1.5× for tiny ones;
+ * - threads added per further model ≤ 0.05 between half the models and all
+ *   of them (the thread count does not grow with models), and in all no more
+ *   than the bounded main-thread copies' pools;
+ * - reserved bytes per model ≤ 1.5× what was measured (per model and in all),
+ *   and the sum booked covers at least half the growth seen from outside.
+ * Each model gets two requests, so the bounded main-thread copies exist.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { cpusPreload, measureDensity, writeDensityModels, type DensityFigures, type DensityKind } from '../support/density-scenario.js';
+import { tempDir } from '../support/temp-dir.js';
+
+const cleanups: (() => Promise<void>)[] = [];
+const ctx = { after: (fn: () => Promise<void>) => cleanups.push(fn) };
+after(async () => {
+  for (const fn of cleanups.reverse()) await fn();
+});
+
+function describeFigures(f: DensityFigures): string {
+  const perModel = (a: number, b: number, n: number): string => `${((b - a) / n).toFixed(1)} KB`;
+  const sorted = [...f.reservedOverMeasured].sort((a, b) => a - b);
+  return [
+    `${f.models} models, statuses ${JSON.stringify(f.statuses)}`,
+    `server RSS/model ${perModel(f.server.idle.rssKb, f.server.loaded.rssKb, f.models)}, raw ${perModel(f.raw.before.rssKb, f.raw.after.rssKb, f.raw.models)}, ratio ${f.rssRatio.toFixed(2)}`,
+    `threads idle ${f.server.idle.threads} → ${f.server.half.threads} at half → ${f.server.loaded.threads} (${f.marginalThreadsPerModel.toFixed(3)}/further model, ${f.threadsPerModel.toFixed(3)}/model from idle; raw ${f.rawThreadsPerModel.toFixed(3)})`,
+    `reserved ${(f.reservedBytes / 1024).toFixed(0)} KB, measured ${(f.measuredBytes / 1024).toFixed(0)} KB, per-model reserved÷measured median ${sorted[Math.floor(sorted.length / 2)]?.toFixed(2)}`,
+  ].join('; ');
+}
+
+async function scenario(kind: DensityKind, count: number): Promise<DensityFigures> {
+  const root = await tempDir(ctx);
+  const names = await writeDensityModels(root, kind, count);
+  return measureDensity(root, names, kind, { env: { NODE_OPTIONS: cpusPreload(16) }, requestsEach: 2 });
+}
+
+describe('density: each model costs about what onnxruntime costs', { skip: process.platform !== 'linux' }, () => {
+  for (const [kind, count, rssBound] of [
+    ['mlp', 120, 1.25],
+    ['tiny', 300, 1.5],
+  ] as const) {
+    it(`${count} ${kind} models: RSS per model ≤ ${rssBound}× a plain onnxruntime-node process, threads independent of the count, bookings follow measurement`, async () => {
+      const f = await scenario(kind, count);
+      const figures = describeFigures(f);
+      assert.deepEqual(Object.keys(f.statuses), ['200'], figures);
+      assert.ok(f.rssRatio <= rssBound, `RSS per model ≤ ${rssBound}× raw: ${figures}`);
+      // Past the first models (which bring the bounded main-thread copies, MME_MAIN_THREAD_COPIES, and their threads), none.
+      assert.ok(f.marginalThreadsPerModel <= 0.05, `≤ 0.05 threads added per further model at a 16-core machine's defaults: ${figures}`);
+      assert.ok(f.server.loaded.threads - f.server.idle.threads <= 16 + 4, `in all, at most the copies' threads (16) and a few: ${figures}`);
+      const sorted = [...f.reservedOverMeasured].sort((a, b) => a - b);
+      assert.equal(sorted.length, count, `every model has a reserved and a measured figure: ${figures}`);
+      assert.ok(sorted[Math.floor(count / 2)]! <= 1.5, `per model, reserved ≤ 1.5× measured (median): ${figures}`);
+      assert.ok(f.reservedBytes <= 1.5 * f.measuredBytes, `in all, reserved ≤ 1.5× measured: ${figures}`);
+      const growthBytes = (f.server.loaded.rssKb - f.server.idle.rssKb) * 1024;
+      assert.ok(f.reservedBytes <= 1.5 * growthBytes, `reserved ≤ 1.5× the RSS growth seen from /proc: ${figures}`);
+      assert.ok(f.reservedBytes >= 0.5 * growthBytes, `and books at least half of it (the budget stays true of the process): ${figures}`);
+    });
+  }
+});
