@@ -107,6 +107,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
       logger,
       metrics,
       concurrency: config.loadConcurrency,
+      idleRssBytes: idle.rssBytes,
       copies: new MainThreadCopies(config.mainThreadCopies),
       loadDeps: {
         pool,

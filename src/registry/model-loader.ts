@@ -13,7 +13,7 @@
 import path from 'node:path';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import { gpuProcessBytes, nonJsBytes } from '../runtime/memory-usage.js';
+import { gpuProcessBytes, processRssBytes } from '../runtime/memory-usage.js';
 import { MainThreadCopies } from '../runtime/main-thread-copies.js';
 import type { CopyBooking } from '../runtime/onnx-session.js';
 import { DEFAULT_MAIN_THREAD_COPIES, DEFAULT_PLACEMENT, placeSessions, type PlacementSettings } from '../runtime/session-placement.js';
@@ -51,7 +51,6 @@ export interface ModelLoader {
 
 /** Where memory is read: the process's resident set, and this process's use of a GPU device when one is visible. */
 export interface MemoryProbe {
-  /** The resident set, less the main thread's JavaScript heap (runtime/memory-usage.ts nonJsBytes). */
   rssBytes(): number;
   /** This process's bytes on each GPU device (the driver's per-process figures); undefined: no GPU, or the driver could not be asked. */
   gpuBytes?(): Promise<ReadonlyMap<number, number> | undefined>;
@@ -92,7 +91,9 @@ export function gpuDelta(before: ReadonlyMap<number, number> | undefined, after:
 const RECLAIM_DELAY_MS = 200;
 
 export interface ModelLoaderDeps {
-  readonly memory: Pick<MemoryManager, 'reserve' | 'trim' | 'reconcile'> & Partial<Pick<MemoryManager, 'notify' | 'measuredBytes'>>;
+  readonly memory: Pick<MemoryManager, 'reserve' | 'trim' | 'reconcile'> & Partial<Pick<MemoryManager, 'notify'>>;
+  /** What the process grew by since idle (its resident set above the idle figure); omitted: bookings are not normalised. */
+  readonly processGrowth?: () => number | undefined;
   /** Build the package's sessions, schedulers and plan (registry/package-loader.ts loadPackage). */
   readonly loadPackage: (request: PackageLoadRequest) => Promise<LoadedPackage>;
   /** Run each session once before traffic (registry/warmup.ts); µs of each version's implicit run, where there was one. */
@@ -128,6 +129,8 @@ export interface ModelLoaderOptions {
   readonly metrics: Pick<Metrics, 'modelLoadDuration' | 'forTarget'> & Partial<Pick<Metrics, 'sequenceStateBytes'>>;
   /** MME_LOAD_CONCURRENCY. */
   readonly concurrency?: number;
+  /** The process's resident set at idle (start-up, onnxruntime's fixed costs paid): bookings are normalised to the growth above it. */
+  readonly idleRssBytes?: number;
   /** The server's bounded set of main-thread copies (MME_MAIN_THREAD_COPIES). */
   readonly copies?: MainThreadCopies;
 }
@@ -165,8 +168,9 @@ export function createModelLoader(options: ModelLoaderOptions): PackageModelLoad
     place: (model, label, warmupRunUs, book) => placeModel(model, label, placement, logger, warmupRunUs, book, copies),
     predictFiles: predictPackageFootprint,
     footprint: loadedFootprint,
+    ...(options.idleRssBytes === undefined ? {} : { processGrowth: () => processRssBytes() - options.idleRssBytes! }),
     ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
-    probe: { rssBytes: nonJsBytes, ...(options.gpuVisible ? { gpuBytes: () => gpuProcessBytes() } : {}) },
+    probe: { rssBytes: processRssBytes, ...(options.gpuVisible ? { gpuBytes: () => gpuProcessBytes() } : {}) },
     ...(options.reclaim ? { reclaim: options.reclaim } : {}),
     logger,
     metrics: options.metrics,
@@ -182,8 +186,9 @@ interface CpuBooking {
   apply(measured: number, base: number): void;
 }
 
-/** Bookings are normalised at most this often (after loads settle). */
+/** Bookings are normalised this long after a load settles, then every NORMALIZE_INTERVAL_MS while any is held. */
 const NORMALIZE_DELAY_MS = 250;
+const NORMALIZE_INTERVAL_MS = 1000;
 
 export class PackageModelLoader implements ModelLoader {
   private readonly slots: LoadSlots;
@@ -351,13 +356,14 @@ export class PackageModelLoader implements ModelLoader {
     }
   }
 
-  /** Normalise the bookings once loads have settled for NORMALIZE_DELAY_MS. */
-  private scheduleNormalize(): void {
-    if (this.normalizeTimer !== undefined || this.deps.memory.measuredBytes === undefined) return;
+  /** Normalise the bookings `delayMs` from now (unless one is due sooner), and then every NORMALIZE_INTERVAL_MS while any is held. */
+  private scheduleNormalize(delayMs = NORMALIZE_DELAY_MS): void {
+    if (this.normalizeTimer !== undefined || this.deps.processGrowth === undefined) return;
     this.normalizeTimer = setTimeout(() => {
       this.normalizeTimer = undefined;
       this.normalize();
-    }, NORMALIZE_DELAY_MS);
+      if (this.cpuBookings.size > 0) this.scheduleNormalize(NORMALIZE_INTERVAL_MS);
+    }, delayMs);
     this.normalizeTimer.unref();
   }
 
@@ -374,7 +380,7 @@ export class PackageModelLoader implements ModelLoader {
    * its load is the reconciliation's to catch.
    */
   private normalize(): void {
-    const total = this.deps.memory.measuredBytes?.();
+    const total = this.deps.processGrowth?.();
     if (total === undefined || this.cpuBookings.size === 0) return;
     const models = Math.max(0, total - this.copyBytes);
     let sum = 0;

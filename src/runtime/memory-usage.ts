@@ -29,17 +29,6 @@ function jsBytes(): number {
   return m.heapTotal + m.arrayBuffers;
 }
 
-/**
- * The resident set less the main thread's JavaScript heap and buffers: what a
- * load's growth is read from. The heap grows in steps of its own (a load's
- * garbage can grow it by a megabyte that the next collection gives back), so
- * counted in a load's delta it made a tiny model read 250 KB against the
- * 46 KB each really added.
- */
-export function nonJsBytes(): number {
-  return processRssBytes() - jsBytes();
-}
-
 export function takeBaseline(): MemoryBaseline {
   return { rssBytes: processRssBytes(), jsBytes: jsBytes() };
 }

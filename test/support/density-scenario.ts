@@ -136,8 +136,10 @@ export interface DensityFigures {
   readonly measuredBytes: number;
   /** Per model: reserved ÷ measured, for the models that have both. */
   readonly reservedOverMeasured: readonly number[];
-  /** Server RSS growth per model ÷ raw RSS growth per model. */
+  /** Server RSS growth per model from idle ÷ raw RSS growth per model (fixed costs that come with the first models included). */
   readonly rssRatio: number;
+  /** Server RSS growth per further model, between half the models and all of them, ÷ raw per model: what each model costs. */
+  readonly marginalRssRatio: number;
   /** Server threads added per model from idle (fixed costs that come with the first models included). */
   readonly threadsPerModel: number;
   /** Server threads added per model between half the models and all of them: what each further model costs. */
@@ -171,7 +173,8 @@ export async function measureDensity(
           statuses[status] = (statuses[status] ?? 0) + 1;
         }
       }
-      await new Promise((r) => setTimeout(r, 500));
+      // Past a normalisation of the bookings (every second while models are held).
+      await new Promise((r) => setTimeout(r, 1500));
     };
     const halfCount = Math.floor(names.length / 2);
     await serve(names.slice(0, halfCount));
@@ -200,6 +203,7 @@ export async function measureDensity(
       measuredBytes,
       reservedOverMeasured,
       rssRatio: serverPerModel / rawPerModel,
+      marginalRssRatio: (loaded.rssKb - half.rssKb) / (n - halfCount) / rawPerModel,
       threadsPerModel: (loaded.threads - idle.threads) / n,
       marginalThreadsPerModel: (loaded.threads - half.threads) / (n - halfCount),
       rawThreadsPerModel: (raw.after.threads - raw.before.threads) / raw.models,
