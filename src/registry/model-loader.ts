@@ -238,14 +238,25 @@ export class PackageModelLoader implements ModelLoader {
     let reservation: Reservation | undefined;
     let freeSlot: (() => void) | undefined;
     let token: ReturnType<LoadMeasurement['begin']> | undefined;
+    // Where a load's time goes (logged with `model loaded`): what a raw create and first run do not do shows here.
+    const stages: Record<string, number> = {};
+    let mark = performance.now();
+    const stage = (name: string): void => {
+      const now = performance.now();
+      stages[name] = Math.round((stages[name] ?? 0) * 1000 + (now - mark) * 1000) / 1000;
+      mark = now;
+    };
     try {
       // Cancellation (the model was unloaded while it loads) is seen between stages: a stage that has started
       // (a session being created, a warm-up run) finishes, nothing after it starts, and all of it is released below.
       throwIfAborted(signal);
       const { predictedBytes: predicted, fileBytes: files } = await this.deps.predictFiles(request.dir);
+      stage('predict');
       throwIfAborted(signal);
       freeSlot = await this.slots.acquire(signal);
+      stage('slot');
       reservation = await memory.reserve(request.label, loadPeakBytes(predicted, files), signal);
+      stage('reserve');
       const held = reservation;
       // A main-thread copy is booked while it exists (runtime/session-placement.ts): on top of whatever the load is booked at.
       const book: CopyBooking = {
@@ -263,14 +274,18 @@ export class PackageModelLoader implements ModelLoader {
       const gpuBefore = probe.gpuBytes ? await probe.gpuBytes() : undefined;
       token = this.measurement.begin();
       pkg = await this.deps.loadPackage(request);
+      stage('package');
       for (const model of pkg.models.values()) {
         throwIfAborted(signal);
         const warmupRunUs = await this.deps.warmUp(model, request.label);
+        stage('warmup');
         throwIfAborted(signal);
         await this.deps.place(model, request.label, warmupRunUs ?? undefined, book);
+        stage('place');
       }
       throwIfAborted(signal);
       const footprint = await this.deps.footprint(pkg);
+      stage('footprint');
       const own = this.measurement.end(token, footprint);
       const settled = token.settled;
       token = undefined;
@@ -334,6 +349,7 @@ export class PackageModelLoader implements ModelLoader {
           measuredBytes: measured,
           device: onGpu ? 'gpu' : 'cpu',
           durationMs: elapsedMs(),
+          stagesMs: stages,
         },
         'model loaded',
       );

@@ -281,7 +281,9 @@ class PooledModelSession implements ModelSession, CopyHolder {
     this.onMain = { session, runs: 0, dropped: false };
     const old = this.inWorker;
     this.inWorker = undefined;
-    await old?.release();
+    // Not awaited: the load need not wait for the worker's turn to free it (the worker handles messages in order,
+    // so nothing can use it meanwhile); a failure there leaves nothing to undo.
+    void old?.release().catch(() => undefined);
   }
 
   async release(): Promise<void> {

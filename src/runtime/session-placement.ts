@@ -216,14 +216,19 @@ export async function placeSessions(
         continue;
       }
       try {
-        const [first = Number.POSITIVE_INFINITY] = await session.timeRuns(feeds, outputs, 1);
-        runUs = first;
-        if (first <= settled) {
-          // Bounded: at most PROBE_RUNS - 1 more runs of at most `settled` µs each, and at most PROBE_CAP_US in all.
-          const more = Math.max(2, Math.min(PROBE_RUNS - 1, Math.floor(PROBE_CAP_US / Math.max(1, first))));
-          runUs = median([first, ...(await session.timeRuns(feeds, outputs, more))]);
-          if (runUs <= onlyMaxRunUs * REFINE_BELOW) runUs = median(await session.timeRuns(feeds, outputs, REFINE_RUNS));
+        if (oneRow !== undefined && oneRow * PROBE_RUNS <= PROBE_CAP_US) {
+          // The warm-up's one row was short enough: the PROBE_RUNS runs in one call (one hop to the worker, not two).
+          runUs = median(await session.timeRuns(feeds, outputs, PROBE_RUNS));
+        } else {
+          const [first = Number.POSITIVE_INFINITY] = await session.timeRuns(feeds, outputs, 1);
+          runUs = first;
+          if (first <= settled) {
+            // Bounded: at most PROBE_RUNS - 1 more runs of at most `settled` µs each, and at most PROBE_CAP_US in all.
+            const more = Math.max(2, Math.min(PROBE_RUNS - 1, Math.floor(PROBE_CAP_US / Math.max(1, first))));
+            runUs = median([first, ...(await session.timeRuns(feeds, outputs, more))]);
+          }
         }
+        if (runUs <= onlyMaxRunUs * REFINE_BELOW) runUs = median(await session.timeRuns(feeds, outputs, REFINE_RUNS));
       } catch (err) {
         logger.debug({ model: label, version: version.version, err: (err as Error).message }, 'placement probe failed; the session stays in its runtime worker');
         continue;
