@@ -11,19 +11,23 @@
  * for a small model is many times the run itself (a 16→4 model runs in about
  * 6 µs, a 256→1024→1024→16 MLP in about 45 µs).
  *
- * So a small, fast CPU model gets a second copy of its session on the main
- * thread, and each batch picks one (ModelSession.run, from the batch's load the
+ * So a small, fast CPU model may get a second copy of its session on the
+ * main thread, and each batch picks one (ModelSession.run, from the batch's load the
  * batcher reports): while the server is quiet (no model had requests queued behind a
  * batch or two batches in flight within runtime/quiet-window.ts's window),
  * the main-thread copy runs (no hop: the latency of a lone request is the
- * run itself), with intra-op threads on every core; otherwise the worker
+ * run itself), with MAIN_THREAD_MAX_INTRA_OP_THREADS intra-op threads; otherwise the worker
  * copy runs, so the main thread keeps reading and answering requests in
  * parallel (measured at 64 connections: 22.7k req/s this way or in the
- * worker alone, 19.4k with every batch on the main thread).
+ * worker alone, 19.4k with every batch on the main thread). A copy holds the
+ * weights again and a thread pool of its own, so copies are bounded
+ * (runtime/main-thread-copies.ts, MME_MAIN_THREAD_COPIES): made lazily once the model is
+ * used while quiet, for the most recently used models only, each booked in
+ * the memory budget while it exists (`book`).
  *
  * A model qualifies when it runs on CPU with one instance, its version
- * directory holds at most MAIN_THREAD_MAX_FILE_BYTES (the copy doubles its
- * weights, and that is counted in its memory), and the median of PROBE_RUNS
+ * directory holds at most MAIN_THREAD_MAX_FILE_BYTES (a copy doubles its
+ * weights while it exists, and that is booked), and the median of PROBE_RUNS
  * runs of zeros at max(1, max_batch_size) rows, timed inside the worker after
  * warm-up, is at most MME_MAIN_THREAD_MAX_RUN_US: the event loop is then
  * blocked for at most about that long by a run. A variable non-batch
@@ -164,8 +168,8 @@ function median(values: readonly number[]): number {
 }
 
 /**
- * Give the sessions of `model` that qualify a main-thread copy (or move
- * them, for `execution_thread: "main"`). Runs while the model loads, before
+ * Allow the sessions of `model` that qualify a main-thread copy (or move
+ * them, for `execution_thread: "main"` and models cheaper than the hop). Runs while the model loads, before
  * it takes traffic. A failed probe or copy leaves the session in its worker
  * (logged); only a bad `execution_thread` fails the load.
  */
