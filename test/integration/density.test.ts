@@ -18,8 +18,10 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { cpusPreload, measureDensity, writeDensityModels, type DensityFigures, type DensityKind } from '../support/density-scenario.js';
+import path from 'node:path';
+import { cpusPreload, FEATURES, invokeTarget, measureDensity, writeDensityModels, type DensityFigures, type DensityKind } from '../support/density-scenario.js';
 import { tempDir } from '../support/temp-dir.js';
+import { startTestServer } from '../support/test-server.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 const ctx = { after: (fn: () => Promise<void>) => cleanups.push(fn) };
@@ -70,4 +72,43 @@ describe('density: each model costs about what onnxruntime costs', { skip: proce
       assert.ok(f.reservedBytes >= 0.5 * growthBytes, `and books at least half of it (the budget stays true of the process): ${figures}`);
     });
   }
+});
+
+describe('concurrent cold loads', () => {
+  /** Each load's measured section (package, warm-up, placement, footprint) as [start, end] ms, from its `model loaded` line. */
+  function sections(logs: readonly Record<string, unknown>[]): [number, number][] {
+    return logs
+      .filter((l) => l['msg'] === 'model loaded')
+      .map((l) => {
+        const end = Date.parse(String(l['time']));
+        const st = l['stagesMs'] as Record<string, number>;
+        return [end - (st['package']! + (st['warmup'] ?? 0) + (st['place'] ?? 0) + (st['footprint'] ?? 0)), end];
+      });
+  }
+  /** Most sections in progress at one moment (1 ms of slack: log times are whole milliseconds). */
+  function maxOverlap(xs: readonly [number, number][]): number {
+    let most = 0;
+    for (const [start] of xs) most = Math.max(most, xs.filter(([s, e]) => s <= start && start < e - 1).length);
+    return most;
+  }
+
+  it('overlap up to MME_LOAD_CONCURRENCY, one at a time at 1; every request answered', async () => {
+    const root = await tempDir(ctx);
+    const names = await writeDensityModels(root, 'mlp', 8);
+    const overlaps: Record<string, number> = {};
+    for (const concurrency of ['1', '4']) {
+      const s = await startTestServer({ modelSource: root, cacheDir: path.join(await tempDir(ctx), 'cache'), env: { MME_LOAD_CONCURRENCY: concurrency, MME_RUNTIME_WORKERS: '2' } });
+      try {
+        const statuses = await Promise.all(names.map((n) => invokeTarget(s.url, n, FEATURES.mlp)));
+        assert.deepEqual(statuses, names.map(() => 200));
+        const xs = sections(s.logs);
+        assert.equal(xs.length, names.length);
+        overlaps[concurrency] = maxOverlap(xs);
+      } finally {
+        await s.close();
+      }
+    }
+    assert.equal(overlaps['1'], 1, `one at a time: ${JSON.stringify(overlaps)}`);
+    assert.ok(overlaps['4']! >= 2 && overlaps['4']! <= 4, `loads overlapped, at most 4 at once: ${JSON.stringify(overlaps)}`);
+  });
 });
