@@ -193,7 +193,7 @@ class PooledModelSession implements ModelSession, CopyHolder {
     if (copy !== undefined) {
       copy.runs++;
       if (this.inWorker !== undefined) this.plan?.copies.touch(this);
-    } else if (!busy && load !== undefined && this.plan !== undefined && this.onMain === undefined && !this.making) {
+    } else if (!busy && this.plan !== undefined && this.onMain === undefined && !this.making) {
       makeCopy = ++this.quietRuns >= COPY_AFTER_QUIET_RUNS;
     }
     try {
