@@ -21,6 +21,7 @@ import { createModelLoader } from './registry/model-loader.js';
 import { ModelRegistry } from './registry/model-registry.js';
 import { gpuMemory, hostMemoryBytes, modelMemoryBytes, takeBaseline } from './runtime/memory-usage.js';
 import { detectHostCapabilities } from './runtime/execution-providers.js';
+import { MainThreadCopies } from './runtime/main-thread-copies.js';
 import { QuietWindow } from './runtime/quiet-window.js';
 import { DEATH_WINDOW_MS, RuntimePool } from './runtime/runtime-pool.js';
 import { InferenceService } from './service/inference-service.js';
@@ -110,6 +111,9 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
       reclaim: () => pool.reclaim(),
       logger,
       metrics,
+      concurrency: config.loadConcurrency,
+      idleRssBytes: idle.rssBytes,
+      copies: new MainThreadCopies(config.mainThreadCopies),
       loadDeps: {
         pool,
         intraOpThreads: config.intraOpThreads,
@@ -124,7 +128,7 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
         },
         allowJsBackend: config.allowJsBackend,
         jsStepTimeoutSeconds: config.jsStepTimeoutSeconds,
-        placement: { mainThreadMaxRunUs: config.mainThreadMaxRunUs, mainThreadOnlyMaxRunUs: config.mainThreadOnlyMaxRunUs },
+        placement: { mainThreadMaxRunUs: config.mainThreadMaxRunUs, mainThreadOnlyMaxRunUs: config.mainThreadOnlyMaxRunUs, cpuCount: config.cpuCount },
         quiet: new QuietWindow(),
         sequences: new SequenceTracker(config.maxSequences),
         configMaxBytes: config.configMaxBytes,
@@ -263,7 +267,10 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
       defaultModel: config.defaultModel,
       providers: config.executionProviders ?? 'auto',
       ortTelemetry: config.ortTelemetry,
+      cpuCount: config.cpuCount,
       runtimeWorkers: pool.size,
+      loadConcurrency: config.loadConcurrency,
+      mainThreadCopies: config.mainThreadCopies,
       memoryBudgetBytes: budget.bytes,
       memoryBudgetFrom: budget.from,
       maxLoadedModels: config.maxLoadedModels,

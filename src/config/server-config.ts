@@ -74,8 +74,14 @@ export interface ServerConfig {
   readonly headersTimeoutMs: number;
   /** MME_REQUEST_TIMEOUT_SECONDS: a whole request (headers and body) must arrive within this. */
   readonly requestTimeoutMs: number;
+  /** MME_CPU_COUNT: the CPUs the server sizes its threads and load concurrency for; default os.availableParallelism(). */
+  readonly cpuCount: number;
   readonly runtimeWorkers: number;
   readonly intraOpThreads: number | undefined;
+  /** MME_LOAD_CONCURRENCY: model loads (session create, warm-up, placement) in progress at once; more wait their turn. */
+  readonly loadConcurrency: number;
+  /** MME_MAIN_THREAD_COPIES: most main-thread session copies (beside a worker's) held at once, least recently used dropped first. */
+  readonly mainThreadCopies: number;
   /** MME_MAIN_THREAD_MAX_RUN_US: CPU models whose largest batch runs at most this long (µs) run on the main thread; 0 = none unless a config asks. */
   readonly mainThreadMaxRunUs: number;
   /** MME_MAIN_THREAD_ONLY_MAX_RUN_US: of those, models whose largest batch runs at most this long (µs) keep no worker copy; 0 = none. */
@@ -165,6 +171,19 @@ function int(name: string, raw: string, min: number, max = Number.MAX_SAFE_INTEG
     throw new Error(`${name} must be an integer in [${min}, ${max}], got '${raw}'`);
   }
   return n;
+}
+
+/** MME_CPU_COUNT, else what Node sees (os.availableParallelism): every core-derived default starts here. */
+function cpuCountOf(env: NodeJS.ProcessEnv): number {
+  const raw = env['MME_CPU_COUNT'];
+  return raw === undefined || raw.trim() === '' ? os.availableParallelism() : int('MME_CPU_COUNT', raw, 1, 4096);
+}
+
+/** MME_RUNTIME_WORKERS's default: one worker per CPU, at most MAX_DEFAULT_WORKERS. */
+const MAX_DEFAULT_WORKERS = 16;
+
+function defaultWorkers(env: NodeJS.ProcessEnv): number {
+  return Math.max(1, Math.min(MAX_DEFAULT_WORKERS, cpuCountOf(env)));
 }
 
 function bool(name: string, raw: string): boolean {
@@ -494,29 +513,48 @@ export const SETTINGS: readonly AnySetting[] = [
     },
   },
   {
+    key: 'cpuCount',
+    env: ['MME_CPU_COUNT'],
+    defaultText: 'os.availableParallelism()',
+    description:
+      'The CPUs the server sizes its runtime workers and load concurrency for (the defaults below derive from it). Set it where the container\'s CPU quota is below the CPUs Node sees.',
+    parse: (_raw, env) => cpuCountOf(env),
+  },
+  {
     key: 'runtimeWorkers',
     env: ['MME_RUNTIME_WORKERS'],
-    defaultText: 'CPU count (at most 8)',
+    defaultText: `CPU count (at most ${MAX_DEFAULT_WORKERS})`,
     description:
-      'Worker threads that own onnxruntime sessions. Sessions load and run there, so HTTP stays responsive; runs in different workers proceed in parallel.',
-    parse: (raw) => (raw === undefined ? Math.max(1, Math.min(8, os.availableParallelism())) : int('MME_RUNTIME_WORKERS', raw, 1, 256)),
+      'Worker threads that own onnxruntime sessions. Sessions load and run there, so HTTP stays responsive; runs in different workers proceed in parallel. With one intra-op thread per session (the default), these are the threads that hold the machine\'s parallelism, whatever the number of models.',
+    parse: (raw, env) => (raw === undefined ? defaultWorkers(env) : int('MME_RUNTIME_WORKERS', raw, 1, 256)),
   },
   {
     key: 'intraOpThreads',
     env: ['MME_INTRA_OP_THREADS'],
-    defaultText: 'max(1, CPU count / workers)',
+    defaultText: '1',
     description:
-      "onnxruntime intra-op threads per session, so workers × threads does not oversubscribe the cores; a model's `intra_op_thread_count` parameter overrides it. 0 = onnxruntime's default.",
-    parse: (raw, env) => {
-      if (raw !== undefined) {
-        const n = int('MME_INTRA_OP_THREADS', raw, 0, 1024);
-        return n === 0 ? undefined : n;
-      }
-      const workersRaw = env['MME_RUNTIME_WORKERS'];
-      const cores = os.availableParallelism();
-      const workers = workersRaw !== undefined && /^\d+$/.test(workersRaw.trim()) ? Math.max(1, Number(workersRaw)) : Math.max(1, Math.min(8, cores));
-      return Math.max(1, Math.floor(cores / workers));
+      "onnxruntime intra-op threads per session. Every session with more than one holds its own pool of that many threads less one (onnxruntime-node has no shared pool), so the default 1 keeps the thread count independent of the number of models; a model's `intra_op_thread_count` parameter overrides it for that model. 0 = onnxruntime's default (a pool of every physical core per session).",
+    parse: (raw) => {
+      if (raw === undefined) return 1;
+      const n = int('MME_INTRA_OP_THREADS', raw, 0, 1024);
+      return n === 0 ? undefined : n;
     },
+  },
+  {
+    key: 'loadConcurrency',
+    env: ['MME_LOAD_CONCURRENCY'],
+    defaultText: 'CPU count (at least 2, at most 8)',
+    description:
+      'Model loads (session creation, warm-up and placement) in progress at once; further loads wait their turn. Downloads and extraction are not counted here. 1 = one load at a time.',
+    parse: (raw, env) => (raw === undefined ? Math.max(2, Math.min(8, cpuCountOf(env))) : int('MME_LOAD_CONCURRENCY', raw, 1, 256)),
+  },
+  {
+    key: 'mainThreadCopies',
+    env: ['MME_MAIN_THREAD_COPIES'],
+    defaultText: '16',
+    description:
+      'Most main-thread session copies held at once (the copy a small model gets beside its worker session for a lone request\'s latency, MME_MAIN_THREAD_MAX_RUN_US): the least recently used copy is dropped when a new one is needed, and each copy is counted in the memory budget. 0 = no copies (models that run on the main thread only are not counted: they hold one session).',
+    parse: (raw) => (raw === undefined ? 16 : int('MME_MAIN_THREAD_COPIES', raw, 0, 100_000)),
   },
   {
     key: 'mainThreadMaxRunUs',

@@ -24,6 +24,7 @@
  * (test/unit/observability/metrics.test.ts checks that every metric with a
  * `target` label is such a metric).
  */
+import { readFileSync } from 'node:fs';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import {
   CellCounter,
@@ -190,6 +191,8 @@ export interface Metrics {
   readonly sequenceEnds: CellCounter<ModelLabel | 'reason'>;
   /** Bytes of implicit state the server holds for live sequences (counted in the memory budget). */
   readonly sequenceStateBytes: Gauge;
+  /** Threads of the process now (/proc/self/status), read at each scrape. */
+  readonly processThreads: Gauge;
 }
 
 /** A cell metric with per-model labels: what forTarget's removal walks. */
@@ -287,6 +290,16 @@ export interface MetricsOptions {
 interface Tenant extends TargetMetrics {
   refs: number;
   entryModel: string | undefined;
+}
+
+/** The process's live thread count from /proc/self/status (Linux); undefined elsewhere. */
+export function processThreadCount(readStatus: () => string = () => readFileSync('/proc/self/status', 'utf8')): number | undefined {
+  try {
+    const m = /^Threads:\s+(\d+)$/m.exec(readStatus());
+    return m ? Number(m[1]) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 export function createMetrics(options: MetricsOptions = {}): Metrics {
@@ -491,7 +504,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     }),
     loadedModelBytes: new Gauge({
       name: 'onnx_mme_loaded_model_bytes',
-      help: 'Memory reserved against the budget for resident and loading models (a load\'s peak while it loads, then the larger of prediction and measurement)',
+      help: 'Memory reserved against the budget for resident and loading models (a load\'s peak while it loads, then what it was measured to hold, plus main-thread copies while they exist)',
       registers,
     }),
     measuredModelBytes: new Gauge({
@@ -599,6 +612,15 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       name: 'onnx_mme_sequence_state_bytes',
       help: 'Bytes of implicit state (sequence_batching state) the server holds for live sequences; counted in the memory budget',
       registers,
+    }),
+    processThreads: new Gauge({
+      name: 'onnx_mme_process_threads',
+      help: 'Threads of the server process now (Threads in /proc/self/status, read at each scrape): runtime workers, onnxruntime intra-op pools, Node\'s own; absent where /proc is not',
+      registers,
+      collect() {
+        const threads = processThreadCount();
+        if (threads !== undefined) this.set(threads);
+      },
     }),
   };
   return metrics;

@@ -30,6 +30,7 @@ import { LRUCache } from 'lru-cache';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
+import { systemClock, type Clock } from '../scheduler/clock.js';
 
 export interface Resident {
   readonly key: string;
@@ -54,6 +55,8 @@ export interface MemoryManagerOptions {
   readonly metrics: Pick<Metrics, 'loadedModelBytes' | 'memoryBudgetBytes' | 'modelEvictions'> & Partial<Pick<Metrics, 'measuredModelBytes'>>;
   /** Model memory the process really holds now (bytes above idle); undefined or omitted: reservations only. */
   readonly measure?: () => number | undefined;
+  /** Time for the memory wait's deadline and the over-budget warning's rate; default the system's. */
+  readonly clock?: Clock;
 }
 
 /** A model's share of the budget; release() gives it back (idempotent). */
@@ -80,7 +83,10 @@ export class MemoryManager {
   /** Resolved and replaced whenever memory may have been freed or a pin dropped. */
   private wake: { promise: Promise<void>; resolve: () => void } = deferred();
 
+  private readonly clock: Clock;
+
   constructor(private readonly options: MemoryManagerOptions) {
+    this.clock = options.clock ?? systemClock;
     if (!(options.budgetBytes > 0)) throw new RangeError(`budgetBytes must be positive, got ${options.budgetBytes}`);
     this.budgetBytes = options.budgetBytes;
     this.maxModels = options.maxModels;
@@ -144,8 +150,8 @@ export class MemoryManager {
       if (measured === undefined || measured + extraBytes <= this.budgetBytes) return;
       const victims = this.pickVictims(measured + extraBytes - this.budgetBytes, 0);
       if (victims.length === 0) {
-        if (extraBytes === 0 && performance.now() - this.warnedAt > 60_000) {
-          this.warnedAt = performance.now();
+        if (extraBytes === 0 && this.nowMs() - this.warnedAt > 60_000) {
+          this.warnedAt = this.nowMs();
           this.options.logger.warn(
             { measuredBytes: measured, reservedBytes: this.used, budgetBytes: this.budgetBytes },
             'measured model memory is above the memory budget and no idle model is left to evict',
@@ -171,7 +177,7 @@ export class MemoryManager {
         { model: label, details: { needBytes: need, budgetBytes: this.budgetBytes } },
       );
     }
-    const deadline = performance.now() + this.options.waitMs;
+    const deadline = this.nowMs() + this.options.waitMs;
     let waited = false;
     for (;;) {
       if (signal?.aborted) throw new ServingError('CANCELLED', `model '${label}': cancelled while waiting for memory`, { model: label });
@@ -187,7 +193,7 @@ export class MemoryManager {
         await Promise.all(victims.map((v) => this.evict(v, `to make room for '${label}'`)));
         continue;
       }
-      const left = deadline - performance.now();
+      const left = deadline - this.nowMs();
       if (left <= 0) {
         const why =
           countOver > 0 && bytesOver <= 0
@@ -200,7 +206,7 @@ export class MemoryManager {
       }
       if (!waited) this.options.logger.info({ model: label, needBytes: need, usedBytes: this.used }, 'waiting for memory held by models in use');
       waited = true;
-      await waitFor(this.wake.promise, left, signal);
+      await waitFor(this.wake.promise, left, signal, this.clock);
     }
   }
 
@@ -250,13 +256,17 @@ export class MemoryManager {
   private async evict(resident: Resident, why: string): Promise<void> {
     this.forget(resident);
     const bytes = resident.bytes;
-    const started = performance.now();
+    const started = this.nowMs();
     this.options.metrics.modelEvictions.inc();
     await resident.evict();
     this.options.logger.info(
-      { model: resident.label, bytes, durationMs: Math.round(performance.now() - started), reason: why },
+      { model: resident.label, bytes, durationMs: Math.round(this.nowMs() - started), reason: why },
       'evicted model from memory',
     );
+  }
+
+  private nowMs(): number {
+    return this.clock.nowUs() / 1000;
   }
 
   private grant(label: string, bytes: number, waited: boolean): Reservation {
@@ -309,12 +319,12 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
   return { promise, resolve };
 }
 
-/** Resolves when `wake` resolves, `ms` passes, or `signal` aborts (the caller re-checks). */
-function waitFor(wake: Promise<void>, ms: number, signal: AbortSignal | undefined): Promise<void> {
+/** Resolves when `wake` resolves, `ms` passes on `clock`, or `signal` aborts (the caller re-checks). */
+function waitFor(wake: Promise<void>, ms: number, signal: AbortSignal | undefined, clock: Clock): Promise<void> {
   return new Promise<void>((resolve) => {
-    const timer = setTimeout(done, ms);
+    const cancel = clock.setTimer(ms * 1000, done);
     function done(): void {
-      clearTimeout(timer);
+      cancel();
       signal?.removeEventListener('abort', done);
       resolve();
     }

@@ -14,11 +14,15 @@ import path from 'node:path';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { gpuProcessBytes, processRssBytes } from '../runtime/memory-usage.js';
-import { DEFAULT_PLACEMENT, placeSessions, type PlacementSettings } from '../runtime/session-placement.js';
+import { MainThreadCopies } from '../runtime/main-thread-copies.js';
+import type { CopyBooking } from '../runtime/onnx-session.js';
+import { DEFAULT_MAIN_THREAD_COPIES, DEFAULT_PLACEMENT, placeSessions, type PlacementSettings } from '../runtime/session-placement.js';
 import type { LoadedModel } from './loaded-model.js';
+import { LoadMeasurement, type LoadFootprint } from './load-measurement.js';
+import { LoadSlots } from './load-slots.js';
 import type { MemoryManager, Reservation } from './memory-manager.js';
 import { loadPackage, throwIfAborted, type LoadedPackage, type PackageLoadDeps, type PackageLoadRequest } from './package-loader.js';
-import { filesBytes, predictLoadedBytes, predictPackageFootprint } from './package-size.js';
+import { filesBytes, loadedFootprint, predictPackageFootprint, SESSION_OVERHEAD_BYTES } from './package-size.js';
 import { warmUpModel, zeroFeeds, type WarmupTimes } from './warmup.js';
 
 /** A package in memory with its share of the budget; what the registry holds per entry. */
@@ -26,7 +30,11 @@ export interface LoadedModelPackage {
   readonly pkg: LoadedPackage;
   /** Bytes of the budget it holds now (its reservation). */
   readonly bytes: number;
-  /** What its load was measured to add to the process (RSS, or the GPU's per-process figure); undefined when it could not be measured. */
+  /**
+   * What its load was measured to add to the process (RSS, or the GPU's
+   * per-process figure; for loads that overlapped, its share of their
+   * growth once the last of them ended); undefined until then, or when it could not be measured.
+   */
   readonly measuredBytes: number | undefined;
   /** Release the sessions, then the reservation. Idempotent. */
   release(): Promise<void>;
@@ -59,26 +67,6 @@ export function loadPeakBytes(predictedBytes: number, fileBytes: number): number
   return predictedBytes + fileBytes;
 }
 
-/** `wait`, unless `signal` aborts first: then its reason. */
-function untilAborted(wait: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
-  if (signal === undefined) return wait;
-  if (signal.aborted) return Promise.reject(signal.reason as Error);
-  return new Promise<void>((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason as Error);
-    signal.addEventListener('abort', onAbort, { once: true });
-    wait.then(
-      () => {
-        signal.removeEventListener('abort', onAbort);
-        resolve();
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(err as Error);
-      },
-    );
-  });
-}
-
 /** The GPU devices a package's sessions run on. */
 function gpuDevices(pkg: LoadedPackage): Set<number> {
   const out = new Set<number>();
@@ -104,20 +92,24 @@ const RECLAIM_DELAY_MS = 200;
 
 export interface ModelLoaderDeps {
   readonly memory: Pick<MemoryManager, 'reserve' | 'trim' | 'reconcile'> & Partial<Pick<MemoryManager, 'notify'>>;
+  /** What the process grew by since idle (its resident set above the idle figure); omitted: bookings are not normalised. */
+  readonly processGrowth?: () => number | undefined;
   /** Build the package's sessions, schedulers and plan (registry/package-loader.ts loadPackage). */
   readonly loadPackage: (request: PackageLoadRequest) => Promise<LoadedPackage>;
   /** Run each session once before traffic (registry/warmup.ts); µs of each version's implicit run, where there was one. */
   readonly warmUp: (model: LoadedModel, label: string) => Promise<WarmupTimes | void>;
   /**
    * Decide where each session runs (runtime/session-placement.ts), knowing the warm-up's run times;
-   * `admitCopy` says whether a main-thread copy of that many bytes fits.
+   * `book` books a main-thread copy in the model's reservation while it exists.
    */
-  readonly place: (model: LoadedModel, label: string, warmupRunUs: WarmupTimes | undefined, admitCopy: (bytes: number) => boolean) => Promise<void>;
+  readonly place: (model: LoadedModel, label: string, warmupRunUs: WarmupTimes | undefined, book: CopyBooking) => Promise<void>;
   /** Budget bytes predicted from the package's files before loading, and the files' own bytes. */
   readonly predictFiles: (dir: string) => Promise<{ readonly predictedBytes: number; readonly fileBytes: number }>;
-  /** The same once loaded: the versions served and every session copy. */
-  readonly predictLoaded: (pkg: LoadedPackage) => Promise<number>;
+  /** What the package holds once loaded: the files of the versions served, once per session copy, and the session count. */
+  readonly footprint: (pkg: LoadedPackage) => Promise<LoadFootprint>;
   readonly probe: MemoryProbe;
+  /** Loads in their measured section at once (MME_LOAD_CONCURRENCY); default 1. */
+  readonly concurrency?: number;
   /** Run after unloads settle, to give the threads' garbage back (runtime/reclaim.ts); omitted: nothing. */
   readonly reclaim?: () => Promise<void>;
   readonly logger: Logger;
@@ -135,6 +127,12 @@ export interface ModelLoaderOptions {
   readonly logger: Logger;
   /** forTarget: each package's series (observability/metrics.ts), handed to the package it is built for. */
   readonly metrics: Pick<Metrics, 'modelLoadDuration' | 'forTarget'> & Partial<Pick<Metrics, 'sequenceStateBytes'>>;
+  /** MME_LOAD_CONCURRENCY. */
+  readonly concurrency?: number;
+  /** The process's resident set at idle (start-up, onnxruntime's fixed costs paid): bookings are normalised to the growth above it. */
+  readonly idleRssBytes?: number;
+  /** The server's bounded set of main-thread copies (MME_MAIN_THREAD_COPIES). */
+  readonly copies?: MainThreadCopies;
 }
 
 /** Placement of every ONNX version of a model (the runtime decides; this supplies the files and the zeros). */
@@ -144,7 +142,8 @@ export function placeModel(
   settings: PlacementSettings,
   logger: Logger,
   warmupRunUs?: WarmupTimes,
-  admitCopy?: (bytes: number) => boolean,
+  book?: CopyBooking,
+  copies?: MainThreadCopies,
 ): Promise<void> {
   const versions = [...model.versions.values()].map((v) => ({
     version: v.version,
@@ -152,22 +151,25 @@ export function placeModel(
     fileBytes: () => filesBytes(path.join(model.dir, String(v.version))),
     warmupRunUs: warmupRunUs?.get(v.version),
   }));
-  return placeSessions(model.config, versions, (rows) => zeroFeeds(model.config, rows), label, settings, logger, admitCopy);
+  return placeSessions(model.config, versions, (rows) => zeroFeeds(model.config, rows), label, settings, logger, book, copies);
 }
 
 /** The loader the server runs: real packages, warm-up, placement and probes. */
 export function createModelLoader(options: ModelLoaderOptions): PackageModelLoader {
   const { loadDeps, logger } = options;
   const placement = loadDeps.placement ?? DEFAULT_PLACEMENT;
+  const copies = options.copies ?? new MainThreadCopies(DEFAULT_MAIN_THREAD_COPIES);
   return new PackageModelLoader({
     memory: options.memory,
     // The package owns the series handle from here: its release, or loadPackage's own failure, hands it back.
     loadPackage: (request) =>
       loadPackage(request.seriesTarget === undefined ? request : { ...request, metrics: options.metrics.forTarget(request.seriesTarget) }, loadDeps),
     warmUp: (model, label) => warmUpModel(model, label, logger),
-    place: (model, label, warmupRunUs, admitCopy) => placeModel(model, label, placement, logger, warmupRunUs, admitCopy),
+    place: (model, label, warmupRunUs, book) => placeModel(model, label, placement, logger, warmupRunUs, book, copies),
     predictFiles: predictPackageFootprint,
-    predictLoaded: predictLoadedBytes,
+    footprint: loadedFootprint,
+    ...(options.idleRssBytes === undefined ? {} : { processGrowth: () => processRssBytes() - options.idleRssBytes! }),
+    ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
     probe: { rssBytes: processRssBytes, ...(options.gpuVisible ? { gpuBytes: () => gpuProcessBytes() } : {}) },
     ...(options.reclaim ? { reclaim: options.reclaim } : {}),
     logger,
@@ -175,25 +177,57 @@ export function createModelLoader(options: ModelLoaderOptions): PackageModelLoad
   });
 }
 
-export class PackageModelLoader implements ModelLoader {
-  /** The load holding the measuring turn; the next waits for it (loads are measured one at a time). */
-  private turn: Promise<void> = Promise.resolve();
-  private reclaimTimer: NodeJS.Timeout | undefined;
+/** A resident CPU package's measured figure, as the bookings' normalisation sees it. */
+interface CpuBooking {
+  /** Its load's own reading (alone, or its share of its group's growth). */
+  readonly raw: number;
+  readonly estimate: number;
+  /** Set its measured figure and book `base` for it. */
+  apply(measured: number, base: number): void;
+}
 
-  constructor(private readonly deps: ModelLoaderDeps) {}
+/** Bookings are normalised this long after a load settles, then every NORMALIZE_INTERVAL_MS while any is held. */
+const NORMALIZE_DELAY_MS = 250;
+const NORMALIZE_INTERVAL_MS = 1000;
+
+export class PackageModelLoader implements ModelLoader {
+  private readonly slots: LoadSlots;
+  private readonly measurement: LoadMeasurement;
+  private reclaimTimer: NodeJS.Timeout | undefined;
+  private readonly cpuBookings = new Set<CpuBooking>();
+  /** Bytes booked for main-thread copies now (they are measured in the process's total too). */
+  private copyBytes = 0;
+  private normalizeTimer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly deps: ModelLoaderDeps) {
+    this.slots = new LoadSlots(deps.concurrency ?? 1);
+    this.measurement = new LoadMeasurement(() => deps.probe.rssBytes());
+  }
+
+  /** Loads in their measured section now, and waiting for a slot. */
+  get activity(): { readonly loading: number; readonly queued: number } {
+    return { loading: this.slots.inUse, queued: this.slots.queued };
+  }
+
+  /** A session's calibrated cost beyond its files (registry/load-measurement.ts). */
+  get sessionOverheadBytes(): number {
+    return this.measurement.sessionOverheadBytes;
+  }
 
   /**
-   * Reserve the load's peak (files plus the create transient), take the
-   * measuring turn, load the package, warm it up, place its sessions (a
-   * main-thread copy only if the budget has room for it now), measure what
-   * the process gained, and set the reservation to what the package holds:
-   * the larger of the prediction and the measurement.
+   * Take a load slot, reserve the load's peak (files plus the create
+   * transient), load the package, warm it up, place its sessions, measure
+   * what the process gained, and book what the package holds.
    *
-   * Loads are measured one at a time: a process-wide delta is only the
-   * load's own when nothing else loads meanwhile (requests to other models
-   * still run, and what they allocate is caught by the reconciliation of
-   * measured memory against the budget, memory-manager.ts). Downloads and
-   * extraction happen before (store/), in parallel.
+   * Up to `concurrency` loads run at once (registry/load-slots.ts); each is
+   * measured by registry/load-measurement.ts: exactly when it ran alone,
+   * else its share of its group's growth once the group ends, and until
+   * then the calibrated estimate of what it holds. The booking follows the
+   * measurement (never below half the estimate, a floor against a reading
+   * that allocator reuse made low); the load's peak is reserved only while
+   * it lasts. Requests to other models still run meanwhile, and what they
+   * allocate is caught by the reconciliation of measured memory against the
+   * budget (memory-manager.ts). Downloads and extraction happen before (store/).
    */
   async load(request: PackageLoadRequest): Promise<LoadedModelPackage> {
     const { memory, metrics, logger, probe } = this.deps;
@@ -202,44 +236,105 @@ export class PackageModelLoader implements ModelLoader {
     const elapsedMs = (): number => Math.round(Number(process.hrtime.bigint() - started) / 1e6);
     let pkg: LoadedPackage | undefined;
     let reservation: Reservation | undefined;
-    let endTurn: (() => void) | undefined;
+    let freeSlot: (() => void) | undefined;
+    let token: ReturnType<LoadMeasurement['begin']> | undefined;
+    // Where a load's time goes (logged with `model loaded`): what a raw create and first run do not do shows here.
+    const stages: Record<string, number> = {};
+    let mark = performance.now();
+    const stage = (name: string): void => {
+      const now = performance.now();
+      stages[name] = Math.round((stages[name] ?? 0) * 1000 + (now - mark) * 1000) / 1000;
+      mark = now;
+    };
     try {
       // Cancellation (the model was unloaded while it loads) is seen between stages: a stage that has started
       // (a session being created, a warm-up run) finishes, nothing after it starts, and all of it is released below.
       throwIfAborted(signal);
       const { predictedBytes: predicted, fileBytes: files } = await this.deps.predictFiles(request.dir);
+      stage('predict');
       throwIfAborted(signal);
+      freeSlot = await this.slots.acquire(signal);
+      stage('slot');
       reservation = await memory.reserve(request.label, loadPeakBytes(predicted, files), signal);
-      const previous = this.turn;
-      const mine = new Promise<void>((resolve) => (endTurn = resolve));
-      // The next load waits for this one's turn and for the one before (this one may leave its wait early, cancelled).
-      this.turn = previous.then(() => mine);
-      await untilAborted(previous, signal);
+      stage('reserve');
+      const held = reservation;
+      // A main-thread copy is booked while it exists (runtime/session-placement.ts): on top of whatever the load is booked at.
+      const book: CopyBooking = {
+        tryGrow: (fileBytes) => {
+          const bytes = this.measurement.estimate({ fileBytes, sessions: 1 });
+          if (!held.tryGrow(bytes)) return undefined;
+          this.copyBytes += bytes;
+          return bytes;
+        },
+        shrink: (bytes) => {
+          this.copyBytes -= bytes;
+          held.resize(held.bytes - bytes);
+        },
+      };
       const gpuBefore = probe.gpuBytes ? await probe.gpuBytes() : undefined;
-      const rssBefore = probe.rssBytes();
+      token = this.measurement.begin();
       pkg = await this.deps.loadPackage(request);
+      stage('package');
       for (const model of pkg.models.values()) {
         throwIfAborted(signal);
         const warmupRunUs = await this.deps.warmUp(model, request.label);
+        stage('warmup');
         throwIfAborted(signal);
-        await this.deps.place(model, request.label, warmupRunUs ?? undefined, (bytes) => reservation!.tryGrow(bytes));
+        await this.deps.place(model, request.label, warmupRunUs ?? undefined, book);
+        stage('place');
       }
       throwIfAborted(signal);
+      const footprint = await this.deps.footprint(pkg);
+      stage('footprint');
+      const own = this.measurement.end(token, footprint);
+      const settled = token.settled;
+      token = undefined;
       const devices = gpuDevices(pkg);
       const onGpu = devices.size > 0;
       const gpuAfter = onGpu && gpuBefore !== undefined && probe.gpuBytes ? await probe.gpuBytes() : undefined;
-      // On a GPU: what this process gained on the devices its sessions use (other processes sharing the GPU do not count).
-      const measuredRaw = onGpu ? gpuDelta(gpuBefore, gpuAfter, devices) : probe.rssBytes() - rssBefore;
-      endTurn?.();
-      endTurn = undefined;
-      const measured = measuredRaw === undefined || !Number.isFinite(measuredRaw) ? undefined : Math.max(0, Math.round(measuredRaw));
-      // Exact about what was loaded (versions served, every session copy); the measurement can only raise it.
-      const loadedPrediction = await this.deps.predictLoaded(pkg);
-      const bytes = Math.max(loadedPrediction, measured ?? 0);
-      if (bytes !== reservation.bytes) {
-        const grew = bytes > reservation.bytes;
-        reservation.resize(bytes);
-        if (grew) void memory.trim().catch((err: unknown) => logger.warn({ err }, 'trimming memory after a load failed'));
+      freeSlot();
+      freeSlot = undefined;
+      const estimate = this.measurement.estimate(footprint);
+      let measured: number | undefined;
+      let base: number;
+      if (onGpu) {
+        // On a GPU: what this process gained on the devices its sessions use (other processes sharing the GPU do not count);
+        // concurrent loads on one device may read each other's growth, so the booking is the larger of it and the fixed prediction.
+        const raw = gpuDelta(gpuBefore, gpuAfter, devices);
+        measured = raw === undefined || !Number.isFinite(raw) ? undefined : Math.max(0, Math.round(raw));
+        base = Math.max(footprint.fileBytes + footprint.sessions * SESSION_OVERHEAD_BYTES, measured ?? 0);
+      } else {
+        measured = own === undefined || !Number.isFinite(own) ? undefined : Math.round(own);
+        base = bookingFor(measured, estimate);
+      }
+      // The reservation holds the load's peak until here.
+      const booked = { base: reservation.bytes };
+      this.book(reservation, booked, base);
+      const resident = this.resident(pkg, reservation, measured);
+      if (!onGpu) {
+        const track = (raw: number): void => {
+          const entry: CpuBooking = {
+            raw,
+            estimate,
+            apply: (m, b) => {
+              resident.measuredBytes = m;
+              this.book(held, booked, b);
+            },
+          };
+          this.cpuBookings.add(entry);
+          resident.onRelease = () => this.cpuBookings.delete(entry);
+          this.scheduleNormalize();
+        };
+        if (own !== undefined && measured !== undefined) track(measured);
+        else if (own === undefined) {
+          // Overlapped: booked at the estimate now, at its share of the group's growth when the group ends.
+          void settled.then((share) => {
+            if (share === undefined || resident.released) return;
+            resident.measuredBytes = share;
+            this.book(held, booked, bookingFor(share, estimate));
+            track(share);
+          });
+        }
       }
       metrics.modelLoadDuration.observe({ outcome: 'success' }, elapsedMs() / 1000);
       logger.info(
@@ -250,16 +345,19 @@ export class PackageModelLoader implements ModelLoader {
           bytes: reservation.bytes,
           predictedBytes: predicted,
           peakReservedBytes: loadPeakBytes(predicted, files),
+          estimatedBytes: estimate,
           measuredBytes: measured,
           device: onGpu ? 'gpu' : 'cpu',
           durationMs: elapsedMs(),
+          stagesMs: stages,
         },
         'model loaded',
       );
       watchSequences(pkg, reservation, memory, metrics.sequenceStateBytes, logger);
-      return this.resident(pkg, reservation, measured);
+      return resident;
     } catch (err) {
-      endTurn?.();
+      if (token !== undefined) this.measurement.end(token, undefined);
+      freeSlot?.();
       await pkg?.release();
       reservation?.release();
       if (signal?.aborted) {
@@ -274,24 +372,81 @@ export class PackageModelLoader implements ModelLoader {
     }
   }
 
-  private resident(pkg: LoadedPackage, reservation: Reservation, measuredBytes: number | undefined): LoadedModelPackage {
+  /** Normalise the bookings `delayMs` from now (unless one is due sooner), and then every NORMALIZE_INTERVAL_MS while any is held. */
+  private scheduleNormalize(delayMs = NORMALIZE_DELAY_MS): void {
+    if (this.normalizeTimer !== undefined || this.deps.processGrowth === undefined) return;
+    this.normalizeTimer = setTimeout(() => {
+      this.normalizeTimer = undefined;
+      this.normalize();
+      if (this.cpuBookings.size > 0) this.scheduleNormalize(NORMALIZE_INTERVAL_MS);
+    }, delayMs);
+    this.normalizeTimer.unref();
+  }
+
+  /**
+   * The loads' readings, summed, can exceed what the process holds for
+   * models: a load's reading also holds transients the allocator keeps and
+   * the next load reuses (the worker session a model run on the main thread
+   * only was probed in, freed after its reading), so 300 tiny models read
+   * about 250 KB each where the process grew 80 KB a model. Where the sum of
+   * the CPU packages' readings is above the process's model memory (memory-manager.ts
+   * measuredBytes, less what main-thread copies are booked at), every
+   * reading is scaled down by the same factor, so the bookings add up to
+   * what the process really holds. Never scaled up: a model that grew after
+   * its load is the reconciliation's to catch.
+   */
+  private normalize(): void {
+    const total = this.deps.processGrowth?.();
+    if (total === undefined || this.cpuBookings.size === 0) return;
+    const models = Math.max(0, total - this.copyBytes);
+    let sum = 0;
+    for (const b of this.cpuBookings) sum += b.raw;
+    const factor = sum > models && sum > 0 ? models / sum : 1;
+    for (const b of this.cpuBookings) {
+      const m = Math.round(b.raw * factor);
+      b.apply(m, bookingFor(m, Math.round(b.estimate * factor)));
+    }
+  }
+
+  /** Move the load's own booking from `booked.base` to `base`, keeping what copies and sequence state added on top. */
+  private book(reservation: Reservation, booked: { base: number }, base: number): void {
+    const target = reservation.bytes - booked.base + base;
+    booked.base = base;
+    if (target === reservation.bytes) return;
+    const grew = target > reservation.bytes;
+    reservation.resize(target);
+    if (grew) void this.deps.memory.trim().catch((err: unknown) => this.deps.logger.warn({ err }, 'trimming memory after a load failed'));
+  }
+
+  private resident(
+    pkg: LoadedPackage,
+    reservation: Reservation,
+    measuredBytes: number | undefined,
+  ): LoadedModelPackage & { measuredBytes: number | undefined; released: boolean; onRelease: (() => void) | undefined } {
     let released: Promise<void> | undefined;
-    return {
+    const out = {
       pkg,
       measuredBytes,
+      released: false,
+      onRelease: undefined as (() => void) | undefined,
       get bytes() {
         return reservation.bytes;
       },
       release: () =>
         (released ??= (async () => {
+          out.released = true;
+          out.onRelease?.();
           try {
             await pkg.release();
           } finally {
+            // Loads measured meanwhile would read this much low: it is added back to their growth.
+            this.measurement.released(reservation.bytes);
             reservation.release();
             this.scheduleReclaim();
           }
         })()),
     };
+    return out;
   }
 
   /** One reclaim after a wave of unloads, then a reconciliation with what the process really holds. */
@@ -305,6 +460,15 @@ export class PackageModelLoader implements ModelLoader {
     }, RECLAIM_DELAY_MS);
     this.reclaimTimer.unref();
   }
+}
+
+/**
+ * What a loaded CPU package is booked at: what it was measured to hold, never
+ * below half its calibrated estimate (a reading that allocator reuse made low
+ * must not book a model at nothing); the estimate itself when unmeasured.
+ */
+export function bookingFor(measured: number | undefined, estimate: number): number {
+  return measured === undefined ? estimate : Math.max(measured, Math.round(estimate / 2));
 }
 
 /**

@@ -3,11 +3,13 @@
  * The memory a package is predicted to need before it is loaded: the bytes of
  * its files (onnxruntime holds every initializer in memory, so the weights are
  * a floor of a CPU session's footprint) plus a fixed allowance per ONNX file
- * for the session itself (measured at about 0.7 MiB for a small CPU session).
- * The measurement after the load corrects it upwards, never downwards.
+ * for the session itself. That is the load's peak reservation; once loaded,
+ * a package is booked at what it was measured to hold
+ * (registry/load-measurement.ts calibrates the per-session figure).
  */
 import { readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
+import type { LoadFootprint } from './load-measurement.js';
 import type { LoadedPackage } from './package-loader.js';
 
 export const SESSION_OVERHEAD_BYTES = 1024 * 1024;
@@ -25,22 +27,29 @@ export async function predictPackageFootprint(dir: string): Promise<{ predictedB
 }
 
 /**
- * The same prediction once the package is loaded, now exact about what was
- * loaded: only the versions served, and each session copy (one per
- * instance_group instance, plus main-thread copies) holding its own weights.
+ * What a loaded package holds, exact about what was loaded: only the
+ * versions served, and each session copy (one per instance_group instance,
+ * plus a main-thread copy while it exists) holding its own weights. A
+ * processing step (no session) holds its files once, whatever its instance count.
  */
-export async function predictLoadedBytes(pkg: LoadedPackage): Promise<number> {
-  let total = 0;
+export async function loadedFootprint(pkg: LoadedPackage): Promise<LoadFootprint> {
+  let fileBytes = 0;
+  let sessions = 0;
   for (const model of pkg.models.values()) {
     for (const version of model.versions.values()) {
       const bytes = await filesBytes(path.join(model.dir, String(version.version)));
-      // A processing step (no session) holds its files once, whatever its instance count;
-      // a session with a main-thread copy as well as its worker's holds two (runtime/session-placement.ts).
       const copies = version.sessions.reduce((n, s) => n + s.copies, 0);
-      total += version.sessions.length === 0 ? bytes : (bytes + SESSION_OVERHEAD_BYTES) * copies;
+      fileBytes += version.sessions.length === 0 ? bytes : bytes * copies;
+      sessions += copies;
     }
   }
-  return total;
+  return { fileBytes, sessions };
+}
+
+/** The prediction once loaded, with the fixed per-session allowance (GPU packages, whose measurement is the driver's). */
+export async function predictLoadedBytes(pkg: LoadedPackage): Promise<number> {
+  const f = await loadedFootprint(pkg);
+  return f.fileBytes + f.sessions * SESSION_OVERHEAD_BYTES;
 }
 
 /** Bytes of the regular files under `dir` (a version directory: the model file and any external data). */

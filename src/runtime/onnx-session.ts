@@ -13,6 +13,7 @@ import type { Tensor } from '../protocol/tensor.js';
 import { isProviderLoadError, type ProviderChoice } from './execution-providers.js';
 import type { OnnxIoInfo } from './onnx-io.js';
 import { createMainThreadSession, MAIN_THREAD } from './main-thread-session.js';
+import type { CopyHolder, MainThreadCopies } from './main-thread-copies.js';
 import { ownLoadBusy, type QuietWindow, type RunLoad } from './quiet-window.js';
 import type { PooledSession, RuntimePool } from './runtime-pool.js';
 import type { CreateSessionOptions } from './worker-protocol.js';
@@ -40,15 +41,55 @@ export interface ModelSession {
   /** Durations (µs) of `repeats` runs, measured inside the worker (no message passing): what session placement decides on. */
   timeRuns(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[], repeats: number): Promise<number[]>;
   /**
-   * Create a second copy on the main thread (CPU sessions only; see
-   * runtime/main-thread-session.ts), used when the model is not busy. Called
-   * while the model loads, before it takes traffic. `intraOpThreads`: the
-   * copy's own intra-op thread count (default: the session's).
+   * Allow a second copy on the main thread (CPU sessions only; see
+   * runtime/main-thread-session.ts), used when the model is not busy. The
+   * copy is made lazily, once the model has run COPY_AFTER_QUIET_RUNS times
+   * while the server was quiet, within `plan.copies`' bound and only if the
+   * budget has room for it (`plan.book`); it may be dropped again when other
+   * models need the room (runtime/main-thread-copies.ts).
    */
-  addMainThreadCopy(intraOpThreads?: number): Promise<void>;
-  /** Like addMainThreadCopy, then release the worker's copy: every run is on the main thread. */
+  allowMainThreadCopy(plan: CopyPlan): void;
+  /** Create the session on the main thread, then release the worker's: every run is on the main thread. */
   moveToMainThread(intraOpThreads?: number): Promise<void>;
   release(): Promise<void>;
+}
+
+/** How a main-thread copy is booked in the memory budget: grown while it exists, given back when dropped. */
+export interface CopyBooking {
+  /**
+   * Book a copy holding `fileBytes` of weights if the budget has room now (no
+   * eviction, no wait): the bytes booked (the weights plus what a session
+   * was measured to hold beyond them), or undefined when there is no room.
+   */
+  tryGrow(fileBytes: number): number | undefined;
+  /** Give back what tryGrow booked. */
+  shrink(bytes: number): void;
+}
+
+/** What a session needs to make (and drop) its main-thread copy. */
+export interface CopyPlan {
+  /** The copy's intra-op threads; undefined: the session's own. */
+  readonly intraOpThreads: number | undefined;
+  /** Bytes of the copy's files (its weights again). */
+  readonly fileBytes: number;
+  readonly book: CopyBooking;
+  readonly copies: MainThreadCopies;
+  /** Told when making a copy failed (it is then not tried again for this session). */
+  readonly onError?: (err: Error) => void;
+}
+
+/**
+ * Quiet runs after which a session makes its main-thread copy: a model
+ * requested once (a cold miss in a long tail) never gets one, and a copy
+ * dropped for a hotter model comes back only if this one is used again.
+ */
+export const COPY_AFTER_QUIET_RUNS = 2;
+
+interface MainCopy {
+  readonly session: PooledSession;
+  /** Runs started on it and not yet finished: a dropped copy is released after the last. */
+  runs: number;
+  dropped: boolean;
 }
 
 export interface SessionOptions {
@@ -96,11 +137,17 @@ function wrapRunError(model: string, err: unknown): ServingError {
   return new ServingError('INTERNAL', `model '${model}': onnxruntime failed: ${msg}`, { model, cause: err });
 }
 
-class PooledModelSession implements ModelSession {
+class PooledModelSession implements ModelSession, CopyHolder {
   private released = false;
   /** The worker's copy; undefined once moved to the main thread. */
   private inWorker: PooledSession | undefined;
-  private onMain: PooledSession | undefined;
+  private onMain: MainCopy | undefined;
+  /** Set when the session may hold a main-thread copy beside its worker's. */
+  private plan: CopyPlan | undefined;
+  private quietRuns = 0;
+  private making = false;
+  /** What the copy that exists is booked at. */
+  private copyBooked = 0;
 
   constructor(
     session: PooledSession,
@@ -114,7 +161,7 @@ class PooledModelSession implements ModelSession {
   }
 
   private get any(): PooledSession {
-    return (this.inWorker ?? this.onMain)!;
+    return (this.inWorker ?? this.onMain?.session)!;
   }
 
   get worker(): number {
@@ -141,11 +188,25 @@ class PooledModelSession implements ModelSession {
     if (this.released) throw new ServingError('INTERNAL', `model '${this.model}': session used after release`, { model: this.model });
     // Every session reports its load to the shared window (a busy model elsewhere keeps the copies off the main thread).
     const busy = this.quiet !== undefined ? this.quiet.busy(load) : ownLoadBusy(load);
-    const session = this.onMain !== undefined && (!busy || this.inWorker === undefined) ? this.onMain : this.any;
+    const copy = this.onMain !== undefined && (!busy || this.inWorker === undefined) ? this.onMain : undefined;
+    let makeCopy = false;
+    if (copy !== undefined) {
+      copy.runs++;
+      if (this.inWorker !== undefined) this.plan?.copies.touch(this);
+    } else if (!busy && this.plan !== undefined && this.onMain === undefined && !this.making) {
+      makeCopy = ++this.quietRuns >= COPY_AFTER_QUIET_RUNS;
+    }
     try {
-      return await session.run(feeds, outputNames);
+      return await (copy?.session ?? this.any).run(feeds, outputNames);
     } catch (err) {
       throw wrapRunError(this.model, err);
+    } finally {
+      if (copy !== undefined && --copy.runs === 0 && copy.dropped) void copy.session.release();
+      // After this answer is on its way: creating a session blocks the main thread for its create time.
+      if (makeCopy) {
+        this.making = true;
+        setImmediate(() => void this.makeCopy());
+      }
     }
   }
 
@@ -157,24 +218,80 @@ class PooledModelSession implements ModelSession {
     }
   }
 
-  async addMainThreadCopy(intraOpThreads?: number): Promise<void> {
-    if (this.onMain !== undefined) return;
+  allowMainThreadCopy(plan: CopyPlan): void {
     if (this.provider !== 'cpu') throw new Error(`model '${this.model}': only CPU sessions run on the main thread (this one uses ${this.provider})`);
-    const options = intraOpThreads === undefined ? this.origin.options : { ...this.origin.options, intraOpThreads };
-    this.onMain = await createMainThreadSession(this.origin.path, options);
+    if (this.inWorker === undefined) return;
+    this.plan = plan;
+  }
+
+  private async makeCopy(): Promise<void> {
+    const plan = this.plan;
+    try {
+      if (plan === undefined || this.released || this.onMain !== undefined || this.inWorker === undefined) return;
+      this.quietRuns = 0;
+      const booked = plan.book.tryGrow(plan.fileBytes);
+      if (booked === undefined) return;
+      if (!plan.copies.admit(this)) {
+        plan.book.shrink(booked);
+        return;
+      }
+      let session: PooledSession;
+      try {
+        session = await createMainThreadSession(this.origin.path, plan.intraOpThreads === undefined ? this.origin.options : { ...this.origin.options, intraOpThreads: plan.intraOpThreads });
+      } catch (err) {
+        plan.copies.forget(this);
+        plan.book.shrink(booked);
+        this.plan = undefined;
+        plan.onError?.(err as Error);
+        return;
+      }
+      if (this.released || this.inWorker === undefined) {
+        plan.copies.forget(this);
+        plan.book.shrink(booked);
+        await session.release();
+        return;
+      }
+      this.copyBooked = booked;
+      this.onMain = { session, runs: 0, dropped: false };
+    } finally {
+      this.making = false;
+    }
+  }
+
+  dropCopy(): void {
+    const copy = this.onMain;
+    // A session on the main thread only holds no copy: its one session is never dropped.
+    if (copy === undefined || this.inWorker === undefined) return;
+    this.onMain = undefined;
+    copy.dropped = true;
+    this.quietRuns = 0;
+    this.plan?.copies.forget(this);
+    this.plan?.book.shrink(this.copyBooked);
+    this.copyBooked = 0;
+    if (copy.runs === 0) void copy.session.release();
   }
 
   async moveToMainThread(intraOpThreads?: number): Promise<void> {
-    await this.addMainThreadCopy(intraOpThreads);
+    if (this.onMain !== undefined && this.inWorker === undefined) return;
+    if (this.provider !== 'cpu') throw new Error(`model '${this.model}': only CPU sessions run on the main thread (this one uses ${this.provider})`);
+    const options = intraOpThreads === undefined ? this.origin.options : { ...this.origin.options, intraOpThreads };
+    const session = await createMainThreadSession(this.origin.path, options);
+    this.dropCopy();
+    this.plan = undefined;
+    this.onMain = { session, runs: 0, dropped: false };
     const old = this.inWorker;
     this.inWorker = undefined;
-    await old?.release();
+    // Not awaited: the load need not wait for the worker's turn to free it (the worker handles messages in order,
+    // so nothing can use it meanwhile); a failure there leaves nothing to undo.
+    void old?.release().catch(() => undefined);
   }
 
   async release(): Promise<void> {
     if (this.released) return;
     this.released = true;
-    await Promise.all([this.inWorker?.release(), this.onMain?.release()]);
+    const copy = this.onMain;
+    this.dropCopy();
+    await Promise.all([this.inWorker?.release(), copy !== undefined && !copy.dropped ? copy.session.release() : undefined]);
   }
 }
 

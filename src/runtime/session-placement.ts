@@ -11,19 +11,23 @@
  * for a small model is many times the run itself (a 16→4 model runs in about
  * 6 µs, a 256→1024→1024→16 MLP in about 45 µs).
  *
- * So a small, fast CPU model gets a second copy of its session on the main
- * thread, and each batch picks one (ModelSession.run, from the batch's load the
+ * So a small, fast CPU model may get a second copy of its session on the
+ * main thread, and each batch picks one (ModelSession.run, from the batch's load the
  * batcher reports): while the server is quiet (no model had requests queued behind a
  * batch or two batches in flight within runtime/quiet-window.ts's window),
  * the main-thread copy runs (no hop: the latency of a lone request is the
- * run itself), with intra-op threads on every core; otherwise the worker
+ * run itself), with MAIN_THREAD_MAX_INTRA_OP_THREADS intra-op threads; otherwise the worker
  * copy runs, so the main thread keeps reading and answering requests in
  * parallel (measured at 64 connections: 22.7k req/s this way or in the
- * worker alone, 19.4k with every batch on the main thread).
+ * worker alone, 19.4k with every batch on the main thread). A copy holds the
+ * weights again and a thread pool of its own, so copies are bounded
+ * (runtime/main-thread-copies.ts, MME_MAIN_THREAD_COPIES): made lazily once the model is
+ * used while quiet, for the most recently used models only, each booked in
+ * the memory budget while it exists (`book`).
  *
  * A model qualifies when it runs on CPU with one instance, its version
- * directory holds at most MAIN_THREAD_MAX_FILE_BYTES (the copy doubles its
- * weights, and that is counted in its memory), and the median of PROBE_RUNS
+ * directory holds at most MAIN_THREAD_MAX_FILE_BYTES (a copy doubles its
+ * weights while it exists, and that is booked), and the median of PROBE_RUNS
  * runs of zeros at max(1, max_batch_size) rows, timed inside the worker after
  * warm-up, is at most MME_MAIN_THREAD_MAX_RUN_US: the event loop is then
  * blocked for at most about that long by a run. A variable non-batch
@@ -44,7 +48,8 @@ import type { ModelConfig } from '../config/model-config-types.js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Tensor } from '../protocol/tensor.js';
-import type { ModelSession } from './onnx-session.js';
+import { MainThreadCopies } from './main-thread-copies.js';
+import type { CopyBooking, ModelSession } from './onnx-session.js';
 
 export type ExecutionThread = 'auto' | 'main' | 'worker';
 
@@ -63,6 +68,8 @@ export interface PlacementSettings {
    * cores; a model's own `intra_op_thread_count` parameter wins.
    */
   readonly mainThreadIntraOpThreads?: number;
+  /** The CPUs the server plans for (MME_CPU_COUNT); default os.availableParallelism(). */
+  readonly cpuCount?: number;
 }
 
 /**
@@ -86,16 +93,20 @@ export const DEFAULT_PLACEMENT: PlacementSettings = Object.freeze({ mainThreadMa
 
 /**
  * Cap on a main-thread copy's intra-op threads: every copy holds its own
- * onnxruntime pool (blocked while unused), so a many-core host with many
- * small models must not get cores × models threads; the measured gain
- * (MLP, one connection) came from the second thread.
+ * onnxruntime pool (that many threads less one, blocked while unused);
+ * copies are bounded (MME_MAIN_THREAD_COPIES), so the threads they add are
+ * too: at most copies × (this − 1). The measured gain (MLP, one connection:
+ * p50 0.107 ms against 0.181 with one thread) came from the second thread.
  */
-export const MAIN_THREAD_MAX_INTRA_OP_THREADS = 4;
+export const MAIN_THREAD_MAX_INTRA_OP_THREADS = 2;
+
+/** MME_MAIN_THREAD_COPIES's default: copies of the most recently used small models held at once. */
+export const DEFAULT_MAIN_THREAD_COPIES = 16;
 
 /** Largest version directory (model file and external data) that gets a main-thread copy. */
 export const MAIN_THREAD_MAX_FILE_BYTES = 64 * 1024 * 1024;
 
-/** What a main-thread copy holds beyond its weights (the per-session allowance of registry/package-size.ts). */
+/** What a main-thread copy is booked at beyond its weights where no measurement says better (the per-session allowance of registry/package-size.ts). */
 export const MAIN_THREAD_COPY_ALLOWANCE_BYTES = 1024 * 1024;
 
 /** Runs timed per probe: enough for a stable median, few enough to keep loads fast (each run is at most a few ms). */
@@ -190,8 +201,8 @@ function median(values: readonly number[]): number {
 }
 
 /**
- * Give the sessions of `model` that qualify a main-thread copy (or move
- * them, for `execution_thread: "main"`). Runs while the model loads, before
+ * Allow the sessions of `model` that qualify a main-thread copy (or move
+ * them, for `execution_thread: "main"` and models cheaper than the hop). Runs while the model loads, before
  * it takes traffic. A failed probe or copy leaves the session in its worker
  * (logged); only a bad `execution_thread` fails the load.
  */
@@ -204,12 +215,14 @@ export async function placeSessions(
   settings: PlacementSettings,
   logger: Logger,
   /**
-   * Asked before a second copy is made, with the bytes it will hold (its
-   * files again, plus a session's allowance): false (no room in the memory
-   * budget now) keeps the session in its worker only. Moving a session to the
-   * main thread holds one copy as before and is not asked.
+   * Books a second copy while it exists, at the bytes it will hold (its
+   * files again, plus a session's allowance); no room in the budget when a
+   * copy would be made: none is. Moving a session to the main thread holds
+   * one copy as before and is not booked.
    */
-  admitCopy: (bytes: number) => boolean = () => true,
+  book: CopyBooking = { tryGrow: (fileBytes) => fileBytes + MAIN_THREAD_COPY_ALLOWANCE_BYTES, shrink: () => undefined },
+  /** The server's bounded set of copies (MME_MAIN_THREAD_COPIES). */
+  copies: MainThreadCopies = new MainThreadCopies(DEFAULT_MAIN_THREAD_COPIES),
 ): Promise<void> {
   if (config.platform === 'ensemble') return;
   const choice = executionThreadOf(config, label);
@@ -217,7 +230,7 @@ export async function placeSessions(
   const outputs = config.output.map((o) => o.name);
   const onlyMaxRunUs = Math.min(settings.mainThreadOnlyMaxRunUs ?? DEFAULT_MAIN_THREAD_ONLY_MAX_RUN_US, settings.mainThreadMaxRunUs);
   const ownThreads = config.parameters['intra_op_thread_count'];
-  const copyThreads = ownThreads !== undefined && ownThreads !== '' ? undefined : (settings.mainThreadIntraOpThreads ?? Math.min(MAIN_THREAD_MAX_INTRA_OP_THREADS, os.availableParallelism()));
+  const copyThreads = ownThreads !== undefined && ownThreads !== '' ? undefined : (settings.mainThreadIntraOpThreads ?? Math.min(MAIN_THREAD_MAX_INTRA_OP_THREADS, settings.cpuCount ?? os.availableParallelism()));
   for (const version of versions) {
     const session = version.sessions[0];
     if (session === undefined) continue; // a processing step: already in-process
@@ -240,14 +253,19 @@ export async function placeSessions(
         continue;
       }
       try {
-        const [first = Number.POSITIVE_INFINITY] = await session.timeRuns(feeds, outputs, 1);
-        runUs = first;
-        if (first <= settled) {
-          // Bounded: at most PROBE_RUNS - 1 more runs of at most `settled` µs each, and at most PROBE_CAP_US in all.
-          const more = Math.max(2, Math.min(PROBE_RUNS - 1, Math.floor(PROBE_CAP_US / Math.max(1, first))));
-          runUs = median([first, ...(await session.timeRuns(feeds, outputs, more))]);
-          if (runUs <= onlyMaxRunUs * REFINE_BELOW) runUs = median(await session.timeRuns(feeds, outputs, REFINE_RUNS));
+        if (oneRow !== undefined && oneRow * PROBE_RUNS <= PROBE_CAP_US) {
+          // The warm-up's one row was short enough: the PROBE_RUNS runs in one call (one hop to the worker, not two).
+          runUs = median(await session.timeRuns(feeds, outputs, PROBE_RUNS));
+        } else {
+          const [first = Number.POSITIVE_INFINITY] = await session.timeRuns(feeds, outputs, 1);
+          runUs = first;
+          if (first <= settled) {
+            // Bounded: at most PROBE_RUNS - 1 more runs of at most `settled` µs each, and at most PROBE_CAP_US in all.
+            const more = Math.max(2, Math.min(PROBE_RUNS - 1, Math.floor(PROBE_CAP_US / Math.max(1, first))));
+            runUs = median([first, ...(await session.timeRuns(feeds, outputs, more))]);
+          }
         }
+        if (runUs <= onlyMaxRunUs * REFINE_BELOW) runUs = median(await session.timeRuns(feeds, outputs, REFINE_RUNS));
       } catch (err) {
         logger.debug({ model: label, version: version.version, err: (err as Error).message }, 'placement probe failed; the session stays in its runtime worker');
         continue;
@@ -273,14 +291,16 @@ export async function placeSessions(
     // Cheaper than the hop: no worker copy at all. One intra-op thread (unless the model sets its own): a run
     // this short gains nothing from more, and a pool's threads would spin beside the server under load.
     const only = choice === 'main' || (runUs !== undefined && runUs <= onlyMaxRunUs) || hopUs !== undefined;
-    if (!only && !admitCopy((await version.fileBytes()) + MAIN_THREAD_COPY_ALLOWANCE_BYTES)) {
-      logger.info({ model: label, version: version.version }, 'no room in the memory budget for a main-thread copy; the session stays in its runtime worker');
-      continue;
-    }
+    if (!only && copies.capacity === 0) continue;
     try {
       if (choice === 'main') await session.moveToMainThread();
       else if (only) await session.moveToMainThread(copyThreads === undefined ? undefined : 1);
-      else await session.addMainThreadCopy(copyThreads);
+      else {
+        const fileBytes = await version.fileBytes();
+        const v = version.version;
+        const onError = (err: Error): void => logger.warn({ model: label, version: v, err: err.message }, 'could not create the main-thread copy; the session stays in its runtime worker');
+        session.allowMainThreadCopy({ intraOpThreads: copyThreads, fileBytes, book, copies, onError });
+      }
     } catch (err) {
       logger.warn({ model: label, version: version.version, err: (err as Error).message }, 'could not create the session on the main thread; it stays in its runtime worker');
       continue;
@@ -293,7 +313,7 @@ export async function placeSessions(
           : {
             model: label,
             version: version.version,
-            placement: 'main thread when the server is quiet, worker when busy',
+            placement: 'main thread when the server is quiet (a copy, once used, among the most recently used), worker when busy',
             runUs: Math.round(runUs ?? 0),
             batch: Math.max(1, config.maxBatchSize),
             intraOpThreads: copyThreads ?? 'the model\'s intra_op_thread_count',

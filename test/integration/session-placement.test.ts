@@ -56,6 +56,15 @@ function sessionOf(s: TestServer, target: string): ModelSession {
 /** No model is cheap enough to leave its worker entirely: the copy rule alone decides. */
 const COPY_ONLY = { MME_MAIN_THREAD_ONLY_MAX_RUN_US: '0' };
 
+/** Quiet requests until the model's main-thread copy exists (it is made after COPY_AFTER_QUIET_RUNS quiet runs). */
+async function madeCopy(s: TestServer, target: string): Promise<void> {
+  for (let i = 0; i < 20 && sessionOf(s, target).copies < 2; i++) {
+    assert.equal((await invoke(s, target, [[1, 1, 1, 1]])).status, 200);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.equal(sessionOf(s, target).copies, 2, `${target} has its main-thread copy`);
+}
+
 const placed = (s: TestServer, model: string) => s.logs.filter((l) => l['msg'] === 'session placed' && l['model'] === model);
 
 describe('session placement', () => {
@@ -65,12 +74,14 @@ describe('session placement', () => {
     assert.equal(first.status, 200, first.text);
     assert.deepEqual(first.body.outputs[0].data, [3, 6, 9, 12]);
     const session = sessionOf(s, 'small');
+    assert.equal(session.copies, 1, 'a copy is made once the model is used again, not at its load');
+    await madeCopy(s, 'small');
     assert.equal(session.copies, 2);
     assert.ok(session.worker >= 0, 'the worker copy stays for busy batches');
     const line = placed(s, 'small')[0];
     assert.ok(line, 'the placement is logged');
-    assert.equal(line['placement'], 'main thread when the server is quiet, worker when busy');
-    assert.equal(line['intraOpThreads'], Math.min(4, os.availableParallelism()), 'the copy runs only while the server is quiet, on the cores (at most 4)');
+    assert.equal(line['placement'], 'main thread when the server is quiet (a copy, once used, among the most recently used), worker when busy');
+    assert.equal(line['intraOpThreads'], Math.min(2, os.availableParallelism()), 'the copy runs only while the server is quiet, on the cores (at most 2)');
     assert.equal(line['batch'], 8, 'measured at max_batch_size rows');
     assert.ok(typeof line['runUs'] === 'number' && line['runUs'] <= 1000, String(line['runUs']));
 
@@ -82,18 +93,25 @@ describe('session placement', () => {
     });
   });
 
-  it('the copy is counted: the reservation holds two copies of the weights', async () => {
-    const withCopy = await server({ m: { onnx: scale(2).onnx, config: SCALE_CONFIG() } }, COPY_ONLY);
-    const without = await server({ m: { onnx: scale(2).onnx, config: SCALE_CONFIG() } }, { MME_MAIN_THREAD_MAX_RUN_US: '0' });
-    for (const s of [withCopy, without]) assert.equal((await invoke(s, 'm', [[1, 1, 1, 1]])).status, 200);
-    const bytes = (s: TestServer): number => {
-      const line = s.logs.find((l) => l['msg'] === 'model loaded' && l['model'] === 'm');
-      assert.ok(line, 'model loaded is logged');
-      return line['bytes'] as number;
-    };
-    assert.equal(sessionOf(without, 'm').copies, 1);
-    assert.equal(placed(without, 'm').length, 0, 'MME_MAIN_THREAD_MAX_RUN_US=0: no copy');
-    assert.ok(bytes(withCopy) > bytes(without), `${bytes(withCopy)} > ${bytes(without)}`);
+  it('the copy is counted while it exists, and copies are bounded by MME_MAIN_THREAD_COPIES (least recently used dropped)', async () => {
+    const s = await server(
+      { a: { onnx: scale(2).onnx, config: SCALE_CONFIG() }, b: { onnx: scale(3).onnx, config: SCALE_CONFIG() } },
+      { ...COPY_ONLY, MME_MAIN_THREAD_COPIES: '1' },
+    );
+    assert.equal((await invoke(s, 'a', [[1, 1, 1, 1]])).status, 200);
+    const reserved = (target: string): number => s.running.registry.resolve({ kind: 'target', target }).resident()!.bytes;
+    const alone = reserved('a');
+    await madeCopy(s, 'a');
+    const withCopy = reserved('a');
+    assert.ok(withCopy > alone, `booked on top while it exists: ${withCopy} > ${alone}`);
+    assert.equal((await invoke(s, 'b', [[1, 1, 1, 1]])).status, 200);
+    await madeCopy(s, 'b');
+    assert.equal(sessionOf(s, 'a').copies, 1, "one copy at most: a's went to b, the more recently used");
+    assert.ok(reserved('a') < withCopy, `and its booking with it: ${reserved('a')} < ${withCopy}`);
+    const off = await server({ m: { onnx: scale(2).onnx, config: SCALE_CONFIG() } }, { MME_MAIN_THREAD_MAX_RUN_US: '0' });
+    for (let i = 0; i < 3; i++) assert.equal((await invoke(off, 'm', [[1, 1, 1, 1]])).status, 200);
+    assert.equal(sessionOf(off, 'm').copies, 1);
+    assert.equal(placed(off, 'm').length, 0, 'MME_MAIN_THREAD_MAX_RUN_US=0: no copy');
   });
 
   it('a model whose batch runs in less than MME_MAIN_THREAD_ONLY_MAX_RUN_US runs on the main thread only, busy or not', async () => {

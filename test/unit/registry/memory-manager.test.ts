@@ -9,8 +9,9 @@ import { silentLogger } from '../../../src/observability/logger.js';
 import { createMetrics } from '../../../src/observability/metrics.js';
 import { MemoryManager, type Reservation, type Resident } from '../../../src/registry/memory-manager.js';
 import { isServingError } from '../../support/serving-error.js';
+import { FakeClock } from '../scheduler/fakes.js';
 
-function manager(budgetBytes: number, options: { maxModels?: number; waitMs?: number } = {}) {
+function manager(budgetBytes: number, options: { maxModels?: number; waitMs?: number; clock?: FakeClock } = {}) {
   const metrics = createMetrics();
   const memory = new MemoryManager({
     budgetBytes,
@@ -18,6 +19,7 @@ function manager(budgetBytes: number, options: { maxModels?: number; waitMs?: nu
     waitMs: options.waitMs ?? 5_000,
     logger: silentLogger(),
     metrics,
+    ...(options.clock ? { clock: options.clock } : {}),
   });
   return { memory, metrics };
 }
@@ -133,5 +135,38 @@ describe('MemoryManager', () => {
     assert.equal(memory.usedBytes, 100);
     await resident(memory, 'x', 150); // must find `newer` to evict
     assert.equal(newer.evicted, true);
+  });
+
+  it('the memory wait runs on the injected clock: 507 exactly when MME_MEMORY_WAIT_SECONDS has passed, not before', async () => {
+    const clock = new FakeClock();
+    const { memory } = manager(100, { waitMs: 30_000, clock });
+    const a = await resident(memory, 'a', 100);
+    a.inflight = 1;
+    let outcome: unknown;
+    const waiting = memory.reserve('b', 50).then(
+      () => (outcome = 'granted'),
+      (err: unknown) => (outcome = err),
+    );
+    await clock.advance(29_999_000);
+    assert.equal(outcome, undefined, 'still waiting 1 ms before the deadline');
+    await clock.advance(1_000);
+    await waiting;
+    assert.ok(isServingError('INSUFFICIENT_MEMORY', /model 'b' needs about 50 bytes/)(outcome), String(outcome));
+    assert.equal(clock.pendingTimers, 0, 'no timer left behind');
+  });
+
+  it('a wait ends as soon as the pinned model is released, whatever the clock says', async () => {
+    const clock = new FakeClock();
+    const { memory } = manager(100, { waitMs: 30_000, clock });
+    const a = await resident(memory, 'a', 100);
+    a.inflight = 1;
+    const waiting = memory.reserve('b', 50);
+    await clock.advance(1_000);
+    a.inflight = 0;
+    memory.notify();
+    const grant = await waiting;
+    assert.equal(grant.bytes, 50);
+    assert.equal(a.evicted, true, 'the now idle model made room');
+    assert.equal(clock.pendingTimers, 0);
   });
 });

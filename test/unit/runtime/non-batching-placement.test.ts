@@ -30,7 +30,7 @@ function fakeSession(runUs: number, tripMs: number): ModelSession & { placed: st
       if (tripMs > 0) await new Promise((r) => setTimeout(r, tripMs));
       return Array.from({ length: repeats }, () => runUs);
     },
-    addMainThreadCopy: async () => {
+    allowMainThreadCopy: () => {
       s.placed = 'copy';
     },
     moveToMainThread: async () => {

@@ -16,7 +16,8 @@ import { ServingError, type ErrorCode } from '../../../src/errors.js';
 import { createLogger, silentLogger, type Logger } from '../../../src/observability/logger.js';
 import type { Tensor, TensorData } from '../../../src/protocol/tensor.js';
 import type { ProviderChoice } from '../../../src/runtime/execution-providers.js';
-import { createModelSession, isAllocationFailure, type SessionOptions } from '../../../src/runtime/onnx-session.js';
+import { COPY_AFTER_QUIET_RUNS, createModelSession, isAllocationFailure, type ModelSession, type SessionOptions } from '../../../src/runtime/onnx-session.js';
+import { MainThreadCopies } from '../../../src/runtime/main-thread-copies.js';
 import { RuntimePool, type PooledSession } from '../../../src/runtime/runtime-pool.js';
 import { QuietWindow } from '../../../src/runtime/quiet-window.js';
 import type { CreateSessionOptions } from '../../../src/runtime/worker-protocol.js';
@@ -418,13 +419,31 @@ describe('a session with a main-thread copy (runtime/session-placement.ts)', () 
   /** A worker session whose answer is recognisable: it never computes. */
   const marker = (): Map<string, Tensor> => new Map<string, Tensor>([['OUTPUT0', { datatype: 'FP32', shape: [1, 4], data: Float32Array.from([-1, -1, -1, -1]) }]]);
 
+  /** A booking that counts what it holds; `room` bytes may be granted. */
+  const booking = (room = Number.POSITIVE_INFINITY) => {
+    const b = {
+      held: 0,
+      tryGrow: (bytes: number) => (b.held + bytes <= room ? ((b.held += bytes), bytes) : undefined),
+      shrink: (bytes: number) => void (b.held -= bytes),
+    };
+    return b;
+  };
+  /** Allow a copy and run the quiet runs that make it; resolves once it exists (or the bound says it will not). */
+  async function giveCopy(session: ModelSession, copies = new MainThreadCopies(4), book = booking()): Promise<void> {
+    session.allowMainThreadCopy({ intraOpThreads: undefined, fileBytes: 100, book, copies });
+    for (let i = 0; i < COPY_AFTER_QUIET_RUNS; i++) await session.run(feeds(), ['OUTPUT0'], LONE);
+    for (let i = 0; i < 20 && session.copies < 2; i++) await new Promise((r) => setTimeout(r, 5));
+  }
+
   test('idle runs use the main-thread copy, busy runs the worker; both are counted as copies', async () => {
     let workerRuns = 0;
     const { pool: fake } = fakePool(() => fakeSession(async () => (workerRuns++, marker())));
     const session = await createModelSession(addSubPath, options(fake, 'm', CPU_ONLY));
     assert.equal(session.copies, 1);
-    await session.addMainThreadCopy();
-    assert.equal(session.copies, 2);
+    await session.run(feeds(), ['OUTPUT0']);
+    await giveCopy(session);
+    assert.equal(session.copies, 2, `made after ${COPY_AFTER_QUIET_RUNS} quiet runs`);
+    workerRuns = 0;
     assert.equal(session.worker, 0, 'still reported on its worker: the worker copy serves busy runs');
     const idle = await session.run(feeds(), ['OUTPUT0']);
     assert.deepEqual(values(idle.get('OUTPUT0')!.data), [2, 3, 4, 5], 'computed by the real main-thread session');
@@ -442,7 +461,8 @@ describe('a session with a main-thread copy (runtime/session-placement.ts)', () 
     const { pool: fake } = fakePool(() => fakeSession(async () => (workerRuns++, marker())));
     const session = await createModelSession(addSubPath, { ...options(fake, 'm', CPU_ONLY), quiet });
     const neighbour = await createModelSession(addSubPath, { ...options(fake, 'n', CPU_ONLY), quiet });
-    await session.addMainThreadCopy();
+    await giveCopy(session);
+    workerRuns = 0;
     await session.run(feeds(), ['OUTPUT0'], LONE);
     assert.equal(workerRuns, 0, 'the server has been quiet: main-thread copy');
     await neighbour.run(feeds(), ['OUTPUT0'], { queued: 0, inFlight: 2 });
@@ -475,7 +495,8 @@ describe('a session with a main-thread copy (runtime/session-placement.ts)', () 
   test('a real worker session and its main-thread copy agree; run errors name the model either way', async () => {
     const session = await createModelSession(addSubPath, options(pool, 'agree', CPU_ONLY));
     try {
-      await session.addMainThreadCopy();
+      await giveCopy(session);
+      assert.equal(session.copies, 2);
       const a = await session.run(feeds(), ['OUTPUT0', 'OUTPUT1']);
       const b = await session.run(feeds(), ['OUTPUT0', 'OUTPUT1'], BUSY);
       for (const name of ['OUTPUT0', 'OUTPUT1']) assert.deepEqual(values(a.get(name)!.data), values(b.get(name)!.data), name);
@@ -494,7 +515,45 @@ describe('a session with a main-thread copy (runtime/session-placement.ts)', () 
   test('a GPU session gets no main-thread copy', async () => {
     const { pool: fake } = fakePool(() => fakeSession(async () => marker()));
     const session = await createModelSession(addSubPath, options(fake, 'gpu', { providers: ['cuda'], warnings: [], deviceId: 0 }));
-    await assert.rejects(session.addMainThreadCopy(), /only CPU sessions run on the main thread/);
+    assert.throws(() => session.allowMainThreadCopy({ intraOpThreads: undefined, fileBytes: 1, book: booking(), copies: new MainThreadCopies(1) }), /only CPU sessions run on the main thread/);
     assert.equal(session.copies, 1);
+  });
+
+  test('copies are bounded: the least recently used is dropped, and its booking given back', async () => {
+    const { pool: fake } = fakePool(() => fakeSession(async () => marker()));
+    const copies = new MainThreadCopies(2);
+    const book = booking();
+    const sessions = await Promise.all(['a', 'b', 'c'].map((m) => createModelSession(addSubPath, options(fake, m, CPU_ONLY))));
+    const [a, b, c] = sessions as [ModelSession, ModelSession, ModelSession];
+    await giveCopy(a, copies, book);
+    await giveCopy(b, copies, book);
+    assert.deepEqual(sessions.map((s) => s.copies), [2, 2, 1]);
+    assert.equal(book.held, 200);
+    await a.run(feeds(), ['OUTPUT0'], LONE); // a is now more recent than b
+    await giveCopy(c, copies, book);
+    assert.deepEqual(sessions.map((s) => s.copies), [2, 1, 2], 'b, the least recently run, lost its copy');
+    assert.equal(copies.size, 2);
+    assert.equal(book.held, 200, "b's copy is no longer booked");
+    await Promise.all(sessions.map((s) => s.release()));
+    assert.equal(book.held, 0, 'released sessions give their copies back');
+    assert.equal(copies.size, 0);
+  });
+
+  test('no copy without room in the budget, or with copies off; a busy model never makes one', async () => {
+    const { pool: fake } = fakePool(() => fakeSession(async () => marker()));
+    const full = await createModelSession(addSubPath, options(fake, 'full', CPU_ONLY));
+    await giveCopy(full, new MainThreadCopies(4), booking(99));
+    assert.equal(full.copies, 1, 'the copy needs 100 bytes: none');
+    const off = await createModelSession(addSubPath, options(fake, 'off', CPU_ONLY));
+    const book = booking();
+    await giveCopy(off, new MainThreadCopies(0), book);
+    assert.equal(off.copies, 1);
+    assert.equal(book.held, 0);
+    const busy = await createModelSession(addSubPath, options(fake, 'busy', CPU_ONLY));
+    busy.allowMainThreadCopy({ intraOpThreads: undefined, fileBytes: 100, book, copies: new MainThreadCopies(4) });
+    for (let i = 0; i < 5; i++) await busy.run(feeds(), ['OUTPUT0'], BUSY);
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(busy.copies, 1);
+    await Promise.all([full.release(), off.release(), busy.release()]);
   });
 });

@@ -1,0 +1,114 @@
+/**
+ * Density (issue 28), from outside: a few hundred generated models resident
+ * in a real server process started by `./serve`, against the same sessions
+ * in a plain onnxruntime-node process in the same test
+ * (test/support/density-scenario.ts). Node is told it has 16 CPUs, so the
+ * server runs a 16-core machine's defaults. Every figure is a ratio or a
+ * count from /proc, the repository index and /metrics:
+ * - RSS per further model (between half the models and all of them) ≤ 1.25×
+ *   the plain process for ~1 MB models (from idle, with the fixed costs the
+ *   first models bring, the bounded main-thread copies, within 0.5 more);
+ *   RSS per model from idle ≤ 1.5× for tiny ones;
+ * - threads added per further model ≤ 0.05 between half the models and all
+ *   of them (the thread count does not grow with models), and in all no more
+ *   than the bounded main-thread copies' pools;
+ * - reserved bytes per model ≤ 1.5× what was measured (per model and in all),
+ *   and the sum booked covers at least half the growth seen from outside.
+ * The ~1 MB models get two requests each, so the bounded main-thread copies exist.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import path from 'node:path';
+import { cpusPreload, FEATURES, invokeTarget, measureDensity, writeDensityModels, type DensityFigures, type DensityKind } from '../support/density-scenario.js';
+import { tempDir } from '../support/temp-dir.js';
+import { startTestServer } from '../support/test-server.js';
+
+const cleanups: (() => Promise<void>)[] = [];
+const ctx = { after: (fn: () => Promise<void>) => cleanups.push(fn) };
+after(async () => {
+  for (const fn of cleanups.reverse()) await fn();
+});
+
+function describeFigures(f: DensityFigures): string {
+  const perModel = (a: number, b: number, n: number): string => `${((b - a) / n).toFixed(1)} KB`;
+  const sorted = [...f.reservedOverMeasured].sort((a, b) => a - b);
+  return [
+    `${f.models} models, statuses ${JSON.stringify(f.statuses)}`,
+    `server RSS/model ${perModel(f.server.idle.rssKb, f.server.loaded.rssKb, f.models)}, raw ${perModel(f.raw.before.rssKb, f.raw.after.rssKb, f.raw.models)}, ratio ${f.rssRatio.toFixed(2)} from idle, ${f.marginalRssRatio.toFixed(2)} per further model`,
+    `threads idle ${f.server.idle.threads} → ${f.server.half.threads} at half → ${f.server.loaded.threads} (${f.marginalThreadsPerModel.toFixed(3)}/further model, ${f.threadsPerModel.toFixed(3)}/model from idle; raw ${f.rawThreadsPerModel.toFixed(3)})`,
+    `reserved ${(f.reservedBytes / 1024).toFixed(0)} KB, measured ${(f.measuredBytes / 1024).toFixed(0)} KB, per-model reserved÷measured median ${sorted[Math.floor(sorted.length / 2)]?.toFixed(2)}`,
+  ].join('; ');
+}
+
+async function scenario(kind: DensityKind, count: number, requestsEach: number): Promise<DensityFigures> {
+  const root = await tempDir(ctx);
+  const names = await writeDensityModels(root, kind, count);
+  return measureDensity(root, names, kind, { env: { NODE_OPTIONS: cpusPreload(16) }, requestsEach });
+}
+
+describe('density: each model costs about what onnxruntime costs', { skip: process.platform !== 'linux' }, () => {
+  // ~1 MB models: two requests each, so the bounded copies exist; RSS per further model (past the first half, which brings
+  // the copies). Tiny models (20-100 KB each) are near the noise of the JavaScript heaps' steps, so more of them, one
+  // request each, and RSS per model from idle.
+  for (const [kind, count, requestsEach, rssBound, marginal] of [
+    ['mlp', 120, 2, 1.25, true],
+    ['tiny', 1000, 1, 1.5, false],
+  ] as const) {
+    it(`${count} ${kind} models: RSS per model ≤ ${rssBound}× a plain onnxruntime-node process, threads independent of the count, bookings follow measurement`, async () => {
+      const f = await scenario(kind, count, requestsEach);
+      const figures = describeFigures(f);
+      assert.deepEqual(Object.keys(f.statuses), ['200'], figures);
+      if (marginal) assert.ok(f.marginalRssRatio <= rssBound, `RSS per further model ≤ ${rssBound}× raw: ${figures}`);
+      assert.ok(f.rssRatio <= (marginal ? rssBound + 0.5 : rssBound), `RSS per model from idle ≤ ${marginal ? rssBound + 0.5 : rssBound}× raw: ${figures}`);
+      // Past the first models (which bring the bounded main-thread copies, MME_MAIN_THREAD_COPIES, and their threads), none.
+      assert.ok(f.marginalThreadsPerModel <= 0.05, `≤ 0.05 threads added per further model at a 16-core machine's defaults: ${figures}`);
+      assert.ok(f.server.loaded.threads - f.server.idle.threads <= 16 + 4, `in all, at most the copies' threads (16) and a few: ${figures}`);
+      const sorted = [...f.reservedOverMeasured].sort((a, b) => a - b);
+      assert.ok(sorted.length >= count / 2, `most models have a measured figure above 0: ${figures}`);
+      assert.ok(sorted[Math.floor(count / 2)]! <= 1.5, `per model, reserved ≤ 1.5× measured (median): ${figures}`);
+      assert.ok(f.reservedBytes <= 1.5 * f.measuredBytes, `in all, reserved ≤ 1.5× measured: ${figures}`);
+      const growthBytes = (f.server.loaded.rssKb - f.server.idle.rssKb) * 1024;
+      assert.ok(f.reservedBytes <= 1.5 * growthBytes, `reserved ≤ 1.5× the RSS growth seen from /proc: ${figures}`);
+      assert.ok(f.reservedBytes >= 0.5 * growthBytes, `and books at least half of it (the budget stays true of the process): ${figures}`);
+    });
+  }
+});
+
+describe('concurrent cold loads', () => {
+  /** Each load's measured section (package, warm-up, placement, footprint) as [start, end] ms, from its `model loaded` line. */
+  function sections(logs: readonly Record<string, unknown>[]): [number, number][] {
+    return logs
+      .filter((l) => l['msg'] === 'model loaded')
+      .map((l) => {
+        const end = Date.parse(String(l['time']));
+        const st = l['stagesMs'] as Record<string, number>;
+        return [end - (st['package']! + (st['warmup'] ?? 0) + (st['place'] ?? 0) + (st['footprint'] ?? 0)), end];
+      });
+  }
+  /** Most sections in progress at one moment (1 ms of slack: log times are whole milliseconds). */
+  function maxOverlap(xs: readonly [number, number][]): number {
+    let most = 0;
+    for (const [start] of xs) most = Math.max(most, xs.filter(([s, e]) => s <= start && start < e - 1).length);
+    return most;
+  }
+
+  it('overlap up to MME_LOAD_CONCURRENCY, one at a time at 1; every request answered', async () => {
+    const root = await tempDir(ctx);
+    const names = await writeDensityModels(root, 'mlp', 8);
+    const overlaps: Record<string, number> = {};
+    for (const concurrency of ['1', '4']) {
+      const s = await startTestServer({ modelSource: root, cacheDir: path.join(await tempDir(ctx), 'cache'), env: { MME_LOAD_CONCURRENCY: concurrency, MME_RUNTIME_WORKERS: '2' } });
+      try {
+        const statuses = await Promise.all(names.map((n) => invokeTarget(s.url, n, FEATURES.mlp)));
+        assert.deepEqual(statuses, names.map(() => 200));
+        const xs = sections(s.logs);
+        assert.equal(xs.length, names.length);
+        overlaps[concurrency] = maxOverlap(xs);
+      } finally {
+        await s.close();
+      }
+    }
+    assert.equal(overlaps['1'], 1, `one at a time: ${JSON.stringify(overlaps)}`);
+    assert.ok(overlaps['4']! >= 2 && overlaps['4']! <= 4, `loads overlapped, at most 4 at once: ${JSON.stringify(overlaps)}`);
+  });
+});
