@@ -34,7 +34,6 @@ function progress(message: string): void {
   process.stderr.write(`[binary] ${message}\n`);
 }
 
-
 /** One autocannon run with a Buffer or string body (bench/lib/autocannon-run takes text only). */
 async function load(url: string, headers: Record<string, string>, body: string | Buffer, connections: number, durationS: number): Promise<Sample> {
   const latencies = new SampleBuffer();
@@ -51,7 +50,12 @@ async function load(url: string, headers: Record<string, string>, body: string |
 /** The JSON and binary request bodies for the same numbers. */
 function bodies(values: readonly number[]): { json: string; binary: Buffer; headerLength: number } {
   const json = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: SHAPE, data: values }] });
-  const header = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: SHAPE, parameters: { binary_data_size: COUNT * 4 } }], parameters: { binary_data_output: true } }));
+  const header = Buffer.from(
+    JSON.stringify({
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: SHAPE, parameters: { binary_data_size: COUNT * 4 } }],
+      parameters: { binary_data_output: true },
+    }),
+  );
   const data = Buffer.alloc(COUNT * 4);
   values.forEach((v, i) => data.writeFloatLE(v, i * 4));
   return { json, binary: Buffer.concat([header, data]), headerLength: header.length };
@@ -130,8 +134,11 @@ export async function run(): Promise<BenchReport> {
     for (let r = 0; r < settings.repeats; r++) {
       const order = r % 2 === 0 ? (['json', 'binary'] as const) : (['binary', 'json'] as const);
       for (const kind of order) {
-        if (r === 0 && settings.warmupS > 0) await load(target.url, kind === 'json' ? jsonHeaders : binaryHeaders, kind === 'json' ? json : binary, concurrency, settings.warmupS);
-        runs[kind].push(await load(target.url, kind === 'json' ? jsonHeaders : binaryHeaders, kind === 'json' ? json : binary, concurrency, settings.durationS));
+        if (r === 0 && settings.warmupS > 0)
+          await load(target.url, kind === 'json' ? jsonHeaders : binaryHeaders, kind === 'json' ? json : binary, concurrency, settings.warmupS);
+        runs[kind].push(
+          await load(target.url, kind === 'json' ? jsonHeaders : binaryHeaders, kind === 'json' ? json : binary, concurrency, settings.durationS),
+        );
       }
       progress(`round ${r + 1}/${settings.repeats}: JSON ${num(runs.json[r]!.perSec)}/s, binary ${num(runs.binary[r]!.perSec)}/s`);
     }
@@ -180,6 +187,12 @@ export async function run(): Promise<BenchReport> {
     settings: { ...settings, concurrency, shape: SHAPE, onnxMme: mme.info },
     text: `${textTable(http)}\n\n${textTable(decode)}\n\n${goals}\n${note}`,
     markdown: `${markdownTable(http)}\n\n${markdownTable(decode)}\n\n${goals}\n\n${note}`,
-    data: { json: { median: jm, runs: runs.json }, binary: { median: bm, runs: runs.binary }, decodeNs: { copy: copyNs, aligned: decodeAlignedNs, misaligned: decodeMisalignedNs, json: decodeJsonNs }, throughputRatio, decodeRatio },
+    data: {
+      json: { median: jm, runs: runs.json },
+      binary: { median: bm, runs: runs.binary },
+      decodeNs: { copy: copyNs, aligned: decodeAlignedNs, misaligned: decodeMisalignedNs, json: decodeJsonNs },
+      throughputRatio,
+      decodeRatio,
+    },
   };
 }

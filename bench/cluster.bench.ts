@@ -97,8 +97,19 @@ async function traceRow(root: string, s3: LoopbackS3, trace: Int32Array, count: 
   const instances = await startFleet(root, s3, count, tag);
   const lb = await startHaproxy(root, { port: await freePort(), servers: instances, statsSocket: path.join(root, `${tag}.sock`), retries: 'recipe', balance });
   try {
-    await lb.waitFor(instances.map((i) => i.name), true, 30_000);
-    const outcome = await drive({ url: lb.url, concurrency: settings.concurrency, target: (i) => `m${trace[i]}.tar.gz`, body: BODY, count: trace.length, timeoutMs: 120_000 });
+    await lb.waitFor(
+      instances.map((i) => i.name),
+      true,
+      30_000,
+    );
+    const outcome = await drive({
+      url: lb.url,
+      concurrency: settings.concurrency,
+      target: (i) => `m${trace[i]}.tar.gz`,
+      body: BODY,
+      count: trace.length,
+      timeoutMs: 120_000,
+    });
     const perInstance = [];
     for (const inst of instances) {
       const kb = await procStatusKb(inst.process.proc.pid!);
@@ -125,11 +136,22 @@ async function rollingRestart(root: string, s3: LoopbackS3, trace: Int32Array, d
   const instances = await startFleet(root, s3, 3, tag, extra);
   const lb = await startHaproxy(root, { port: await freePort(), servers: instances, statsSocket: path.join(root, `${tag}.sock`), retries: 'conn-failure' });
   try {
-    await lb.waitFor(instances.map((i) => i.name), true, 30_000);
+    await lb.waitFor(
+      instances.map((i) => i.name),
+      true,
+      30_000,
+    );
     // Warm: every model of the trace loaded once where it hashes.
     await drive({ url: lb.url, concurrency: settings.concurrency, target: (i) => `m${trace[i]}.tar.gz`, body: BODY, count: Math.min(trace.length, 1000) });
     let done = false;
-    const traffic = drive({ url: lb.url, concurrency: settings.concurrency, target: (i) => `m${trace[i % trace.length]}.tar.gz`, body: BODY, stop: () => done, timeoutMs: 120_000 });
+    const traffic = drive({
+      url: lb.url,
+      concurrency: settings.concurrency,
+      target: (i) => `m${trace[i % trace.length]}.tar.gz`,
+      body: BODY,
+      stop: () => done,
+      timeoutMs: 120_000,
+    });
     try {
       for (const inst of instances) {
         const exited = inst.process.exited;
@@ -172,7 +194,20 @@ export async function run(): Promise<BenchReport> {
     const withDrain = await rollingRestart(root, s3, trace, undefined);
 
     const table: Table = {
-      headers: ['instances', 'balance', 'requests', 'failed', 'distinct models', 'loads', 'loads / distinct', 'hit ratio', 'busiest share', 'requests per instance', 'RSS per instance MiB', 'RSS sum MiB'],
+      headers: [
+        'instances',
+        'balance',
+        'requests',
+        'failed',
+        'distinct models',
+        'loads',
+        'loads / distinct',
+        'hit ratio',
+        'busiest share',
+        'requests per instance',
+        'RSS per instance MiB',
+        'RSS sum MiB',
+      ],
       rows: rows.map((r) => [
         String(r.instances),
         LABEL[r.balance],
@@ -202,7 +237,10 @@ export async function run(): Promise<BenchReport> {
       settings,
       text: `${textTable(table)}\n\n${textTable(restart)}`,
       markdown: `${markdownTable(table)}\n\n${markdownTable(restart)}`,
-      data: { rows, restart: { noDrain: { sent: noDrain.sent, failures: noDrain.failures }, withDrain: { sent: withDrain.sent, failures: withDrain.failures } } },
+      data: {
+        rows,
+        restart: { noDrain: { sent: noDrain.sent, failures: noDrain.failures }, withDrain: { sent: withDrain.sent, failures: withDrain.failures } },
+      },
     };
   } finally {
     await s3.close();

@@ -32,7 +32,15 @@ import { GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client } from 
 import ort from 'onnxruntime-node';
 import * as tar from 'tar';
 import { packTarGz } from '../examples/models/zoo.js';
-import { cpusPreload, FEATURES, invokeTarget, measureDensity, startServeAt, writeDensityModels, type DensityFigures } from '../test/support/density-scenario.js';
+import {
+  cpusPreload,
+  FEATURES,
+  invokeTarget,
+  measureDensity,
+  startServeAt,
+  writeDensityModels,
+  type DensityFigures,
+} from '../test/support/density-scenario.js';
 import { S3RVER_CREDENTIALS } from '../test/support/s3rver.js';
 import { spawnChild } from './lib/child.js';
 import { simulateLru, Verdict, zipfTrace } from './lib/lru-trace.js';
@@ -67,17 +75,35 @@ export async function run(): Promise<BenchReport> {
   try {
     // 1. Resident density.
     const density: [string, DensityFigures][] = [];
-    for (const [kind, n] of [['tiny', tinyCount], ['mlp', mlpCount]] as const) {
+    for (const [kind, n] of [
+      ['tiny', tinyCount],
+      ['mlp', mlpCount],
+    ] as const) {
       if (n === 0) continue;
       process.stderr.write(`  ${n} ${kind} models resident\n`);
       const root = path.join(work, `resident-${kind}`);
       const names = await writeDensityModels(root, kind, n);
-      density.push([kind, await measureDensity(root, names, kind, { env: { NODE_OPTIONS: cpusPreload(16) }, requestsEach, ...(checkout ? { checkout } : {}) })]);
+      density.push([
+        kind,
+        await measureDensity(root, names, kind, { env: { NODE_OPTIONS: cpusPreload(16) }, requestsEach, ...(checkout ? { checkout } : {}) }),
+      ]);
       await rm(root, { recursive: true, force: true });
     }
     if (density.length > 0) {
       tables.push({
-        headers: ['resident models (16-CPU defaults)', 'models', 'server KB/model', 'raw KB/model', 'RSS ÷ raw (from idle)', 'RSS ÷ raw (per further model)', 'threads idle → all', 'threads/model', 'threads/further model', 'reserved ÷ measured', 'reserved ÷ RSS growth'],
+        headers: [
+          'resident models (16-CPU defaults)',
+          'models',
+          'server KB/model',
+          'raw KB/model',
+          'RSS ÷ raw (from idle)',
+          'RSS ÷ raw (per further model)',
+          'threads idle → all',
+          'threads/model',
+          'threads/further model',
+          'reserved ÷ measured',
+          'reserved ÷ RSS growth',
+        ],
         rows: density.map(([kind, f]) => [
           kind,
           String(f.models),
@@ -155,10 +181,20 @@ interface ColdRun {
   readonly errors: number;
 }
 
-async function coldLoads(work: string, n: number, checkout: string | undefined): Promise<{ runs: ColdRun[]; parts: { headMs: number; getMs: number; extractMs: number; createMs: number; runMs: number; total: number } }> {
+async function coldLoads(
+  work: string,
+  n: number,
+  checkout: string | undefined,
+): Promise<{ runs: ColdRun[]; parts: { headMs: number; getMs: number; extractMs: number; createMs: number; runMs: number; total: number } }> {
   const s3 = await spawnChild('s3rver', new URL('./lib/s3-server.js', import.meta.url), [BUCKET]);
   const endpoint = String(s3.hello['endpoint']);
-  const client = new S3Client({ endpoint, region: 'us-east-1', forcePathStyle: true, credentials: S3RVER_CREDENTIALS, requestChecksumCalculation: 'WHEN_REQUIRED' });
+  const client = new S3Client({
+    endpoint,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    credentials: S3RVER_CREDENTIALS,
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+  });
   try {
     const root = path.join(work, 'cold-models');
     const names = await writeDensityModels(root, 'tiny', n);
@@ -244,7 +280,15 @@ async function zipfRun(
   const names = await writeDensityModels(root, 'tiny', models);
   const trace = zipfTrace({ models, requests, s: 1.1, seed: 28 });
   const sim = simulateLru(trace, resident);
-  const server = await startServeAt({ MME_MODEL_SOURCE: root, MME_CACHE_DIR: path.join(work, 'zipf-cache'), MME_MAX_LOADED_MODELS: String(resident), MME_MEMORY_BUDGET_BYTES: String(8 * 1024 ** 3) }, checkout);
+  const server = await startServeAt(
+    {
+      MME_MODEL_SOURCE: root,
+      MME_CACHE_DIR: path.join(work, 'zipf-cache'),
+      MME_MAX_LOADED_MODELS: String(resident),
+      MME_MEMORY_BUDGET_BYTES: String(8 * 1024 ** 3),
+    },
+    checkout,
+  );
   try {
     const hits: number[] = [];
     const misses: number[] = [];

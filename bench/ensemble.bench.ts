@@ -89,7 +89,14 @@ function client(port: number, sockets: number): { post(target: string, body: str
     post: (target, body) =>
       new Promise((resolve, reject) => {
         const req = http.request(
-          { host: '127.0.0.1', port, path: '/invocations', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-amzn-sagemaker-target-model': target } },
+          {
+            host: '127.0.0.1',
+            port,
+            path: '/invocations',
+            method: 'POST',
+            agent,
+            headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-amzn-sagemaker-target-model': target },
+          },
           (res) => {
             const chunks: Buffer[] = [];
             res.on('data', (c: Buffer) => chunks.push(c));
@@ -205,7 +212,8 @@ export async function run(): Promise<BenchReport> {
     await rm(work, { recursive: true, force: true });
   }
 
-  const med = (way: Way, c: number, key: 'perSec' | 'p50' | 'p99'): number => median(results.find((r) => r.way === way && r.concurrency === c)?.runs.map((s) => s[key]) ?? []);
+  const med = (way: Way, c: number, key: 'perSec' | 'p50' | 'p99'): number =>
+    median(results.find((r) => r.way === way && r.concurrency === c)?.runs.map((s) => s[key]) ?? []);
   const errors = results.reduce((n, r) => n + r.runs.reduce((a, s) => a + s.errors, 0), 0);
   const latencyBound = med('single', 1, 'p50') + med('in-process', 1, 'p50') + 0.2;
   const throughputRatio = med('ensemble', 32, 'perSec') / med('client-chain', 32, 'perSec');
@@ -216,12 +224,24 @@ export async function run(): Promise<BenchReport> {
 
   const table: Table = {
     headers: ['way', 'c', 'pipelines/s', 'p50 ms', 'p99 ms', 'errors'],
-    rows: results.map((r) => [r.way, String(r.concurrency), num(med(r.way, r.concurrency, 'perSec')), num(med(r.way, r.concurrency, 'p50')), num(med(r.way, r.concurrency, 'p99')), String(r.runs.reduce((a, s) => a + s.errors, 0))]),
+    rows: results.map((r) => [
+      r.way,
+      String(r.concurrency),
+      num(med(r.way, r.concurrency, 'perSec')),
+      num(med(r.way, r.concurrency, 'p50')),
+      num(med(r.way, r.concurrency, 'p99')),
+      String(r.runs.reduce((a, s) => a + s.errors, 0)),
+    ]),
   };
   const goalTable: Table = {
     headers: ['goal', 'measured', 'target', 'met'],
     rows: [
-      ['c=1: p50(ensemble) ≤ p50(single) + p50(in-process) + 0.2 ms', `${num(goals.c1.ensembleP50Ms)} ms`, `≤ ${num(latencyBound)} ms`, goals.c1.met ? 'yes' : 'NO'],
+      [
+        'c=1: p50(ensemble) ≤ p50(single) + p50(in-process) + 0.2 ms',
+        `${num(goals.c1.ensembleP50Ms)} ms`,
+        `≤ ${num(latencyBound)} ms`,
+        goals.c1.met ? 'yes' : 'NO',
+      ],
       ['c=32: throughput(ensemble) / throughput(client-chain)', `${num(throughputRatio)}×`, '≥ 2.5×', goals.c32.met ? 'yes' : 'NO'],
     ],
   };

@@ -56,7 +56,12 @@ function bodiesFor(c: Case): Bodies {
   const count = c.shape.reduce((a, b) => a * b, 1);
   const values = Float32Array.from(inputData(count));
   const json = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: c.shape, data: Array.from(values) }] });
-  const header = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: c.shape, parameters: { binary_data_size: count * 4 } }], parameters: { binary_data_output: true } }));
+  const header = Buffer.from(
+    JSON.stringify({
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: c.shape, parameters: { binary_data_size: count * 4 } }],
+      parameters: { binary_data_output: true },
+    }),
+  );
   const raw = Buffer.from(values.buffer, values.byteOffset, values.byteLength);
   const grpc = { model_name: c.model, model_version: '', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: c.shape }], raw_input_contents: [raw] };
   return { json, binary: Buffer.concat([header, raw]), headerLength: header.length, grpc, values };
@@ -116,7 +121,10 @@ export async function run(): Promise<BenchReport> {
   const grpcPort = Number(mme.info['grpcPort']);
   const dir = protoDir();
   const pkgs = loadPackageDefinition(loadSync(path.join(dir, 'grpc_service.proto'), { ...LOADER_OPTIONS, includeDirs: [dir] })) as any;
-  const client = new pkgs.inference.GRPCInferenceService(`127.0.0.1:${grpcPort}`, credentials.createInsecure(), { 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 }) as Client & { ModelInfer: Infer };
+  const client = new pkgs.inference.GRPCInferenceService(`127.0.0.1:${grpcPort}`, credentials.createInsecure(), {
+    'grpc.max_receive_message_length': -1,
+    'grpc.max_send_message_length': -1,
+  }) as Client & { ModelInfer: Infer };
   const results: Record<string, Record<Format, Sample[]>> = {};
   const checks: string[] = [];
   try {
@@ -126,7 +134,9 @@ export async function run(): Promise<BenchReport> {
       const jsonHeaders = { 'content-type': 'application/json' };
       const binaryHeaders = { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(bodies.headerLength) };
       // Same numbers back from every format, or the comparison means nothing.
-      const viaJson = Float32Array.from(((await (await fetch(url, { method: 'POST', headers: jsonHeaders, body: bodies.json })).json()) as { outputs: { data: number[] }[] }).outputs[0]!.data);
+      const viaJson = Float32Array.from(
+        ((await (await fetch(url, { method: 'POST', headers: jsonHeaders, body: bodies.json })).json()) as { outputs: { data: number[] }[] }).outputs[0]!.data,
+      );
       const b = await fetch(url, { method: 'POST', headers: binaryHeaders, body: bodies.binary });
       const bBody = Buffer.from(await b.arrayBuffer());
       const bRaw = bBody.subarray(Number(b.headers.get('inference-header-content-length')));
@@ -143,7 +153,11 @@ export async function run(): Promise<BenchReport> {
           const order = FORMATS.map((_, i) => FORMATS[(i + r) % FORMATS.length]!);
           for (const f of order) {
             const once = (s: number): Promise<Sample> =>
-              f === 'grpc' ? grpcLoad(client, bodies.grpc, streams, s) : f === 'http-binary' ? httpLoad(url, binaryHeaders, bodies.binary, streams, s) : httpLoad(url, jsonHeaders, bodies.json, streams, s);
+              f === 'grpc'
+                ? grpcLoad(client, bodies.grpc, streams, s)
+                : f === 'http-binary'
+                  ? httpLoad(url, binaryHeaders, bodies.binary, streams, s)
+                  : httpLoad(url, jsonHeaders, bodies.json, streams, s);
             if (r === 0 && settings.warmupS > 0) await once(settings.warmupS);
             cell[f].push(await once(settings.durationS));
           }
@@ -172,11 +186,35 @@ export async function run(): Promise<BenchReport> {
       const b = med(cell['http-binary']);
       const j = med(cell['http-json']);
       summary[`${c.model}@${streams}`] = { grpc: g, httpBinary: b, httpJson: j, grpcOverBinary: g.perSec / b.perSec, grpcOverJson: g.perSec / j.perSec };
-      rows.push([c.model, String(streams), num(g.perSec), num(b.perSec), num(j.perSec), ratio(g.perSec, b.perSec), ratio(g.perSec, j.perSec), num(g.p50), num(b.p50), num(j.p50), String(g.errors + b.errors + j.errors)]);
+      rows.push([
+        c.model,
+        String(streams),
+        num(g.perSec),
+        num(b.perSec),
+        num(j.perSec),
+        ratio(g.perSec, b.perSec),
+        ratio(g.perSec, j.perSec),
+        num(g.p50),
+        num(b.p50),
+        num(j.p50),
+        String(g.errors + b.errors + j.errors),
+      ]);
     }
   }
   const table: Table = {
-    headers: ['model', 'streams', 'gRPC req/s', 'HTTP binary req/s', 'HTTP JSON req/s', 'gRPC / binary', 'gRPC / JSON', 'gRPC p50 ms', 'binary p50 ms', 'JSON p50 ms', 'errors'],
+    headers: [
+      'model',
+      'streams',
+      'gRPC req/s',
+      'HTTP binary req/s',
+      'HTTP JSON req/s',
+      'gRPC / binary',
+      'gRPC / JSON',
+      'gRPC p50 ms',
+      'binary p50 ms',
+      'JSON p50 ms',
+      'errors',
+    ],
     rows,
   };
   const note =

@@ -145,9 +145,7 @@ async function main(): Promise<void> {
     );
     process.stdout.write('| scenario | runs/s | speed-up | CPU time / wall time | note |\n|---|---|---|---|---|\n');
     scenarios.forEach((s, i) => {
-      process.stdout.write(
-        `| ${s.name} | ${perSec[i]!.toFixed(0)} | ${(perSec[i]! / base).toFixed(2)}× | ${median(busy[i]!).toFixed(2)} | ${notes[i]} |\n`,
-      );
+      process.stdout.write(`| ${s.name} | ${perSec[i]!.toFixed(0)} | ${(perSec[i]! / base).toFixed(2)}× | ${median(busy[i]!).toFixed(2)} | ${notes[i]} |\n`);
     });
   } finally {
     for (const s of scenarios) await s.close();

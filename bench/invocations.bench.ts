@@ -33,7 +33,16 @@ import path from 'node:path';
 import { loadServerConfig } from '../src/config/server-config.js';
 import { configText, mlp, tiny, writeModelDir, type ZooModel } from '../examples/models/zoo.js';
 import { runLoad, type LoadResult } from './lib/autocannon-run.js';
-import { startBareHttp, startExpressBaseline, startOnnxMme, startRawOrtLoop, type BatchStats, type HttpTarget, type OnnxMmeProcess, type RawOrtResult } from './lib/baselines.js';
+import {
+  startBareHttp,
+  startExpressBaseline,
+  startOnnxMme,
+  startRawOrtLoop,
+  type BatchStats,
+  type HttpTarget,
+  type OnnxMmeProcess,
+  type RawOrtResult,
+} from './lib/baselines.js';
 import { v2Body } from './lib/payload.js';
 import { markdownTable, num, ratio, textTable, type BenchReport, type Table } from './lib/report.js';
 import { resultsDir } from './lib/results-dir.js';
@@ -52,7 +61,18 @@ interface BenchModel {
 
 type ServerName = 'onnx-mme' | 'onnx-mme-log' | 'onnx-mme-nobatch';
 type TargetName = 'onnx-mme' | 'onnx-mme-log' | 'onnx-mme-nobatch' | 'mbs0' | 'mbs0-log' | 'mbs0-nobatch' | 'auto' | 'express' | 'bare-http' | 'raw-ort';
-const ALL_TARGETS: readonly TargetName[] = ['onnx-mme', 'onnx-mme-log', 'onnx-mme-nobatch', 'mbs0', 'mbs0-log', 'mbs0-nobatch', 'auto', 'express', 'bare-http', 'raw-ort'];
+const ALL_TARGETS: readonly TargetName[] = [
+  'onnx-mme',
+  'onnx-mme-log',
+  'onnx-mme-nobatch',
+  'mbs0',
+  'mbs0-log',
+  'mbs0-nobatch',
+  'auto',
+  'express',
+  'bare-http',
+  'raw-ort',
+];
 /** The targets without the config variants (models that have none). */
 const PLAIN_TARGETS: readonly TargetName[] = ['onnx-mme', 'onnx-mme-nobatch', 'express', 'bare-http', 'raw-ort'];
 type HttpTargetName = Exclude<TargetName, 'raw-ort'>;
@@ -101,7 +121,6 @@ const GOAL_MBS0_SHARE_OF_BARE = 0.4;
 const GOAL_AUTO_SHARE_OF_BARE = 0.5;
 const GOAL_MBS0_CPU_TIMES_BATCHED = 2;
 
-
 /** A measured run: the load sample plus what the server spent on it. */
 interface Run extends Sample {
   /** Server CPU µs per answered request (NaN for raw-ort). */
@@ -112,7 +131,13 @@ interface Run extends Sample {
 
 interface TargetCell {
   readonly target: TargetName;
-  readonly median: { readonly perSec: number; readonly p50: number; readonly p99: number; readonly cpuUsPerRequest: number; readonly logBytesPerRequest: number };
+  readonly median: {
+    readonly perSec: number;
+    readonly p50: number;
+    readonly p99: number;
+    readonly cpuUsPerRequest: number;
+    readonly logBytesPerRequest: number;
+  };
   readonly errors: number;
   readonly non2xx: number;
   readonly runs: readonly Run[];
@@ -230,8 +255,20 @@ function evaluateGoals(cells: readonly Cell[]): Goal[] {
     goal('c', 'mlp, 1 connection: onnx-mme p50 ÷ express p50', cell('mlp', 1)?.ratios.p50OursOverExpress, 1, 'max'),
     goal('d', `${at}, max_batch_size 0: req/s ÷ bare-http req/s`, over(perSec(tiny64, 'mbs0'), perSec(tiny64, 'bare-http')), GOAL_MBS0_SHARE_OF_BARE, 'min'),
     goal('e', `${at}, no config.pbtxt: req/s ÷ bare-http req/s`, over(perSec(tiny64, 'auto'), perSec(tiny64, 'bare-http')), GOAL_AUTO_SHARE_OF_BARE, 'min'),
-    goal('f', `${at}: server CPU/request, max_batch_size 0 ÷ max_batch_size 64`, over(cpu(tiny64, 'mbs0'), cpu(tiny64, 'onnx-mme')), GOAL_MBS0_CPU_TIMES_BATCHED, 'max'),
-    goal('g', `${at}, max_batch_size 0: server CPU/request, defaults ÷ MME_DYNAMIC_BATCHING=false`, over(cpu(tiny64, 'mbs0'), cpu(tiny64, 'mbs0-nobatch')), 1, 'max'),
+    goal(
+      'f',
+      `${at}: server CPU/request, max_batch_size 0 ÷ max_batch_size 64`,
+      over(cpu(tiny64, 'mbs0'), cpu(tiny64, 'onnx-mme')),
+      GOAL_MBS0_CPU_TIMES_BATCHED,
+      'max',
+    ),
+    goal(
+      'g',
+      `${at}, max_batch_size 0: server CPU/request, defaults ÷ MME_DYNAMIC_BATCHING=false`,
+      over(cpu(tiny64, 'mbs0'), cpu(tiny64, 'mbs0-nobatch')),
+      1,
+      'max',
+    ),
   ];
 }
 
@@ -257,32 +294,45 @@ function chart(cells: readonly Cell[], models: readonly BenchModel[], concurrenc
       const top = at(m.name, GOAL_CONCURRENCY);
       const marks: ChartMark[] = [];
       if (top && m.name === 'tiny') {
-        marks.push({ x: GOAL_CONCURRENCY, y: top.targets['bare-http']!.median.perSec * GOAL_A_SHARE_OF_BARE, label: `goal (a) ${GOAL_A_SHARE_OF_BARE * 100}% of bare`, color: '#b00020' });
+        marks.push({
+          x: GOAL_CONCURRENCY,
+          y: top.targets['bare-http']!.median.perSec * GOAL_A_SHARE_OF_BARE,
+          label: `goal (a) ${GOAL_A_SHARE_OF_BARE * 100}% of bare`,
+          color: '#b00020',
+        });
       }
       if (top && m.name === 'mlp') {
-        marks.push({ x: GOAL_CONCURRENCY, y: top.targets.express!.median.perSec * GOAL_B_TIMES_EXPRESS, label: `goal (b) ${GOAL_B_TIMES_EXPRESS}× express`, color: '#b00020' });
+        marks.push({
+          x: GOAL_CONCURRENCY,
+          y: top.targets.express!.median.perSec * GOAL_B_TIMES_EXPRESS,
+          label: `goal (b) ${GOAL_B_TIMES_EXPRESS}× express`,
+          color: '#b00020',
+        });
       }
       return {
         title: m.label,
-        series: (m.variants ? ALL_TARGETS : PLAIN_TARGETS).map(
-          (t): ChartSeries => ({
-            name: STYLE[t].legend,
-            color: STYLE[t].color,
-            ...(STYLE[t].dashed ? { dashed: true } : {}),
-            values: concurrency.map((c) => at(m.name, c)?.targets[t]?.median.perSec ?? Number.NaN),
-          }),
-        ),
+        series: (m.variants ? ALL_TARGETS : PLAIN_TARGETS).map((t): ChartSeries => ({
+          name: STYLE[t].legend,
+          color: STYLE[t].color,
+          ...(STYLE[t].dashed ? { dashed: true } : {}),
+          values: concurrency.map((c) => at(m.name, c)?.targets[t]?.median.perSec ?? Number.NaN),
+        })),
         marks,
       };
     }),
-    notes: ['Each point: median of the runs of that cell; every target measured in the same run, rotating order. Red marks: the issue\'s goals at 64 connections.'],
+    notes: [
+      "Each point: median of the runs of that cell; every target measured in the same run, rotating order. Red marks: the issue's goals at 64 connections.",
+    ],
   });
 }
 
 export async function run(): Promise<BenchReport> {
   const settings = benchSettings();
   const tinyModel = tiny({ in: 16, out: 4 });
-  const tensors = (dims: number[], out: number[]) => ({ inputs: [{ name: 'INPUT0', dataType: 'FP32' as const, dims }], outputs: [{ name: 'OUTPUT0', dataType: 'FP32' as const, dims: out }] });
+  const tensors = (dims: number[], out: number[]) => ({
+    inputs: [{ name: 'INPUT0', dataType: 'FP32' as const, dims }],
+    outputs: [{ name: 'OUTPUT0', dataType: 'FP32' as const, dims: out }],
+  });
   const models: BenchModel[] = [
     {
       name: 'tiny',
@@ -362,7 +412,12 @@ export async function run(): Promise<BenchReport> {
               }
               progress(
                 `${m.name} c=${concurrency} round ${r + 1}/${settings.repeats}: ` +
-                  targetNames.map((t) => `${t} ${num(runs[t]![r]!.perSec)}/s${Number.isFinite(runs[t]![r]!.cpuUsPerRequest) ? ` ${runs[t]![r]!.cpuUsPerRequest.toFixed(0)}µs` : ''}`).join(', '),
+                  targetNames
+                    .map(
+                      (t) =>
+                        `${t} ${num(runs[t]![r]!.perSec)}/s${Number.isFinite(runs[t]![r]!.cpuUsPerRequest) ? ` ${runs[t]![r]!.cpuUsPerRequest.toFixed(0)}µs` : ''}`,
+                    )
+                    .join(', '),
               );
             }
             const statsAfter = await statsOf();
@@ -408,12 +463,34 @@ export async function run(): Promise<BenchReport> {
     rows: cells.flatMap((c) =>
       presentTargets(c).map((t) => {
         const x = c.targets[t]!;
-        return [label(c.model), String(c.concurrency), t, num(x.median.perSec), num(x.median.p50), num(x.median.p99), fixed(x.median.cpuUsPerRequest, 1), fixed(x.median.logBytesPerRequest, 0), String(x.errors), String(x.non2xx)];
+        return [
+          label(c.model),
+          String(c.concurrency),
+          t,
+          num(x.median.perSec),
+          num(x.median.p50),
+          num(x.median.p99),
+          fixed(x.median.cpuUsPerRequest, 1),
+          fixed(x.median.logBytesPerRequest, 0),
+          String(x.errors),
+          String(x.non2xx),
+        ];
       }),
     ),
   };
   const ratios: Table = {
-    headers: ['model', 'conc', 'onnx-mme req/s', 'ours/express', 'ours/bare-http', 'ours/raw-ort', 'batching on/off', 'p50 ours/express', 'rows/run on', 'rows/run off'],
+    headers: [
+      'model',
+      'conc',
+      'onnx-mme req/s',
+      'ours/express',
+      'ours/bare-http',
+      'ours/raw-ort',
+      'batching on/off',
+      'p50 ours/express',
+      'rows/run on',
+      'rows/run off',
+    ],
     align: ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
     rows: cells.map((c) => {
       const o = c.targets['onnx-mme']!.median;
@@ -444,7 +521,16 @@ export async function run(): Promise<BenchReport> {
     'bare-http': ['bare `node:http` (JSON.parse, fixed answer)', ''],
   };
   const sameWeights: Table = {
-    headers: ['conc', 'the same weights, served as', 'setting', 'server CPU per request', '÷ bare-http CPU', 'log bytes/request', 'req/s per round', 'req/s ÷ bare-http'],
+    headers: [
+      'conc',
+      'the same weights, served as',
+      'setting',
+      'server CPU per request',
+      '÷ bare-http CPU',
+      'log bytes/request',
+      'req/s per round',
+      'req/s ÷ bare-http',
+    ],
     align: ['r', 'l', 'l', 'r', 'r', 'r', 'l', 'r'],
     rows: cells
       .filter((c) => c.model === 'tiny')
@@ -507,6 +593,12 @@ export async function run(): Promise<BenchReport> {
     },
     text: `${sections.map(([title, table]) => `${title}\n${textTable(table)}`).join('\n\n')}\n\n${note}`,
     markdown: `${sections.map(([title, table]) => `### ${title}\n\n${markdownTable(table)}`).join('\n\n')}\n\n${note}`,
-    data: { models: models.map((m) => ({ name: m.name, label: m.label, features: m.features })), outputCheckMaxAbsDiff: checks, cells, goals, chart: chartFile },
+    data: {
+      models: models.map((m) => ({ name: m.name, label: m.label, features: m.features })),
+      outputCheckMaxAbsDiff: checks,
+      cells,
+      goals,
+      chart: chartFile,
+    },
   };
 }

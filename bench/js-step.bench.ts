@@ -72,7 +72,15 @@ export async function run(): Promise<BenchReport> {
       await writeFile(path.join(dir, '1', 'model.mjs'), MODEL);
       const configText = `backend: "js"\nmax_batch_size: 8\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ ${size} ] } ]\noutput [ { name: "y" data_type: TYPE_FP32 dims: [ ${size} ] } ]\n`;
       const config = parseModelConfig(configText, { sourceName: 'identity/config.pbtxt', directoryName: `identity${size}` });
-      const step = await loadStep({ config, modelDir: dir, versionDir: path.join(dir, '1'), version: 1, label: 'identity', logger: createLogger('silent'), allowJs: true });
+      const step = await loadStep({
+        config,
+        modelDir: dir,
+        versionDir: path.join(dir, '1'),
+        version: 1,
+        label: 'identity',
+        logger: createLogger('silent'),
+        allowJs: true,
+      });
       const direct = (await import(pathToFileURL(path.join(dir, '1', 'model.mjs')).href)) as { execute(batch: unknown): unknown };
       const x = Float32Array.from({ length: size }, (_, i) => i % 251);
       const inputs = new Map<string, Tensor>([['x', { datatype: 'FP32', shape: [1, size], data: x }]]);

@@ -49,7 +49,9 @@ const base = await mkdtemp(path.join(os.tmpdir(), 'listing-walk-'));
 try {
   const small = await walkMs(500, base);
   const large = await walkMs(2000, base);
-  console.log(`walk of GET /models, pages of ${PAGE}, CPU time: 500 models ${small.toFixed(2)} ms, 2000 models ${large.toFixed(2)} ms, ratio ${(large / small).toFixed(2)}x`);
+  console.log(
+    `walk of GET /models, pages of ${PAGE}, CPU time: 500 models ${small.toFixed(2)} ms, 2000 models ${large.toFixed(2)} ms, ratio ${(large / small).toFixed(2)}x`,
+  );
 } finally {
   await rm(base, { recursive: true, force: true });
 }

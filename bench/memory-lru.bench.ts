@@ -229,7 +229,13 @@ export async function run(): Promise<BenchReport> {
   const s3 = await spawnChild('s3rver', new URL('./lib/s3-server.js', import.meta.url), [BUCKET]);
   const endpoint = String(s3.hello['endpoint']);
   // WHEN_REQUIRED: no aws-chunked streaming checksums, which s3rver would store verbatim.
-  const client = new S3Client({ endpoint, region: 'us-east-1', forcePathStyle: true, credentials: S3RVER_CREDENTIALS, requestChecksumCalculation: 'WHEN_REQUIRED' });
+  const client = new S3Client({
+    endpoint,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    credentials: S3RVER_CREDENTIALS,
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+  });
   try {
     process.stderr.write(`  generating and uploading ${s.models} models (~${Math.round(s.modelBytes / 1000)} KB each)\n`);
     const upload = await uploadModels(s, client, work);
@@ -297,8 +303,11 @@ export async function run(): Promise<BenchReport> {
       const after = await procStatusKb(pid);
       counts = serverCounts(await scrapeMetrics(port));
       // Then unload every resident model (the v2 repository API) and read RSS once the server has given memory back.
-      const index = (await (await fetch(`http://127.0.0.1:${port}/v2/repository/index`, { method: 'POST', body: JSON.stringify({ ready: true }) })).json()) as { name: string }[];
-      for (const m of index) await (await fetch(`http://127.0.0.1:${port}/v2/repository/models/${encodeURIComponent(m.name)}/unload`, { method: 'POST' })).arrayBuffer();
+      const index = (await (await fetch(`http://127.0.0.1:${port}/v2/repository/index`, { method: 'POST', body: JSON.stringify({ ready: true }) })).json()) as {
+        name: string;
+      }[];
+      for (const m of index)
+        await (await fetch(`http://127.0.0.1:${port}/v2/repository/models/${encodeURIComponent(m.name)}/unload`, { method: 'POST' })).arrayBuffer();
       await new Promise((r) => setTimeout(r, 1500));
       const afterUnloadKb = (await procStatusKb(pid))['VmRSS'] ?? 0;
       memory = {
@@ -356,7 +365,11 @@ function report(
       ['evictions from memory', String(sim.evictions), String(c.evictions)],
       ['hit ratio', sim.hitRatio.toFixed(4), serverRatio.toFixed(4)],
       [`onnx-mme / LRU (goal ≥ 0.95): ${vsSim >= 0.95 ? 'met' : 'NOT met'}`, '', `${vsSim.toFixed(3)}x`],
-      ['loads (misses that did the work)', String(sim.coldMisses + sim.capacityMisses), `${loads} (${(loads / (sim.coldMisses + sim.capacityMisses)).toFixed(3)}x the LRU's)`],
+      [
+        'loads (misses that did the work)',
+        String(sim.coldMisses + sim.capacityMisses),
+        `${loads} (${(loads / (sim.coldMisses + sim.capacityMisses)).toFixed(3)}x the LRU's)`,
+      ],
       ['hit ratio counting joiners of a shared load as hits', '', served > 0 ? ((served - loads) / served).toFixed(4) : 'n/a'],
       [`errors (goal 0): ${replay.errors === 0 ? 'met' : 'NOT met'}`, '', String(replay.errors)],
     ],
@@ -384,24 +397,40 @@ function report(
   const memoryTable: Table = {
     headers: ['server memory', 'MiB', 'note'],
     rows: [
-      ['idle RSS (started, no model loaded)', mib(memory.idleKb * 1024), `main-thread V8 heap used / total ${mib(memory.idleHeapUsedBytes)} / ${mib(memory.idleHeapTotalBytes)} MiB`],
+      [
+        'idle RSS (started, no model loaded)',
+        mib(memory.idleKb * 1024),
+        `main-thread V8 heap used / total ${mib(memory.idleHeapUsedBytes)} / ${mib(memory.idleHeapTotalBytes)} MiB`,
+      ],
       ['peak RSS, sampled every 20 ms', mib(memory.sampledPeakKb * 1024), `${memory.samples} samples`],
       ['peak RSS, VmHWM', mib(memory.hwmKb * 1024), memory.hwmReset ? 'reset just before the replay' : 'whole process life (clear_refs refused)'],
       ['RSS at the end', mib(memory.endKb * 1024), `${c.loadedModels} models resident`],
-      ['  main-thread V8 heap used / total at the end', `${mib(c.heapUsedBytes)} / ${mib(c.heapTotalBytes)}`, `external ${mib(c.externalBytes)} MiB; workers' heaps not in /metrics`],
+      [
+        '  main-thread V8 heap used / total at the end',
+        `${mib(c.heapUsedBytes)} / ${mib(c.heapTotalBytes)}`,
+        `external ${mib(c.externalBytes)} MiB; workers' heaps not in /metrics`,
+      ],
       ['peak − idle', mib((peakKb - memory.idleKb) * 1024), ''],
       [`${s.capacity} × predicted per model (files + 1 MiB)`, mib(capacityBytes), `${num(meanPredicted / 1024)} KiB each`],
       ['server-counted bytes at the end', mib(c.loadedModelBytes), `${num(counted / 1024)} KiB per resident model`],
-      ['(peak − idle) / (capacity × predicted)', ((peakKb - memory.idleKb) * 1024 / capacityBytes).toFixed(2), ''],
+      ['(peak − idle) / (capacity × predicted)', (((peakKb - memory.idleKb) * 1024) / capacityBytes).toFixed(2), ''],
       [
         s.budget === 'count' ? `byte budget equivalent (MME_MEMORY_BUDGET_BYTES)` : 'MME_MEMORY_BUDGET_BYTES (this run)',
         mib(byteBudget),
         `${byteBudget} = ${s.capacity} × mean prediction`,
       ],
-      ['peak RSS / (idle + byte budget)', (peakKb * 1024 / (memory.idleKb * 1024 + byteBudget)).toFixed(2), 'the promise: ≤ 1 + 64 MiB / (idle + budget) (docs/memory-and-caching.md)'],
+      [
+        'peak RSS / (idle + byte budget)',
+        ((peakKb * 1024) / (memory.idleKb * 1024 + byteBudget)).toFixed(2),
+        'the promise: ≤ 1 + 64 MiB / (idle + budget) (docs/memory-and-caching.md)',
+      ],
       ['RSS after unloading every model', mib(memory.afterUnloadKb * 1024), `${memory.unloaded} models unloaded, read 1.5 s later`],
       ['after-unload RSS / idle', (memory.afterUnloadKb / memory.idleKb).toFixed(2), 'the promise: ≤ 1.1 (+ 8 MiB)'],
-      ['memory budget the server ran with', mib(c.budgetBytes), s.budget === 'count' ? `count cap MME_MAX_LOADED_MODELS=${s.capacity} binds first` : 'byte budget, no count cap'],
+      [
+        'memory budget the server ran with',
+        mib(c.budgetBytes),
+        s.budget === 'count' ? `count cap MME_MAX_LOADED_MODELS=${s.capacity} binds first` : 'byte budget, no count cap',
+      ],
     ],
   };
 
@@ -425,9 +454,21 @@ function report(
       rssSampleMs: 20,
     },
     text: [textTable(hitTable), textTable(latencyTable), textTable(memoryTable), notes.join('\n')].join('\n\n'),
-    markdown: [markdownTable(hitTable), markdownTable(latencyTable), markdownTable(memoryTable), notes.map((n) => (n.startsWith('  ') ? `- ${n.trim()}` : n)).join('\n\n')].join('\n\n'),
+    markdown: [
+      markdownTable(hitTable),
+      markdownTable(latencyTable),
+      markdownTable(memoryTable),
+      notes.map((n) => (n.startsWith('  ') ? `- ${n.trim()}` : n)).join('\n\n'),
+    ].join('\n\n'),
     data: {
-      simulation: { hits: sim.hits, coldMisses: sim.coldMisses, capacityMisses: sim.capacityMisses, evictions: sim.evictions, distinct: sim.distinct, hitRatio: sim.hitRatio },
+      simulation: {
+        hits: sim.hits,
+        coldMisses: sim.coldMisses,
+        capacityMisses: sim.capacityMisses,
+        evictions: sim.evictions,
+        distinct: sim.distinct,
+        hitRatio: sim.hitRatio,
+      },
       server: { ...c, hitRatio: serverRatio, vsSimulation: vsSim },
       latency: rows,
       errors: replay.errors,

@@ -82,7 +82,14 @@ export async function run(): Promise<BenchReport> {
       for (let r = 0; r < settings.repeats; r++) {
         for (const kind of r % 2 === 0 ? KINDS : [...KINDS].reverse()) {
           const t = mme.target(kind);
-          const out = await runLoad({ url: t.url, body, headers: t.headers, connections: conc, durationS: settings.durationS, warmupS: r === 0 ? settings.warmupS : 0 });
+          const out = await runLoad({
+            url: t.url,
+            body,
+            headers: t.headers,
+            connections: conc,
+            durationS: settings.durationS,
+            warmupS: r === 0 ? settings.warmupS : 0,
+          });
           const key = `${kind}/${conc}`;
           runs.set(key, [...(runs.get(key) ?? []), out]);
         }

@@ -78,7 +78,10 @@ async function main(): Promise<void> {
     '',
   ].join('\n');
   await mkdir(resultsDir, { recursive: true });
-  await writeFile(path.join(resultsDir, 'latest.json'), `${JSON.stringify({ meta, reports: reports.map(({ text: _t, markdown: _m, ...rest }) => rest) }, null, 2)}\n`);
+  await writeFile(
+    path.join(resultsDir, 'latest.json'),
+    `${JSON.stringify({ meta, reports: reports.map(({ text: _t, markdown: _m, ...rest }) => rest) }, null, 2)}\n`,
+  );
   await writeFile(path.join(resultsDir, 'latest.md'), md);
   process.stderr.write(`wrote ${path.relative(process.cwd(), path.join(resultsDir, 'latest.json'))} and latest.md\n`);
 }

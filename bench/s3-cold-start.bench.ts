@@ -50,7 +50,13 @@ export async function run(): Promise<BenchReport> {
   const s3 = await spawnChild('s3rver', new URL('./lib/s3-server.js', import.meta.url), [BUCKET]);
   const endpoint = String(s3.hello['endpoint']);
   // WHEN_REQUIRED: no aws-chunked streaming checksums, which s3rver would store verbatim.
-  const client = new S3Client({ endpoint, region: 'us-east-1', forcePathStyle: true, credentials: S3RVER_CREDENTIALS, requestChecksumCalculation: 'WHEN_REQUIRED' });
+  const client = new S3Client({
+    endpoint,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    credentials: S3RVER_CREDENTIALS,
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+  });
   try {
     process.stderr.write('  building and uploading the ~50 MB and ~300 MB tarballs\n');
     const coldArchive = await buildArchive(work, 'cold', async (dir) => writeModelDir(dir, 'cold', sizedModel(COLD_MODEL_BYTES)));
@@ -150,9 +156,7 @@ async function writeRandomFile(file: string, bytes: number): Promise<void> {
 }
 
 async function upload(client: S3Client, key: string, archive: { file: string; bytes: number }): Promise<void> {
-  await client.send(
-    new PutObjectCommand({ Bucket: BUCKET, Key: key, Body: createReadStream(archive.file), ContentLength: archive.bytes }),
-  );
+  await client.send(new PutObjectCommand({ Bucket: BUCKET, Key: key, Body: createReadStream(archive.file), ContentLength: archive.bytes }));
 }
 
 /** The same work as a cold start, one step after another, in this process. */

@@ -56,7 +56,11 @@ function recurrentCell(): Uint8Array {
   return buildModel({
     inputs: [valueInfo('INPUT', 'FP32', ['batch', CHUNK]), valueInfo('STATE', 'FP32', ['batch', HIDDEN])],
     outputs: [valueInfo('OUTPUT', 'FP32', ['batch', 1]), valueInfo('STATE_OUT', 'FP32', ['batch', HIDDEN])],
-    initializers: [tensor('W', 'FP32', [CHUNK, HIDDEN], w(CHUNK * HIDDEN, 0.2)), tensor('U', 'FP32', [HIDDEN, HIDDEN], w(HIDDEN * HIDDEN, 0.4)), tensor('V', 'FP32', [HIDDEN, 1], w(HIDDEN, 1))],
+    initializers: [
+      tensor('W', 'FP32', [CHUNK, HIDDEN], w(CHUNK * HIDDEN, 0.2)),
+      tensor('U', 'FP32', [HIDDEN, HIDDEN], w(HIDDEN * HIDDEN, 0.4)),
+      tensor('V', 'FP32', [HIDDEN, 1], w(HIDDEN, 1)),
+    ],
     nodes: [
       node('MatMul', ['INPUT', 'W'], ['XW']),
       node('MatMul', ['STATE', 'U'], ['HU']),
@@ -102,7 +106,14 @@ function client(port: number, sockets: number): { post(target: string, body: str
     post: (target, body) =>
       new Promise((resolve, reject) => {
         const req = http.request(
-          { host: '127.0.0.1', port, path: '/invocations', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-amzn-sagemaker-target-model': target } },
+          {
+            host: '127.0.0.1',
+            port,
+            path: '/invocations',
+            method: 'POST',
+            agent,
+            headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-amzn-sagemaker-target-model': target },
+          },
           (res) => {
             const chunks: Buffer[] = [];
             res.on('data', (c: Buffer) => chunks.push(c));
@@ -231,7 +242,14 @@ export async function run(): Promise<BenchReport> {
   const errors = [...cell.values()].flat().reduce((a, s) => a + s.errors, 0);
   const table: Table = {
     headers: ['way', 'chunks/s', 'p50 ms', 'p99 ms', 'vs client-state (chunks/s)', 'errors'],
-    rows: WAYS.map((w) => [w, num(med(w, 'perSec')), num(med(w, 'p50')), num(med(w, 'p99')), ratio(med(w, 'perSec'), med('client-state', 'perSec')), String(cell.get(w)!.reduce((a, s) => a + s.errors, 0))]),
+    rows: WAYS.map((w) => [
+      w,
+      num(med(w, 'perSec')),
+      num(med(w, 'p50')),
+      num(med(w, 'p99')),
+      ratio(med(w, 'perSec'), med('client-state', 'perSec')),
+      String(cell.get(w)!.reduce((a, s) => a + s.errors, 0)),
+    ]),
   };
   const note = `${STREAMS} concurrent streams of ${CHUNK}-sample chunks, recurrent cell ${CHUNK}→${HIDDEN} (state ${HIDDEN} floats), max_batch_size ${MBS}; medians of ${settings.repeats} runs of ${settings.durationS} s; ${errors} errors; the three ways agree within ${maxDiff.toExponential(1)}`;
   return {

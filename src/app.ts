@@ -57,7 +57,6 @@ export interface ListenLimits {
   readonly requestTimeoutMs: number;
 }
 
-
 function envelopeOf(res: Response): Envelope | undefined {
   return res.locals['envelope'] as Envelope | undefined;
 }
@@ -94,7 +93,15 @@ export function createApp(deps: AppDeps): App {
     next();
   });
 
-  const routeDeps = { service: deps.service, bodyLimitBytes: deps.bodyLimitBytes, defaultAccept: deps.defaultAccept, admission: deps.admission, unhealthy: deps.unhealthy, isDraining: deps.isDraining, context: (_req: Request, res: Response) => ctxOf(res) };
+  const routeDeps = {
+    service: deps.service,
+    bodyLimitBytes: deps.bodyLimitBytes,
+    defaultAccept: deps.defaultAccept,
+    admission: deps.admission,
+    unhealthy: deps.unhealthy,
+    isDraining: deps.isDraining,
+    context: (_req: Request, res: Response) => ctxOf(res),
+  };
   app.use(sagemakerRoutes(routeDeps));
   app.use(v2Routes(routeDeps));
 

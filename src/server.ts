@@ -72,7 +72,11 @@ function createModelSource(config: ServerConfig, logger: Logger, cache: DiskCach
   });
 }
 
-export async function startServer(config: ServerConfig, logger: Logger, metrics: Metrics = createMetrics({ collectProcessMetrics: true, maxTargets: config.metricsMaxTargets })): Promise<RunningServer> {
+export async function startServer(
+  config: ServerConfig,
+  logger: Logger,
+  metrics: Metrics = createMetrics({ collectProcessMetrics: true, maxTargets: config.metricsMaxTargets }),
+): Promise<RunningServer> {
   // Nothing silently ignored: a misspelt or foreign setting is named once, with what it probably meant.
   for (const n of config.environmentNotices) logger[n.level]({ env: n.name }, n.message);
   await mkdir(config.cacheDir, { recursive: true });
@@ -137,7 +141,11 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
     logger,
     metrics,
     // A SageMaker url's tree may hold no more entries than an archive may (registry/managed-url.ts).
-    managedUrls: { maxEntries: config.archiveMaxEntries, cacheDir: config.cacheDir, ...(config.modelUrlRoots === undefined ? {} : { roots: config.modelUrlRoots }) },
+    managedUrls: {
+      maxEntries: config.archiveMaxEntries,
+      cacheDir: config.cacheDir,
+      ...(config.modelUrlRoots === undefined ? {} : { roots: config.modelUrlRoots }),
+    },
     configMaxBytes: config.configMaxBytes,
   });
   const service = new InferenceService({
@@ -236,7 +244,10 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
         host: config.host,
         port: config.grpcPort,
         maxMessageBytes: config.bodyLimitBytes,
-        tls: config.grpcTlsCertFile === undefined || config.grpcTlsKeyFile === undefined ? undefined : { certFile: config.grpcTlsCertFile, keyFile: config.grpcTlsKeyFile, caFile: config.grpcTlsCaFile },
+        tls:
+          config.grpcTlsCertFile === undefined || config.grpcTlsKeyFile === undefined
+            ? undefined
+            : { certFile: config.grpcTlsCertFile, keyFile: config.grpcTlsKeyFile, caFile: config.grpcTlsCaFile },
         service,
         metrics,
         logger,
@@ -297,7 +308,8 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
         { defaultModel: choice.kind === 'target' ? choice.target : choice.kind === 'repository' ? choice.label : undefined, kind: choice.kind },
         choice.kind === 'none' ? 'no default model: requests without a target model are answered 404' : 'default model chosen',
       ),
-    (err: unknown) => logger.warn({ err: (err as Error).message }, 'could not choose the default model at start-up; the first request without a target tries again'),
+    (err: unknown) =>
+      logger.warn({ err: (err as Error).message }, 'could not choose the default model at start-up; the first request without a target tries again'),
   );
   const preloading = preload(config.preload, registry, logger);
 
@@ -366,7 +378,6 @@ export async function startServer(config: ServerConfig, logger: Logger, metrics:
   return { server, port, metricsPort, grpcPort, registry, metrics, service, pool, shutdown, endDrain };
 }
 
-
 /** Default MME_MAX_INFLIGHT_BYTES: this share of the container's memory (the model budget takes 70%). */
 const INFLIGHT_MEMORY_SHARE = 0.1;
 
@@ -380,7 +391,13 @@ async function beforeDeadline(work: Promise<unknown>, deadline: number): Promise
     timer = setTimeout(() => resolve(false), Math.max(0, deadline - performance.now()));
   });
   try {
-    return await Promise.race([work.then(() => true, () => true), late]);
+    return await Promise.race([
+      work.then(
+        () => true,
+        () => true,
+      ),
+      late,
+    ]);
   } finally {
     clearTimeout(timer);
   }

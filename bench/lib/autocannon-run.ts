@@ -54,7 +54,7 @@ function assertLoopback(url: string): void {
 }
 
 async function once(options: LoadOptions, durationS: number): Promise<LoadResult> {
-  const logSize = (): number => (options.logFile === undefined ? Number.NaN : statSync(options.logFile, { throwIfNoEntry: false })?.size ?? 0);
+  const logSize = (): number => (options.logFile === undefined ? Number.NaN : (statSync(options.logFile, { throwIfNoEntry: false })?.size ?? 0));
   const logBefore = logSize();
   const cpuBefore = options.pid === undefined ? Number.NaN : processCpuUs(options.pid);
   const latencies = new SampleBuffer();

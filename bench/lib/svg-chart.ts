@@ -79,7 +79,9 @@ function logTicks(lo: number, hi: number): number[] {
 }
 
 export function lineChartSvg(chart: LineChart): string {
-  const all = chart.panels.flatMap((p) => [...p.series.flatMap((s) => s.values), ...(p.marks ?? []).map((m) => m.y)]).filter((v) => Number.isFinite(v) && v > 0);
+  const all = chart.panels
+    .flatMap((p) => [...p.series.flatMap((s) => s.values), ...(p.marks ?? []).map((m) => m.y)])
+    .filter((v) => Number.isFinite(v) && v > 0);
   const yMin = 10 ** Math.floor(Math.log10(Math.min(...all, 1e9)));
   const yMax = 10 ** Math.ceil(Math.log10(Math.max(...all, 1)));
   const xs = chart.xValues;
@@ -116,9 +118,7 @@ export function lineChartSvg(chart: LineChart): string {
     }
     out.push(`<rect x="${MARGIN.left}" y="${MARGIN.top}" width="${innerW}" height="${innerH}" fill="none" stroke="#999" stroke-width="1"/>`);
     out.push(`<text x="${MARGIN.left + innerW / 2}" y="${MARGIN.top + innerH + 34}" text-anchor="middle" ${FONT} font-size="11">${esc(chart.xLabel)}</text>`);
-    out.push(
-      `<text transform="translate(16,${MARGIN.top + innerH / 2}) rotate(-90)" text-anchor="middle" ${FONT} font-size="11">${esc(chart.yLabel)}</text>`,
-    );
+    out.push(`<text transform="translate(16,${MARGIN.top + innerH / 2}) rotate(-90)" text-anchor="middle" ${FONT} font-size="11">${esc(chart.yLabel)}</text>`);
     for (const s of panel.series) {
       const pts = s.values.map((v, i) => (Number.isFinite(v) && v > 0 && xs[i] !== undefined ? { x: xPos(xs[i]!), y: yPos(v), v } : undefined));
       let d = '';

@@ -28,13 +28,7 @@ export const DEMO_SETTINGS = Object.freeze({
 } as const);
 
 /** Outputs, relative to outDir. */
-export const DEMO_OUTPUTS: readonly string[] = Object.freeze([
-  'add_sub.tar.gz',
-  'mlp.tar.gz',
-  'pipeline.tar.gz',
-  'tiny',
-  'autocomplete',
-]);
+export const DEMO_OUTPUTS: readonly string[] = Object.freeze(['add_sub.tar.gz', 'mlp.tar.gz', 'pipeline.tar.gz', 'tiny', 'autocomplete']);
 
 // A dotfile, so model sources that list archives and directories ignore it.
 const STAMP_FILE = '.demo-stamp.json';
@@ -67,11 +61,7 @@ interface Stamp {
 async function settingsHash(): Promise<string> {
   const hash = createHash('sha256').update(JSON.stringify({ DEMO_SETTINGS, DEMO_OUTPUTS }));
   const here = fileURLToPath(import.meta.url);
-  const sources = [
-    here,
-    fileURLToPath(new URL('../models/zoo.js', import.meta.url)),
-    fileURLToPath(new URL('../models/onnx-builder.js', import.meta.url)),
-  ];
+  const sources = [here, fileURLToPath(new URL('../models/zoo.js', import.meta.url)), fileURLToPath(new URL('../models/onnx-builder.js', import.meta.url))];
   for (const file of sources) {
     // Run from source via a TS loader the siblings are .ts; hash what exists.
     const content = await readFile(file).catch(() => readFile(file.replace(/\.js$/, '.ts')).catch(() => Buffer.alloc(0)));

@@ -317,12 +317,7 @@ export interface NodeOptions {
 }
 
 /** A graph node. Inputs may contain '' for omitted optional inputs. */
-export function node(
-  opType: string,
-  inputs: readonly string[],
-  outputs: readonly string[],
-  options: NodeOptions = {},
-): OnnxNodeProto {
+export function node(opType: string, inputs: readonly string[], outputs: readonly string[], options: NodeOptions = {}): OnnxNodeProto {
   const attributes = Object.entries(options.attributes ?? {}).map(([k, v]) => attributeProto(k, v));
   return {
     name: options.name ?? `${opType}_${outputs[0] ?? 'out'}`,

@@ -38,22 +38,24 @@ function strategyText(strategy: string | undefined): string {
 
 function stateConfig(features: number, batching: boolean, options: StatefulOptions): string {
   const dims = `[ ${features} ]`;
-  return [
-    `platform: "onnxruntime_onnx"`,
-    `max_batch_size: ${batching ? (options.maxBatchSize ?? 8) : 0}`,
-    `input [ { name: "INPUT" data_type: TYPE_FP32 dims: ${dims} } ]`,
-    `output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: ${dims} } ]`,
-    `sequence_batching {`,
-    `  ${strategyText(options.strategy)}`,
-    ...(options.idleUs !== undefined ? [`  max_sequence_idle_microseconds: ${options.idleUs}`] : []),
-    `  state [ {`,
-    `    input_name: "STATE" output_name: "STATE_OUT" data_type: TYPE_FP32 dims: ${dims}`,
-    `    initial_state: { name: "zeros" data_type: TYPE_FP32 dims: ${dims} zero_data: true }`,
-    `  } ]`,
-    ...(options.extra ? [options.extra] : []),
-    `}`,
-    ...(options.topLevel ? [options.topLevel] : []),
-  ].join('\n') + '\n';
+  return (
+    [
+      `platform: "onnxruntime_onnx"`,
+      `max_batch_size: ${batching ? (options.maxBatchSize ?? 8) : 0}`,
+      `input [ { name: "INPUT" data_type: TYPE_FP32 dims: ${dims} } ]`,
+      `output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: ${dims} } ]`,
+      `sequence_batching {`,
+      `  ${strategyText(options.strategy)}`,
+      ...(options.idleUs !== undefined ? [`  max_sequence_idle_microseconds: ${options.idleUs}`] : []),
+      `  state [ {`,
+      `    input_name: "STATE" output_name: "STATE_OUT" data_type: TYPE_FP32 dims: ${dims}`,
+      `    initial_state: { name: "zeros" data_type: TYPE_FP32 dims: ${dims} zero_data: true }`,
+      `  } ]`,
+      ...(options.extra ? [options.extra] : []),
+      `}`,
+      ...(options.topLevel ? [options.topLevel] : []),
+    ].join('\n') + '\n'
+  );
 }
 
 function stateIo(features: number, batching: boolean): { shape: (string | number)[] } {

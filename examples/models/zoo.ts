@@ -61,9 +61,7 @@ export interface ConfigSpec {
 }
 
 function tensorConfigList(tensors: readonly TensorConfigSpec[]): string {
-  const entries = tensors.map(
-    (t) => `  { name: ${quote(t.name)} data_type: ${tritonDataType(t.dataType)} dims: [ ${t.dims.join(', ')} ] }`,
-  );
+  const entries = tensors.map((t) => `  { name: ${quote(t.name)} data_type: ${tritonDataType(t.dataType)} dims: [ ${t.dims.join(', ')} ] }`);
   return `[\n${entries.join(',\n')}\n]`;
 }
 
@@ -150,7 +148,11 @@ export function denseForward(layers: readonly DenseLayer[], input: Float32Array,
  * ONNX graph for dense layers. Hidden layers use MatMul + Add + Relu and the
  * last uses Gemm, so the zoo exercises both spellings of a linear layer.
  */
-function denseGraph(layers: readonly DenseLayer[], input: string, output: string): {
+function denseGraph(
+  layers: readonly DenseLayer[],
+  input: string,
+  output: string,
+): {
   nodes: OnnxNodeProto[];
   initializers: OnnxTensorProto[];
 } {
@@ -165,9 +167,7 @@ function denseGraph(layers: readonly DenseLayer[], input: string, output: string
     initializers.push(tensor(b, 'FP32', [layer.outFeatures], layer.bias));
     const linear = last && !layer.relu ? output : `layer${i}.linear`;
     if (last) {
-      nodes.push(
-        node('Gemm', [x, w, b], [linear], { attributes: { alpha: attr.float(1), beta: attr.float(1) } }),
-      );
+      nodes.push(node('Gemm', [x, w, b], [linear], { attributes: { alpha: attr.float(1), beta: attr.float(1) } }));
     } else {
       nodes.push(node('MatMul', [x, w], [`layer${i}.matmul`]));
       nodes.push(node('Add', [`layer${i}.matmul`, b], [linear]));
@@ -213,9 +213,7 @@ function denseModel(layers: readonly DenseLayer[], docString: string): DenseMode
  */
 export type AddSubType = Exclude<ElementType, 'BOOL' | 'BYTES' | 'BF16'>;
 
-export const ADD_SUB_TYPES: readonly AddSubType[] = Object.freeze(
-  ELEMENT_TYPES.filter((t): t is AddSubType => t !== 'BOOL' && t !== 'BYTES' && t !== 'BF16'),
-);
+export const ADD_SUB_TYPES: readonly AddSubType[] = Object.freeze(ELEMENT_TYPES.filter((t): t is AddSubType => t !== 'BOOL' && t !== 'BYTES' && t !== 'BF16'));
 
 /**
  * Triton's classic "simple" model: OUTPUT0 = INPUT0 + INPUT1,
@@ -417,10 +415,7 @@ export async function writeModelDir(root: string, name: string, contents: ModelD
 }
 
 /** Write several model directories under `root`. Returns their paths by name. */
-export async function writeRepository(
-  root: string,
-  models: Readonly<Record<string, ModelDirContents>>,
-): Promise<Record<string, string>> {
+export async function writeRepository(root: string, models: Readonly<Record<string, ModelDirContents>>): Promise<Record<string, string>> {
   await mkdir(root, { recursive: true });
   const dirs: Record<string, string> = {};
   for (const [name, contents] of Object.entries(models)) dirs[name] = await writeModelDir(root, name, contents);

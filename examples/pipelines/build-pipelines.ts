@@ -26,7 +26,13 @@ import { writePipelineRepository } from './write-repository.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 /** examples/pipelines/out in the repository, whether running from dist/ or not. */
-export const DEFAULT_OUT_DIR = path.resolve(here, ...(here.includes(`${path.sep}dist${path.sep}`) ? ['..', '..', '..'] : ['..', '..']), 'examples', 'pipelines', 'out');
+export const DEFAULT_OUT_DIR = path.resolve(
+  here,
+  ...(here.includes(`${path.sep}dist${path.sep}`) ? ['..', '..', '..'] : ['..', '..']),
+  'examples',
+  'pipelines',
+  'out',
+);
 
 export interface BuiltPipelines {
   readonly outDir: string;
@@ -48,7 +54,9 @@ export async function sampleImage(width: number, height: number, format: 'jpeg' 
       raw[i + 2] = (x >> 4) % 2 === (y >> 4) % 2 ? 200 : 60;
     }
   }
-  return sharp(raw, { raw: { width, height, channels: 3 } }).toFormat(format).toBuffer();
+  return sharp(raw, { raw: { width, height, channels: 3 } })
+    .toFormat(format)
+    .toBuffer();
 }
 
 export function imageRequest(bytes: Uint8Array): Record<string, unknown> {
@@ -82,5 +90,6 @@ export async function buildPipelines(outDir: string = DEFAULT_OUT_DIR): Promise<
 const self = fileURLToPath(import.meta.url);
 if (process.argv[1] && path.resolve(process.argv[1]) === self) {
   const built = await buildPipelines(process.argv[2] ? path.resolve(process.argv[2]) : DEFAULT_OUT_DIR);
-  for (const f of [built.imageTarball, built.textTarball, built.sampleJpeg, built.samplePng]) process.stdout.write(`wrote ${path.relative(process.cwd(), f)}\n`);
+  for (const f of [built.imageTarball, built.textTarball, built.sampleJpeg, built.samplePng])
+    process.stdout.write(`wrote ${path.relative(process.cwd(), f)}\n`);
 }

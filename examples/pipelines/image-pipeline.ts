@@ -45,7 +45,12 @@ export interface ClassifierWeights {
 export function classifierWeights(seed = 3): ClassifierWeights {
   const rand = seededRandom(seed);
   const fill = (n: number, scale: number): Float32Array => Float32Array.from({ length: n }, () => (rand() * 2 - 1) * scale);
-  return { conv: fill(CONV_CHANNELS * 27, 0.5), convBias: fill(CONV_CHANNELS, 0.1), dense: fill(CONV_CHANNELS * IMAGE_CLASSES, 2), denseBias: fill(IMAGE_CLASSES, 0.1) };
+  return {
+    conv: fill(CONV_CHANNELS * 27, 0.5),
+    convBias: fill(CONV_CHANNELS, 0.1),
+    dense: fill(CONV_CHANNELS * IMAGE_CLASSES, 2),
+    denseBias: fill(IMAGE_CLASSES, 0.1),
+  };
 }
 
 /** The classifier graph: FP32 `[batch, 3, 299, 299]` → logits `[batch, classes]`. */

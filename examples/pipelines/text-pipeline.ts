@@ -28,7 +28,7 @@ const WORDS = (
   'the a an is are was were be of to and in on at for with by from this that it its as not no ' +
   'cat dog bird fish sat ran jumped flew swam mat tree river sky fast slow quick lazy brown red green ' +
   'hello world model server image text search query good bad small large embedding sentence vector ' +
-  'run walk play talk ##s ##ed ##ing ##ly ##er . , ! ? \''
+  "run walk play talk ##s ##ed ##ing ##ly ##er . , ! ? '"
 ).split(' ');
 
 /** The vocabulary: id = position. */
@@ -37,7 +37,15 @@ export const TEXT_VOCAB: readonly string[] = Object.freeze([...SPECIAL, ...WORDS
 /** A Hugging Face tokenizer.json for a lowercasing BERT WordPiece tokenizer over TEXT_VOCAB. */
 export function bertTokenizerJson(vocab: readonly string[] = TEXT_VOCAB): Record<string, unknown> {
   const id = (t: string): number => vocab.indexOf(t);
-  const special = (t: string): Record<string, unknown> => ({ id: id(t), content: t, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true });
+  const special = (t: string): Record<string, unknown> => ({
+    id: id(t),
+    content: t,
+    single_word: false,
+    lstrip: false,
+    rstrip: false,
+    normalized: false,
+    special: true,
+  });
   return {
     version: '1.0',
     truncation: null,
@@ -94,7 +102,11 @@ export function textEncoderWeights(seed = 5, vocabSize = TEXT_VOCAB.length, hidd
  */
 export function textEncoderOnnx(w: TextEncoderWeights, vocabSize = TEXT_VOCAB.length, hidden = TEXT_HIDDEN): Uint8Array {
   return buildModel({
-    inputs: [valueInfo('input_ids', 'INT64', ['batch', 'seq']), valueInfo('attention_mask', 'INT64', ['batch', 'seq']), valueInfo('token_type_ids', 'INT64', ['batch', 'seq'])],
+    inputs: [
+      valueInfo('input_ids', 'INT64', ['batch', 'seq']),
+      valueInfo('attention_mask', 'INT64', ['batch', 'seq']),
+      valueInfo('token_type_ids', 'INT64', ['batch', 'seq']),
+    ],
     outputs: [valueInfo('last_hidden_state', 'FP32', ['batch', 'seq', hidden])],
     nodes: [
       node('Gather', ['word_embeddings', 'input_ids'], ['words'], { attributes: { axis: attr.int(0) } }),
@@ -119,7 +131,13 @@ export function textEncoderOnnx(w: TextEncoderWeights, vocabSize = TEXT_VOCAB.le
 }
 
 /** Reference maths in float64: the unit-length embedding of one tokenized sentence. */
-export function textEmbeddingReference(w: TextEncoderWeights, ids: readonly number[], mask: readonly number[], typeIds: readonly number[], hidden = TEXT_HIDDEN): number[] {
+export function textEmbeddingReference(
+  w: TextEncoderWeights,
+  ids: readonly number[],
+  mask: readonly number[],
+  typeIds: readonly number[],
+  hidden = TEXT_HIDDEN,
+): number[] {
   const sum = new Float64Array(hidden);
   let count = 0;
   ids.forEach((id, t) => {

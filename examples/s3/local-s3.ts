@@ -29,9 +29,9 @@ const here = path.dirname(fileURLToPath(import.meta.url));
  * working directory (the repository root, where the docs run this), else the
  * one beside this script's checkout (dist/examples/s3 → examples/demo/repository).
  */
-const DEMO_DIR = [path.resolve('examples', 'demo', 'repository'), path.resolve(here, '..', '..', '..', 'examples', 'demo', 'repository')].find((d) =>
-  existsSync(d),
-) ?? path.resolve(here, '..', '..', '..', 'examples', 'demo', 'repository');
+const DEMO_DIR =
+  [path.resolve('examples', 'demo', 'repository'), path.resolve(here, '..', '..', '..', 'examples', 'demo', 'repository')].find((d) => existsSync(d)) ??
+  path.resolve(here, '..', '..', '..', 'examples', 'demo', 'repository');
 
 function client(): S3Client {
   const hasCredentials = process.env['AWS_ACCESS_KEY_ID'] !== undefined;

@@ -135,10 +135,14 @@ async function deploy(o: DeployOptions, invocations: readonly Invocation[], keep
       if (created.includes('endpoint')) {
         console.log(`deleting endpoint ${o.name}`);
         await sagemaker.send(new DeleteEndpointCommand({ EndpointName: o.name })).catch((err: unknown) => console.error(`DeleteEndpoint: ${String(err)}`));
-        await waitUntilEndpointDeleted({ client: sagemaker, maxWaitTime: 900 }, { EndpointName: o.name }).catch((err: unknown) => console.error(`waiting for deletion: ${String(err)}`));
+        await waitUntilEndpointDeleted({ client: sagemaker, maxWaitTime: 900 }, { EndpointName: o.name }).catch((err: unknown) =>
+          console.error(`waiting for deletion: ${String(err)}`),
+        );
       }
       if (created.includes('endpoint-config')) {
-        await sagemaker.send(new DeleteEndpointConfigCommand({ EndpointConfigName: o.name })).catch((err: unknown) => console.error(`DeleteEndpointConfig: ${String(err)}`));
+        await sagemaker
+          .send(new DeleteEndpointConfigCommand({ EndpointConfigName: o.name }))
+          .catch((err: unknown) => console.error(`DeleteEndpointConfig: ${String(err)}`));
       }
       if (created.includes('model')) {
         await sagemaker.send(new DeleteModelCommand({ ModelName: o.name })).catch((err: unknown) => console.error(`DeleteModel: ${String(err)}`));

@@ -68,9 +68,11 @@ export async function loadImageStep(ctx: StepLoadContext): Promise<LoadedStep> {
   const out = config.output[0];
   if (inp) {
     if (inp.dataType === 'UINT8') {
-      if (inp.dims.length !== 1) problems.push(`UINT8 input '${inp.name}' holds the file's bytes: dims must be [ -1 ] (or one fixed length), got ${formatShape(inp.dims)}`);
+      if (inp.dims.length !== 1)
+        problems.push(`UINT8 input '${inp.name}' holds the file's bytes: dims must be [ -1 ] (or one fixed length), got ${formatShape(inp.dims)}`);
     } else if (inp.dataType === 'BYTES') {
-      if (inp.dims.length !== 1 || inp.dims[0] !== 1) problems.push(`BYTES input '${inp.name}' holds one base64 image per row: dims must be [ 1 ], got ${formatShape(inp.dims)}`);
+      if (inp.dims.length !== 1 || inp.dims[0] !== 1)
+        problems.push(`BYTES input '${inp.name}' holds one base64 image per row: dims must be [ 1 ], got ${formatShape(inp.dims)}`);
     } else {
       problems.push(`input '${inp.name}' must be UINT8 (encoded bytes) or BYTES (base64), got ${inp.dataType}`);
     }
@@ -96,7 +98,8 @@ export async function loadImageStep(ctx: StepLoadContext): Promise<LoadedStep> {
       const [a, b, c] = out.dims as [number, number, number];
       const c0 = layout === 'NCHW' ? a : c;
       [height, width] = layout === 'NCHW' ? [b, c] : [a, b];
-      if (c0 !== channels) problems.push(`output '${out.name}' ${formatShape(out.dims)} in ${layout} has ${c0} channels but color_format ${colorFormat} gives ${channels}`);
+      if (c0 !== channels)
+        problems.push(`output '${out.name}' ${formatShape(out.dims)} in ${layout} has ${c0} channels but color_format ${colorFormat} gives ${channels}`);
     }
   }
   const resizeShorter = params.int('resize_shorter', Math.max(width, height), 1);
@@ -107,7 +110,21 @@ export async function loadImageStep(ctx: StepLoadContext): Promise<LoadedStep> {
   }
   params.checkUnknown();
   throwIfProblems(label, 'image', problems);
-  const settings: ImageStepSettings = { width, height, channels, layout, colorFormat, resize, resizeShorter, kernel, scale, mean, std, autoOrient, maxInputPixels };
+  const settings: ImageStepSettings = {
+    width,
+    height,
+    channels,
+    layout,
+    colorFormat,
+    resize,
+    resizeShorter,
+    kernel,
+    scale,
+    mean,
+    std,
+    autoOrient,
+    maxInputPixels,
+  };
   const inCfg = inp!;
   const outCfg = out!;
   const inShape = configShape(inCfg, config);
@@ -119,7 +136,8 @@ export async function loadImageStep(ctx: StepLoadContext): Promise<LoadedStep> {
       const result = new Map<string, Tensor>();
       if (!wanted(outputNames, outCfg.name)) return result;
       const t = requireInput(inputs, inCfg.name, label);
-      if (t.shape.length !== inShape.length) throw invalidInput(label, `input '${inCfg.name}' has shape ${formatShape(t.shape)}, expected ${formatShape(inShape)}`);
+      if (t.shape.length !== inShape.length)
+        throw invalidInput(label, `input '${inCfg.name}' has shape ${formatShape(t.shape)}, expected ${formatShape(inShape)}`);
       const images = encodedImages(t, inCfg.name, batching, label);
       const per = settings.width * settings.height * settings.channels;
       const data = new Float32Array(images.length * per);

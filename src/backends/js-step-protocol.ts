@@ -35,9 +35,7 @@ export interface JsBatch {
   readonly rows: number;
 }
 
-export type HostRequest =
-  | { readonly op: 'execute'; readonly id: number; readonly batch: JsBatch }
-  | { readonly op: 'finalize'; readonly id: number };
+export type HostRequest = { readonly op: 'execute'; readonly id: number; readonly batch: JsBatch } | { readonly op: 'finalize'; readonly id: number };
 
 export type HostReply =
   /** import + checks + initialize() done. */

@@ -279,7 +279,10 @@ export class JsStepWorker {
       await inst.ready;
     } catch (err) {
       if (err instanceof JsLoadFailure) {
-        throw new ServingError('RUNTIME_UNAVAILABLE', `model '${label}': its js step could not be restarted: ${err.message}; retry the request`, { model: label, cause: err });
+        throw new ServingError('RUNTIME_UNAVAILABLE', `model '${label}': its js step could not be restarted: ${err.message}; retry the request`, {
+          model: label,
+          cause: err,
+        });
       }
       throw err;
     }
@@ -293,7 +296,9 @@ export class JsStepWorker {
       } catch (err) {
         inst.pending.delete(id);
         inst.updateRef();
-        reject(new ServingError('INTERNAL', `model '${label}': the batch cannot be passed to its js step: ${(err as Error).message}`, { model: label, cause: err }));
+        reject(
+          new ServingError('INTERNAL', `model '${label}': the batch cannot be passed to its js step: ${(err as Error).message}`, { model: label, cause: err }),
+        );
       }
     });
     const reply = await deadline(sent, timeoutMs, () => {
@@ -301,7 +306,11 @@ export class JsStepWorker {
       inst.pending.delete(id);
       const why = `${what} did not return within ${seconds(timeoutMs)}`;
       this.fault(inst, why, 'TIMEOUT');
-      return new ServingError('TIMEOUT', `model '${label}': ${why}; ${this.failed ? this.failed.message.replace(`model '${label}': `, '') : 'its worker was stopped and is restarted for the next request'}`, { model: label });
+      return new ServingError(
+        'TIMEOUT',
+        `model '${label}': ${why}; ${this.failed ? this.failed.message.replace(`model '${label}': `, '') : 'its worker was stopped and is restarted for the next request'}`,
+        { model: label },
+      );
     });
     // Answered: the step is alive, whatever the answer says.
     this.faults = [];
@@ -358,11 +367,14 @@ export class JsStepWorker {
 function deadline<T>(work: Promise<T>, ms: number, late: () => Error): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let done = false;
-    const timer = setTimeout(() => {
-      if (done) return;
-      done = true;
-      reject(late());
-    }, Math.max(0, ms));
+    const timer = setTimeout(
+      () => {
+        if (done) return;
+        done = true;
+        reject(late());
+      },
+      Math.max(0, ms),
+    );
     timer.unref();
     work.then(
       (value) => {

@@ -80,7 +80,11 @@ function withinPackage(err: ServingError, modelDir: string): ServingError {
   for (const prefix of [`${url}/`, `${dir}/`]) message = message.split(prefix).join('');
   for (const whole of [url, dir]) message = message.split(whole).join('.');
   if (message === err.message) return err;
-  return new ServingError(err.code, message, { cause: err.cause ?? err, ...(err.model === undefined ? {} : { model: err.model }), ...(err.details === undefined ? {} : { details: err.details }) });
+  return new ServingError(err.code, message, {
+    cause: err.cause ?? err,
+    ...(err.model === undefined ? {} : { model: err.model }),
+    ...(err.details === undefined ? {} : { details: err.details }),
+  });
 }
 
 /** The step's call deadline in ms: its config's `js_timeout_seconds`, else the server's. */
@@ -89,9 +93,13 @@ function timeoutMs(ctx: StepLoadContext): number {
   if (raw === undefined) return (ctx.jsTimeoutSeconds ?? DEFAULT_JS_TIMEOUT_SECONDS) * 1000;
   const value = raw.trim() === '' ? Number.NaN : Number(raw);
   if (!(value > 0 && value <= MAX_JS_TIMEOUT_SECONDS)) {
-    throw new ServingError('INVALID_MODEL', `model '${ctx.label}': parameter ${JS_TIMEOUT_PARAMETER} must be a number of seconds above 0 and at most ${MAX_JS_TIMEOUT_SECONDS}, got '${raw}'`, {
-      model: ctx.label,
-    });
+    throw new ServingError(
+      'INVALID_MODEL',
+      `model '${ctx.label}': parameter ${JS_TIMEOUT_PARAMETER} must be a number of seconds above 0 and at most ${MAX_JS_TIMEOUT_SECONDS}, got '${raw}'`,
+      {
+        model: ctx.label,
+      },
+    );
   }
   return value * 1000;
 }
@@ -102,7 +110,9 @@ function heapLimitMb(ctx: StepLoadContext): number | undefined {
   if (raw === undefined) return undefined;
   const value = /^\s*\d+\s*$/.test(raw) ? Number(raw) : Number.NaN;
   if (!(value >= 16 && value <= 1 << 20)) {
-    throw new ServingError('INVALID_MODEL', `model '${ctx.label}': parameter ${JS_HEAP_PARAMETER} must be a whole number of MiB from 16, got '${raw}'`, { model: ctx.label });
+    throw new ServingError('INVALID_MODEL', `model '${ctx.label}': parameter ${JS_HEAP_PARAMETER} must be a whole number of MiB from 16, got '${raw}'`, {
+      model: ctx.label,
+    });
   }
   return value;
 }
@@ -119,7 +129,10 @@ export async function loadJsStep(ctx: StepLoadContext): Promise<LoadedStep> {
   }
   const deadlineMs = timeoutMs(ctx);
   const heapMb = heapLimitMb(ctx);
-  const isFile = await stat(file).then((s) => s.isFile(), () => false);
+  const isFile = await stat(file).then(
+    (s) => s.isFile(),
+    () => false,
+  );
   if (!isFile) throw new ServingError('INVALID_MODEL', `model '${label}': version ${ctx.version} has no ${fileName}`, { model: label });
   const worker = new JsStepWorker({
     label,
@@ -167,8 +180,18 @@ export async function loadJsStep(ctx: StepLoadContext): Promise<LoadedStep> {
         if (err instanceof ServingError) throw withinPackage(err, ctx.modelDir);
         throw withinPackage(failure(label, 'execute() failed', describeError(err), 'INTERNAL', err), ctx.modelDir);
       }
-      const entries = returned instanceof Map ? [...(returned as Map<string, unknown>)] : returned !== null && typeof returned === 'object' ? Object.entries(returned) : undefined;
-      if (!entries) throw new ServingError('INTERNAL', `model '${label}': execute() must return an object of output tensors, got ${returned === null ? 'null' : typeof returned}`, { model: label });
+      const entries =
+        returned instanceof Map
+          ? [...(returned as Map<string, unknown>)]
+          : returned !== null && typeof returned === 'object'
+            ? Object.entries(returned)
+            : undefined;
+      if (!entries)
+        throw new ServingError(
+          'INTERNAL',
+          `model '${label}': execute() must return an object of output tensors, got ${returned === null ? 'null' : typeof returned}`,
+          { model: label },
+        );
       const byName = new Map(entries);
       const result = new Map<string, Tensor>();
       for (const name of outputNames) {
@@ -203,7 +226,10 @@ function checkOutput(value: unknown, cfg: TensorConfig, want: readonly number[],
   if (rows !== undefined && shape[0] !== rows) throw bad(`with ${shape[0]} rows for a batch of ${rows}`);
   const count = elementCount(shape);
   const data = toData(t.data, datatype);
-  if (!data) throw bad(`with data that is neither a ${datatype === 'BYTES' ? 'string array' : `${DATA_TYPE_INFO[datatype].arrayType?.name ?? 'typed array'} nor an array of numbers`}`);
+  if (!data)
+    throw bad(
+      `with data that is neither a ${datatype === 'BYTES' ? 'string array' : `${DATA_TYPE_INFO[datatype].arrayType?.name ?? 'typed array'} nor an array of numbers`}`,
+    );
   if (data.length !== count) throw bad(`with ${data.length} elements for shape ${formatShape(shape)} (${count})`);
   return { datatype, shape, data };
 }

@@ -69,7 +69,10 @@ export class StepParameters {
   numbers(key: string, fallback: readonly number[]): readonly number[] {
     const v = this.raw(key);
     if (v === undefined) return fallback;
-    const parts = v.split(/[\s,]+/).filter(Boolean).map(Number);
+    const parts = v
+      .split(/[\s,]+/)
+      .filter(Boolean)
+      .map(Number);
     if (parts.length === 0 || parts.some((n) => !Number.isFinite(n))) {
       this.problems.push(`parameter ${key} must be a comma-separated list of numbers, got '${v}'`);
       return fallback;

@@ -55,7 +55,8 @@ function product(dims: readonly number[]): number {
 
 /** Checks the run-time tensor: numeric, rank, and that its fixed config dims hold. */
 function checkRuntime(t: Tensor, want: readonly number[], name: string, label: string): NumericArray {
-  if (t.datatype === 'BYTES' || !(t.data instanceof Object) || Array.isArray(t.data)) throw invalidInput(label, `input '${name}' must be numeric, got ${t.datatype}`);
+  if (t.datatype === 'BYTES' || !(t.data instanceof Object) || Array.isArray(t.data))
+    throw invalidInput(label, `input '${name}' must be numeric, got ${t.datatype}`);
   if (t.shape.length !== want.length || t.shape.some((d, i) => want[i] !== -1 && want[i] !== d)) {
     throw invalidInput(label, `input '${name}' has shape ${formatShape(t.shape)}, expected ${formatShape(want)}`);
   }
@@ -91,7 +92,10 @@ function meanPooling(ctx: StepLoadContext): LoadedStep {
     const [a, b] = [config.input[0]!, config.input[1]!];
     if (a.dims.length === b.dims.length + 1) [emb, mask] = [a, b];
     else if (b.dims.length === a.dims.length + 1) [emb, mask] = [b, a];
-    else problems.push(`cannot tell the embeddings from the mask (the embeddings have one more dim than the mask); name them with parameters embeddings_input and mask_input`);
+    else
+      problems.push(
+        `cannot tell the embeddings from the mask (the embeddings have one more dim than the mask); name them with parameters embeddings_input and mask_input`,
+      );
   }
   if (config.output.length !== 1) problems.push(`needs exactly 1 output (the pooled embedding), got ${config.output.length}`);
   const out = config.output[0];
@@ -174,7 +178,8 @@ function lastAxisMap(ctx: StepLoadContext, backend: 'l2_normalize' | 'softmax'):
     checkFloat(out, 'output', problems);
     const i = configShape(inp, config);
     const o = configShape(out, config);
-    if (o.length !== i.length || o.some((d, k) => !dimsCompatible(d, i[k]))) problems.push(`output '${out.name}' ${formatShape(o)} must have the input's shape ${formatShape(i)}`);
+    if (o.length !== i.length || o.some((d, k) => !dimsCompatible(d, i[k])))
+      problems.push(`output '${out.name}' ${formatShape(o)} must have the input's shape ${formatShape(i)}`);
   }
   throwIfProblems(label, backend, problems);
   const inCfg = inp!;
@@ -346,4 +351,3 @@ export async function loadTensorStep(ctx: StepLoadContext): Promise<LoadedStep> 
       throw new Error(`not a tensor step: ${ctx.config.backend}`);
   }
 }
-

@@ -90,11 +90,13 @@ export async function loadTokenizerStep(ctx: StepLoadContext): Promise<LoadedSte
     outputs.set(role, o);
     if (!INDEX_TYPES.includes(o.dataType)) problems.push(`output '${o.name}' must be INT64 or INT32, got ${o.dataType}`);
     const want = batching ? 1 : 2;
-    if (o.dims.length !== want) problems.push(`output '${o.name}' dims must be ${batching ? '[ max_length ]' : '[ -1, max_length ]'}, got ${formatShape(o.dims)}`);
+    if (o.dims.length !== want)
+      problems.push(`output '${o.name}' dims must be ${batching ? '[ max_length ]' : '[ -1, max_length ]'}, got ${formatShape(o.dims)}`);
   }
   if (config.output.length === 0) problems.push(`needs at least one output (${ROLES.join(', ')})`);
   const lengths = new Set([...outputs.values()].map((o) => o.dims.at(-1)!));
-  if (lengths.size > 1) problems.push(`outputs disagree on the sequence length: ${[...outputs.values()].map((o) => `${o.name} ${formatShape(o.dims)}`).join(', ')}`);
+  if (lengths.size > 1)
+    problems.push(`outputs disagree on the sequence length: ${[...outputs.values()].map((o) => `${o.name} ${formatShape(o.dims)}`).join(', ')}`);
   const configured = [...lengths][0] ?? -1;
 
   if (!safeRelative(tokenizerFile)) problems.push(`parameter tokenizer_file '${tokenizerFile}' must be a relative path inside the model directory`);
@@ -149,7 +151,10 @@ export async function loadTokenizerStep(ctx: StepLoadContext): Promise<LoadedSte
     const over = a.length + (b?.length ?? 0) - budget;
     if (over > 0) {
       if (!truncation || budget < 0) {
-        throw invalidInput(label, `row ${row} has ${a.length + (b?.length ?? 0) + (b ? specialsPair : specialsSingle)} tokens, more than max_length ${maxLength} (truncation is off)`);
+        throw invalidInput(
+          label,
+          `row ${row} has ${a.length + (b?.length ?? 0) + (b ? specialsPair : specialsSingle)} tokens, more than max_length ${maxLength} (truncation is off)`,
+        );
       }
       if (!b) {
         a = a.slice(0, budget);
@@ -174,7 +179,8 @@ export async function loadTokenizerStep(ctx: StepLoadContext): Promise<LoadedSte
     execute: async (inputs, outputNames) => {
       const texts = textsOf(requireInput(inputs, textIn.name, label), textIn.name, label);
       const pairs = pairIn ? textsOf(requireInput(inputs, pairIn.name, label), pairIn.name, label) : undefined;
-      if (pairs && pairs.length !== texts.length) throw invalidInput(label, `input '${pairIn!.name}' has ${pairs.length} texts but '${textIn.name}' has ${texts.length}`);
+      if (pairs && pairs.length !== texts.length)
+        throw invalidInput(label, `input '${pairIn!.name}' has ${pairs.length} texts but '${textIn.name}' has ${texts.length}`);
       const encoded = texts.map((t, i) => encode(t, pairs?.[i], i));
       const width = padding === 'max_length' ? maxLength : Math.max(1, ...encoded.map((e) => e.ids.length));
       const rows = encoded.length;

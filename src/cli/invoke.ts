@@ -7,7 +7,18 @@
  * goes to stdout as received; an error answer goes to stderr with exit 1.
  */
 import { readFile } from 'node:fs/promises';
-import { EXIT_FAILED, EXIT_OK, numberOption, parseCommandLine, readSettings, stringOption, UsageError, write, type CliCommand, type CliIo } from './cli-support.js';
+import {
+  EXIT_FAILED,
+  EXIT_OK,
+  numberOption,
+  parseCommandLine,
+  readSettings,
+  stringOption,
+  UsageError,
+  write,
+  type CliCommand,
+  type CliIo,
+} from './cli-support.js';
 
 /** Body formats and the content type each is sent with. */
 const FORMATS = {
@@ -77,7 +88,10 @@ Exit status: 0 the server answered 2xx, 1 it answered an error or could not be r
       return EXIT_OK;
     }
     const given = (Object.keys(FORMATS) as Format[]).filter((f) => stringOption(parsed, f) !== undefined);
-    if (given.length !== 1) throw new UsageError(given.length === 0 ? 'give the request body with --json, --npy or --csv' : `give one body, not ${given.map((f) => `--${f}`).join(' and ')}`);
+    if (given.length !== 1)
+      throw new UsageError(
+        given.length === 0 ? 'give the request body with --json, --npy or --csv' : `give one body, not ${given.map((f) => `--${f}`).join(' and ')}`,
+      );
     const format = given[0]!;
     const target = stringOption(parsed, 'target');
     const modelName = stringOption(parsed, 'model-name');

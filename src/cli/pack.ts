@@ -96,7 +96,8 @@ Exit status: 0 written, 1 validation failed, 2 bad command line.`,
     }
     const input = path.resolve(parsed.positionals[0]!);
     const info = await stat(input).catch(() => undefined);
-    if (!info?.isDirectory()) throw new UsageError(`${parsed.positionals[0]}: not a directory (pack takes a model directory; validate checks an existing .tar.gz)`);
+    if (!info?.isDirectory())
+      throw new UsageError(`${parsed.positionals[0]}: not a directory (pack takes a model directory; validate checks an existing .tar.gz)`);
     const output = path.resolve(stringOption(parsed, 'output') ?? `${path.basename(input)}.tar.gz`);
     if (!isArchiveName(path.basename(output))) throw new UsageError(`${output}: the output must end in .tar.gz or .tgz (the server looks for those names)`);
     if (output.startsWith(`${input}${path.sep}`)) throw new UsageError(`${output}: the output must not be inside the directory being packed`);

@@ -28,7 +28,6 @@ export interface PackageInput {
   cleanup(): Promise<void>;
 }
 
-
 export function archiveBaseName(file: string): string {
   return archiveStem(path.basename(file));
 }

@@ -11,7 +11,18 @@ import os from 'node:os';
 import { parseSweep } from '../perf/sweep-spec.js';
 import { PerfSetupError, runPerf, type PerfOptions } from '../perf/perf-run.js';
 import { runChart, runCsv, runJson, runTable } from '../perf/perf-report.js';
-import { EXIT_FAILED, EXIT_OK, numberOption, parseCommandLine, stringOption, UsageError, write, type CliCommand, type CliIo, type Parsed } from './cli-support.js';
+import {
+  EXIT_FAILED,
+  EXIT_OK,
+  numberOption,
+  parseCommandLine,
+  stringOption,
+  UsageError,
+  write,
+  type CliCommand,
+  type CliIo,
+  type Parsed,
+} from './cli-support.js';
 
 const HELP = `Usage: onnx-mme perf <base-url> --model <name> [--target-model <t>] [--concurrency 1:64:x2 | --rate N] [--duration-s N] [--binary] [--json FILE] [--csv FILE] [--chart FILE.svg] [options]
 
@@ -102,8 +113,15 @@ function parseShapes(specs: readonly string[]): Map<string, number[]> {
   const out = new Map<string, number[]>();
   for (const spec of specs) {
     const at = spec.lastIndexOf(':');
-    const dims = at > 0 ? spec.slice(at + 1).split(',').map((d) => Number(d.trim())) : [];
-    if (at <= 0 || dims.length === 0 || dims.some((d) => !Number.isInteger(d) || d < 0)) throw new UsageError(`--shape must be NAME:D1,D2,... with non-negative integer dims, got '${spec}'`);
+    const dims =
+      at > 0
+        ? spec
+            .slice(at + 1)
+            .split(',')
+            .map((d) => Number(d.trim()))
+        : [];
+    if (at <= 0 || dims.length === 0 || dims.some((d) => !Number.isInteger(d) || d < 0))
+      throw new UsageError(`--shape must be NAME:D1,D2,... with non-negative integer dims, got '${spec}'`);
     out.set(spec.slice(0, at), dims);
   }
   return out;
@@ -123,7 +141,11 @@ export function perfOptions(parsed: Parsed, io: CliIo): PerfOptions & { readonly
   const targetModel = stringOption(parsed, 'target-model');
   const endpointName = stringOption(parsed, 'endpoint-name');
   const inputData = list(parsed, 'input-data');
-  if (model === undefined && targetModel === undefined && !(endpointName !== undefined && inputData.length > 0 && inputData.every((f) => f !== 'random' && f !== 'zero'))) {
+  if (
+    model === undefined &&
+    targetModel === undefined &&
+    !(endpointName !== undefined && inputData.length > 0 && inputData.every((f) => f !== 'random' && f !== 'zero'))
+  ) {
     throw new UsageError('give --model <name> (KServe) or --target-model <name> (SageMaker)');
   }
   const concurrency = stringOption(parsed, 'concurrency');
@@ -153,7 +175,8 @@ export function perfOptions(parsed: Parsed, io: CliIo): PerfOptions & { readonly
     requestTimeoutMs: numberOption(parsed, 'request-timeout-s', 60, 0.001) * 1000,
     maxInflight: intOption(parsed, 'max-inflight', 1024, 1),
     binary: parsed.values['binary'] === true,
-    inputData: inputData.length === 0 ? { kind: 'random' } : special.length === 1 ? { kind: special[0] as 'random' | 'zero' } : { kind: 'files', files: inputData },
+    inputData:
+      inputData.length === 0 ? { kind: 'random' } : special.length === 1 ? { kind: special[0] as 'random' | 'zero' } : { kind: 'files', files: inputData },
     shape: { shapes: parseShapes(list(parsed, 'shape')), batchSize: intOption(parsed, 'batch-size', 1, 1), fillDims: intOption(parsed, 'fill-dims', 1, 0) },
     progress: (line) => write(io.stderr, line),
     allowErrors: parsed.values['allow-errors'] === true,

@@ -17,7 +17,18 @@ import { isArchiveName } from '../store/target-path.js';
 import { Upload } from '@aws-sdk/lib-storage';
 import { isS3Uri, parseS3Uri, s3ObjectUri } from '../config/s3-uri.js';
 import type { ServerConfig } from '../config/server-config.js';
-import { EXIT_FAILED, EXIT_OK, formatBytes, numberOption, parseCommandLine, readSettings, UsageError, write, type CliCommand, type CliIo } from './cli-support.js';
+import {
+  EXIT_FAILED,
+  EXIT_OK,
+  formatBytes,
+  numberOption,
+  parseCommandLine,
+  readSettings,
+  UsageError,
+  write,
+  type CliCommand,
+  type CliIo,
+} from './cli-support.js';
 import { ProgressBar } from './progress.js';
 import { formatReport, validatePackage } from './validate.js';
 
@@ -51,7 +62,9 @@ export function pushDestination(uri: string, file: string): PushDestination {
   })();
   const name = toPrefix ? path.basename(file) : rest.slice(slash + 1);
   if (!isArchiveName(name)) {
-    throw new UsageError(`object name '${name}' must end in .tar.gz or .tgz: the server resolves a target to <prefix><target>, <prefix><target>.tar.gz or .tgz`);
+    throw new UsageError(
+      `object name '${name}' must end in .tar.gz or .tgz: the server resolves a target to <prefix><target>, <prefix><target>.tar.gz or .tgz`,
+    );
   }
   return { bucket: location.bucket, key: location.prefix + name };
 }
@@ -117,7 +130,10 @@ Exit status: 0 uploaded, 1 validation or upload failed, 2 bad command line.`,
         write(io.stderr, `push: nothing uploaded to ${s3ObjectUri(dest.bucket, dest.key)}`);
         return EXIT_FAILED;
       }
-      write(io.stderr, `validated: ${report.label} (entry model '${report.entry ?? '?'}', ${report.models.length} model${report.models.length === 1 ? '' : 's'})`);
+      write(
+        io.stderr,
+        `validated: ${report.label} (entry model '${report.entry ?? '?'}', ${report.models.length} model${report.models.length === 1 ? '' : 's'})`,
+      );
     }
 
     const client = s3ClientFor(settings);

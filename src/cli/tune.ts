@@ -15,7 +15,18 @@ import { scanRepository } from '../registry/repository-layout.js';
 import { parseSweep } from '../perf/sweep-spec.js';
 import { runTune, TuneError, type Objective } from '../tune/tune-run.js';
 import { writeTuneOutput } from '../tune/tune-report.js';
-import { EXIT_FAILED, EXIT_OK, numberOption, parseCommandLine, readSettings, stringOption, UsageError, write, type CliCommand, type CliIo } from './cli-support.js';
+import {
+  EXIT_FAILED,
+  EXIT_OK,
+  numberOption,
+  parseCommandLine,
+  readSettings,
+  stringOption,
+  UsageError,
+  write,
+  type CliCommand,
+  type CliIo,
+} from './cli-support.js';
 import { openPackage } from './package-input.js';
 
 const HELP = `Usage: onnx-mme tune <model-package-dir> [--objective throughput|latency-p99-ms=N] [--budget-s N] -o <out-dir> [options]
@@ -116,7 +127,10 @@ export const tuneCommand: CliCommand = {
     try {
       const layout = await scanRepository(pkg.dir, pkg.fallbackName, pkg.label);
       if (layout.models.length !== 1) {
-        write(io.stderr, `tune: ${input} holds ${layout.models.length} models (${layout.models.map((m) => m.name).join(', ')}); tune takes one model's package (tune each step model on its own)`);
+        write(
+          io.stderr,
+          `tune: ${input} holds ${layout.models.length} models (${layout.models.map((m) => m.name).join(', ')}); tune takes one model's package (tune each step model on its own)`,
+        );
         return EXIT_FAILED;
       }
       const model = layout.models[0]!;
@@ -135,7 +149,10 @@ export const tuneCommand: CliCommand = {
       }
       await mkdir(out, { recursive: true });
       const serverLog = createWriteStream(path.join(out, 'server.log'));
-      write(io.stderr, `tune: ${model.name} from ${input}; objective ${objective.kind === 'throughput' ? 'throughput' : `p99 <= ${objective.p99Ms} ms`}; budget ${budgetS} s`);
+      write(
+        io.stderr,
+        `tune: ${model.name} from ${input}; objective ${objective.kind === 'throughput' ? 'throughput' : `p99 <= ${objective.p99Ms} ms`}; budget ${budgetS} s`,
+      );
       try {
         const result = await runTune({
           modelDir: model.dir,

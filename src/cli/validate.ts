@@ -75,7 +75,10 @@ export async function validatePackage(input: string, env: NodeJS.ProcessEnv): Pr
       input,
       label: path.basename(input),
       kind: 'archive',
-      archiveBytes: await stat(input).then((s) => s.size, () => undefined),
+      archiveBytes: await stat(input).then(
+        (s) => s.size,
+        () => undefined,
+      ),
       root: undefined,
       singleModel: false,
       entry: undefined,
@@ -93,7 +96,14 @@ export async function validatePackage(input: string, env: NodeJS.ProcessEnv): Pr
   try {
     const check = await checkPackage(
       { dir: pkg.dir, label: pkg.label, fallbackName: pkg.fallbackName },
-      { pool, intraOpThreads: undefined, logger: createLogger('warn', sink.stream), host: CPU_ONLY, serverProviders: ['cpu'], configMaxBytes: settings.configMaxBytes },
+      {
+        pool,
+        intraOpThreads: undefined,
+        logger: createLogger('warn', sink.stream),
+        host: CPU_ONLY,
+        serverProviders: ['cpu'],
+        configMaxBytes: settings.configMaxBytes,
+      },
     );
     return {
       ...check,
@@ -122,13 +132,17 @@ export function formatReport(r: ValidationReport): string {
   lines.push(`${r.input} (${what})`);
   if (r.entry !== undefined) lines.push(`  entry model: ${r.entry}`);
   for (const m of r.models) {
-    const versions = m.platform === 'ensemble' ? `steps ${m.steps?.join(' -> ') ?? ''}` : `version${m.versions.length === 1 ? '' : 's'} ${m.versions.join(',')}`;
+    const versions =
+      m.platform === 'ensemble' ? `steps ${m.steps?.join(' -> ') ?? ''}` : `version${m.versions.length === 1 ? '' : 's'} ${m.versions.join(',')}`;
     lines.push(`  ${m.name}: ${m.platform}, ${versions}, max_batch_size ${m.maxBatchSize}${m.autoCompleted ? ', config completed from the ONNX graph' : ''}`);
     for (const t of m.inputs) lines.push(`    input  ${t.name} ${t.datatype} ${shape(t.shape)}`);
     for (const t of m.outputs) lines.push(`    output ${t.name} ${t.datatype} ${shape(t.shape)}`);
     for (const f of m.ignoredFields) lines.push(`    ignored: ${f.path} (${f.note})`);
     if (m.platform === 'onnxruntime_onnx') lines.push(`    model files: ${formatBytes(m.fileBytes)}`);
-    else if (m.platform !== 'ensemble') lines.push(`    processing step: backend '${m.platform}', runs in the server process${m.fileBytes > 0 ? ` (version files: ${formatBytes(m.fileBytes)})` : ''}`);
+    else if (m.platform !== 'ensemble')
+      lines.push(
+        `    processing step: backend '${m.platform}', runs in the server process${m.fileBytes > 0 ? ` (version files: ${formatBytes(m.fileBytes)})` : ''}`,
+      );
   }
   if (r.models.length > 0) {
     lines.push(

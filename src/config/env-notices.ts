@@ -23,16 +23,17 @@ export const IGNORED_ENV: Readonly<Record<string, string>> = Object.freeze({
   SAGEMAKER_REGION: 'the S3 client takes AWS_REGION (or its usual resolution)',
   SAGEMAKER_ENABLE_CLOUDWATCH_METRICS: 'metrics are served at GET /metrics (Prometheus)',
   SAGEMAKER_MODEL_SERVER_WORKERS: 'set MME_RUNTIME_WORKERS (threads that run sessions) for this server',
-  SAGEMAKER_MODEL_SERVER_TIMEOUT: 'queue timeouts come from each model\'s dynamic_batching default_queue_policy; the shutdown deadline is MME_SHUTDOWN_TIMEOUT_SECONDS',
+  SAGEMAKER_MODEL_SERVER_TIMEOUT:
+    "queue timeouts come from each model's dynamic_batching default_queue_policy; the shutdown deadline is MME_SHUTDOWN_TIMEOUT_SECONDS",
   SAGEMAKER_TRITON_LOG_VERBOSE: 'set MME_LOG_LEVEL=debug for this server',
   SAGEMAKER_TRITON_LOG_INFO: 'set MME_LOG_LEVEL for this server',
   SAGEMAKER_TRITON_LOG_WARNING: 'set MME_LOG_LEVEL for this server',
   SAGEMAKER_TRITON_LOG_ERROR: 'set MME_LOG_LEVEL for this server',
   SAGEMAKER_TRITON_BUFFER_MANAGER_THREAD_COUNT: 'Triton-internal; this server has no buffer manager threads',
   SAGEMAKER_TRITON_THREAD_COUNT: 'set MME_RUNTIME_WORKERS / MME_INTRA_OP_THREADS for this server',
-  SAGEMAKER_TRITON_PING_MODE: '/ping is always the container\'s liveness here (it never depends on a model)',
+  SAGEMAKER_TRITON_PING_MODE: "/ping is always the container's liveness here (it never depends on a model)",
   SAGEMAKER_TRITON_DISABLE_MODEL_NAMESPACING: 'models of different targets are always kept apart here',
-  SAGEMAKER_TRITON_ADDITIONAL_ARGS: 'tritonserver command-line flags do not apply; see docs/configuration.md for this server\'s settings',
+  SAGEMAKER_TRITON_ADDITIONAL_ARGS: "tritonserver command-line flags do not apply; see docs/configuration.md for this server's settings",
   SAGEMAKER_TRITON_MODEL_LOAD_GPU_LIMIT: 'set MME_MEMORY_BUDGET_BYTES for this server',
   SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE: 'no Python backend here, so no shared-memory arena',
   SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE: 'no Python backend here, so no shared-memory arena',
@@ -55,7 +56,9 @@ function distance(a: string, b: string): number {
 /** The known name an unknown one most likely meant, or undefined when none is close. */
 export function nearestName(name: string, known: readonly string[]): string | undefined {
   // A name that is a prefix of a known one (MME_MEMORY_BUDGET → MME_MEMORY_BUDGET_BYTES) or the other way round.
-  const prefixed = known.filter((k) => k.startsWith(name) || name.startsWith(k)).sort((a, b) => Math.abs(a.length - name.length) - Math.abs(b.length - name.length));
+  const prefixed = known
+    .filter((k) => k.startsWith(name) || name.startsWith(k))
+    .sort((a, b) => Math.abs(a.length - name.length) - Math.abs(b.length - name.length));
   if (prefixed.length > 0) return prefixed[0];
   let best: string | undefined;
   let bestDistance = Math.max(3, Math.floor(name.length / 4));
@@ -80,7 +83,11 @@ export function environmentNotices(env: NodeJS.ProcessEnv, known: readonly strin
       continue;
     }
     const near = nearestName(name, [...known, ...Object.keys(IGNORED_ENV)]);
-    notices.push({ level: 'warn', name, message: `${name} is not a setting of this server and is ignored${near === undefined ? '' : `; did you mean ${near}?`}` });
+    notices.push({
+      level: 'warn',
+      name,
+      message: `${name} is not a setting of this server and is ignored${near === undefined ? '' : `; did you mean ${near}?`}`,
+    });
   }
   return notices;
 }

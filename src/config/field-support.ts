@@ -73,7 +73,12 @@ export const ONNX_PARAMETER_KEYS: readonly string[] = Object.freeze(['intra_op_t
 export const FIELD_SUPPORT: ReadonlyMap<string, FieldSupport> = new Map<string, FieldSupport>([
   ['name', served('the model name; must equal its directory name (defaults to it)')],
   ['platform', served('onnxruntime_onnx and ensemble; any other platform is refused at load naming it')],
-  ['backend', served('onnxruntime and the processing-step backends (image, tokenizer, mean_pooling, l2_normalize, softmax, topk, argmax, js); any other backend is refused at load')],
+  [
+    'backend',
+    served(
+      'onnxruntime and the processing-step backends (image, tokenizer, mean_pooling, l2_normalize, softmax, topk, argmax, js); any other backend is refused at load',
+    ),
+  ],
   [
     'runtime',
     refused(
@@ -127,18 +132,27 @@ export const FIELD_SUPPORT: ReadonlyMap<string, FieldSupport> = new Map<string, 
   ['optimization.graph.level', served("as Triton's onnxruntime backend: 0 all, -1 basic, 1 extended, 2 disabled")],
   ['optimization.priority', ignored(TRT_ONLY)],
   ['optimization.cuda', served('only the fields below')],
-  ['optimization.cuda.graphs', ignored(`CUDA graph capture: ${ORT_BACKEND_NEVER_READS} (the TensorRT execution accelerator has its own trt_cuda_graph_enable parameter)`)],
+  [
+    'optimization.cuda.graphs',
+    ignored(`CUDA graph capture: ${ORT_BACKEND_NEVER_READS} (the TensorRT execution accelerator has its own trt_cuda_graph_enable parameter)`),
+  ],
   ['optimization.cuda.busy_wait_events', ignored(GPU_ONLY_SPEED)],
   ['optimization.cuda.graph_spec', ignored(`the shapes of cuda.graphs captures: ${ORT_BACKEND_NEVER_READS}`)],
   ['optimization.cuda.output_copy_stream', ignored(GPU_ONLY_SPEED)],
   ['optimization.execution_accelerators', served('chooses execution providers')],
-  ['optimization.execution_accelerators.gpu_execution_accelerator', served('"tensorrt" or "cuda": the provider to try first where the host has it, else CPU with a logged warning')],
+  [
+    'optimization.execution_accelerators.gpu_execution_accelerator',
+    served('"tensorrt" or "cuda": the provider to try first where the host has it, else CPU with a logged warning'),
+  ],
   ['optimization.execution_accelerators.gpu_execution_accelerator.name', served('the provider name')],
   [
     'optimization.execution_accelerators.gpu_execution_accelerator.parameters',
     ignored('provider options are not passed on; the provider runs with its defaults (full FP32 precision)'),
   ],
-  ['optimization.execution_accelerators.cpu_execution_accelerator', ignored('OpenVINO is not shipped with onnxruntime-node; the default CPU provider runs the model')],
+  [
+    'optimization.execution_accelerators.cpu_execution_accelerator',
+    ignored('OpenVINO is not shipped with onnxruntime-node; the default CPU provider runs the model'),
+  ],
   // Triton enables pinned memory when the block is absent; a block without `enable: true` turns it off.
   ['optimization.input_pinned_memory', ignored(GPU_ONLY_SPEED, pinnedOff, 'without enable: true (pinned memory off)')],
   ['optimization.input_pinned_memory.enable', served('true: what onnx-mme does anyway')],
@@ -199,12 +213,9 @@ export const FIELD_SUPPORT: ReadonlyMap<string, FieldSupport> = new Map<string, 
   ['sequence_batching.state.initial_state.name', served('required, as in Triton')],
   ['sequence_batching.state.use_same_buffer_for_input_output', ignored(GPU_ONLY_SPEED, isTrue, 'true')],
   ['sequence_batching.state.use_growable_memory', ignored(GPU_ONLY_SPEED, isTrue, 'true')],
-  [
-    'sequence_batching.iterative_sequence',
-    refused('not implemented: it re-schedules the requests of a decoupled, generating backend', isTrue, 'true'),
-  ],
+  ['sequence_batching.iterative_sequence', refused('not implemented: it re-schedules the requests of a decoupled, generating backend', isTrue, 'true')],
 
-  ['ensemble_scheduling', served('ensembles: steps run as their data is ready, through each step model\'s own batcher')],
+  ['ensemble_scheduling', served("ensembles: steps run as their data is ready, through each step model's own batcher")],
   ['ensemble_scheduling.step', served('one composing model call')],
   ['ensemble_scheduling.step.model_name', served('the composing model, in the same package')],
   ['ensemble_scheduling.step.model_version', served('-1 (or 0) = latest')],
@@ -213,7 +224,7 @@ export const FIELD_SUPPORT: ReadonlyMap<string, FieldSupport> = new Map<string, 
   ['ensemble_scheduling.step.model_namespace', refused('model namespaces are not implemented; the step could resolve to a different model')],
   [
     'ensemble_scheduling.max_inflight_requests',
-    ignored('in-flight step requests are bounded by the server-wide limits instead (each step model\'s queue and MME_MAX_INFLIGHT_REQUESTS)'),
+    ignored("in-flight step requests are bounded by the server-wide limits instead (each step model's queue and MME_MAX_INFLIGHT_REQUESTS)"),
   ],
 
   ['instance_group', served('sessions per version (one per runtime worker at most) and the device they run on')],
@@ -230,7 +241,12 @@ export const FIELD_SUPPORT: ReadonlyMap<string, FieldSupport> = new Map<string, 
   ['default_model_filename', served('the ONNX file in each version directory (default model.onnx)')],
   ['cc_model_filenames', ignored('per-compute-capability files are a TensorRT feature; default_model_filename is loaded')],
   ['metric_tags', ignored('not added as metric labels (label cardinality is fixed, docs/metrics-and-logs.md)')],
-  ['parameters', served('intra_op_thread_count, inter_op_thread_count and execution_thread for ONNX models; the processing-step backends read their own keys; other keys of an ONNX model are logged as ignored')],
+  [
+    'parameters',
+    served(
+      'intra_op_thread_count, inter_op_thread_count and execution_thread for ONNX models; the processing-step backends read their own keys; other keys of an ONNX model are logged as ignored',
+    ),
+  ],
   ['parameters.string_value', served('the value')],
 
   ['model_warmup', served('each sample runs on every instance before the model serves; a failing sample fails the load')],
@@ -246,11 +262,14 @@ export const FIELD_SUPPORT: ReadonlyMap<string, FieldSupport> = new Map<string, 
 
   ['model_operations', refused('custom operator libraries cannot be loaded into onnxruntime-node; the model would not run')],
   ['model_transaction_policy', served('holds the fields below')],
-  ['model_transaction_policy.decoupled', refused('decoupled (streaming, 0..n responses) models are not implemented; every request gets exactly one answer', isTrue, 'true')],
+  [
+    'model_transaction_policy.decoupled',
+    refused('decoupled (streaming, 0..n responses) models are not implemented; every request gets exactly one answer', isTrue, 'true'),
+  ],
   ['model_repository_agents', refused('repository agents (checksum, decryption, ...) are not run; the files would be loaded as they are')],
   ['response_cache', served('the response cache (MME_RESPONSE_CACHE_BYTES)')],
   ['response_cache.enable', served('cache successful answers of this model')],
-  ['model_metrics', ignored('custom histogram buckets are not applied; latencies are exported with the server\'s buckets')],
+  ['model_metrics', ignored("custom histogram buckets are not applied; latencies are exported with the server's buckets")],
 ]);
 
 export interface FieldFinding {
@@ -318,9 +337,7 @@ export function ignoredParameterKeys(parameters: Readonly<Record<string, string>
 
 /** The refusal of a config with refused fields: one INVALID_MODEL naming each and why. */
 export function refusalProblems(findings: readonly FieldFinding[]): string[] {
-  return findings
-    .filter((f) => f.status === 'refused')
-    .map((f) => `field '${f.path}' is not supported by onnx-mme: ${f.note}`);
+  return findings.filter((f) => f.status === 'refused').map((f) => `field '${f.path}' is not supported by onnx-mme: ${f.note}`);
 }
 
 /** One line per ignored field, for the load's warning and `validate`'s notes. */

@@ -33,7 +33,10 @@ export interface ParseRequest {
 }
 export type ParseAnswer =
   | { readonly id: number; readonly draft: ModelConfigDraft }
-  | { readonly id: number; readonly error: { readonly code?: ErrorCode; readonly message: string; readonly model?: string; readonly details?: Record<string, unknown> } };
+  | {
+      readonly id: number;
+      readonly error: { readonly code?: ErrorCode; readonly message: string; readonly model?: string; readonly details?: Record<string, unknown> };
+    };
 
 /**
  * Refuses a config.pbtxt of `bytes` bytes over `maxBytes` with INVALID_MODEL
@@ -109,7 +112,11 @@ class ConfigParser {
       return;
     }
     const { code, message, model, details } = answer.error;
-    p.reject(code === undefined ? new Error(message) : new ServingError(code, message, { ...(model === undefined ? {} : { model }), ...(details === undefined ? {} : { details }) }));
+    p.reject(
+      code === undefined
+        ? new Error(message)
+        : new ServingError(code, message, { ...(model === undefined ? {} : { model }), ...(details === undefined ? {} : { details }) }),
+    );
   }
 
   /** Fails every pending parse with `err` and drops the worker (the next parse starts a fresh one). */

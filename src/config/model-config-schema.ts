@@ -8,17 +8,7 @@
  * and we must accept any config Triton accepts. When the proto gains a field,
  * add it here in declaration order (the printer writes fields in that order).
  */
-import {
-  defineEnum,
-  defineMessage,
-  enumOf,
-  field,
-  mapOf,
-  messageOf,
-  repeated,
-  scalar,
-  type MessageDescriptor,
-} from './pbtxt/schema.js';
+import { defineEnum, defineMessage, enumOf, field, mapOf, messageOf, repeated, scalar, type MessageDescriptor } from './pbtxt/schema.js';
 
 const string = scalar('string');
 const bool = scalar('bool');
@@ -50,16 +40,9 @@ const dataType = enumOf(DataTypeEnum);
 
 // ---- ModelRateLimiter / ModelInstanceGroup ----------------------------------
 
-const ModelRateLimiterResource = defineMessage('ModelRateLimiter.Resource', [
-  field('name', 1, string),
-  field('global', 2, bool),
-  field('count', 3, uint32),
-]);
+const ModelRateLimiterResource = defineMessage('ModelRateLimiter.Resource', [field('name', 1, string), field('global', 2, bool), field('count', 3, uint32)]);
 
-const ModelRateLimiter = defineMessage('ModelRateLimiter', [
-  repeated('resources', 1, messageOf(ModelRateLimiterResource)),
-  field('priority', 2, uint32),
-]);
+const ModelRateLimiter = defineMessage('ModelRateLimiter', [repeated('resources', 1, messageOf(ModelRateLimiterResource)), field('priority', 2, uint32)]);
 
 const SecondaryDevice = defineMessage('ModelInstanceGroup.SecondaryDevice', [
   field('kind', 1, enumOf(defineEnum('ModelInstanceGroup.SecondaryDevice.SecondaryDeviceKind', { KIND_NVDLA: 0 }))),
@@ -229,10 +212,7 @@ const SequenceControl = defineMessage('ModelSequenceBatching.Control', [
   field('data_type', 4, dataType),
 ]);
 
-const ControlInput = defineMessage('ModelSequenceBatching.ControlInput', [
-  field('name', 1, string),
-  repeated('control', 2, messageOf(SequenceControl)),
-]);
+const ControlInput = defineMessage('ModelSequenceBatching.ControlInput', [field('name', 1, string), repeated('control', 2, messageOf(SequenceControl))]);
 
 const InitialState = defineMessage('ModelSequenceBatching.InitialState', [
   field('data_type', 1, dataType),
@@ -283,10 +263,7 @@ const EnsembleStep = defineMessage('ModelEnsembling.Step', [
   field('model_namespace', 5, string),
 ]);
 
-const ModelEnsembling = defineMessage('ModelEnsembling', [
-  repeated('step', 1, messageOf(EnsembleStep)),
-  field('max_inflight_requests', 2, uint32),
-]);
+const ModelEnsembling = defineMessage('ModelEnsembling', [repeated('step', 1, messageOf(EnsembleStep)), field('max_inflight_requests', 2, uint32)]);
 
 // ---- the rest ---------------------------------------------------------------
 
@@ -312,25 +289,16 @@ const ModelOperations = defineMessage('ModelOperations', [repeated('op_library_f
 const ModelTransactionPolicy = defineMessage('ModelTransactionPolicy', [field('decoupled', 1, bool)]);
 
 const ModelRepositoryAgents = defineMessage('ModelRepositoryAgents', [
-  repeated(
-    'agents',
-    1,
-    messageOf(
-      defineMessage('ModelRepositoryAgents.Agent', [field('name', 1, string), field('parameters', 2, mapOf('string', string))]),
-    ),
-  ),
+  repeated('agents', 1, messageOf(defineMessage('ModelRepositoryAgents.Agent', [field('name', 1, string), field('parameters', 2, mapOf('string', string))]))),
 ]);
 
 const ModelResponseCache = defineMessage('ModelResponseCache', [field('enable', 1, bool)]);
 
 const MetricControl = defineMessage('ModelMetrics.MetricControl', [
   field('metric_identifier', 1, messageOf(defineMessage('ModelMetrics.MetricControl.MetricIdentifier', [field('family', 1, string)]))),
-  field(
-    'histogram_options',
-    2,
-    messageOf(defineMessage('ModelMetrics.MetricControl.HistogramOptions', [repeated('buckets', 1, double)])),
-    { oneof: 'metric_options' },
-  ),
+  field('histogram_options', 2, messageOf(defineMessage('ModelMetrics.MetricControl.HistogramOptions', [repeated('buckets', 1, double)])), {
+    oneof: 'metric_options',
+  }),
 ]);
 
 const ModelMetrics = defineMessage('ModelMetrics', [repeated('metric_control', 1, messageOf(MetricControl))]);

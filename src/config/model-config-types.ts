@@ -26,9 +26,7 @@ export interface TensorConfig {
 }
 
 export type VersionPolicy =
-  | { readonly kind: 'latest'; readonly numVersions: number }
-  | { readonly kind: 'all' }
-  | { readonly kind: 'specific'; readonly versions: readonly number[] };
+  { readonly kind: 'latest'; readonly numVersions: number } | { readonly kind: 'all' } | { readonly kind: 'specific'; readonly versions: readonly number[] };
 
 export interface QueuePolicy {
   readonly timeoutAction: 'REJECT' | 'DELAY';
@@ -133,10 +131,7 @@ export interface OptimizationConfig {
   readonly cpuExecutionAccelerators: readonly ExecutionAcceleratorConfig[];
 }
 
-export type WarmupInputSource =
-  | { readonly kind: 'zero' }
-  | { readonly kind: 'random' }
-  | { readonly kind: 'file'; readonly file: string };
+export type WarmupInputSource = { readonly kind: 'zero' } | { readonly kind: 'random' } | { readonly kind: 'file'; readonly file: string };
 
 export interface WarmupInputConfig {
   readonly dataType: DataType;

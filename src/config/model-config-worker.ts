@@ -19,7 +19,15 @@ port.on('message', ({ id, text, options }: ParseRequest) => {
   } catch (err) {
     answer =
       err instanceof ServingError
-        ? { id, error: { code: err.code, message: err.message, ...(err.model === undefined ? {} : { model: err.model }), ...(err.details === undefined ? {} : { details: { ...err.details } }) } }
+        ? {
+            id,
+            error: {
+              code: err.code,
+              message: err.message,
+              ...(err.model === undefined ? {} : { model: err.model }),
+              ...(err.details === undefined ? {} : { details: { ...err.details } }),
+            },
+          }
         : { id, error: { message: err instanceof Error ? err.message : String(err) } };
   }
   port.postMessage(answer);

@@ -73,7 +73,12 @@ export function modelConfigFromJson(json: Readonly<Record<string, unknown>>, opt
   if (problems.length > 0) {
     throw new ServingError('INVALID_MODEL', `${options.sourceName}: ${problems.join('; ')}`, name === '' ? {} : { model: name });
   }
-  return deepFreeze(toTyped(deepFreeze(config), findings.filter((f) => f.status === 'ignored')));
+  return deepFreeze(
+    toTyped(
+      deepFreeze(config),
+      findings.filter((f) => f.status === 'ignored'),
+    ),
+  );
 }
 
 /** The config as config.pbtxt text; parsing it back gives the same `json`. */
@@ -337,7 +342,7 @@ function validateEnsembleDataflow(config: Json, steps: Json[], problems: string[
   const ready = new Set(inputs);
   const done = new Set<number>();
   // Fixed point: a step runs once all its inputs are ready, making its outputs ready.
-  for (let progress = true; progress; ) {
+  for (let progress = true; progress;) {
     progress = false;
     steps.forEach((step, i) => {
       if (done.has(i) || !(Object.values(obj(step['input_map'])) as string[]).every((t) => ready.has(t))) return;
@@ -519,9 +524,7 @@ function toOptimization(o: Json | undefined): OptimizationConfig | undefined {
   if (o === undefined) return undefined;
   const accelerators = opt(o['execution_accelerators']);
   const list = (key: string): ExecutionAcceleratorConfig[] =>
-    accelerators === undefined
-      ? []
-      : arr(accelerators[key]).map((a) => ({ name: str(a['name']), parameters: obj(a['parameters']) as Record<string, string> }));
+    accelerators === undefined ? [] : arr(accelerators[key]).map((a) => ({ name: str(a['name']), parameters: obj(a['parameters']) as Record<string, string> }));
   return {
     graphLevel: num(opt(o['graph'])?.['level'] ?? 0),
     gpuExecutionAccelerators: list('gpu_execution_accelerator'),

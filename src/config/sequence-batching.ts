@@ -128,7 +128,9 @@ function validateControl(label: string, kind: string, c: Json, push: (m: string)
     return;
   }
   if (given.length !== 1) {
-    push(`${label}: ${kind} must specify exactly one of int32_false_true, fp32_false_true, bool_false_true${given.length > 1 ? `, got ${given.map(([k]) => `${k}_false_true`).join(', ')}` : ''}`);
+    push(
+      `${label}: ${kind} must specify exactly one of int32_false_true, fp32_false_true, bool_false_true${given.length > 1 ? `, got ${given.map(([k]) => `${k}_false_true`).join(', ')}` : ''}`,
+    );
     return;
   }
   const [which, values] = given[0]!;
@@ -205,7 +207,9 @@ function toStrategy(sequence: Json, maxBatchSize: number): SequenceStrategy {
     return {
       kind: 'oldest',
       maxCandidateSequences: candidates > 0 ? candidates : Math.max(1, maxBatchSize),
-      preferredBatchSize: arr<number>(oldest['preferred_batch_size']).map(num).sort((a, b) => a - b),
+      preferredBatchSize: arr<number>(oldest['preferred_batch_size'])
+        .map(num)
+        .sort((a, b) => a - b),
       maxQueueDelayMicroseconds: num(oldest['max_queue_delay_microseconds']),
     };
   }
@@ -222,7 +226,9 @@ export function toSequenceBatching(sequence: Json | undefined, maxBatchSize: num
   return {
     strategy: toStrategy(sequence, maxBatchSize),
     maxSequenceIdleMicroseconds: num(sequence['max_sequence_idle_microseconds']),
-    controls: arr(sequence['control_input']).filter((ci) => arr(ci['control']).length === 1).map(toControl),
+    controls: arr(sequence['control_input'])
+      .filter((ci) => arr(ci['control']).length === 1)
+      .map(toControl),
     states: arr(sequence['state']).map(toState),
   };
 }

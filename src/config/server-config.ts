@@ -241,8 +241,7 @@ export const SETTINGS: readonly AnySetting[] = [
     key: 'modelSource',
     env: ['MME_MODEL_SOURCE'],
     defaultText: '/opt/ml/model',
-    description:
-      'Where targets are resolved: `s3://bucket/prefix/`, or a local directory or file:// URL holding .tar.gz archives and/or model directories.',
+    description: 'Where targets are resolved: `s3://bucket/prefix/`, or a local directory or file:// URL holding .tar.gz archives and/or model directories.',
     parse: (raw) => {
       const v = (raw ?? '/opt/ml/model').trim();
       if (!isS3Uri(v)) return localPath('MME_MODEL_SOURCE', v);
@@ -256,7 +255,7 @@ export const SETTINGS: readonly AnySetting[] = [
   {
     key: 'awsRegion',
     env: ['AWS_REGION', 'AWS_DEFAULT_REGION'],
-    defaultText: "(SDK default; us-east-1 with an endpoint)",
+    defaultText: '(SDK default; us-east-1 with an endpoint)',
     description: 'Region of the S3 bucket. With AWS_ENDPOINT_URL_S3 and no region, us-east-1.',
     parse: (raw) => (raw?.trim() ? raw.trim() : undefined),
   },
@@ -342,25 +341,33 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['MME_PRELOAD'],
     defaultText: '(none)',
     description: 'Comma-separated targets fetched and loaded at startup, in the background (/ping answers at once).',
-    parse: (raw) => [...new Set((raw ?? '').split(',').map((s) => s.trim()).filter(Boolean))],
+    parse: (raw) => [
+      ...new Set(
+        (raw ?? '')
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean),
+      ),
+    ],
   },
   {
     key: 'defaultModel',
     env: ['MME_DEFAULT_MODEL', 'SAGEMAKER_TRITON_DEFAULT_MODEL_NAME'],
     defaultText: '(none)',
-    description:
-      'Model used by /invocations without a target header: a target in the source, or a model directory inside the source root.',
+    description: 'Model used by /invocations without a target header: a target in the source, or a model directory inside the source root.',
     parse: (raw) => (raw?.trim() ? raw.trim() : undefined),
   },
   {
     key: 'executionProviders',
     env: ['MME_EXECUTION_PROVIDERS'],
     defaultText: 'auto',
-    description:
-      'Comma-separated provider preference, e.g. `tensorrt,cuda,cpu`. `auto`: CUDA when its library and a GPU are present, else CPU.',
+    description: 'Comma-separated provider preference, e.g. `tensorrt,cuda,cpu`. `auto`: CUDA when its library and a GPU are present, else CPU.',
     parse: (raw) => {
       if (raw === undefined || raw.trim() === '' || raw.trim().toLowerCase() === 'auto') return undefined;
-      const names = raw.split(',').map((s) => s.trim().toLowerCase()).filter(Boolean);
+      const names = raw
+        .split(',')
+        .map((s) => s.trim().toLowerCase())
+        .filter(Boolean);
       for (const n of names) {
         if (!(PROVIDER_NAMES as readonly string[]).includes(n)) {
           throw new Error(`MME_EXECUTION_PROVIDERS: unknown provider '${n}' (known: ${PROVIDER_NAMES.join(', ')}, auto)`);
@@ -420,7 +427,10 @@ export const SETTINGS: readonly AnySetting[] = [
       'Comma-separated absolute directories a SageMaker POST /models url (and a ModelMesh modelPath) must lie in, judged on its real path (e.g. /opt/ml/models); others get 400. Unset: any directory except /, the system trees and the cache (docs/sagemaker.md).',
     parse: (raw) => {
       if (raw === undefined || raw.trim() === '') return undefined;
-      const roots = raw.split(',').map((r) => r.trim()).filter((r) => r !== '');
+      const roots = raw
+        .split(',')
+        .map((r) => r.trim())
+        .filter((r) => r !== '');
       for (const r of roots) {
         if (!path.isAbsolute(r) || r.split('/').includes('..')) throw new Error(`MME_MODEL_URL_ROOTS: '${r}' is not an absolute directory without '..'`);
       }
@@ -439,7 +449,8 @@ export const SETTINGS: readonly AnySetting[] = [
     key: 'shutdownTimeoutMs',
     env: ['MME_SHUTDOWN_TIMEOUT_SECONDS'],
     defaultText: '25',
-    description: 'After SIGTERM, the deadline of the whole shutdown: the drain (MME_DRAIN_SECONDS), then in-flight requests finish and sessions are released, then the process exits (SageMaker kills at 30 s).',
+    description:
+      'After SIGTERM, the deadline of the whole shutdown: the drain (MME_DRAIN_SECONDS), then in-flight requests finish and sessions are released, then the process exits (SageMaker kills at 30 s).',
     parse: (raw) => (raw === undefined ? 25_000 : int('MME_SHUTDOWN_TIMEOUT_SECONDS', raw, 0, 3600) * 1000),
   },
   {
@@ -447,7 +458,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['MME_DRAIN_SECONDS'],
     defaultText: '5 (at most half of MME_SHUTDOWN_TIMEOUT_SECONDS)',
     description:
-      'After SIGTERM, how long the server stays up but not ready: /ping and /v2/health/ready answer 503 and gRPC health NOT_SERVING while every request is still served (with Connection: close), so balancers stop sending before the listener closes. Counted inside MME_SHUTDOWN_TIMEOUT_SECONDS and must be less than it; size it to the balancer\'s health checks (docs/scaling-out.md).',
+      "After SIGTERM, how long the server stays up but not ready: /ping and /v2/health/ready answer 503 and gRPC health NOT_SERVING while every request is still served (with Connection: close), so balancers stop sending before the listener closes. Counted inside MME_SHUTDOWN_TIMEOUT_SECONDS and must be less than it; size it to the balancer's health checks (docs/scaling-out.md).",
     parse: (raw, env) => {
       const timeoutRaw = env['MME_SHUTDOWN_TIMEOUT_SECONDS'];
       // A bad timeout is reported by its own setting; the relation is checked against a good one only.
@@ -463,7 +474,9 @@ export const SETTINGS: readonly AnySetting[] = [
       const n = /^\s*\d+(\.\d{1,3})?\s*$/.test(raw) ? Math.round(Number(raw.trim()) * 1000) : Number.NaN;
       if (!Number.isFinite(n) || n > 3_600_000) throw new Error(`MME_DRAIN_SECONDS must be a number of seconds in [0, 3600] (up to 3 decimals), got '${raw}'`);
       if (timeoutMs !== undefined && n > 0 && n >= timeoutMs) {
-        throw new Error(`MME_DRAIN_SECONDS (${n / 1000}) must be less than MME_SHUTDOWN_TIMEOUT_SECONDS (${timeoutMs / 1000}): in-flight requests need time to finish after the drain`);
+        throw new Error(
+          `MME_DRAIN_SECONDS (${n / 1000}) must be less than MME_SHUTDOWN_TIMEOUT_SECONDS (${timeoutMs / 1000}): in-flight requests need time to finish after the drain`,
+        );
       }
       return n;
     },
@@ -517,7 +530,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['MME_CPU_COUNT'],
     defaultText: 'os.availableParallelism()',
     description:
-      'The CPUs the server sizes its runtime workers and load concurrency for (the defaults below derive from it). Set it where the container\'s CPU quota is below the CPUs Node sees.',
+      "The CPUs the server sizes its runtime workers and load concurrency for (the defaults below derive from it). Set it where the container's CPU quota is below the CPUs Node sees.",
     parse: (_raw, env) => cpuCountOf(env),
   },
   {
@@ -525,7 +538,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['MME_RUNTIME_WORKERS'],
     defaultText: `CPU count (at most ${MAX_DEFAULT_WORKERS})`,
     description:
-      'Worker threads that own onnxruntime sessions. Sessions load and run there, so HTTP stays responsive; runs in different workers proceed in parallel. With one intra-op thread per session (the default), these are the threads that hold the machine\'s parallelism, whatever the number of models.',
+      "Worker threads that own onnxruntime sessions. Sessions load and run there, so HTTP stays responsive; runs in different workers proceed in parallel. With one intra-op thread per session (the default), these are the threads that hold the machine's parallelism, whatever the number of models.",
     parse: (raw, env) => (raw === undefined ? defaultWorkers(env) : int('MME_RUNTIME_WORKERS', raw, 1, 256)),
   },
   {
@@ -553,7 +566,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['MME_MAIN_THREAD_COPIES'],
     defaultText: '16',
     description:
-      'Most main-thread session copies held at once (the copy a small model gets beside its worker session for a lone request\'s latency, MME_MAIN_THREAD_MAX_RUN_US): the least recently used copy is dropped when a new one is needed, and each copy is counted in the memory budget. 0 = no copies (models that run on the main thread only are not counted: they hold one session).',
+      "Most main-thread session copies held at once (the copy a small model gets beside its worker session for a lone request's latency, MME_MAIN_THREAD_MAX_RUN_US): the least recently used copy is dropped when a new one is needed, and each copy is counted in the memory budget. 0 = no copies (models that run on the main thread only are not counted: they hold one session).",
     parse: (raw) => (raw === undefined ? 16 : int('MME_MAIN_THREAD_COPIES', raw, 0, 100_000)),
   },
   {
@@ -561,7 +574,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['MME_MAIN_THREAD_MAX_RUN_US'],
     defaultText: '1000',
     description:
-      'A CPU model with one instance whose largest batch runs in at most this many µs (measured at load) also gets a session on the main thread, used when no other request for it is queued: the hop to a runtime worker costs more than such a run. 0 = never (a model\'s `execution_thread` parameter still may). At most 100000.',
+      "A CPU model with one instance whose largest batch runs in at most this many µs (measured at load) also gets a session on the main thread, used when no other request for it is queued: the hop to a runtime worker costs more than such a run. 0 = never (a model's `execution_thread` parameter still may). At most 100000.",
     parse: (raw) => (raw === undefined ? 1000 : int('MME_MAIN_THREAD_MAX_RUN_US', raw, 0, 100_000)),
   },
   {
@@ -593,7 +606,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['MME_JS_STEP_TIMEOUT_SECONDS'],
     defaultText: '30',
     description:
-      'Deadline of each call into a js step (its import and `initialize()`, each `execute()`, `finalize()`) where its config.pbtxt sets no `js_timeout_seconds` parameter. A call past it fails (504 `TIMEOUT`; its batch is not re-run request by request), the step\'s worker thread is stopped (the only way to end an endless loop) and started again. 1 to 3600.',
+      "Deadline of each call into a js step (its import and `initialize()`, each `execute()`, `finalize()`) where its config.pbtxt sets no `js_timeout_seconds` parameter. A call past it fails (504 `TIMEOUT`; its batch is not re-run request by request), the step's worker thread is stopped (the only way to end an endless loop) and started again. 1 to 3600.",
     parse: (raw) => (raw === undefined ? 30 : int('MME_JS_STEP_TIMEOUT_SECONDS', raw, 1, 3600)),
   },
   {
@@ -654,7 +667,8 @@ export const SETTINGS: readonly AnySetting[] = [
     key: 'safePortRange',
     env: ['SAGEMAKER_SAFE_PORT_RANGE'],
     defaultText: '(none)',
-    description: 'Set by SageMaker: the inclusive range (`MIN-MAX`) any extra port must lie in; `MME_METRICS_PORT` or `MME_GRPC_PORT` outside it stops startup.',
+    description:
+      'Set by SageMaker: the inclusive range (`MIN-MAX`) any extra port must lie in; `MME_METRICS_PORT` or `MME_GRPC_PORT` outside it stops startup.',
     parse: (raw) => (raw === undefined || raw.trim() === '' ? undefined : portRange('SAGEMAKER_SAFE_PORT_RANGE', raw)),
   },
   {
@@ -669,7 +683,8 @@ export const SETTINGS: readonly AnySetting[] = [
     key: 'slowRequestMs',
     env: ['MME_SLOW_REQUEST_MS'],
     defaultText: '1000',
-    description: 'A request that took at least this many milliseconds (arrival to the end of its answer) gets its `request` line at `warn` with `"slow":true`, whatever `MME_ACCESS_LOG` says. 1 to 3600000.',
+    description:
+      'A request that took at least this many milliseconds (arrival to the end of its answer) gets its `request` line at `warn` with `"slow":true`, whatever `MME_ACCESS_LOG` says. 1 to 3600000.',
     parse: (raw) => (raw === undefined || raw.trim() === '' ? 1000 : int('MME_SLOW_REQUEST_MS', raw, 1, 3_600_000)),
   },
   {
@@ -684,13 +699,16 @@ export const SETTINGS: readonly AnySetting[] = [
     key: 'metricsPort',
     env: ['MME_METRICS_PORT'],
     defaultText: '(none: /metrics on the main port only)',
-    description: 'Also serve `GET /metrics` on this port (a separate listener, nothing else on it); must lie inside `SAGEMAKER_SAFE_PORT_RANGE` when that is set. 0 = any free port.',
+    description:
+      'Also serve `GET /metrics` on this port (a separate listener, nothing else on it); must lie inside `SAGEMAKER_SAFE_PORT_RANGE` when that is set. 0 = any free port.',
     parse: (raw, env) => {
       if (raw === undefined || raw.trim() === '') return undefined;
       const port = int('MME_METRICS_PORT', raw, 0, 65535);
       const range = safeRange(env);
       if (range && (port < range.min || port > range.max)) {
-        throw new Error(`MME_METRICS_PORT ${port} is outside SAGEMAKER_SAFE_PORT_RANGE ${range.min}-${range.max} (SageMaker only allows extra ports inside it)`);
+        throw new Error(
+          `MME_METRICS_PORT ${port} is outside SAGEMAKER_SAFE_PORT_RANGE ${range.min}-${range.max} (SageMaker only allows extra ports inside it)`,
+        );
       }
       const mainRaw = env['SAGEMAKER_BIND_TO_PORT'];
       const main = mainRaw === undefined ? 8080 : Number(mainRaw.trim());
@@ -702,7 +720,8 @@ export const SETTINGS: readonly AnySetting[] = [
     key: 'grpcPort',
     env: ['MME_GRPC_PORT'],
     defaultText: '(none: no gRPC listener)',
-    description: "Serve the KServe v2 gRPC protocol (`inference.GRPCInferenceService`, Triton's; with `grpc.health.v1`) on this port; Triton's is 8001. Must lie inside `SAGEMAKER_SAFE_PORT_RANGE` when that is set, and differ from the main and metrics ports. 0 = any free port.",
+    description:
+      "Serve the KServe v2 gRPC protocol (`inference.GRPCInferenceService`, Triton's; with `grpc.health.v1`) on this port; Triton's is 8001. Must lie inside `SAGEMAKER_SAFE_PORT_RANGE` when that is set, and differ from the main and metrics ports. 0 = any free port.",
     parse: (raw, env) => {
       if (raw === undefined || raw.trim() === '') return undefined;
       const port = int('MME_GRPC_PORT', raw, 0, 65535);
@@ -729,7 +748,9 @@ export const SETTINGS: readonly AnySetting[] = [
       const cert = raw?.trim() || undefined;
       const key = env['MME_GRPC_TLS_KEY']?.trim() || undefined;
       if ((cert === undefined) !== (key === undefined)) {
-        throw new Error(`${cert === undefined ? 'MME_GRPC_TLS_KEY' : 'MME_GRPC_TLS_CERT'} is set without ${cert === undefined ? 'MME_GRPC_TLS_CERT' : 'MME_GRPC_TLS_KEY'}: TLS needs both the certificate and its key`);
+        throw new Error(
+          `${cert === undefined ? 'MME_GRPC_TLS_KEY' : 'MME_GRPC_TLS_CERT'} is set without ${cert === undefined ? 'MME_GRPC_TLS_CERT' : 'MME_GRPC_TLS_KEY'}: TLS needs both the certificate and its key`,
+        );
       }
       return cert === undefined ? undefined : path.resolve(cert);
     },
@@ -748,7 +769,8 @@ export const SETTINGS: readonly AnySetting[] = [
     description: 'PEM CA certificates: with TLS on, gRPC clients must present a certificate one of them signed (mutual TLS).',
     parse: (raw, env) => {
       if (!raw?.trim()) return undefined;
-      if (!env['MME_GRPC_TLS_CERT']?.trim()) throw new Error("MME_GRPC_TLS_CA needs MME_GRPC_TLS_CERT and MME_GRPC_TLS_KEY (the server's own certificate and key)");
+      if (!env['MME_GRPC_TLS_CERT']?.trim())
+        throw new Error("MME_GRPC_TLS_CA needs MME_GRPC_TLS_CERT and MME_GRPC_TLS_KEY (the server's own certificate and key)");
       return path.resolve(raw.trim());
     },
   },

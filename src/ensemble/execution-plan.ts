@@ -175,7 +175,9 @@ export function ensembleProblems(
       }
       const wantShape = fullShape(want.dims, cfg.maxBatchSize);
       if (!shapesCompatible(p.shape, wantShape)) {
-        problems.push(`ensemble tensor '${tensor}': inconsistent shape, ${p.what} gives ${formatShape(p.shape)} but ${consumer} expects ${formatShape(wantShape)}`);
+        problems.push(
+          `ensemble tensor '${tensor}': inconsistent shape, ${p.what} gives ${formatShape(p.shape)} but ${consumer} expects ${formatShape(wantShape)}`,
+        );
       }
     }
   }

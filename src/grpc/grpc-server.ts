@@ -54,7 +54,11 @@ async function credentials(tls: GrpcTlsFiles | undefined): Promise<ServerCredent
       throw new ServingError('INVALID_REQUEST', `gRPC TLS: cannot read the ${what} (${file}): ${(err as Error).message}`);
     }
   };
-  const [cert, key, ca] = await Promise.all([read(tls.certFile, 'certificate (MME_GRPC_TLS_CERT)'), read(tls.keyFile, 'key (MME_GRPC_TLS_KEY)'), tls.caFile === undefined ? undefined : read(tls.caFile, 'client CA (MME_GRPC_TLS_CA)')]);
+  const [cert, key, ca] = await Promise.all([
+    read(tls.certFile, 'certificate (MME_GRPC_TLS_CERT)'),
+    read(tls.keyFile, 'key (MME_GRPC_TLS_KEY)'),
+    tls.caFile === undefined ? undefined : read(tls.caFile, 'client CA (MME_GRPC_TLS_CA)'),
+  ]);
   try {
     return ServerCredentials.createSsl(ca ?? null, [{ cert_chain: cert, private_key: key }], ca !== undefined);
   } catch (err) {
@@ -76,7 +80,9 @@ export async function startGrpcListener(options: GrpcListenerOptions): Promise<G
   // IPv6 literals need brackets in a gRPC target.
   const host = options.host.includes(':') ? `[${options.host}]` : options.host;
   const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(`${host}:${options.port}`, creds, (err, bound) => (err ? reject(new Error(`gRPC listener on ${options.host}:${options.port}: ${err.message}`)) : resolve(bound)));
+    server.bindAsync(`${host}:${options.port}`, creds, (err, bound) =>
+      err ? reject(new Error(`gRPC listener on ${options.host}:${options.port}: ${err.message}`)) : resolve(bound),
+    );
   });
   let closing: Promise<void> | undefined;
   return {
@@ -87,10 +93,13 @@ export async function startGrpcListener(options: GrpcListenerOptions): Promise<G
       (closing ??= new Promise<void>((resolve) => {
         health.stopServing();
         health.closeWatchers();
-        const timer = setTimeout(() => {
-          server.forceShutdown();
-          resolve();
-        }, Math.max(0, deadlineMs - Date.now()));
+        const timer = setTimeout(
+          () => {
+            server.forceShutdown();
+            resolve();
+          },
+          Math.max(0, deadlineMs - Date.now()),
+        );
         server.tryShutdown(() => {
           clearTimeout(timer);
           resolve();

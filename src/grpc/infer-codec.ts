@@ -100,7 +100,8 @@ const CONTENTS_FIELDS = [...new Set(Object.values(CONTENTS_FIELD).filter((f) => 
 /** A 64-bit parameter as a JS number; beyond 2^53 it could not be used exactly, so it is refused. */
 function longParameter(model: string, where: string, key: string, v: Long): number {
   const n = typeof v === 'number' ? v : Number(v);
-  if (!Number.isSafeInteger(n)) throw invalidRequest(model, `${where}: parameter '${key}' (${String(v)}) is beyond the integers onnx-mme can represent exactly (±2^53)`);
+  if (!Number.isSafeInteger(n))
+    throw invalidRequest(model, `${where}: parameter '${key}' (${String(v)}) is beyond the integers onnx-mme can represent exactly (±2^53)`);
   return n;
 }
 
@@ -154,7 +155,10 @@ function typedContents(model: string, input: string, dt: DataType, shape: readon
   }
   for (const other of CONTENTS_FIELDS) {
     if (other !== field && (contents[other]?.length ?? 0) > 0) {
-      throw invalidInput(model, `input '${input}': datatype ${dt} takes its elements in contents.${field}, but contents.${other} has ${contents[other]!.length}`);
+      throw invalidInput(
+        model,
+        `input '${input}': datatype ${dt} takes its elements in contents.${field}, but contents.${other} has ${contents[other]!.length}`,
+      );
     }
   }
   const values = (contents[field] ?? []) as readonly unknown[];
@@ -182,7 +186,10 @@ export function decodeModelInferRequest(msg: ModelInferRequestMessage, model: st
   const rawInputs = msg.inputs ?? [];
   const raw = msg.raw_input_contents ?? [];
   if (raw.length > 0 && raw.length !== rawInputs.length) {
-    throw invalidRequest(model, `raw_input_contents has ${raw.length} entries but the request has ${rawInputs.length} inputs (one entry per input, in input order)`);
+    throw invalidRequest(
+      model,
+      `raw_input_contents has ${raw.length} entries but the request has ${rawInputs.length} inputs (one entry per input, in input order)`,
+    );
   }
   const inputs = new Map<string, Tensor>();
   rawInputs.forEach((input, i) => {
@@ -233,5 +240,12 @@ export function encodeModelInferResponse(response: InferResponse): ModelInferRes
     outputs.push({ name, datatype: tensor.datatype, shape: tensor.shape as number[], parameters: NO_PARAMETERS });
     raw.push(encodeBinaryTensorData(tensor));
   }
-  return { model_name: response.modelName, model_version: response.modelVersion, id: response.id ?? '', parameters: NO_PARAMETERS, outputs, raw_output_contents: raw };
+  return {
+    model_name: response.modelName,
+    model_version: response.modelVersion,
+    id: response.id ?? '',
+    parameters: NO_PARAMETERS,
+    outputs,
+    raw_output_contents: raw,
+  };
 }

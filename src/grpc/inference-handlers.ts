@@ -78,7 +78,14 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
   const fail = (method: string, ctx: CallContext, err: unknown, started: number): ReturnType<typeof grpcErrorReply> => {
     const reply = grpcErrorReply(err);
     const code = statusName(reply.grpcError.code!);
-    const fields = { method, grpcCode: code, code: reply.error.code, model: reply.error.model, durationMs: performance.now() - started, err: reply.error.message };
+    const fields = {
+      method,
+      grpcCode: code,
+      code: reply.error.code,
+      model: reply.error.model,
+      durationMs: performance.now() - started,
+      err: reply.error.message,
+    };
     if (reply.error.isClientFault || reply.error.code === 'OVERLOADED' || reply.error.code === 'SHUTTING_DOWN') ctx.log.warn(fields, 'grpc call rejected');
     else ctx.log.error({ ...fields, stack: reply.error.cause instanceof Error ? reply.error.cause.stack : undefined }, 'grpc call failed');
     finish(method, code);
@@ -93,7 +100,13 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
       const id = requestId(call.metadata);
       const logs = lazyLog(deps.logger, id);
       const cancel = new CancelSource();
-      const ctx: CallContext = { id, cancel, get log() { return logs.log; } };
+      const ctx: CallContext = {
+        id,
+        cancel,
+        get log() {
+          return logs.log;
+        },
+      };
       call.once('cancelled', () => cancel.cancel());
       let done = false;
       const end = (): void => {
@@ -111,7 +124,14 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
           },
           (err: unknown) => {
             end();
-            callback(fail(method, ctx, cancel.aborted ? new ServingError('CANCELLED', `the client cancelled the call (${(err as Error).message ?? String(err)})`) : err, started).grpcError);
+            callback(
+              fail(
+                method,
+                ctx,
+                cancel.aborted ? new ServingError('CANCELLED', `the client cancelled the call (${(err as Error).message ?? String(err)})`) : err,
+                started,
+              ).grpcError,
+            );
           },
         );
     };
@@ -123,7 +143,12 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
     refusedWhileDraining(deps);
     const name = modelName(request.model_name, 'model_name');
     const version = versionOf(request.model_version);
-    const response = await service.infer(handleOf(name), (label) => decodeModelInferRequest(request, label), { cancel: ctx.cancel, log: ctx.log }, version === undefined ? LATEST : { version });
+    const response = await service.infer(
+      handleOf(name),
+      (label) => decodeModelInferRequest(request, label),
+      { cancel: ctx.cancel, log: ctx.log },
+      version === undefined ? LATEST : { version },
+    );
     return encodeModelInferResponse(response);
   };
 
@@ -136,9 +161,15 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
     ServerReady: unary('ServerReady', () => ({ ready: !deps.isDraining() })),
     ServerMetadata: unary('ServerMetadata', () => ({ name: SERVER_NAME, version: SERVER_VERSION, extensions: GRPC_EXTENSIONS })),
     // Readiness never loads anything (as GET /v2/models/{m}/ready).
-    ModelReady: unary('ModelReady', (r: { name: string; version: string }) => ({ ready: service.modelReady(handleOf(modelName(r.name, 'name')), versionOf(r.version)) })),
-    ModelMetadata: unary('ModelMetadata', async (r: { name: string; version: string }, ctx) => service.modelMetadata(handleOf(modelName(r.name, 'name')), versionOf(r.version), ctx.cancel)),
-    ModelConfig: unary('ModelConfig', async (r: { name: string; version: string }, ctx) => ({ config: await service.modelConfig(handleOf(modelName(r.name, 'name')), versionOf(r.version), ctx.cancel) })),
+    ModelReady: unary('ModelReady', (r: { name: string; version: string }) => ({
+      ready: service.modelReady(handleOf(modelName(r.name, 'name')), versionOf(r.version)),
+    })),
+    ModelMetadata: unary('ModelMetadata', async (r: { name: string; version: string }, ctx) =>
+      service.modelMetadata(handleOf(modelName(r.name, 'name')), versionOf(r.version), ctx.cancel),
+    ),
+    ModelConfig: unary('ModelConfig', async (r: { name: string; version: string }, ctx) => ({
+      config: await service.modelConfig(handleOf(modelName(r.name, 'name')), versionOf(r.version), ctx.cancel),
+    })),
     ModelInfer: unary('ModelInfer', infer),
     ModelStreamInfer: (call: ServerDuplexStream<ModelInferRequestMessage, unknown>) => streamInfer(deps, call, infer, finish),
     ModelStatistics: unary('ModelStatistics', async (r: { name: string; version: string }) => ({
@@ -146,7 +177,11 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
       model_stats: service.modelStatistics(r.name === '' ? undefined : handleOf(r.name), versionOf(r.version)).model_stats,
     })),
     RepositoryIndex: unary('RepositoryIndex', async (r: { repository_name: string; ready: boolean }) => {
-      if (r.repository_name !== '') throw new ServingError('INVALID_REQUEST', `onnx-mme has one model repository (MME_MODEL_SOURCE): repository_name must be empty, got '${r.repository_name.slice(0, 100)}'`);
+      if (r.repository_name !== '')
+        throw new ServingError(
+          'INVALID_REQUEST',
+          `onnx-mme has one model repository (MME_MODEL_SOURCE): repository_name must be empty, got '${r.repository_name.slice(0, 100)}'`,
+        );
       const rows = await service.repositoryIndex(r.ready);
       return { models: rows.map((m) => ({ name: m.name, version: m.version ?? '', state: m.state, reason: m.reason })) };
     }),
@@ -156,22 +191,29 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
       const keys = Object.keys(r.parameters ?? {});
       const overrides = keys.filter((k) => k === 'config' || k.startsWith('file:'));
       if (overrides.length > 0) {
-        throw new ServingError('UNSUPPORTED', `model '${name}': load parameters ${overrides.map((k) => `'${k}'`).join(', ')} are not supported: models load from the model source as they are`, { model: name });
+        throw new ServingError(
+          'UNSUPPORTED',
+          `model '${name}': load parameters ${overrides.map((k) => `'${k}'`).join(', ')} are not supported: models load from the model source as they are`,
+          { model: name },
+        );
       }
       if (keys.length > 0) ctx.log.warn({ model: name, parameters: keys }, 'load parameters ignored: none of them changes how a model loads here');
       ctx.log.info({ model: name }, 'load requested (gRPC repository)');
       await service.load(handleOf(name), ctx.cancel);
       return {};
     }),
-    RepositoryModelUnload: unary('RepositoryModelUnload', async (r: { repository_name: string; model_name: string; parameters: Record<string, unknown> }, ctx) => {
-      const name = modelName(r.model_name, 'model_name');
-      // unload_dependents is what always happens here: a package's step models go with it.
-      const ignored = Object.keys(r.parameters ?? {}).filter((k) => k !== 'unload_dependents');
-      if (ignored.length > 0) ctx.log.warn({ model: name, parameters: ignored }, 'unload parameters ignored');
-      ctx.log.info({ model: name }, 'unload requested (gRPC repository)');
-      await service.unload(handleOf(name));
-      return {};
-    }),
+    RepositoryModelUnload: unary(
+      'RepositoryModelUnload',
+      async (r: { repository_name: string; model_name: string; parameters: Record<string, unknown> }, ctx) => {
+        const name = modelName(r.model_name, 'model_name');
+        // unload_dependents is what always happens here: a package's step models go with it.
+        const ignored = Object.keys(r.parameters ?? {}).filter((k) => k !== 'unload_dependents');
+        if (ignored.length > 0) ctx.log.warn({ model: name, parameters: ignored }, 'unload parameters ignored');
+        ctx.log.info({ model: name }, 'unload requested (gRPC repository)');
+        await service.unload(handleOf(name));
+        return {};
+      },
+    ),
     SystemSharedMemoryStatus: unary('SystemSharedMemoryStatus', unsupported('system shared memory')),
     SystemSharedMemoryRegister: unary('SystemSharedMemoryRegister', unsupported('system shared memory')),
     SystemSharedMemoryUnregister: unary('SystemSharedMemoryUnregister', unsupported('system shared memory')),
@@ -203,7 +245,13 @@ function streamInfer(
   const id = requestId(call.metadata);
   const logs = lazyLog(deps.logger, id);
   const cancel = new CancelSource();
-  const ctx: CallContext = { id, cancel, get log() { return logs.log; } };
+  const ctx: CallContext = {
+    id,
+    cancel,
+    get log() {
+      return logs.log;
+    },
+  };
   let pending = 0;
   let ended = false;
   let closed = false;
@@ -225,20 +273,29 @@ function streamInfer(
   call.on('data', (request: ModelInferRequestMessage) => {
     pending++;
     deps.inflight.count++;
-    infer(request, ctx).then(
-      (answer) => {
-        if (!cancel.aborted) call.write({ error_message: '', infer_response: answer });
-      },
-      (err: unknown) => {
-        const reply = grpcErrorReply(err);
-        ctx.log.warn({ method: 'ModelStreamInfer', code: reply.error.code, model: reply.error.model, err: reply.error.message }, 'grpc stream inference failed');
-        if (!cancel.aborted) call.write({ error_message: reply.grpcError.details, infer_response: { id: request.id ?? '', model_name: request.model_name ?? '', model_version: request.model_version ?? '' } });
-      },
-    ).finally(() => {
-      pending--;
-      deps.inflight.count--;
-      maybeEnd();
-    });
+    infer(request, ctx)
+      .then(
+        (answer) => {
+          if (!cancel.aborted) call.write({ error_message: '', infer_response: answer });
+        },
+        (err: unknown) => {
+          const reply = grpcErrorReply(err);
+          ctx.log.warn(
+            { method: 'ModelStreamInfer', code: reply.error.code, model: reply.error.model, err: reply.error.message },
+            'grpc stream inference failed',
+          );
+          if (!cancel.aborted)
+            call.write({
+              error_message: reply.grpcError.details,
+              infer_response: { id: request.id ?? '', model_name: request.model_name ?? '', model_version: request.model_version ?? '' },
+            });
+        },
+      )
+      .finally(() => {
+        pending--;
+        deps.inflight.count--;
+        maybeEnd();
+      });
   });
   call.on('end', () => {
     ended = true;

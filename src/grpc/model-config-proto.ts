@@ -100,9 +100,9 @@ function printNode(node: Node, indent: string, out: string[]): void {
 
 export function modelConfigProtoText(): string {
   const out = [
-    '// Triton\'s inference.ModelConfig (the message ModelConfigResponse carries).',
+    "// Triton's inference.ModelConfig (the message ModelConfigResponse carries).",
     '// Generated from src/config/model-config-schema.ts by src/grpc/model-config-proto.ts;',
-    '// do not edit: a test compares this file with the generator\'s output.',
+    "// do not edit: a test compares this file with the generator's output.",
     'syntax = "proto3";',
     '',
     'package inference;',

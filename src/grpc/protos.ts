@@ -48,13 +48,21 @@ let loaded: Protos | undefined;
 export function loadProtos(): Protos {
   if (loaded) return loaded;
   const dir = protoDir();
-  const definition = loadSync(PROTO_FILES.map((f) => path.join(dir, f)), { ...LOADER_OPTIONS, includeDirs: [dir] });
+  const definition = loadSync(
+    PROTO_FILES.map((f) => path.join(dir, f)),
+    { ...LOADER_OPTIONS, includeDirs: [dir] },
+  );
   const packages = loadPackageDefinition(definition);
   const service = (pkg: string, name: string): ServiceDefinition => {
     let node: unknown = packages;
     for (const part of pkg.split('.')) node = (node as Record<string, unknown>)[part];
-    return ((node as Record<string, { service: ServiceDefinition }>)[name]!).service;
+    return (node as Record<string, { service: ServiceDefinition }>)[name]!.service;
   };
-  loaded = { inference: service('inference', 'GRPCInferenceService'), health: service('grpc.health.v1', 'Health'), modelMesh: service('mmesh', 'ModelRuntime'), packages };
+  loaded = {
+    inference: service('inference', 'GRPCInferenceService'),
+    health: service('grpc.health.v1', 'Health'),
+    modelMesh: service('mmesh', 'ModelRuntime'),
+    packages,
+  };
   return loaded;
 }

@@ -201,7 +201,10 @@ export class Admission {
     }
     const coming = this.onTheWay.get(target.key) ?? 0;
     if (target.queued + coming >= target.limit) {
-      throw refusal(`model '${target.model}': the queue is full (${target.queued} requests waiting, ${coming} more on their way to it; max_queue_size ${target.limit}); retry later`, target.model);
+      throw refusal(
+        `model '${target.model}': the queue is full (${target.queued} requests waiting, ${coming} more on their way to it; max_queue_size ${target.limit}); retry later`,
+        target.model,
+      );
     }
     this.requests++;
     this.onTheWay.set(target.key, coming + 1);

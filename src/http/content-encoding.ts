@@ -47,7 +47,9 @@ export function requestCodings(headers: IncomingHttpHeaders, label: string): Cod
     if (c === 'gzip' || c === 'x-gzip') codings.push('gzip');
     else if (c === 'deflate') codings.push('deflate');
     else {
-      throw new ServingError('UNSUPPORTED_MEDIA_TYPE', `model '${label}': Content-Encoding '${c.slice(0, 40)}' is not supported (gzip, deflate or identity)`, { model: label });
+      throw new ServingError('UNSUPPORTED_MEDIA_TYPE', `model '${label}': Content-Encoding '${c.slice(0, 40)}' is not supported (gzip, deflate or identity)`, {
+        model: label,
+      });
     }
   }
   return codings.length === 0 ? undefined : codings;

@@ -19,7 +19,14 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { ModelConfig } from '../config/model-config-types.js';
 import type { DefaultAccept } from '../config/server-config.js';
 import { ServingError } from '../errors.js';
-import { decodeBinaryTensorData, HEADER_LENGTH_HEADER, parseHeaderLength, rawBinaryShape, SAGEMAKER_BINARY_CONTENT_TYPE, SAGEMAKER_HEADER_SIZE_PARAM } from '../protocol/binary-tensor.js';
+import {
+  decodeBinaryTensorData,
+  HEADER_LENGTH_HEADER,
+  parseHeaderLength,
+  rawBinaryShape,
+  SAGEMAKER_BINARY_CONTENT_TYPE,
+  SAGEMAKER_HEADER_SIZE_PARAM,
+} from '../protocol/binary-tensor.js';
 import { CSV_CONTENT_TYPE, csvToTensor, encodeCsv, parseCsv, type CsvTable } from '../protocol/csv-codec.js';
 import type { InferRequest, InferResponse } from '../protocol/infer-types.js';
 import { decodeNpy, encodeNpy, NPY_CONTENT_TYPE, type NpyArray } from '../protocol/npy-codec.js';
@@ -87,11 +94,19 @@ function bodyKind(headers: IncomingHttpHeaders, bodyLength: number, label: strin
   if (type === SAGEMAKER_BINARY_CONTENT_TYPE) {
     const size = media!.params.get(SAGEMAKER_HEADER_SIZE_PARAM);
     if (size === undefined) {
-      throw new ServingError('INVALID_REQUEST', `model '${label}': Content-Type ${SAGEMAKER_BINARY_CONTENT_TYPE} needs the parameter ${SAGEMAKER_HEADER_SIZE_PARAM}=<length of the JSON header>`, { model: label });
+      throw new ServingError(
+        'INVALID_REQUEST',
+        `model '${label}': Content-Type ${SAGEMAKER_BINARY_CONTENT_TYPE} needs the parameter ${SAGEMAKER_HEADER_SIZE_PARAM}=<length of the JSON header>`,
+        { model: label },
+      );
     }
     const n = lengthOf(size, bodyLength, `${SAGEMAKER_HEADER_SIZE_PARAM} in the Content-Type`, label);
     if (lengthHeader !== undefined && lengthOf(lengthHeader, bodyLength, HEADER_LENGTH_HEADER, label) !== n) {
-      throw new ServingError('INVALID_REQUEST', `model '${label}': ${HEADER_LENGTH_HEADER} (${lengthHeader}) contradicts ${SAGEMAKER_HEADER_SIZE_PARAM}=${size}`, { model: label });
+      throw new ServingError(
+        'INVALID_REQUEST',
+        `model '${label}': ${HEADER_LENGTH_HEADER} (${lengthHeader}) contradicts ${SAGEMAKER_HEADER_SIZE_PARAM}=${size}`,
+        { model: label },
+      );
     }
     return { kind: 'binary', headerLength: n };
   }
@@ -144,9 +159,13 @@ function negotiated(accept: string, defaultType: ResponseType): ResponseType | u
 export function responseTypeFor(accept: string | undefined, defaultType: ResponseType, label: string): ResponseType {
   const chosen = accept === undefined ? defaultType : negotiated(accept, defaultType);
   if (chosen === undefined) {
-    throw new ServingError('NOT_ACCEPTABLE', `model '${label}': cannot answer in any type of Accept '${(accept ?? '').slice(0, 200)}'; available: ${RESPONSE_TYPES.join(', ')}`, {
-      model: label,
-    });
+    throw new ServingError(
+      'NOT_ACCEPTABLE',
+      `model '${label}': cannot answer in any type of Accept '${(accept ?? '').slice(0, 200)}'; available: ${RESPONSE_TYPES.join(', ')}`,
+      {
+        model: label,
+      },
+    );
   }
   return chosen as ResponseType;
 }
@@ -154,9 +173,13 @@ export function responseTypeFor(accept: string | undefined, defaultType: Respons
 function onlyInput(config: ModelConfig, label: string, format: string): ModelConfig['input'][number] {
   const [first, ...more] = config.input;
   if (!first || more.length > 0) {
-    throw new ServingError('INVALID_INPUT', `model '${label}': ${format} needs a model with exactly one input; this one has ${config.input.map((t) => `'${t.name}'`).join(', ')} (send KServe v2 JSON instead)`, {
-      model: label,
-    });
+    throw new ServingError(
+      'INVALID_INPUT',
+      `model '${label}': ${format} needs a model with exactly one input; this one has ${config.input.map((t) => `'${t.name}'`).join(', ')} (send KServe v2 JSON instead)`,
+      {
+        model: label,
+      },
+    );
   }
   return first;
 }
@@ -214,7 +237,9 @@ function rawBinder(body: Uint8Array): RequestBinder {
       const dims = config.maxBatchSize > 0 ? [1, ...input.dims] : [...input.dims];
       const shape = rawBinaryShape(label, input.name, input.dataType, dims, body);
       const data = decodeBinaryTensorData(label, input.name, input.dataType, shape, body);
-      return plainRequest(new Map([[input.name, Object.freeze({ datatype: input.dataType, shape: Object.freeze(shape), data })]]), { binary_data_output: true });
+      return plainRequest(new Map([[input.name, Object.freeze({ datatype: input.dataType, shape: Object.freeze(shape), data })]]), {
+        binary_data_output: true,
+      });
     },
   };
 }
@@ -262,7 +287,11 @@ export function prepareExchange(headers: IncomingHttpHeaders, body: Buffer, fami
         const header = body.subarray(0, kind.headerLength);
         const json = parseJsonBody(header, model);
         if (detectTfServing(json) !== undefined) {
-          throw new ServingError('INVALID_REQUEST', `model '${model}': binary tensor data needs a KServe v2 JSON header ("inputs": [{"name", "datatype", "shape", "parameters": {"binary_data_size"}}])`, { model });
+          throw new ServingError(
+            'INVALID_REQUEST',
+            `model '${model}': binary tensor data needs a KServe v2 JSON header ("inputs": [{"name", "datatype", "shape", "parameters": {"binary_data_size"}}])`,
+            { model },
+          );
         }
         const binary = body.subarray(kind.headerLength);
         return exactRetry(
@@ -327,7 +356,8 @@ export function prepareExchange(headers: IncomingHttpHeaders, body: Buffer, fami
         ? { contentType: CSV_CONTENT_TYPE, headers: NO_HEADERS, body: encodeCsv(tensor) }
         : { contentType: NPY_CONTENT_TYPE, headers: NO_HEADERS, body: encodeNpy(tensor) };
     }
-    if (tfStyle !== undefined) return { contentType: 'application/json', headers: NO_HEADERS, body: encodeTfServingResponse(response.modelName, tfStyle, response.outputs) };
+    if (tfStyle !== undefined)
+      return { contentType: 'application/json', headers: NO_HEADERS, body: encodeTfServingResponse(response.modelName, tfStyle, response.outputs) };
     let anyBinary = false;
     for (const name of response.outputs.keys()) if ((anyBinary = binaryOutput(name))) break;
     if (!anyBinary) return { contentType: 'application/json', headers: NO_HEADERS, body: encodeInferResponse(response) };

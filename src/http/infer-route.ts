@@ -73,7 +73,14 @@ function answerHeaders(id: string, traceparent: string | undefined, answer: Http
 }
 
 /** An answer the client accepts compressed (content-encoding.ts): small ones go out as they are. */
-async function sendCompressed(res: ServerResponse, ctx: RequestContext, answer: HttpAnswer, customAttributes: string | undefined, coding: Coding, ticket: ByteTicket): Promise<void> {
+async function sendCompressed(
+  res: ServerResponse,
+  ctx: RequestContext,
+  answer: HttpAnswer,
+  customAttributes: string | undefined,
+  coding: Coding,
+  ticket: ByteTicket,
+): Promise<void> {
   const plain = typeof answer.body === 'string' ? Buffer.from(answer.body, 'utf8') : Buffer.concat(answer.body as readonly Uint8Array[]);
   if (plain.length < MIN_COMPRESS_BYTES) {
     send(res, ctx, answer, customAttributes, ticket);
@@ -82,7 +89,8 @@ async function sendCompressed(res: ServerResponse, ctx: RequestContext, answer: 
   const body = await encodeBody(plain, coding);
   ticket.add(plain.length + body.length);
   const headers = answerHeaders(ctx.id, ctx.traceparent, answer, customAttributes);
-  const type = typeof answer.body !== 'string' ? answer.contentType : answer.contentType === 'application/json' ? JSON_UTF8 : `${answer.contentType}; charset=utf-8`;
+  const type =
+    typeof answer.body !== 'string' ? answer.contentType : answer.contentType === 'application/json' ? JSON_UTF8 : `${answer.contentType}; charset=utf-8`;
   headers.push('Content-Type', type, 'Content-Encoding', coding, 'Vary', 'Accept-Encoding', 'Content-Length', body.length);
   res.writeHead(200, headers);
   res.end(body);
@@ -118,7 +126,16 @@ export async function serveInference(
   if (decodeTurn !== undefined) await decodeTurn;
   // Resolved once (a target is validated here, after the body's own checks, before it is decoded), unless the front already did.
   const model = handle ?? deps.service.resolve(ref);
-  const inferCtx: InferContext = admitted === undefined ? ctx : { cancel: ctx.cancel, get log() { return ctx.log; }, reachedModel: admitted.arrived };
+  const inferCtx: InferContext =
+    admitted === undefined
+      ? ctx
+      : {
+          cancel: ctx.cancel,
+          get log() {
+            return ctx.log;
+          },
+          reachedModel: admitted.arrived,
+        };
   const response = await deps.service.infer(model, exchange.decode, inferCtx, version === undefined ? LATEST : { version });
   ctx.model = response.modelName;
   ctx.modelVersion = response.modelVersion;

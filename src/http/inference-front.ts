@@ -109,7 +109,10 @@ export function matchInferenceRoute(path: string): InferenceRouteMatch | undefin
  * The server's request listener: inference routes on the lean path,
  * everything else handed to `fallback` (the express app).
  */
-export function createInferenceFront(deps: InferenceFrontDeps, fallback: (req: IncomingMessage, res: ServerResponse) => void): (req: IncomingMessage, res: ServerResponse) => void {
+export function createInferenceFront(
+  deps: InferenceFrontDeps,
+  fallback: (req: IncomingMessage, res: ServerResponse) => void,
+): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
     let path = pathOf(req.url);
     // A nested model name (`/v2/models/team/x/infer`, as tritonclient sends it) becomes one encoded segment for every route.
@@ -166,7 +169,9 @@ export function createInferenceFront(deps: InferenceFrontDeps, fallback: (req: I
     const start = (): void => {
       // A client that gave up while waiting for its turn costs nothing more.
       if (req.destroyed) return;
-      serveInference(deps, req, res, envelope.ctx, resolved.ref, match.family, resolved.version, admitted, handle).catch((err: unknown) => sendError(req, res, envelope, err));
+      serveInference(deps, req, res, envelope.ctx, resolved.ref, match.family, resolved.version, admitted, handle).catch((err: unknown) =>
+        sendError(req, res, envelope, err),
+      );
     };
     try {
       deps.admission.schedule(start);
@@ -189,6 +194,7 @@ const DRAINED_BODY_BYTES = 64 * 1024;
 function refuseUnread(req: IncomingMessage, res: ServerResponse, envelope: Envelope, err: unknown): void {
   const raw = req.headers['content-length'];
   const declared = raw === undefined ? 0 : Number(raw);
-  if (!(req.headers['transfer-encoding'] === undefined && Number.isSafeInteger(declared) && declared >= 0 && declared <= DRAINED_BODY_BYTES)) res.shouldKeepAlive = false;
+  if (!(req.headers['transfer-encoding'] === undefined && Number.isSafeInteger(declared) && declared >= 0 && declared <= DRAINED_BODY_BYTES))
+    res.shouldKeepAlive = false;
   sendError(req, res, envelope, err);
 }

@@ -93,7 +93,10 @@ export function readBody(req: IncomingMessage, limit: number, alignAfter?: numbe
       resolve(assemble(chunks, total, alignAfter));
     };
     const overloaded = (bytes: number): ServingError =>
-      new ServingError('OVERLOADED', `the request body grew past what the server may hold in flight (${bytes} more bytes did not fit under MME_MAX_INFLIGHT_BYTES); retry later`);
+      new ServingError(
+        'OVERLOADED',
+        `the request body grew past what the server may hold in flight (${bytes} more bytes did not fit under MME_MAX_INFLIGHT_BYTES); retry later`,
+      );
     const cancelled = (): ServingError => new ServingError('CANCELLED', 'the client closed the connection before the request body ended');
     const onError = (err: Error): void => {
       cleanup();

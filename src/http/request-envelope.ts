@@ -84,20 +84,26 @@ export function openEnvelope(req: IncomingMessage, res: ServerResponse, deps: En
   deps.inflight.count++;
   // Assigned right below; the close callback only runs after this function returns.
   let envelope!: Envelope;
-  const ctx = createRequestContext(req, res, deps.logger, (finished) => {
-    deps.inflight.count--;
-    if (!finished) return;
-    const route = options.routeOf ? options.routeOf() : envelope.route;
-    const status = res.statusCode;
-    deps.metrics.httpRequests.cell({ route, status: statusLabel(status) }).inc();
-    const durationMs = elapsedMs(ctx);
-    const slow = !ping && durationMs >= (deps.slowRequestMs ?? DEFAULT_SLOW_REQUEST_MS);
-    const level = slow ? 'warn' : ping ? 'debug' : deps.accessLog === true ? 'info' : status >= 400 && !envelope.errorLogged ? 'warn' : 'debug';
-    if (!deps.logger.isLevelEnabled(level)) return;
-    const fields: Record<string, unknown> = { method: req.method, path, route, status, ...modelFields(ctx), durationMs };
-    if (slow) fields['slow'] = true;
-    ctx.line(level, fields, 'request');
-  }, options.callerWritesId === true);
+  const ctx = createRequestContext(
+    req,
+    res,
+    deps.logger,
+    (finished) => {
+      deps.inflight.count--;
+      if (!finished) return;
+      const route = options.routeOf ? options.routeOf() : envelope.route;
+      const status = res.statusCode;
+      deps.metrics.httpRequests.cell({ route, status: statusLabel(status) }).inc();
+      const durationMs = elapsedMs(ctx);
+      const slow = !ping && durationMs >= (deps.slowRequestMs ?? DEFAULT_SLOW_REQUEST_MS);
+      const level = slow ? 'warn' : ping ? 'debug' : deps.accessLog === true ? 'info' : status >= 400 && !envelope.errorLogged ? 'warn' : 'debug';
+      if (!deps.logger.isLevelEnabled(level)) return;
+      const fields: Record<string, unknown> = { method: req.method, path, route, status, ...modelFields(ctx), durationMs };
+      if (slow) fields['slow'] = true;
+      ctx.line(level, fields, 'request');
+    },
+    options.callerWritesId === true,
+  );
   envelope = { ctx, path, route: 'unmatched', errorLogged: false };
   if (debug && !ping) ctx.log.debug({ method: req.method, path }, 'request received');
   return envelope;

@@ -34,7 +34,8 @@ export function newRequestId(): string {
   const base = 16 * next++;
   for (let i = 0; i < 16; i++) {
     let b = entropy[base + i]!;
-    if (i === 6) b = (b & 0x0f) | 0x40; // version 4
+    if (i === 6)
+      b = (b & 0x0f) | 0x40; // version 4
     else if (i === 8) b = (b & 0x3f) | 0x80; // RFC 4122 variant
     const at = OFFSETS[i]!;
     text[at] = HEX_DIGITS[2 * b]!;

@@ -26,7 +26,12 @@ function route(method: RouteMethod, path: string, summary: string, lean?: true):
 export const ROUTES = Object.freeze({
   ping: route('GET', '/ping', 'Liveness for SageMaker (never touches models)'),
   pingPost: route('POST', '/ping', 'Liveness, POST form'),
-  invocations: route('POST', '/invocations', 'Inference; target from X-Amzn-SageMaker-Target-Model or CustomAttributes target-model, else the default model', true),
+  invocations: route(
+    'POST',
+    '/invocations',
+    'Inference; target from X-Amzn-SageMaker-Target-Model or CustomAttributes target-model, else the default model',
+    true,
+  ),
   endpointInvocations: route('POST', '/endpoints/:endpoint/invocations', "SageMaker Runtime InvokeEndpoint's path (AWS SDKs pointed at the container)", true),
   listModels: route('GET', '/models', 'SageMaker MME: list loaded models'),
   loadModel: route('POST', '/models', 'SageMaker MME: load a model from a directory'),

@@ -34,7 +34,6 @@ export interface V2RouteDeps extends InferRouteDeps {
   readonly unhealthy: () => string | undefined;
 }
 
-
 function sendJson(res: Response, status: number, body: unknown): void {
   res.status(status).type('application/json').send(JSON.stringify(body));
 }
@@ -67,7 +66,7 @@ async function optionalJson(req: Request, limit: number, label: string): Promise
 export function v2Routes(deps: V2RouteDeps): Router {
   const router = express.Router();
   const { service } = deps;
-    const refOf = (req: Request): ModelRef => ({ kind: 'named', name: String(req.params['model']) });
+  const refOf = (req: Request): ModelRef => ({ kind: 'named', name: String(req.params['model']) });
   const handleOf = (req: Request): ModelHandle => service.resolve(refOf(req));
 
   register(router, ROUTES.v2Live, (_req, res) => {
@@ -99,7 +98,11 @@ export function v2Routes(deps: V2RouteDeps): Router {
     const name = String(req.params['model']);
     const version = versionParam(req);
     if (service.modelReady(handleOf(req), version)) yes(res);
-    else no(res, `model '${name}'${version === undefined ? '' : ` version ${version}`} is not ready (not loaded: it loads on its first inference or on POST /v2/repository/models/${name}/load)`);
+    else
+      no(
+        res,
+        `model '${name}'${version === undefined ? '' : ` version ${version}`} is not ready (not loaded: it loads on its first inference or on POST /v2/repository/models/${name}/load)`,
+      );
   };
   register(router, ROUTES.v2ModelReady, ready);
   register(router, ROUTES.v2VersionReady, ready);
@@ -121,7 +124,8 @@ export function v2Routes(deps: V2RouteDeps): Router {
   register(router, ROUTES.repositoryIndex, async (req, res) => {
     const body = await optionalJson(req, deps.bodyLimitBytes, 'repository');
     const readyOnly = body['ready'];
-    if (readyOnly !== undefined && typeof readyOnly !== 'boolean') throw new ServingError('INVALID_REQUEST', `'ready' must be true or false, got ${JSON.stringify(readyOnly)}`);
+    if (readyOnly !== undefined && typeof readyOnly !== 'boolean')
+      throw new ServingError('INVALID_REQUEST', `'ready' must be true or false, got ${JSON.stringify(readyOnly)}`);
     const rows = await service.repositoryIndex(readyOnly === true);
     sendJson(
       res,
@@ -150,7 +154,11 @@ export function v2Routes(deps: V2RouteDeps): Router {
     }
     const overrides = Object.keys((params ?? {}) as Record<string, unknown>).filter((k) => k === 'config' || k.startsWith('file:'));
     if (overrides.length > 0) {
-      throw new ServingError('UNSUPPORTED', `model '${name}': load parameters ${overrides.map((k) => `'${k}'`).join(', ')} are not supported: models load from the model source as they are`, { model: name });
+      throw new ServingError(
+        'UNSUPPORTED',
+        `model '${name}': load parameters ${overrides.map((k) => `'${k}'`).join(', ')} are not supported: models load from the model source as they are`,
+        { model: name },
+      );
     }
     const ctx = deps.context(req, res);
     ctx.log.info({ model: name }, 'load requested (v2 repository)');

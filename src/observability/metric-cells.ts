@@ -117,9 +117,7 @@ function labelsFrom<L extends string>(names: readonly L[], args: [LabelValues<L>
   const first = args[0];
   if (typeof first === 'object') return first;
   if (names.length !== args.length) {
-    throw new Error(
-      `Invalid number of arguments (${args.length}): "${args.join(', ')}" for label names (${names.length}): "${names.join(', ')}".`,
-    );
+    throw new Error(`Invalid number of arguments (${args.length}): "${args.join(', ')}" for label names (${names.length}): "${names.join(', ')}".`);
   }
   const labels: LabelValues<L> = {};
   names.forEach((name, i) => (labels[name] = String(args[i])));

@@ -207,7 +207,11 @@ function isPerModel(m: unknown): m is PerModelMetric {
 
 /** The cells of one model version; `exportAs` is the overflow label set for a target past the cap. */
 /** The cell of each `reason` of a per-model counter with a reason label, made on first use (exported as the overflow series when `as` says so). */
-function byReason(metric: CellCounter<ModelLabel | 'reason'>, labels: Record<ModelLabel, string>, as: Record<ModelLabel, string> | undefined): (reason: string) => CounterCell {
+function byReason(
+  metric: CellCounter<ModelLabel | 'reason'>,
+  labels: Record<ModelLabel, string>,
+  as: Record<ModelLabel, string> | undefined,
+): (reason: string) => CounterCell {
   const cells = new Map<string, CounterCell>();
   return (reason) => {
     let cell = cells.get(reason);
@@ -504,12 +508,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     }),
     loadedModelBytes: new Gauge({
       name: 'onnx_mme_loaded_model_bytes',
-      help: 'Memory reserved against the budget for resident and loading models (a load\'s peak while it loads, then what it was measured to hold, plus main-thread copies while they exist)',
+      help: "Memory reserved against the budget for resident and loading models (a load's peak while it loads, then what it was measured to hold, plus main-thread copies while they exist)",
       registers,
     }),
     measuredModelBytes: new Gauge({
       name: 'onnx_mme_measured_model_bytes',
-      help: 'Model memory measured in the process: resident set above the idle figure taken at start-up, less the main thread\'s JavaScript heap growth; reconciled against the budget',
+      help: "Model memory measured in the process: resident set above the idle figure taken at start-up, less the main thread's JavaScript heap growth; reconciled against the budget",
       registers,
     }),
     memoryBudgetBytes: new Gauge({
@@ -615,7 +619,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     }),
     processThreads: new Gauge({
       name: 'onnx_mme_process_threads',
-      help: 'Threads of the server process now (Threads in /proc/self/status, read at each scrape): runtime workers, onnxruntime intra-op pools, Node\'s own; absent where /proc is not',
+      help: "Threads of the server process now (Threads in /proc/self/status, read at each scrape): runtime workers, onnxruntime intra-op pools, Node's own; absent where /proc is not",
       registers,
       collect() {
         const threads = processThreadCount();

@@ -95,7 +95,8 @@ export function createHttpTarget(options: HttpTargetOptions): Target {
             if (sample !== undefined && sample.reduce((n, b) => n + b.length, 0) < SAMPLE_BYTES) sample.push(chunk);
           });
           res.once('end', () => {
-            if (sample !== undefined && !errorSamples.has(status)) errorSamples.set(status, Buffer.concat(sample).toString('utf8').slice(0, SAMPLE_BYTES).trim());
+            if (sample !== undefined && !errorSamples.has(status))
+              errorSamples.set(status, Buffer.concat(sample).toString('utf8').slice(0, SAMPLE_BYTES).trim());
             sample = undefined;
             finish(status);
           });

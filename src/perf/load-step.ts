@@ -104,7 +104,12 @@ export interface StepProgress {
   readonly meanMs: number;
 }
 
-export async function runStep(target: Target, requests: readonly PreparedRequest[], s: StepSettings, onWindow?: (p: StepProgress) => void): Promise<StepResult> {
+export async function runStep(
+  target: Target,
+  requests: readonly PreparedRequest[],
+  s: StepSettings,
+  onWindow?: (p: StepProgress) => void,
+): Promise<StepResult> {
   if (requests.length === 0) throw new Error('no requests to send');
   let current = newWindow();
   let stopping = false;
@@ -228,7 +233,11 @@ export async function runStep(target: Target, requests: readonly PreparedRequest
 }
 
 /** CPU and event-loop use from the start of the measured windows (the first reading kept) to their end (the last). */
-function clientLoad(cpu: NodeJS.CpuUsage[], elu: ReturnType<typeof performance.eventLoopUtilization>[], measuredMs: number): { clientCpuPct: number; clientEventLoopPct: number } {
+function clientLoad(
+  cpu: NodeJS.CpuUsage[],
+  elu: ReturnType<typeof performance.eventLoopUtilization>[],
+  measuredMs: number,
+): { clientCpuPct: number; clientEventLoopPct: number } {
   const c0 = cpu[0]!;
   const c1 = cpu[cpu.length - 1]!;
   const cpuUs = c1.user - c0.user + (c1.system - c0.system);

@@ -127,9 +127,26 @@ const ms = (v: number): string => (Number.isFinite(v) ? (v < 10 ? v.toFixed(2) :
 export function runTable(run: PerfRun): string {
   const withServer = run.steps.some((s) => s.server !== undefined);
   const rate = run.steps.some((s) => s.mode === 'rate');
-  const head = [rate ? 'rate/s' : 'conc', ...(rate ? ['in-flight'] : []), 'req/s', 'p50 ms', 'p90 ms', 'p95 ms', 'p99 ms', 'requests', 'errors', 'client cpu', ...(withServer ? ['queue', 'in', 'infer', 'out', 'batch'] : [])];
+  const head = [
+    rate ? 'rate/s' : 'conc',
+    ...(rate ? ['in-flight'] : []),
+    'req/s',
+    'p50 ms',
+    'p90 ms',
+    'p95 ms',
+    'p99 ms',
+    'requests',
+    'errors',
+    'client cpu',
+    ...(withServer ? ['queue', 'in', 'infer', 'out', 'batch'] : []),
+  ];
   const rows = run.steps.map((s) => {
-    const errors = s.errors === 0 ? '0' : Object.entries(s.errorsByStatus).map(([k, v]) => `${k}:${v}`).join(' ');
+    const errors =
+      s.errors === 0
+        ? '0'
+        : Object.entries(s.errorsByStatus)
+            .map(([k, v]) => `${k}:${v}`)
+            .join(' ');
     const server = s.server;
     return [
       rate ? String(s.rateRps) : String(s.concurrency),
@@ -142,15 +159,29 @@ export function runTable(run: PerfRun): string {
       String(s.requests),
       errors,
       `${s.clientCpuPct.toFixed(0)}%${s.clientSaturated ? '!' : ''}${s.stable ? '' : ' ~'}`,
-      ...(withServer && server ? [ms(server.queueMs), ms(server.computeInputMs), ms(server.computeInferMs), ms(server.computeOutputMs), Number.isFinite(server.batchSize) ? server.batchSize.toFixed(2) : '-'] : withServer ? ['-', '-', '-', '-', '-'] : []),
+      ...(withServer && server
+        ? [
+            ms(server.queueMs),
+            ms(server.computeInputMs),
+            ms(server.computeInferMs),
+            ms(server.computeOutputMs),
+            Number.isFinite(server.batchSize) ? server.batchSize.toFixed(2) : '-',
+          ]
+        : withServer
+          ? ['-', '-', '-', '-', '-']
+          : []),
     ];
   });
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: readonly string[]): string => cells.map((c, i) => c.padStart(widths[i]!)).join('  ');
   const out = [`${run.target}`, `model ${run.model}`, '', line(head), ...rows.map(line)];
   const notes: string[] = [];
-  if (withServer) notes.push(`server split (ms per request, from ${run.steps.find((s) => s.server)?.server?.source === 'stats' ? 'the statistics route' : '/metrics'}): queue, compute input, compute infer, compute output; batch = rows per model execution.`);
-  if (run.steps.some((s) => !s.stable)) notes.push('~ : the last two windows did not agree within the tolerance before the step time ran out; the figures are those two windows.');
+  if (withServer)
+    notes.push(
+      `server split (ms per request, from ${run.steps.find((s) => s.server)?.server?.source === 'stats' ? 'the statistics route' : '/metrics'}): queue, compute input, compute infer, compute output; batch = rows per model execution.`,
+    );
+  if (run.steps.some((s) => !s.stable))
+    notes.push('~ : the last two windows did not agree within the tolerance before the step time ran out; the figures are those two windows.');
   if (run.steps.some((s) => s.clientSaturated)) notes.push('! : the load generator itself was saturated; the server may do better than shown.');
   for (const [status, body] of Object.entries(run.errorSamples)) notes.push(`first ${status} answer: ${body}`);
   notes.push(`${run.requestsSent} inference requests sent in all.`);

@@ -9,7 +9,15 @@
 import { readFile } from 'node:fs/promises';
 import { createHttpTarget, getJson, whyNoJson, type Target } from './http-target.js';
 import { runStep, type StepProgress, type StepResult, type StepSettings } from './load-step.js';
-import { encodeV2, generatedTensors, payloadsFromFile, type InputDataMode, type InputMetadata, type RequestPayload, type ShapeOptions } from './request-payloads.js';
+import {
+  encodeV2,
+  generatedTensors,
+  payloadsFromFile,
+  type InputDataMode,
+  type InputMetadata,
+  type RequestPayload,
+  type ShapeOptions,
+} from './request-payloads.js';
 import { createSdkTarget } from './sdk-target.js';
 import { findCounterReader, splitBetween, ZERO_COUNTERS, type CounterReader, type ServerSplit } from './server-split.js';
 
@@ -70,7 +78,9 @@ interface Metadata {
 function parseMetadata(doc: unknown): Metadata | undefined {
   const d = doc as { name?: unknown; inputs?: unknown };
   if (d === undefined || d === null || typeof d !== 'object' || !Array.isArray(d.inputs)) return undefined;
-  const inputs = (d.inputs as Record<string, unknown>[]).filter((i) => typeof i.name === 'string' && typeof i.datatype === 'string' && Array.isArray(i.shape)) as unknown as InputMetadata[];
+  const inputs = (d.inputs as Record<string, unknown>[]).filter(
+    (i) => typeof i.name === 'string' && typeof i.datatype === 'string' && Array.isArray(i.shape),
+  ) as unknown as InputMetadata[];
   return { name: typeof d.name === 'string' ? d.name : '', inputs };
 }
 
@@ -87,7 +97,10 @@ async function buildPayloads(options: PerfOptions, metadata: Metadata | undefine
       }
       let npyName: string | undefined;
       if (kserve && /\.npy$/i.test(file)) {
-        if (metadata?.inputs.length !== 1) throw new PerfSetupError(`${file}: a .npy request needs a model with exactly one input (from its metadata) on the KServe route; use --target-model for SageMaker's /invocations`);
+        if (metadata?.inputs.length !== 1)
+          throw new PerfSetupError(
+            `${file}: a .npy request needs a model with exactly one input (from its metadata) on the KServe route; use --target-model for SageMaker's /invocations`,
+          );
         npyName = metadata.inputs[0]!.name;
       }
       try {
@@ -118,7 +131,8 @@ export async function runPerf(options: PerfOptions): Promise<PerfRun> {
   const progress = options.progress ?? (() => undefined);
   const base = options.baseUrl.replace(/\/+$/, '');
   const modelLabel = options.model ?? options.targetModel ?? '';
-  if (modelLabel === '' && options.inputData.kind !== 'files') throw new PerfSetupError('give --model (or --target-model) so the inputs can be read from its metadata, or --input-data FILE');
+  if (modelLabel === '' && options.inputData.kind !== 'files')
+    throw new PerfSetupError('give --model (or --target-model) so the inputs can be read from its metadata, or --input-data FILE');
   const metadata = modelLabel === '' ? undefined : parseMetadata(await getJson(`${base}/v2/models/${encodeURIComponent(modelLabel)}`));
   const kserve = options.endpointName === undefined && options.targetModel === undefined;
   const payloads = await buildPayloads(options, metadata, modelLabel, kserve);
@@ -136,7 +150,9 @@ export async function runPerf(options: PerfOptions): Promise<PerfRun> {
   const prepared = payloads.map((p) => target.prepare(p));
   const names = [...new Set([metadata?.name, modelLabel].filter((n): n is string => n !== undefined && n !== ''))];
   const saturation = options.clientSaturationPct ?? DEFAULT_CLIENT_SATURATION_PCT;
-  progress(`perf: ${target.description}; ${payloads.length} distinct request${payloads.length === 1 ? '' : 's'} (${payloads[0]!.body.length} bytes${options.binary ? ', binary' : ''})`);
+  progress(
+    `perf: ${target.description}; ${payloads.length} distinct request${payloads.length === 1 ? '' : 's'} (${payloads[0]!.body.length} bytes${options.binary ? ', binary' : ''})`,
+  );
 
   const steps: PerfStep[] = [];
   const warnings: string[] = [];
@@ -156,7 +172,8 @@ export async function runPerf(options: PerfOptions): Promise<PerfRun> {
       };
       const name = options.mode === 'rate' ? `rate ${value} req/s` : `concurrency ${value}`;
       const before = reader === undefined ? undefined : ((await reader.read()) ?? ZERO_COUNTERS);
-      const onWindow = (p: StepProgress): void => progress(`  ${name}: window ${p.window}: ${p.throughputRps.toFixed(1)} req/s, mean ${p.meanMs.toFixed(2)} ms`);
+      const onWindow = (p: StepProgress): void =>
+        progress(`  ${name}: window ${p.window}: ${p.throughputRps.toFixed(1)} req/s, mean ${p.meanMs.toFixed(2)} ms`);
       const result = await runStep(target, prepared, settings, onWindow);
       sentTotal += result.requestsSent;
       const after = reader === undefined ? undefined : await reader.read();
@@ -164,7 +181,9 @@ export async function runPerf(options: PerfOptions): Promise<PerfRun> {
       const clientSaturated = result.clientEventLoopPct >= saturation;
       const step: PerfStep = { ...result, server, clientSaturated };
       steps.push(step);
-      const errs = Object.entries(result.errorsByStatus).map(([k, v]) => `${k}×${v}`).join(' ');
+      const errs = Object.entries(result.errorsByStatus)
+        .map(([k, v]) => `${k}×${v}`)
+        .join(' ');
       progress(
         `perf: ${label(step)}: ${result.throughputRps.toFixed(1)} req/s, p50 ${result.latency.p50Ms.toFixed(2)} ms, p99 ${result.latency.p99Ms.toFixed(2)} ms${errs ? `, errors ${errs}` : ''}${result.stable ? '' : ' (not stable within the step time)'}`,
       );

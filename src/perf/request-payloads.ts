@@ -46,7 +46,8 @@ export const RANDOM_VARIANTS = 8;
 export function concreteShape(input: InputMetadata, options: ShapeOptions): number[] {
   const given = options.shapes.get(input.name);
   if (given !== undefined) {
-    if (given.length !== input.shape.length) throw new Error(`--shape ${input.name}: the model's input has ${input.shape.length} dims [${input.shape.join(',')}], got ${given.length}`);
+    if (given.length !== input.shape.length)
+      throw new Error(`--shape ${input.name}: the model's input has ${input.shape.length} dims [${input.shape.join(',')}], got ${given.length}`);
     given.forEach((d, i) => {
       const want = input.shape[i]!;
       if (want >= 0 && d !== want) throw new Error(`--shape ${input.name}: dim ${i} must be ${want}, got ${d}`);
@@ -110,7 +111,9 @@ export function generatedTensors(inputs: readonly InputMetadata[], options: Shap
 /** Tensors as a v2 request body; binary puts every input's bytes after the JSON header and asks for binary outputs. */
 export function encodeV2(tensors: ReadonlyMap<string, Tensor>, binary: boolean): RequestPayload {
   if (!binary) {
-    const parts = [...tensors].map(([name, t]) => `{"name":${JSON.stringify(name)},"datatype":"${t.datatype}","shape":[${t.shape.join(',')}],"data":${tensorDataToJson(t)}}`);
+    const parts = [...tensors].map(
+      ([name, t]) => `{"name":${JSON.stringify(name)},"datatype":"${t.datatype}","shape":[${t.shape.join(',')}],"data":${tensorDataToJson(t)}}`,
+    );
     return { kind: 'v2', body: Buffer.from(`{"inputs":[${parts.join(',')}]}`) };
   }
   const chunks: Buffer[] = [];

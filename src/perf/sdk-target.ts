@@ -58,7 +58,12 @@ export async function createSdkTarget(options: SdkTargetOptions): Promise<Target
         return '200';
       } catch (err) {
         const e = err as Error & { $metadata?: { httpStatusCode?: number }; code?: string };
-        const status = e.$metadata?.httpStatusCode !== undefined ? String(e.$metadata.httpStatusCode) : e.name === 'AbortError' || e.name === 'TimeoutError' ? 'timeout' : (e.code ?? e.name);
+        const status =
+          e.$metadata?.httpStatusCode !== undefined
+            ? String(e.$metadata.httpStatusCode)
+            : e.name === 'AbortError' || e.name === 'TimeoutError'
+              ? 'timeout'
+              : (e.code ?? e.name);
         if (!errorSamples.has(status)) errorSamples.set(status, `${e.name}: ${e.message}`.slice(0, SAMPLE_CHARS));
         return status;
       }

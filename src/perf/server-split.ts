@@ -117,7 +117,15 @@ export async function findCounterReader(baseUrl: string, model: string, names: r
   return undefined;
 }
 
-export const ZERO_COUNTERS: ServerCounters = Object.freeze({ success: 0, queueUs: 0, computeInputUs: 0, computeInferUs: 0, computeOutputUs: 0, inferences: 0, executions: 0 });
+export const ZERO_COUNTERS: ServerCounters = Object.freeze({
+  success: 0,
+  queueUs: 0,
+  computeInputUs: 0,
+  computeInferUs: 0,
+  computeOutputUs: 0,
+  inferences: 0,
+  executions: 0,
+});
 
 /** The per-request split between two readings. */
 export function splitBetween(before: ServerCounters, after: ServerCounters, source: 'stats' | 'metrics'): ServerSplit | undefined {

@@ -99,7 +99,8 @@ export function renderXyChart(chart: XyChart): string {
     xHi = xHi > 0 ? xHi * 1.08 : 1;
   }
   yHi = yHi > 0 ? yHi * 1.1 : 1;
-  const sx = (x: number): number => M.left + (logX ? (Math.log10(x) - Math.log10(xLo)) / (Math.log10(xHi) - Math.log10(xLo) || 1) : (x - xLo) / (xHi - xLo || 1)) * plotW;
+  const sx = (x: number): number =>
+    M.left + (logX ? (Math.log10(x) - Math.log10(xLo)) / (Math.log10(xHi) - Math.log10(xLo) || 1) : (x - xLo) / (xHi - xLo || 1)) * plotW;
   const sy = (y: number): number => M.top + plotH - (y / yHi) * plotH;
 
   const out: string[] = [];
@@ -119,7 +120,9 @@ export function renderXyChart(chart: XyChart): string {
   }
   out.push(`<rect x="${M.left}" y="${M.top}" width="${plotW}" height="${plotH}" fill="none" stroke="#999"/>`);
   out.push(`<text x="${M.left + plotW / 2}" y="${H - 12}" ${FONT} font-size="12" text-anchor="middle">${esc(chart.xLabel)}</text>`);
-  out.push(`<text x="18" y="${M.top + plotH / 2}" ${FONT} font-size="12" text-anchor="middle" transform="rotate(-90 18 ${M.top + plotH / 2})">${esc(chart.yLabel)}</text>`);
+  out.push(
+    `<text x="18" y="${M.top + plotH / 2}" ${FONT} font-size="12" text-anchor="middle" transform="rotate(-90 18 ${M.top + plotH / 2})">${esc(chart.yLabel)}</text>`,
+  );
 
   chart.series.forEach((s, i) => {
     const pts = s.points.filter((p) => Number.isFinite(p.x) && Number.isFinite(p.y) && (!logX || p.x > 0));
@@ -139,7 +142,8 @@ export function renderXyChart(chart: XyChart): string {
   const h = chart.highlight;
   if (h && Number.isFinite(h.x) && Number.isFinite(h.y) && (!logX || h.x > 0)) {
     out.push(`<circle cx="${f(sx(h.x))}" cy="${f(sy(h.y))}" r="9" fill="none" stroke="${h.color}" stroke-width="2.5"/>`);
-    if (h.label) out.push(`<text x="${f(sx(h.x) + 12)}" y="${f(sy(h.y) + 16)}" ${FONT} font-size="12" font-weight="bold" fill="${h.color}">${esc(h.label)}</text>`);
+    if (h.label)
+      out.push(`<text x="${f(sx(h.x) + 12)}" y="${f(sy(h.y) + 16)}" ${FONT} font-size="12" font-weight="bold" fill="${h.color}">${esc(h.label)}</text>`);
   }
   out.push('</svg>');
   return `${out.join('\n')}\n`;

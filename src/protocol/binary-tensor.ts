@@ -77,7 +77,10 @@ function numericView(dt: DataType, bytes: Uint8Array, count: number): NumericArr
 export function decodeBytesElements(model: string, input: string, bytes: Uint8Array, count: number): string[] {
   // Each element needs at least its 4-byte length: reject impossible counts before allocating for them.
   if (count > Math.floor(bytes.length / 4)) {
-    throw invalidInput(model, `input '${input}': ${count} BYTES elements need at least ${count * 4} bytes of length prefixes, but only ${bytes.length} bytes were sent`);
+    throw invalidInput(
+      model,
+      `input '${input}': ${count} BYTES elements need at least ${count * 4} bytes of length prefixes, but only ${bytes.length} bytes were sent`,
+    );
   }
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const out = new Array<string>(count);
@@ -166,7 +169,10 @@ export function encodeBinaryTensorData(tensor: Tensor): Buffer {
 export function rawBinaryShape(model: string, input: string, dt: DataType, dims: readonly number[], bytes: Uint8Array): number[] {
   const variable = dims.filter((d) => d < 0).length;
   if (variable > 1) {
-    throw invalidRequest(model, `a raw binary request (header length 0) needs input '${input}' to have at most one variable dimension besides the batch; it has shape ${formatShape(dims)}`);
+    throw invalidRequest(
+      model,
+      `a raw binary request (header length 0) needs input '${input}' to have at most one variable dimension besides the batch; it has shape ${formatShape(dims)}`,
+    );
   }
   if (dt === 'BYTES') {
     const fixed = dims.map((d) => (d < 0 ? 1 : d));

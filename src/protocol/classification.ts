@@ -87,7 +87,11 @@ export function classify(model: string, output: string, tensor: Tensor, k: numbe
   checkClassifiable(model, output, tensor.datatype);
   const values = readable(tensor);
   if (values.length > MAX_CLASSIFICATION_ELEMENTS) {
-    throw new ServingError('INVALID_INPUT', `model '${model}': output '${output}' has ${values.length} elements; classification handles at most ${MAX_CLASSIFICATION_ELEMENTS}`, { model });
+    throw new ServingError(
+      'INVALID_INPUT',
+      `model '${model}': output '${output}' has ${values.length} elements; classification handles at most ${MAX_CLASSIFICATION_ELEMENTS}`,
+      { model },
+    );
   }
   const batch = batching ? (tensor.shape[0] ?? 1) : 1;
   const classes = batch === 0 ? 0 : values.length / batch;

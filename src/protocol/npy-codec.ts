@@ -47,9 +47,7 @@ const NUMERIC: Readonly<Record<string, DataType>> = {
   f8: 'FP64',
 };
 
-const DESCR_OF: Partial<Record<DataType, string>> = Object.fromEntries(
-  Object.entries(NUMERIC).map(([k, dt]) => [dt, `${k.endsWith('1') ? '|' : '<'}${k}`]),
-);
+const DESCR_OF: Partial<Record<DataType, string>> = Object.fromEntries(Object.entries(NUMERIC).map(([k, dt]) => [dt, `${k.endsWith('1') ? '|' : '<'}${k}`]));
 
 // ------------------------------------------------------------------ header
 
@@ -167,10 +165,7 @@ function parseDescr(model: string, descr: PyValue): Pick<NpyHeader, 'datatype' |
       return { datatype: dt, itemSize: size, swap: bigEndian && size > 1 };
     }
   }
-  throw bad(
-    model,
-    `unsupported dtype '${descr}'; supported: bool, int8-64, uint8-64, float16/32/64 and fixed-width bytes (|S<n>)`,
-  );
+  throw bad(model, `unsupported dtype '${descr}'; supported: bool, int8-64, uint8-64, float16/32/64 and fixed-width bytes (|S<n>)`);
 }
 
 function parseHeader(model: string, text: string): NpyHeader {

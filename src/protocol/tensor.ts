@@ -4,37 +4,13 @@
  * flat row-major payload. Pure data; knows nothing about models or runtimes.
  */
 
-export const DATA_TYPES = [
-  'BOOL',
-  'UINT8',
-  'UINT16',
-  'UINT32',
-  'UINT64',
-  'INT8',
-  'INT16',
-  'INT32',
-  'INT64',
-  'FP16',
-  'FP32',
-  'FP64',
-  'BYTES',
-  'BF16',
-] as const;
+export const DATA_TYPES = ['BOOL', 'UINT8', 'UINT16', 'UINT32', 'UINT64', 'INT8', 'INT16', 'INT32', 'INT64', 'FP16', 'FP32', 'FP64', 'BYTES', 'BF16'] as const;
 
 /** KServe v2 protocol datatype names (config.pbtxt's TYPE_STRING is BYTES here). */
 export type DataType = (typeof DATA_TYPES)[number];
 
 export type NumericArray =
-  | Uint8Array
-  | Int8Array
-  | Uint16Array
-  | Int16Array
-  | Uint32Array
-  | Int32Array
-  | BigUint64Array
-  | BigInt64Array
-  | Float32Array
-  | Float64Array;
+  Uint8Array | Int8Array | Uint16Array | Int16Array | Uint32Array | Int32Array | BigUint64Array | BigInt64Array | Float32Array | Float64Array;
 
 /**
  * BYTES tensors hold one string per element (onnxruntime-node string tensors are
@@ -81,9 +57,7 @@ export const DATA_TYPE_INFO: Readonly<Record<DataType, DataTypeInfo>> = Object.f
   BF16: { byteSize: 2, arrayType: Uint16Array, configName: 'TYPE_BF16' },
 } satisfies Record<DataType, DataTypeInfo>);
 
-const BY_CONFIG_NAME: ReadonlyMap<string, DataType> = new Map(
-  DATA_TYPES.map((t) => [DATA_TYPE_INFO[t].configName, t] as const),
-);
+const BY_CONFIG_NAME: ReadonlyMap<string, DataType> = new Map(DATA_TYPES.map((t) => [DATA_TYPE_INFO[t].configName, t] as const));
 
 /** `TYPE_FP32` → `FP32`; `TYPE_STRING` → `BYTES`. Undefined for unknown names (and TYPE_INVALID). */
 export function dataTypeFromConfigName(name: string): DataType | undefined {

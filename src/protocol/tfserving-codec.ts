@@ -74,12 +74,19 @@ export function nestedToTensor(model: string, input: string, dt: DataType, value
   const leaves: unknown[] = [];
   const walk = (v: unknown, depth: number, path: string): void => {
     if (depth === shape.length) {
-      if (Array.isArray(v)) throw bad(model, `input '${input}': ragged values: ${path} is a list where the other entries are ${shape.length === 0 ? 'single values' : 'not lists'}`);
+      if (Array.isArray(v))
+        throw bad(
+          model,
+          `input '${input}': ragged values: ${path} is a list where the other entries are ${shape.length === 0 ? 'single values' : 'not lists'}`,
+        );
       leaves.push(leaf(model, input, v, dt));
       return;
     }
     if (!Array.isArray(v) || v.length !== shape[depth]) {
-      throw bad(model, `input '${input}': ragged values: ${path} has ${Array.isArray(v) ? `${v.length} entries` : 'a single value'} where ${shape[depth]} entries are expected (shape ${JSON.stringify(shape)})`);
+      throw bad(
+        model,
+        `input '${input}': ragged values: ${path} has ${Array.isArray(v) ? `${v.length} entries` : 'a single value'} where ${shape[depth]} entries are expected (shape ${JSON.stringify(shape)})`,
+      );
     }
     for (let i = 0; i < v.length; i++) walk(v[i], depth + 1, `${path}[${i}]`);
   };
@@ -95,7 +102,10 @@ function inputNamed(model: string, inputs: readonly TfInputSpec[], name: string)
 
 function single(model: string, inputs: readonly TfInputSpec[], what: string): TfInputSpec {
   if (inputs.length !== 1) {
-    throw bad(model, `${what} without input names needs a model with exactly one input; this one has ${inputs.map((i) => `'${i.name}'`).join(', ')}: name them (an object per instance, or "inputs": {"name": ...})`);
+    throw bad(
+      model,
+      `${what} without input names needs a model with exactly one input; this one has ${inputs.map((i) => `'${i.name}'`).join(', ')}: name them (an object per instance, or "inputs": {"name": ...})`,
+    );
   }
   return inputs[0]!;
 }
@@ -184,7 +194,11 @@ export function encodeTfServingResponse(model: string, style: TfStyle, outputs: 
   const perOutput = entries.map(([name, t]) => [JSON.stringify(name), items(t)] as const);
   const n = perOutput[0]?.[1].length ?? 0;
   if (perOutput.some(([, v]) => v.length !== n)) {
-    throw new ServingError('INVALID_REQUEST', `model '${model}': the outputs have different first dimensions, so they cannot be listed per instance; use the columnar format ("inputs")`, { model });
+    throw new ServingError(
+      'INVALID_REQUEST',
+      `model '${model}': the outputs have different first dimensions, so they cannot be listed per instance; use the columnar format ("inputs")`,
+      { model },
+    );
   }
   const rows = new Array<string>(n);
   for (let i = 0; i < n; i++) rows[i] = `{${perOutput.map(([name, v]) => `${name}:${v[i]}`).join(',')}}`;

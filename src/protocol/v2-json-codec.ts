@@ -319,10 +319,7 @@ function decodeInput(model: string, raw: unknown, index: number, binary: BinaryC
   const values: unknown[] = [];
   flatten(model, name, raw['data'], values, 0);
   if (values.length !== count) {
-    throw bad(
-      model,
-      `input '${name}': shape ${formatShape(shape)} needs ${count} elements but 'data' has ${values.length}`,
-    );
+    throw bad(model, `input '${name}': shape ${formatShape(shape)} needs ${count} elements but 'data' has ${values.length}`);
   }
   const data = decodeTensorData(model, name, datatype, values);
   return [name, Object.freeze({ datatype, shape: Object.freeze(shape.slice()), data })];

@@ -58,7 +58,9 @@ function checkTensor(
     const g = have[i]!;
     if (g === -1) continue; // the model accepts any size; a config may be stricter
     if (i === 0 && config.maxBatchSize > 0) {
-      problems.push(`${kind} '${t.name}': max_batch_size is ${config.maxBatchSize} but the model's first dimension is fixed at ${g} (${shown}); set max_batch_size: 0`);
+      problems.push(
+        `${kind} '${t.name}': max_batch_size is ${config.maxBatchSize} but the model's first dimension is fixed at ${g} (${shown}); set max_batch_size: 0`,
+      );
       return;
     }
     if (c !== g) {
@@ -81,18 +83,23 @@ function checkSequenceTensors(
   for (const c of sequence.controls) {
     const g = graph.inputs.find((t) => t.name === c.inputName);
     if (!g) problems.push(`sequence_batching control_input '${c.inputName}' (${c.kind}) is not an input of the ONNX model (model inputs: ${inputNames})`);
-    else if (g.datatype !== c.dataType) problems.push(`sequence_batching control_input '${c.inputName}': the config gives it ${c.dataType} but the ONNX model has ${graphTypeText(g)}`);
+    else if (g.datatype !== c.dataType)
+      problems.push(`sequence_batching control_input '${c.inputName}': the config gives it ${c.dataType} but the ONNX model has ${graphTypeText(g)}`);
   }
   for (const st of sequence.states) {
     const gi = graph.inputs.find((t) => t.name === st.inputName);
     const go = graph.outputs.find((t) => t.name === st.outputName);
     if (!gi) problems.push(`sequence_batching state input '${st.inputName}' is not an input of the ONNX model (model inputs: ${inputNames})`);
-    else if (gi.datatype !== st.dataType) problems.push(`sequence_batching state '${st.inputName}': config.pbtxt says ${st.dataType} but the ONNX model input has ${graphTypeText(gi)}`);
+    else if (gi.datatype !== st.dataType)
+      problems.push(`sequence_batching state '${st.inputName}': config.pbtxt says ${st.dataType} but the ONNX model input has ${graphTypeText(gi)}`);
     if (!go) problems.push(`sequence_batching state output '${st.outputName}' is not an output of the ONNX model (model outputs: ${outputNames})`);
-    else if (go.datatype !== st.dataType) problems.push(`sequence_batching state '${st.outputName}': config.pbtxt says ${st.dataType} but the ONNX model output has ${graphTypeText(go)}`);
+    else if (go.datatype !== st.dataType)
+      problems.push(`sequence_batching state '${st.outputName}': config.pbtxt says ${st.dataType} but the ONNX model output has ${graphTypeText(go)}`);
     const want = config.maxBatchSize > 0 ? [-1, ...st.dims] : [...st.dims];
     if (gi?.shape !== undefined && gi.shape.length !== want.length) {
-      problems.push(`sequence_batching state '${st.inputName}': rank differs, config ${formatShape(want)} vs model ${formatShape(gi.shape)}${config.maxBatchSize > 0 ? ' (max_batch_size > 0 adds a leading batch dimension)' : ''}`);
+      problems.push(
+        `sequence_batching state '${st.inputName}': rank differs, config ${formatShape(want)} vs model ${formatShape(gi.shape)}${config.maxBatchSize > 0 ? ' (max_batch_size > 0 adds a leading batch dimension)' : ''}`,
+      );
     }
   }
 }
@@ -105,8 +112,24 @@ export function checkConfigAgainstGraph(
   const problems: string[] = [];
   const inputNames = graph.inputs.map((t) => t.name);
   const outputNames = graph.outputs.map((t) => t.name);
-  for (const t of config.input) checkTensor('input', t, graph.inputs.find((g) => g.name === t.name), config, inputNames, problems);
-  for (const t of config.output) checkTensor('output', t, graph.outputs.find((g) => g.name === t.name), config, outputNames, problems);
+  for (const t of config.input)
+    checkTensor(
+      'input',
+      t,
+      graph.inputs.find((g) => g.name === t.name),
+      config,
+      inputNames,
+      problems,
+    );
+  for (const t of config.output)
+    checkTensor(
+      'output',
+      t,
+      graph.outputs.find((g) => g.name === t.name),
+      config,
+      outputNames,
+      problems,
+    );
   const configured = new Set(config.input.map((t) => t.name));
   checkSequenceTensors(config, graph, problems);
   for (const c of config.sequenceBatching?.controls ?? []) configured.add(c.inputName);

@@ -48,7 +48,10 @@ export async function chooseDefaultModel(options: DefaultModelOptions): Promise<
   const missing = (why: string, again = false): DefaultChoice => ({
     kind: 'none',
     again,
-    error: new ServingError('MODEL_NOT_FOUND', `no target model: the ${HEADER} header is missing and ${where} has no default model (${why}); send the header naming a model of the source, or set MME_DEFAULT_MODEL`),
+    error: new ServingError(
+      'MODEL_NOT_FOUND',
+      `no target model: the ${HEADER} header is missing and ${where} has no default model (${why}); send the header naming a model of the source, or set MME_DEFAULT_MODEL`,
+    ),
   });
   const notFound = (): DefaultChoice => ({
     kind: 'none',
@@ -65,15 +68,23 @@ export async function chooseDefaultModel(options: DefaultModelOptions): Promise<
   const label = defaultModel ?? path.basename(defaultRoot);
   let layout: RepositoryLayout;
   try {
-    layout = await scanRepository(defaultRoot, defaultModel ?? 'model', label, options.configMaxBytes === undefined ? {} : { configMaxBytes: options.configMaxBytes });
+    layout = await scanRepository(
+      defaultRoot,
+      defaultModel ?? 'model',
+      label,
+      options.configMaxBytes === undefined ? {} : { configMaxBytes: options.configMaxBytes },
+    );
   } catch (err) {
     // No model in it, or not a directory; anything else (the root unreadable) is the request's error, decided again next time.
     if (!(err instanceof ServingError) || (err.code !== 'INVALID_MODEL' && err.code !== 'MODEL_NOT_FOUND')) throw err;
     // MODEL_NOT_FOUND: the root is not a directory (yet).
-    return defaultModel === undefined ? missing(err.code === 'MODEL_NOT_FOUND' ? 'its root is not a directory' : 'it is not a model repository', err.code === 'MODEL_NOT_FOUND') : notFound();
+    return defaultModel === undefined
+      ? missing(err.code === 'MODEL_NOT_FOUND' ? 'its root is not a directory' : 'it is not a model repository', err.code === 'MODEL_NOT_FOUND')
+      : notFound();
   }
   const names = layout.models.map((m) => m.name);
-  if (defaultModel !== undefined) return names.includes(defaultModel) ? { kind: 'repository', dir: defaultRoot, label, preferredEntry: defaultModel } : notFound();
+  if (defaultModel !== undefined)
+    return names.includes(defaultModel) ? { kind: 'repository', dir: defaultRoot, label, preferredEntry: defaultModel } : notFound();
   try {
     chooseEntryModel(layout, label);
   } catch (err) {
@@ -140,7 +151,13 @@ export class DefaultModel {
         return this.sources.acquire(c.target, cancel);
       case 'repository':
         return this.lifecycle.acquire(this.key, c.label, cancel, (ctx) =>
-          ctx.load({ dir: c.dir, label: c.label, fallbackName: c.preferredEntry ?? 'model', seriesTarget: c.label, ...(c.preferredEntry === undefined ? {} : { preferredEntry: c.preferredEntry }) }),
+          ctx.load({
+            dir: c.dir,
+            label: c.label,
+            fallbackName: c.preferredEntry ?? 'model',
+            seriesTarget: c.label,
+            ...(c.preferredEntry === undefined ? {} : { preferredEntry: c.preferredEntry }),
+          }),
         );
       case 'none':
         throw c.error;

@@ -74,7 +74,11 @@ interface Reshape {
 function reshapes(tensors: readonly TensorConfig[], graph: readonly GraphTensor[], maxBatchSize: number): Map<string, Reshape> {
   const out = new Map<string, Reshape>();
   for (const t of tensors) {
-    const reshape = effectiveReshape(t, graph.find((g) => g.name === t.name), maxBatchSize);
+    const reshape = effectiveReshape(
+      t,
+      graph.find((g) => g.name === t.name),
+      maxBatchSize,
+    );
     if (reshape !== undefined) out.set(t.name, { dims: t.dims, reshape });
   }
   return out;

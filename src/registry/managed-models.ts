@@ -214,7 +214,8 @@ export class ManagedModels {
       throwIfCancelled();
       // A url that is itself one model directory whose config names it after the directory is that model, as in Triton.
       const { configMaxBytes } = this.options;
-      const fallbackName = (await flatModelName(dir, configMaxBytes === undefined ? {} : { configMaxBytes })) ?? (targetHeader ? archiveBaseName(targetHeader) : modelName);
+      const fallbackName =
+        (await flatModelName(dir, configMaxBytes === undefined ? {} : { configMaxBytes })) ?? (targetHeader ? archiveBaseName(targetHeader) : modelName);
       throwIfCancelled();
       const loading = this.lifecycle.startPinned(key, label, (ctx) => ctx.load({ dir, label, fallbackName, seriesTarget: modelName }), this.hooks);
       entry = loading.entry;

@@ -180,9 +180,13 @@ async function checkTree(modelName: string, root: string, maxEntries: number): P
         const target = await realpath(path.join(root, rel)).catch(() => undefined); // dangling: the load reports it if it matters
         const system = target === undefined ? undefined : systemRootOf(target);
         if (system !== undefined) {
-          throw new ServingError('INVALID_MODEL', `model '${modelName}': '${rel.slice(0, 200)}' in the package links into ${system === '/' ? 'the filesystem root' : `the system directory ${system}`}`, {
-            model: modelName,
-          });
+          throw new ServingError(
+            'INVALID_MODEL',
+            `model '${modelName}': '${rel.slice(0, 200)}' in the package links into ${system === '/' ? 'the filesystem root' : `the system directory ${system}`}`,
+            {
+              model: modelName,
+            },
+          );
         }
       }
     }

@@ -135,7 +135,10 @@ export class MemoryManager {
   /** Reconcile every `intervalMs` until stop(). */
   startReconciling(intervalMs: number): void {
     if (this.options.measure === undefined || this.reconcileTimer !== undefined) return;
-    this.reconcileTimer = setInterval(() => void this.reconcile().catch((err: unknown) => this.options.logger.warn({ err }, 'memory reconciliation failed')), intervalMs);
+    this.reconcileTimer = setInterval(
+      () => void this.reconcile().catch((err: unknown) => this.options.logger.warn({ err }, 'memory reconciliation failed')),
+      intervalMs,
+    );
     this.reconcileTimer.unref();
   }
 
@@ -259,10 +262,7 @@ export class MemoryManager {
     const started = this.nowMs();
     this.options.metrics.modelEvictions.inc();
     await resident.evict();
-    this.options.logger.info(
-      { model: resident.label, bytes, durationMs: Math.round(this.nowMs() - started), reason: why },
-      'evicted model from memory',
-    );
+    this.options.logger.info({ model: resident.label, bytes, durationMs: Math.round(this.nowMs() - started), reason: why }, 'evicted model from memory');
   }
 
   private nowMs(): number {

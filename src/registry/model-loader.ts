@@ -75,7 +75,11 @@ function gpuDevices(pkg: LoadedPackage): Set<number> {
 }
 
 /** This process's growth on `devices` between two readings; undefined when either reading is missing a device. */
-export function gpuDelta(before: ReadonlyMap<number, number> | undefined, after: ReadonlyMap<number, number> | undefined, devices: ReadonlySet<number>): number | undefined {
+export function gpuDelta(
+  before: ReadonlyMap<number, number> | undefined,
+  after: ReadonlyMap<number, number> | undefined,
+  devices: ReadonlySet<number>,
+): number | undefined {
   if (before === undefined || after === undefined) return undefined;
   let total = 0;
   for (const d of devices) {
@@ -477,7 +481,13 @@ export function bookingFor(measured: number | undefined, estimate: number): numb
  * live sequence unpins it (registry: pinned), so a load waiting for memory
  * looks again.
  */
-function watchSequences(pkg: LoadedPackage, reservation: Reservation, memory: ModelLoaderDeps['memory'], stateBytes: Metrics['sequenceStateBytes'] | undefined, logger: Logger): void {
+function watchSequences(
+  pkg: LoadedPackage,
+  reservation: Reservation,
+  memory: ModelLoaderDeps['memory'],
+  stateBytes: Metrics['sequenceStateBytes'] | undefined,
+  logger: Logger,
+): void {
   const sequences = pkg.sequences;
   if (sequences === undefined) return;
   sequences.onChange = (stateDelta, live) => {

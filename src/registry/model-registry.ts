@@ -122,7 +122,16 @@ export class ModelRegistry {
       let latest = m.versions.length > 0 ? m.versions[0]! : undefined;
       for (const v of m.versions) if (v > latest!) latest = v;
       const version = latest !== undefined ? String(latest) : versionOf(m.resident?.pkg);
-      rows.push({ name: m.modelName, version, state: m.state, reason: '', cached: undefined, sizeBytes: undefined, reservedBytes: m.reservedBytes, measuredBytes: m.measuredBytes });
+      rows.push({
+        name: m.modelName,
+        version,
+        state: m.state,
+        reason: '',
+        cached: undefined,
+        sizeBytes: undefined,
+        reservedBytes: m.reservedBytes,
+        measuredBytes: m.measuredBytes,
+      });
     }
     for (const t of await this.sources.list()) {
       const resident = t.resident;

@@ -96,7 +96,11 @@ async function treeBytes(dir: string): Promise<number> {
   for (const e of entries) {
     const p = path.join(dir, e.name);
     if (e.isDirectory()) total += await treeBytes(p);
-    else if (e.isFile() || e.isSymbolicLink()) total += await stat(p).then((s) => (s.isFile() ? s.size : 0), () => 0);
+    else if (e.isFile() || e.isSymbolicLink())
+      total += await stat(p).then(
+        (s) => (s.isFile() ? s.size : 0),
+        () => 0,
+      );
   }
   return total;
 }
@@ -108,7 +112,10 @@ async function describe(model: LoadedModel): Promise<CheckedModel> {
   for (const v of versions) fileBytes += await treeBytes(path.join(model.dir, String(v)));
   return {
     name: model.name,
-    platform: config.platform === 'ensemble' ? 'ensemble' : config.platform || (config.backend && config.backend !== 'onnxruntime' ? config.backend : 'onnxruntime_onnx'),
+    platform:
+      config.platform === 'ensemble'
+        ? 'ensemble'
+        : config.platform || (config.backend && config.backend !== 'onnxruntime' ? config.backend : 'onnxruntime_onnx'),
     maxBatchSize: config.maxBatchSize,
     versions,
     inputs: tensors(config.input, config.maxBatchSize),
@@ -119,7 +126,10 @@ async function describe(model: LoadedModel): Promise<CheckedModel> {
     ignoredFields: [
       ...config.ignoredFields.map((f) => ({ path: f.path, note: f.note })),
       ...(config.platform === 'onnxruntime_onnx'
-        ? ignoredParameterKeys(config.parameters).map((k) => ({ path: `parameters.${k}`, note: 'onnx-mme reads only intra_op_thread_count, inter_op_thread_count and execution_thread for an ONNX model' }))
+        ? ignoredParameterKeys(config.parameters).map((k) => ({
+            path: `parameters.${k}`,
+            note: 'onnx-mme reads only intra_op_thread_count, inter_op_thread_count and execution_thread for an ONNX model',
+          }))
         : []),
     ],
   };
@@ -147,7 +157,12 @@ export async function checkPackage(request: PackageLoadRequest, deps: PackageLoa
   const notes: string[] = [];
   let layout: RepositoryLayout;
   try {
-    layout = await scanRepository(request.dir, request.fallbackName, request.label, deps.configMaxBytes === undefined ? {} : { configMaxBytes: deps.configMaxBytes });
+    layout = await scanRepository(
+      request.dir,
+      request.fallbackName,
+      request.label,
+      deps.configMaxBytes === undefined ? {} : { configMaxBytes: deps.configMaxBytes },
+    );
   } catch (err) {
     return { root: undefined, singleModel: false, entry: undefined, models: [], problems: [problemOf(err, undefined)], notes, fileBytes: 0, predictedBytes: 0 };
   }
@@ -179,7 +194,11 @@ export async function checkPackage(request: PackageLoadRequest, deps: PackageLoa
         const earlier = problems.find((p) => p.message === problem.message && p.model !== md.name);
         problems.push(
           earlier
-            ? { model: md.name, code: problem.code, message: `model '${request.label}': '${md.name}' not checked further: its step model '${earlier.model}' failed to load (above)` }
+            ? {
+                model: md.name,
+                code: problem.code,
+                message: `model '${request.label}': '${md.name}' not checked further: its step model '${earlier.model}' failed to load (above)`,
+              }
             : problem,
         );
       }

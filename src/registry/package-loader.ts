@@ -266,7 +266,11 @@ export class PackageBuilder {
     const config = finishModelConfig(draft);
     this.warnIgnored(config, modelLabel, false);
     if (config.sequenceBatching !== undefined) {
-      throw new ServingError('INVALID_MODEL', `model '${modelLabel}': sequence_batching is served for onnxruntime models only, not for backend '${config.backend}'`, { model: modelLabel });
+      throw new ServingError(
+        'INVALID_MODEL',
+        `model '${modelLabel}': sequence_batching is served for onnxruntime models only, not for backend '${config.backend}'`,
+        { model: modelLabel },
+      );
     }
     const versions = selectVersions(md.versions, config.versionPolicy, modelLabel);
     const policy = resolveBatchPolicy(config, draft.dynamicBatchingWritten, this.deps.batching ?? DEFAULT_BATCHING);
@@ -288,7 +292,16 @@ export class PackageBuilder {
       const executor = this.reportingLoad(step);
       const executors: ModelExecutor[] = Array.from({ length: instances }, () => executor);
       const scheduler = this.batcher(modelLabel, md.name, version, policy, executors);
-      loaded.set(version, { version, session: undefined, sessions: [], executors, scheduler, release: () => step.release(), backend: config.backend, ...(step.stopped ? { stopped: step.stopped } : {}) });
+      loaded.set(version, {
+        version,
+        session: undefined,
+        sessions: [],
+        executors,
+        scheduler,
+        release: () => step.release(),
+        backend: config.backend,
+        ...(step.stopped ? { stopped: step.stopped } : {}),
+      });
     }
     if (loaded.size === 0) throw new ServingError('INVALID_MODEL', `model '${modelLabel}': no version to load`, { model: modelLabel });
     this.deps.logger.debug(
@@ -373,7 +386,10 @@ export class PackageBuilder {
         versions,
         provider: loaded.values().next().value?.session?.provider,
         instances,
-        workers: loaded.values().next().value?.sessions.map((s) => s.worker),
+        workers: loaded
+          .values()
+          .next()
+          .value?.sessions.map((s) => s.worker),
         batching: policy.source,
         maxBatchSize: policy.maxBatchSize,
         preferredBatchSizes: policy.preferredBatchSizes,
@@ -451,9 +467,13 @@ export class PackageBuilder {
         try {
           bytes = await readFile(path.join(md.dir, 'initial_state', source.file));
         } catch {
-          throw new ServingError('INVALID_MODEL', `model '${label}': initial_state data_file '${source.file}' of state '${state.inputName}' is missing from the model's initial_state/ folder`, {
-            model: label,
-          });
+          throw new ServingError(
+            'INVALID_MODEL',
+            `model '${label}': initial_state data_file '${source.file}' of state '${state.inputName}' is missing from the model's initial_state/ folder`,
+            {
+              model: label,
+            },
+          );
         }
       }
       out.set(state.inputName, initialStateTensor(state, config.maxBatchSize > 0, bytes, label));
@@ -462,7 +482,14 @@ export class PackageBuilder {
   }
 
   /** A stateful model's scheduler (config sequence_batching): scheduler/sequence-batcher.ts. */
-  private sequenceBatcher(modelLabel: string, name: string, version: number, config: ModelConfig, executors: ModelExecutor[], initialStates: ReadonlyMap<string, Tensor>): ModelScheduler {
+  private sequenceBatcher(
+    modelLabel: string,
+    name: string,
+    version: number,
+    config: ModelConfig,
+    executors: ModelExecutor[],
+    initialStates: ReadonlyMap<string, Tensor>,
+  ): ModelScheduler {
     const cells = this.metrics?.forModel(name, String(version));
     const sequences = this.sequences;
     return new SequenceBatcher({
@@ -540,7 +567,12 @@ async function releaseModels(models: ReadonlyMap<string, LoadedModel>): Promise<
 export async function loadPackage(request: PackageLoadRequest, deps: PackageLoadDeps): Promise<LoadedPackage> {
   let builder: PackageBuilder | undefined;
   try {
-    const layout = await scanRepository(request.dir, request.fallbackName, request.label, deps.configMaxBytes === undefined ? {} : { configMaxBytes: deps.configMaxBytes });
+    const layout = await scanRepository(
+      request.dir,
+      request.fallbackName,
+      request.label,
+      deps.configMaxBytes === undefined ? {} : { configMaxBytes: deps.configMaxBytes },
+    );
     const entryDir = chooseEntryModel(layout, request.label, request.preferredEntry);
     builder = new PackageBuilder(layout, request.label, deps, request.metrics, request.signal);
     const entry = await builder.load(entryDir);

@@ -162,7 +162,8 @@ export class SourceModels {
       this.failedLoads.forget(target);
       return loaded;
     } catch (err) {
-      if (FailedLoads.remembers(err)) this.failedLoads.record(target, version ?? (await this.options.source.currentVersion(target).catch(() => undefined)), err);
+      if (FailedLoads.remembers(err))
+        this.failedLoads.record(target, version ?? (await this.options.source.currentVersion(target).catch(() => undefined)), err);
       // Gone from the source: a spelling may now find another object (`x.tgz` after `x.tar.gz`).
       if (err instanceof ServingError && err.code === 'MODEL_NOT_FOUND') for (const [k, v] of this.spellings) if (v === target) this.spellings.delete(k);
       throw err;
@@ -191,7 +192,10 @@ export class SourceModels {
     let check = this.versionChecks.get(target);
     if (check === undefined) {
       // A source that cannot answer keeps the remembered error (`null` never equals a version).
-      check = this.options.source.currentVersion(target).catch(() => null).finally(() => this.versionChecks.delete(target));
+      check = this.options.source
+        .currentVersion(target)
+        .catch(() => null)
+        .finally(() => this.versionChecks.delete(target));
       this.versionChecks.set(target, check);
     }
     const current = await abortable(check, cancel?.signal, target);

@@ -15,9 +15,13 @@ export function selectVersions(available: readonly number[], policy: VersionPoli
   } else if (policy.kind === 'specific') {
     const missing = policy.versions.filter((v) => !sorted.includes(v));
     if (missing.length > 0) {
-      throw new ServingError('INVALID_MODEL', `model '${label}': version_policy asks for version(s) ${missing.join(', ')} but the package has ${sorted.join(', ') || 'none'}`, {
-        model: label,
-      });
+      throw new ServingError(
+        'INVALID_MODEL',
+        `model '${label}': version_policy asks for version(s) ${missing.join(', ')} but the package has ${sorted.join(', ') || 'none'}`,
+        {
+          model: label,
+        },
+      );
     }
     chosen = sorted.filter((v) => policy.versions.includes(v));
   } else {

@@ -105,7 +105,12 @@ async function sampleFeeds(sample: WarmupConfig, config: ModelConfig, modelDir: 
   for (const [name, spec] of Object.entries(sample.inputs)) {
     const shape = config.maxBatchSize > 0 ? [Math.max(1, sample.batchSize), ...spec.dims] : [...spec.dims];
     if (shape.some((d) => !Number.isInteger(d) || d < 0)) throw new Error(`input '${name}' has dims ${JSON.stringify(spec.dims)}: warm-up dims must be fixed`);
-    feeds.set(name, spec.source.kind === 'file' ? await fromFile(spec, shape, path.join(modelDir, 'warmup', spec.source.file), label) : filled(spec.dataType, shape, spec.source.kind));
+    feeds.set(
+      name,
+      spec.source.kind === 'file'
+        ? await fromFile(spec, shape, path.join(modelDir, 'warmup', spec.source.file), label)
+        : filled(spec.dataType, shape, spec.source.kind),
+    );
   }
   addSequenceZeros(config, Math.max(1, sample.batchSize), feeds);
   return feeds;
@@ -127,7 +132,8 @@ function filled(datatype: WarmupInputConfig['dataType'], shape: number[], kind: 
     for (let i = 0; i < n; i++) {
       if (data instanceof BigInt64Array || data instanceof BigUint64Array) data[i] = BigInt(Math.floor(Math.random() * 100));
       else if (datatype === 'BOOL') data[i] = Math.random() < 0.5 ? 0 : 1;
-      else if (datatype === 'FP16') data[i] = 0x3c00; // 1.0: random bit patterns could be NaN
+      else if (datatype === 'FP16')
+        data[i] = 0x3c00; // 1.0: random bit patterns could be NaN
       else (data as Float32Array)[i] = datatype.startsWith('FP') ? Math.random() : Math.floor(Math.random() * 100);
     }
   }
@@ -155,7 +161,8 @@ async function fromFile(spec: WarmupInputConfig, shape: number[], file: string, 
   }
   const info = DATA_TYPE_INFO[spec.dataType];
   if (!info.arrayType) throw new Error(`datatype ${spec.dataType} cannot be read from a file`);
-  if (bytes.length !== n * info.byteSize) throw new Error(`${file} is ${bytes.length} bytes; shape ${JSON.stringify(shape)} of ${spec.dataType} needs ${n * info.byteSize}`);
+  if (bytes.length !== n * info.byteSize)
+    throw new Error(`${file} is ${bytes.length} bytes; shape ${JSON.stringify(shape)} of ${spec.dataType} needs ${n * info.byteSize}`);
   // Copy into an aligned buffer: the file's Buffer may start at any offset of a pooled ArrayBuffer.
   const aligned = new Uint8Array(bytes.length);
   aligned.set(bytes);

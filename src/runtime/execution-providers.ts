@@ -79,11 +79,7 @@ export function wantedProviders(hints: ProviderHints, serverDefault: readonly Pr
 }
 
 /** Drop what the host cannot run, with a reason per drop; CPU is always the last resort. */
-export function chooseProviders(
-  hints: ProviderHints,
-  serverDefault: readonly ProviderName[] | undefined,
-  host: HostCapabilities,
-): ProviderChoice {
+export function chooseProviders(hints: ProviderHints, serverDefault: readonly ProviderName[] | undefined, host: HostCapabilities): ProviderChoice {
   const warnings: string[] = [];
   const providers: ProviderName[] = [];
   for (const p of wantedProviders(hints, serverDefault, host)) {

@@ -91,11 +91,8 @@ export function parseNvidiaSmi(output: string, deviceId: number): GpuMemory | un
 /** GPU memory of one device from the driver, or undefined without nvidia-smi (no GPU, or not in PATH). */
 export function gpuMemory(deviceId: number, timeoutMs = 3000): Promise<GpuMemory | undefined> {
   return new Promise((resolve) => {
-    execFile(
-      'nvidia-smi',
-      ['--query-gpu=memory.used,memory.total', '--format=csv,noheader,nounits'],
-      { timeout: timeoutMs },
-      (err, stdout) => resolve(err ? undefined : parseNvidiaSmi(stdout, deviceId)),
+    execFile('nvidia-smi', ['--query-gpu=memory.used,memory.total', '--format=csv,noheader,nounits'], { timeout: timeoutMs }, (err, stdout) =>
+      resolve(err ? undefined : parseNvidiaSmi(stdout, deviceId)),
     );
   });
 }

@@ -80,7 +80,8 @@ export async function sessionIo(session: ort.InferenceSession, modelPath: string
   const unknown = [...inputs, ...outputs].some((t) => t.datatype === undefined && t.declared === undefined);
   if (!unknown) return { inputs, outputs };
   const types = await graphValueTypes(modelPath);
-  const withType = (t: OnnxIoInfo): OnnxIoInfo => (t.datatype === undefined && t.declared === undefined && types.has(t.name) ? { ...t, declared: types.get(t.name)! } : t);
+  const withType = (t: OnnxIoInfo): OnnxIoInfo =>
+    t.datatype === undefined && t.declared === undefined && types.has(t.name) ? { ...t, declared: types.get(t.name)! } : t;
   return { inputs: inputs.map(withType), outputs: outputs.map(withType) };
 }
 
@@ -99,7 +100,12 @@ export function fromOrtTensor(t: ort.Tensor): Tensor {
 }
 
 /** Durations (µs) of `repeats` runs, each measured around the run alone: session placement decides on them. */
-export async function timeOrtRuns(session: ort.InferenceSession, feeds: Record<string, ort.Tensor>, outputs: readonly string[], repeats: number): Promise<number[]> {
+export async function timeOrtRuns(
+  session: ort.InferenceSession,
+  feeds: Record<string, ort.Tensor>,
+  outputs: readonly string[],
+  repeats: number,
+): Promise<number[]> {
   const runUs: number[] = [];
   for (let i = 0; i < repeats; i++) {
     const t0 = performance.now();

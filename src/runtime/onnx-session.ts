@@ -237,7 +237,10 @@ class PooledModelSession implements ModelSession, CopyHolder {
       }
       let session: PooledSession;
       try {
-        session = await createMainThreadSession(this.origin.path, plan.intraOpThreads === undefined ? this.origin.options : { ...this.origin.options, intraOpThreads: plan.intraOpThreads });
+        session = await createMainThreadSession(
+          this.origin.path,
+          plan.intraOpThreads === undefined ? this.origin.options : { ...this.origin.options, intraOpThreads: plan.intraOpThreads },
+        );
       } catch (err) {
         plan.copies.forget(this);
         plan.book.shrink(booked);
@@ -329,7 +332,10 @@ export async function createModelSession(modelPath: string, options: SessionOpti
       }
       // The file as the package names it (version/file), never the host's cache path.
       const inPackage = modelPath.split(/[\\/]/).slice(-2).join('/');
-      throw new ServingError('INVALID_MODEL', `model '${model}': onnxruntime cannot load ${inPackage}: ${msg.split(modelPath).join(inPackage)}`, { model, cause: err });
+      throw new ServingError('INVALID_MODEL', `model '${model}': onnxruntime cannot load ${inPackage}: ${msg.split(modelPath).join(inPackage)}`, {
+        model,
+        cause: err,
+      });
     }
   }
 }

@@ -220,10 +220,12 @@ export class RuntimePool {
    * may run there. Before the server takes traffic.
    */
   async prime(intraOpThreads: number | undefined, mainThread: boolean): Promise<void> {
-    await Promise.all(this.workers.map(async (w) => {
-      const reply = unwrap(await w.call({ op: 'prime', intraOpThreads }));
-      if (reply.op !== 'prime') throw new Error('runtime worker answered a prime with the wrong reply');
-    }));
+    await Promise.all(
+      this.workers.map(async (w) => {
+        const reply = unwrap(await w.call({ op: 'prime', intraOpThreads }));
+        if (reply.op !== 'prime') throw new Error('runtime worker answered a prime with the wrong reply');
+      }),
+    );
     if (mainThread) await primeThread(intraOpThreads);
   }
 

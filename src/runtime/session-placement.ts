@@ -142,7 +142,9 @@ export function executionThreadOf(config: ModelConfig, label: string): Execution
   const v = config.parameters[PARAMETER];
   if (v === undefined || v === '' || v === 'auto') return 'auto';
   if (v === 'main' || v === 'worker') return v;
-  throw new ServingError('INVALID_MODEL', `model '${label}': parameter ${PARAMETER} must be "auto", "main" or "worker", got ${JSON.stringify(v)}`, { model: label });
+  throw new ServingError('INVALID_MODEL', `model '${label}': parameter ${PARAMETER} must be "auto", "main" or "worker", got ${JSON.stringify(v)}`, {
+    model: label,
+  });
 }
 
 /** Zeros at the largest batch, or undefined when a run's cost cannot be bounded from the config alone. */
@@ -230,13 +232,18 @@ export async function placeSessions(
   const outputs = config.output.map((o) => o.name);
   const onlyMaxRunUs = Math.min(settings.mainThreadOnlyMaxRunUs ?? DEFAULT_MAIN_THREAD_ONLY_MAX_RUN_US, settings.mainThreadMaxRunUs);
   const ownThreads = config.parameters['intra_op_thread_count'];
-  const copyThreads = ownThreads !== undefined && ownThreads !== '' ? undefined : (settings.mainThreadIntraOpThreads ?? Math.min(MAIN_THREAD_MAX_INTRA_OP_THREADS, settings.cpuCount ?? os.availableParallelism()));
+  const copyThreads =
+    ownThreads !== undefined && ownThreads !== ''
+      ? undefined
+      : (settings.mainThreadIntraOpThreads ?? Math.min(MAIN_THREAD_MAX_INTRA_OP_THREADS, settings.cpuCount ?? os.availableParallelism()));
   for (const version of versions) {
     const session = version.sessions[0];
     if (session === undefined) continue; // a processing step: already in-process
-    const why = version.sessions.length > 1 ? `it has ${version.sessions.length} instances` : session.provider !== 'cpu' ? `it runs on ${session.provider}` : undefined;
+    const why =
+      version.sessions.length > 1 ? `it has ${version.sessions.length} instances` : session.provider !== 'cpu' ? `it runs on ${session.provider}` : undefined;
     if (why !== undefined) {
-      if (choice === 'main') logger.warn({ model: label, version: version.version }, `execution_thread "main" ignored: ${why}; instances and GPU sessions run in runtime workers`);
+      if (choice === 'main')
+        logger.warn({ model: label, version: version.version }, `execution_thread "main" ignored: ${why}; instances and GPU sessions run in runtime workers`);
       continue;
     }
     let runUs: number | undefined;
@@ -249,7 +256,10 @@ export async function placeSessions(
       // The implicit warm-up ran one row; the probe would run max_batch_size rows, which cost at least as much.
       const oneRow = version.warmupRunUs;
       if (oneRow !== undefined && oneRow > settings.mainThreadMaxRunUs * WARMUP_SETTLED_ABOVE) {
-        logger.debug({ model: label, version: version.version, warmupRunUs: Math.round(oneRow), maxRunUs: settings.mainThreadMaxRunUs }, 'session stays in its runtime worker (its warm-up run settles it)');
+        logger.debug(
+          { model: label, version: version.version, warmupRunUs: Math.round(oneRow), maxRunUs: settings.mainThreadMaxRunUs },
+          'session stays in its runtime worker (its warm-up run settles it)',
+        );
         continue;
       }
       try {
@@ -267,11 +277,17 @@ export async function placeSessions(
         }
         if (runUs <= onlyMaxRunUs * REFINE_BELOW) runUs = median(await session.timeRuns(feeds, outputs, REFINE_RUNS));
       } catch (err) {
-        logger.debug({ model: label, version: version.version, err: (err as Error).message }, 'placement probe failed; the session stays in its runtime worker');
+        logger.debug(
+          { model: label, version: version.version, err: (err as Error).message },
+          'placement probe failed; the session stays in its runtime worker',
+        );
         continue;
       }
       if (runUs > settings.mainThreadMaxRunUs) {
-        logger.debug({ model: label, version: version.version, runUs: Math.round(runUs), maxRunUs: settings.mainThreadMaxRunUs }, 'session stays in its runtime worker');
+        logger.debug(
+          { model: label, version: version.version, runUs: Math.round(runUs), maxRunUs: settings.mainThreadMaxRunUs },
+          'session stays in its runtime worker',
+        );
         continue;
       }
     }
@@ -298,26 +314,37 @@ export async function placeSessions(
       else {
         const fileBytes = await version.fileBytes();
         const v = version.version;
-        const onError = (err: Error): void => logger.warn({ model: label, version: v, err: err.message }, 'could not create the main-thread copy; the session stays in its runtime worker');
+        const onError = (err: Error): void =>
+          logger.warn({ model: label, version: v, err: err.message }, 'could not create the main-thread copy; the session stays in its runtime worker');
         session.allowMainThreadCopy({ intraOpThreads: copyThreads, fileBytes, book, copies, onError });
       }
     } catch (err) {
-      logger.warn({ model: label, version: version.version, err: (err as Error).message }, 'could not create the session on the main thread; it stays in its runtime worker');
+      logger.warn(
+        { model: label, version: version.version, err: (err as Error).message },
+        'could not create the session on the main thread; it stays in its runtime worker',
+      );
       continue;
     }
     logger.info(
       choice === 'main'
         ? { model: label, version: version.version, placement: 'main thread only (execution_thread "main")' }
         : only
-          ? { model: label, version: version.version, placement: 'main thread only (a batch runs in less than a hop to a worker costs)', runUs: Math.round(runUs ?? 0), batch: Math.max(1, config.maxBatchSize), ...(hopUs === undefined ? {} : { hopUs: Math.round(hopUs) }) }
+          ? {
+              model: label,
+              version: version.version,
+              placement: 'main thread only (a batch runs in less than a hop to a worker costs)',
+              runUs: Math.round(runUs ?? 0),
+              batch: Math.max(1, config.maxBatchSize),
+              ...(hopUs === undefined ? {} : { hopUs: Math.round(hopUs) }),
+            }
           : {
-            model: label,
-            version: version.version,
-            placement: 'main thread when the server is quiet (a copy, once used, among the most recently used), worker when busy',
-            runUs: Math.round(runUs ?? 0),
-            batch: Math.max(1, config.maxBatchSize),
-            intraOpThreads: copyThreads ?? 'the model\'s intra_op_thread_count',
-          },
+              model: label,
+              version: version.version,
+              placement: 'main thread when the server is quiet (a copy, once used, among the most recently used), worker when busy',
+              runUs: Math.round(runUs ?? 0),
+              batch: Math.max(1, config.maxBatchSize),
+              intraOpThreads: copyThreads ?? "the model's intra_op_thread_count",
+            },
       'session placed',
     );
   }

@@ -20,8 +20,6 @@ import type { CreateSessionOptions, TensorList, WorkerReply, WorkerRequest } fro
 const sessions = new Map<number, ort.InferenceSession>();
 let nextSession = 1;
 
-
-
 async function create(path: string, o: CreateSessionOptions): Promise<WorkerReply & { op: 'create' }> {
   const session = await ort.InferenceSession.create(path, ortSessionOptions(o));
   const id = nextSession++;
@@ -48,7 +46,12 @@ function ortFeedsOf(feeds: TensorList): Record<string, ort.Tensor> {
 async function run(sessionId: number, feeds: TensorList, outputs: readonly string[]): Promise<TensorList> {
   const session = sessionOf(sessionId);
   const result = await session.run(ortFeedsOf(feeds), outputs as string[]);
-  const out: { names: string[]; datatypes: Tensor['datatype'][]; shapes: (readonly number[])[]; data: Tensor['data'][] } = { names: [], datatypes: [], shapes: [], data: [] };
+  const out: { names: string[]; datatypes: Tensor['datatype'][]; shapes: (readonly number[])[]; data: Tensor['data'][] } = {
+    names: [],
+    datatypes: [],
+    shapes: [],
+    data: [],
+  };
   for (const name of outputs) {
     const t = result[name];
     if (!t) throw new Error(`onnxruntime returned no output '${name}'`);

@@ -59,14 +59,28 @@ export type WorkerRequest =
   /** Pay onnxruntime's fixed per-thread cost now (runtime/prime.ts). */
   | { readonly id: number; readonly op: 'prime'; readonly intraOpThreads: number | undefined }
   /** Run `repeats` times and report each run's duration inside the worker (session placement measures with it). */
-  | { readonly id: number; readonly op: 'time'; readonly session: number; readonly feeds: TensorList; readonly outputs: readonly string[]; readonly repeats: number };
+  | {
+      readonly id: number;
+      readonly op: 'time';
+      readonly session: number;
+      readonly feeds: TensorList;
+      readonly outputs: readonly string[];
+      readonly repeats: number;
+    };
 
 export interface WorkerError {
   readonly message: string;
 }
 
 export type WorkerReply =
-  | { readonly id: number; readonly ok: true; readonly op: 'create'; readonly session: number; readonly inputs: readonly OnnxIoInfo[]; readonly outputs: readonly OnnxIoInfo[] }
+  | {
+      readonly id: number;
+      readonly ok: true;
+      readonly op: 'create';
+      readonly session: number;
+      readonly inputs: readonly OnnxIoInfo[];
+      readonly outputs: readonly OnnxIoInfo[];
+    }
   | { readonly id: number; readonly ok: true; readonly op: 'run'; readonly outputs: TensorList }
   | { readonly id: number; readonly ok: true; readonly op: 'release' }
   | { readonly id: number; readonly ok: true; readonly op: 'prime' }

@@ -42,7 +42,9 @@ export function requestRows(inputs: ReadonlyMap<string, Tensor>, maxBatchSize: n
   for (const [name, t] of inputs) {
     const r = t.shape[0];
     if (r === undefined) {
-      throw new ServingError('INVALID_INPUT', `model '${model}': input '${name}' has shape [] but the model batches, so its first dim is the batch size`, { model });
+      throw new ServingError('INVALID_INPUT', `model '${model}': input '${name}' has shape [] but the model batches, so its first dim is the batch size`, {
+        model,
+      });
     }
     if (rows === undefined) {
       rows = r;

@@ -73,9 +73,7 @@ function queuePolicy(p: QueuePolicy | undefined, defaults: BatchingDefaults): Re
 export function resolveBatchPolicy(config: ModelConfig, configured: boolean, defaults: BatchingDefaults): BatchPolicy {
   const block = configured ? config.dynamicBatching : undefined;
   const levelCount = Math.max(1, block?.priorityLevels ?? 0);
-  const levels = Array.from({ length: levelCount }, (_, i) =>
-    queuePolicy(block?.priorityQueuePolicy[String(i + 1)] ?? block?.defaultQueuePolicy, defaults),
-  );
+  const levels = Array.from({ length: levelCount }, (_, i) => queuePolicy(block?.priorityQueuePolicy[String(i + 1)] ?? block?.defaultQueuePolicy, defaults));
   const defaultPriorityLevel = block && block.priorityLevels > 0 ? block.defaultPriorityLevel : 1;
   const common = { levels, defaultPriorityLevel, preserveOrdering: block?.preserveOrdering ?? false, modelMaxBatchSize: Math.max(0, config.maxBatchSize) };
 

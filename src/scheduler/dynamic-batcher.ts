@@ -183,7 +183,12 @@ export class DynamicBatcher implements ModelScheduler {
   }
 
   /** Not `async`: the request's own promise is returned as is, not wrapped in another (two fewer microtask turns per request). */
-  schedule(inputs: ReadonlyMap<string, Tensor>, outputNames: readonly string[], cancel?: Cancellation, options: ScheduleOptions = {}): Promise<Map<string, Tensor>> {
+  schedule(
+    inputs: ReadonlyMap<string, Tensor>,
+    outputNames: readonly string[],
+    cancel?: Cancellation,
+    options: ScheduleOptions = {},
+  ): Promise<Map<string, Tensor>> {
     try {
       return this.enqueue(inputs, outputNames, cancel, options);
     } catch (err) {
@@ -191,7 +196,12 @@ export class DynamicBatcher implements ModelScheduler {
     }
   }
 
-  private enqueue(inputs: ReadonlyMap<string, Tensor>, outputNames: readonly string[], cancel: Cancellation | undefined, options: ScheduleOptions): Promise<Map<string, Tensor>> {
+  private enqueue(
+    inputs: ReadonlyMap<string, Tensor>,
+    outputNames: readonly string[],
+    cancel: Cancellation | undefined,
+    options: ScheduleOptions,
+  ): Promise<Map<string, Tensor>> {
     const model = this.model;
     if (this.closed) throw new ServingError('MODEL_NOT_FOUND', `model '${model}' is being unloaded`, { model });
     if (cancel?.aborted) throw new ServingError('CANCELLED', `model '${model}': request cancelled before it was queued`, { model });
@@ -446,7 +456,12 @@ export class DynamicBatcher implements ModelScheduler {
       const started = this.clock.nowUs();
       const outputs = await executor.execute(inputs, names, load);
       const ran = this.clock.nowUs();
-      const split = splitOutputs(outputs, rows, batch.map((p) => p.outputs), this.model);
+      const split = splitOutputs(
+        outputs,
+        rows,
+        batch.map((p) => p.outputs),
+        this.model,
+      );
       this.recordExecution(totalRows, batch.length, ran - started, started - merging, this.clock.nowUs() - ran);
       return split.map((o) => ({ ok: true, outputs: o }));
     } catch (err) {
@@ -455,7 +470,10 @@ export class DynamicBatcher implements ModelScheduler {
       if (err instanceof ServingError && err.code === 'TIMEOUT') return batch.map(() => ({ ok: false, error: err }));
       // One bad request must not fail its batch-mates: run each alone, so only the culprit fails.
       const message = err instanceof Error ? err.message : String(err);
-      this.options.logger?.warn({ model: this.model, requests: batch.length, rows: totalRows, err: message }, 'batch failed; running its requests one at a time');
+      this.options.logger?.warn(
+        { model: this.model, requests: batch.length, rows: totalRows, err: message },
+        'batch failed; running its requests one at a time',
+      );
       const outcomes: Outcome[] = [];
       for (const p of batch) outcomes.push(await this.runAlone(executor, p, load));
       return outcomes;

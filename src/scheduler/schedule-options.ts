@@ -39,9 +39,13 @@ function sequenceId(parameters: Parameters, model: string): SequenceId {
   if (v === undefined || typeof v === 'string') return v ?? 0;
   if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) return v;
   const hint = typeof v === 'number' && Number.isInteger(v) && v > 0 ? ' (ids above 2^53 - 1 lose precision in JSON numbers; send a string id)' : '';
-  throw new ServingError('INVALID_REQUEST', `model '${model}': request parameter 'sequence_id' must be a non-negative integer or a string, got ${JSON.stringify(v)}${hint}`, {
-    model,
-  });
+  throw new ServingError(
+    'INVALID_REQUEST',
+    `model '${model}': request parameter 'sequence_id' must be a non-negative integer or a string, got ${JSON.stringify(v)}${hint}`,
+    {
+      model,
+    },
+  );
 }
 
 function sequenceOf(parameters: Parameters, model: string): SequenceRequest | undefined {

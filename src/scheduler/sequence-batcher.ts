@@ -187,7 +187,12 @@ export class SequenceBatcher implements ModelScheduler {
     return this.backlog.length;
   }
 
-  schedule(inputs: ReadonlyMap<string, Tensor>, outputNames: readonly string[], cancel?: Cancellation, options: ScheduleOptions = {}): Promise<Map<string, Tensor>> {
+  schedule(
+    inputs: ReadonlyMap<string, Tensor>,
+    outputNames: readonly string[],
+    cancel?: Cancellation,
+    options: ScheduleOptions = {},
+  ): Promise<Map<string, Tensor>> {
     try {
       return this.enqueue(inputs, outputNames, cancel, options);
     } catch (err) {
@@ -199,7 +204,12 @@ export class SequenceBatcher implements ModelScheduler {
     return new ServingError(code, `model '${this.model}': ${message}`, { model: this.model });
   }
 
-  private enqueue(inputs: ReadonlyMap<string, Tensor>, outputNames: readonly string[], cancel: Cancellation | undefined, options: ScheduleOptions): Promise<Map<string, Tensor>> {
+  private enqueue(
+    inputs: ReadonlyMap<string, Tensor>,
+    outputNames: readonly string[],
+    cancel: Cancellation | undefined,
+    options: ScheduleOptions,
+  ): Promise<Map<string, Tensor>> {
     const model = this.model;
     const request = options.sequence;
     if (request === undefined || request.id === 0 || request.id === '') {
@@ -212,7 +222,10 @@ export class SequenceBatcher implements ModelScheduler {
     if (this.closed) throw this.error('MODEL_NOT_FOUND', `the model is being unloaded; sequence ${shown} cannot continue (its live sequences end)`);
     if (cancel?.aborted) throw this.error('CANCELLED', `request cancelled before it was queued`);
     if (this.options.maxBatchSize > 0 && requestRows(inputs, this.options.maxBatchSize, model) !== 1) {
-      throw this.error('INVALID_INPUT', `inference request must specify batch-size 1 due to requirements of sequence batcher (one request is one step of one sequence)`);
+      throw this.error(
+        'INVALID_INPUT',
+        `inference request must specify batch-size 1 due to requirements of sequence batcher (one request is one step of one sequence)`,
+      );
     }
     if (this.queued >= this.options.maxQueued) {
       throw this.error('OVERLOADED', `the queue is full (${this.queued} requests waiting, MME_MAX_QUEUE_SIZE ${this.options.maxQueued}); retry later`);
@@ -234,7 +247,19 @@ export class SequenceBatcher implements ModelScheduler {
     if (seq === undefined) {
       this.options.tracker.admit(model);
       this.options.tracker.forget(model, key);
-      seq = { key, id: request.id, slot: undefined, queue: [], running: false, state: undefined, stateBytes: 0, lastUs: now, open: true, done: false, generation: 0 };
+      seq = {
+        key,
+        id: request.id,
+        slot: undefined,
+        queue: [],
+        running: false,
+        state: undefined,
+        stateBytes: 0,
+        lastUs: now,
+        open: true,
+        done: false,
+        generation: 0,
+      };
       this.live.set(key, seq);
       this.changeLive(1);
       if (!this.assign(seq)) {
@@ -422,7 +447,12 @@ export class SequenceBatcher implements ModelScheduler {
       }
       const waited = Math.round(now - head.enqueuedUs);
       const why = `ended because it waited ${waited} µs for a free sequence slot (all ${this.slots.length} slots held by live sequences)`;
-      this.finish(seq, 'slot_timeout', `${why}; start it again with sequence_start`, this.error('TIMEOUT', `sequence ${showSequenceId(seq.id)} ${why}; retry later`));
+      this.finish(
+        seq,
+        'slot_timeout',
+        `${why}; start it again with sequence_start`,
+        this.error('TIMEOUT', `sequence ${showSequenceId(seq.id)} ${why}; retry later`),
+      );
     }
     return next;
   }
@@ -551,11 +581,19 @@ export class SequenceBatcher implements ModelScheduler {
     try {
       const started = this.clock.nowUs();
       const outputs = await executor.execute(concatInputs(batch.map((p) => this.feeds(p))), names, load);
-      const split = splitOutputs(outputs, batch.map(() => 1), batch.map(() => names), this.model);
+      const split = splitOutputs(
+        outputs,
+        batch.map(() => 1),
+        batch.map(() => names),
+        this.model,
+      );
       this.record(batch.length, this.clock.nowUs() - started);
       return split.map((o) => ({ ok: true, outputs: o }));
     } catch (err) {
-      this.options.logger?.warn({ model: this.model, requests: batch.length, err: err instanceof Error ? err.message : String(err) }, 'sequence batch failed; running its requests one at a time');
+      this.options.logger?.warn(
+        { model: this.model, requests: batch.length, err: err instanceof Error ? err.message : String(err) },
+        'sequence batch failed; running its requests one at a time',
+      );
       const outcomes: Outcome[] = [];
       for (const p of batch) outcomes.push(await this.runAlone(executor, p, names, load));
       return outcomes;
@@ -598,7 +636,11 @@ export class SequenceBatcher implements ModelScheduler {
       const outputs = outcome.outputs;
       const missing = this.stateOutputs.filter((n) => !outputs.has(n));
       if (missing.length > 0) {
-        p.reject(new ServingError('INTERNAL', `model '${this.model}': the model did not produce state output ${missing.map((n) => `'${n}'`).join(', ')}`, { model: this.model }));
+        p.reject(
+          new ServingError('INTERNAL', `model '${this.model}': the model did not produce state output ${missing.map((n) => `'${n}'`).join(', ')}`, {
+            model: this.model,
+          }),
+        );
       } else if (!seq.done) {
         const next = new Map<string, Tensor>();
         let bytes = 0;

@@ -87,7 +87,11 @@ function corridTensor(c: SequenceControlConfig, id: SequenceId, batching: boolea
   }
   const range = INT_RANGES[c.dataType]!;
   if (BigInt(id) > range[1]) {
-    throw new ServingError('INVALID_REQUEST', `model '${model}': sequence_id ${id} does not fit the model's CONTROL_SEQUENCE_CORRID input '${c.inputName}' (${c.dataType})`, { model });
+    throw new ServingError(
+      'INVALID_REQUEST',
+      `model '${model}': sequence_id ${id} does not fit the model's CONTROL_SEQUENCE_CORRID input '${c.inputName}' (${c.dataType})`,
+      { model },
+    );
   }
   return scalar(c.dataType, id, batching);
 }

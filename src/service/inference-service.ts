@@ -203,7 +203,10 @@ export class InferenceService {
       const cache = entry.config.responseCacheEnabled ? this.options.responseCache : undefined;
       if (entry.config.responseCacheEnabled && cache === undefined && !this.uncachedWarned.has(entry)) {
         this.uncachedWarned.add(entry);
-        ctx.log.warn({ model: modelName }, 'the model enables response_cache but the server has none (MME_RESPONSE_CACHE_BYTES is 0): every request runs the model');
+        ctx.log.warn(
+          { model: modelName },
+          'the model enables response_cache but the server has none (MME_RESPONSE_CACHE_BYTES is 0): every request runs the model',
+        );
       }
       let cacheKey: string | undefined;
       let lookupNs = 0n;
@@ -351,7 +354,12 @@ export class InferenceService {
   // ------------------------------------------------------------ KServe v2
 
   /** Lease the model (loading a target on first use), read its entry model, release. */
-  private async inspect<T>(handle: ModelHandle, version: number | undefined, cancel: Cancellation | undefined, read: (entry: LoadedModel, version: string) => T): Promise<T> {
+  private async inspect<T>(
+    handle: ModelHandle,
+    version: number | undefined,
+    cancel: Cancellation | undefined,
+    read: (entry: LoadedModel, version: string) => T,
+  ): Promise<T> {
     const lease = handle.leaseNow() ?? (await handle.acquire(cancel));
     try {
       const entry = lease.pkg.entry;

@@ -10,7 +10,14 @@ import { ServingError } from '../errors.js';
 export const SERVER_NAME = 'onnx-mme';
 export const SERVER_VERSION = '0.1.0';
 /** Only what this server implements (Triton lists more; shared memory, statistics and tracing are not here). */
-export const V2_EXTENSIONS = ['binary_tensor_data', 'classification', 'model_configuration', 'model_repository', 'model_repository(unload_dependents)', 'statistics'];
+export const V2_EXTENSIONS = [
+  'binary_tensor_data',
+  'classification',
+  'model_configuration',
+  'model_repository',
+  'model_repository(unload_dependents)',
+  'statistics',
+];
 
 /** A model version as a path parameter or a gRPC `version` string: a positive integer, or undefined when none is given. */
 export function parseVersion(raw: string | undefined): number | undefined {

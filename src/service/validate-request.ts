@@ -55,7 +55,10 @@ export function validateRequest(request: InferRequest, config: ModelConfig, labe
   const declared = index.inputs;
   for (const name of request.inputs.keys()) {
     if (!declared.has(name)) {
-      const inputs = config.input.length === 0 ? 'the model declares no inputs (send "inputs": [])' : `the model's inputs are ${config.input.map((t) => `'${t.name}'`).join(', ')}`;
+      const inputs =
+        config.input.length === 0
+          ? 'the model declares no inputs (send "inputs": [])'
+          : `the model's inputs are ${config.input.map((t) => `'${t.name}'`).join(', ')}`;
       throw bad(label, `unexpected inference input '${name}'; ${inputs}`);
     }
   }

@@ -124,11 +124,7 @@ export async function readCacheEntry(entryDir: string): Promise<CacheEntryMetada
 }
 
 /** The complete entry for exactly this target and version, if the cache holds one. */
-export async function findCacheEntry(
-  cacheDir: string,
-  target: string,
-  version: string,
-): Promise<CacheEntry | undefined> {
+export async function findCacheEntry(cacheDir: string, target: string, version: string): Promise<CacheEntry | undefined> {
   const dir = cacheEntryDir(cacheDir, target, version);
   const metadata = await readCacheEntry(dir);
   if (!metadata || metadata.target !== target || metadata.version !== version) return undefined;

@@ -165,7 +165,10 @@ export class DiskCache {
     for (const dir of kept) {
       const metadata = await readCacheEntry(dir);
       if (!metadata) continue;
-      const touched = await stat(path.join(dir, ENTRY_METADATA_FILE)).then((s) => s.mtimeMs, () => this.nowMs());
+      const touched = await stat(path.join(dir, ENTRY_METADATA_FILE)).then(
+        (s) => s.mtimeMs,
+        () => this.nowMs(),
+      );
       const name = path.basename(dir);
       // Entries from before disk bytes were recorded are measured once here.
       const diskBytes = metadata.diskBytes ?? (await measureDiskBytes(dir));

@@ -66,8 +66,7 @@ const OVERHEAD_PER_ENTRY = 4096;
 const OVERHEAD_FIXED = 64 * 1024 * 1024;
 /** Fewer, larger writes: zlib's default 16 KiB chunks mean 4x the syscalls. */
 const GUNZIP_CHUNK_BYTES = 64 * 1024;
-const FILE_OPEN_FLAGS =
-  fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_NOFOLLOW;
+const FILE_OPEN_FLAGS = fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_NOFOLLOW;
 const CONFLICT_CODES = new Set(['EEXIST', 'ENOTDIR', 'EISDIR', 'ENAMETOOLONG', 'ELOOP']);
 const STORAGE_CODES = new Set(['ENOSPC', 'EDQUOT']);
 
@@ -93,10 +92,7 @@ export async function extractArchive(
   return new Extraction(root, limits, await blockBytesOf(root)).run(input, signal);
 }
 
-type PathCheck =
-  | { readonly kind: 'ok'; readonly rel: string }
-  | { readonly kind: 'skip' }
-  | { readonly kind: 'reject'; readonly reason: string };
+type PathCheck = { readonly kind: 'ok'; readonly rel: string } | { readonly kind: 'skip' } | { readonly kind: 'reject'; readonly reason: string };
 
 class Extraction {
   private entries = 0;
@@ -123,8 +119,7 @@ class Extraction {
     private readonly limits: ExtractLimits,
     private readonly blockBytes: number,
   ) {
-    this.decompressedLimit =
-      limits.maxBytes + limits.maxEntries * OVERHEAD_PER_ENTRY + OVERHEAD_FIXED;
+    this.decompressedLimit = limits.maxBytes + limits.maxEntries * OVERHEAD_PER_ENTRY + OVERHEAD_FIXED;
   }
 
   async run(input: NodeJS.ReadableStream | string, signal: AbortSignal | undefined): Promise<ExtractResult> {
@@ -153,12 +148,7 @@ class Extraction {
     // Its bytesWritten is the compressed input zlib has consumed so far (not merely been handed): the ratio's denominator.
     const gunzip = createGunzip({ chunkSize: GUNZIP_CHUNK_BYTES });
     try {
-      await pipeline(
-        source,
-        gunzip,
-        async (chunks: AsyncIterable<Buffer>) => this.feed(chunks, parser, gunzip),
-        { signal: this.halt.signal },
-      );
+      await pipeline(source, gunzip, async (chunks: AsyncIterable<Buffer>) => this.feed(chunks, parser, gunzip), { signal: this.halt.signal });
       const ended = once(parser, 'end', { signal: this.halt.signal });
       parser.end();
       await ended;
@@ -209,8 +199,7 @@ class Extraction {
         this.stop(
           new ServingError(
             'ARCHIVE_REJECTED',
-            `model archive expands to more than ${this.decompressedLimit} bytes of tar data ` +
-              `(file data limit ${this.limits.maxBytes} bytes)`,
+            `model archive expands to more than ${this.decompressedLimit} bytes of tar data ` + `(file data limit ${this.limits.maxBytes} bytes)`,
             { details: { limitBytes: this.limits.maxBytes } },
           ),
         );
@@ -252,9 +241,7 @@ class Extraction {
   private onIgnoredEntry(entry: ReadEntry): void {
     entry.resume();
     if (this.failure || !this.countEntry(entry)) return;
-    const reason = entry.meta
-      ? `extended header is larger than ${MAX_META_ENTRY_BYTES} bytes`
-      : `unsupported entry type '${String(entry.type)}'`;
+    const reason = entry.meta ? `extended header is larger than ${MAX_META_ENTRY_BYTES} bytes` : `unsupported entry type '${String(entry.type)}'`;
     this.fail(rejected(entry.path, reason));
   }
 
@@ -273,8 +260,7 @@ class Extraction {
     const under = this.linkAbove(rel);
     if (under !== undefined) {
       entry.resume();
-      const reason =
-        under === rel ? 'the path is also a symbolic link' : `the path lies beneath symbolic link '${under}'`;
+      const reason = under === rel ? 'the path is also a symbolic link' : `the path lies beneath symbolic link '${under}'`;
       this.fail(rejected(entry.path, reason));
       return;
     }
@@ -325,11 +311,9 @@ class Extraction {
     this.entries += 1;
     if (this.entries <= this.limits.maxEntries) return true;
     this.fail(
-      new ServingError(
-        'ARCHIVE_REJECTED',
-        `model archive holds more than ${this.limits.maxEntries} entries (stopped at '${entry.path}')`,
-        { details: { entry: entry.path, limitEntries: this.limits.maxEntries } },
-      ),
+      new ServingError('ARCHIVE_REJECTED', `model archive holds more than ${this.limits.maxEntries} entries (stopped at '${entry.path}')`, {
+        details: { entry: entry.path, limitEntries: this.limits.maxEntries },
+      }),
     );
     return false;
   }
@@ -525,11 +509,9 @@ function rejected(entryPath: string, reason: string): ServingError {
 }
 
 function totalTooLarge(entryPath: string, limit: number): ServingError {
-  return new ServingError(
-    'ARCHIVE_REJECTED',
-    `model archive expands to more than ${limit} bytes (limit reached at entry '${printable(entryPath)}')`,
-    { details: { entry: printable(entryPath), limitBytes: limit } },
-  );
+  return new ServingError('ARCHIVE_REJECTED', `model archive expands to more than ${limit} bytes (limit reached at entry '${printable(entryPath)}')`, {
+    details: { entry: printable(entryPath), limitBytes: limit },
+  });
 }
 
 function noRoom(limit: number): ServingError {
@@ -561,7 +543,6 @@ function abortError(signal: AbortSignal | undefined): ServingError {
 function isTarError(err: unknown): boolean {
   return typeof err === 'object' && err !== null && 'tarCode' in err;
 }
-
 
 /** Entry paths come from the archive: escape control characters before they reach a log line. */
 function printable(text: string): string {

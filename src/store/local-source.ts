@@ -57,9 +57,7 @@ interface WalkContext {
   readonly out: SourceEntry[];
 }
 
-type Resolved =
-  | { readonly kind: 'directory'; readonly realPath: string }
-  | { readonly kind: 'archive'; readonly realPath: string; readonly rel: string };
+type Resolved = { readonly kind: 'directory'; readonly realPath: string } | { readonly kind: 'archive'; readonly realPath: string; readonly rel: string };
 
 export class LocalModelSource implements ModelSource {
   readonly description: string;
@@ -172,21 +170,15 @@ export class LocalModelSource implements ModelSource {
       if (stats.isDirectory()) return { kind: 'directory', realPath };
       if (stats.isFile() && isArchiveName(rel)) return { kind: 'archive', realPath, rel };
       if (rel === target) {
-        throw new ServingError(
-          'INVALID_TARGET',
-          `model '${target}' in ${this.publicDescription} is neither a .tar.gz/.tgz archive nor a model directory`,
-          { model: target },
-        );
+        throw new ServingError('INVALID_TARGET', `model '${target}' in ${this.publicDescription} is neither a .tar.gz/.tgz archive nor a model directory`, {
+          model: target,
+        });
       }
     }
     throw new ServingError('MODEL_NOT_FOUND', `model '${target}' not found in ${this.publicDescription}`, { model: target });
   }
 
-  private async localizeArchive(
-    rel: string,
-    archivePath: string,
-    target: string,
-  ): Promise<PinnedResult> {
+  private async localizeArchive(rel: string, archivePath: string, target: string): Promise<PinnedResult> {
     let stats: Stats;
     try {
       stats = await stat(archivePath);
@@ -349,4 +341,3 @@ function withTarget(err: unknown, target: string): ServingError {
   }
   return new ServingError('INTERNAL', `model '${target}': ${messageOf(err)}`, { model: target, cause: err });
 }
-

@@ -52,7 +52,6 @@ import { archiveCandidates, isArchiveName, normalizeTarget } from './target-path
 import { cancelled } from './abort.js';
 import { errorCode, messageOf } from './node-error.js';
 
-
 export interface S3RetryOptions {
   /** Most attempts per operation (1 = no retry). */
   readonly attempts: number;
@@ -302,10 +301,7 @@ export class S3ModelSource implements ModelSource {
     const { key, etag, uri } = info;
     if (!published.reused) {
       const durationMs = performance.now() - startedAt;
-      this.logger?.info(
-        { model: target, uri, etag, bytes: received, files: published.files, attempts, durationMs },
-        'downloaded and extracted model archive',
-      );
+      this.logger?.info({ model: target, uri, etag, bytes: received, files: published.files, attempts, durationMs }, 'downloaded and extracted model archive');
       this.onDownload?.({
         target,
         key,
@@ -463,12 +459,7 @@ export class S3ModelSource implements ModelSource {
    * Runs `op` until it succeeds, fails for good, or the retry budget is spent.
    * `op` throws ServingErrors; those in `retryable` are tried again.
    */
-  private async withRetry<T>(
-    model: string | undefined,
-    what: string,
-    op: (attempt: Attempt) => Promise<T>,
-    signal?: AbortSignal,
-  ): Promise<T> {
+  private async withRetry<T>(model: string | undefined, what: string, op: (attempt: Attempt) => Promise<T>, signal?: AbortSignal): Promise<T> {
     const { attempts, baseDelayMs, maxTotalMs } = this.retry;
     const firstStart = performance.now();
     let windowStart = firstStart;
@@ -490,16 +481,13 @@ export class S3ModelSource implements ModelSource {
       const spent = performance.now() - windowStart;
       if (number >= attempts || spent + delay >= maxTotalMs) {
         const elapsed = Math.round(performance.now() - firstStart);
-        throw new ServingError(
-          'UPSTREAM_UNAVAILABLE',
-          `${failure.message} (gave up after ${number} attempt${number === 1 ? '' : 's'} in ${elapsed} ms)`,
-          { cause: failure, ...(model ? { model } : {}), details: { attempts: number, elapsedMs: elapsed } },
-        );
+        throw new ServingError('UPSTREAM_UNAVAILABLE', `${failure.message} (gave up after ${number} attempt${number === 1 ? '' : 's'} in ${elapsed} ms)`, {
+          cause: failure,
+          ...(model ? { model } : {}),
+          details: { attempts: number, elapsedMs: elapsed },
+        });
       }
-      this.logger?.warn(
-        { model, attempt: number, delayMs: Math.round(delay), err: failure.message },
-        `${what}: S3 request failed, retrying`,
-      );
+      this.logger?.warn({ model, attempt: number, delayMs: Math.round(delay), err: failure.message }, `${what}: S3 request failed, retrying`);
       try {
         await sleep(delay, undefined, signal ? { signal } : undefined);
       } catch {
@@ -561,10 +549,7 @@ class DownloadMeter extends Transform {
     this.disarm();
     if (this.progressTimer !== undefined) clearInterval(this.progressTimer);
     if (this.expected !== undefined && this.bytes !== this.expected) {
-      const err = Object.assign(
-        new Error(`the connection closed after ${this.bytes} of ${this.expected} bytes`),
-        { code: 'ECONNRESET' },
-      );
+      const err = Object.assign(new Error(`the connection closed after ${this.bytes} of ${this.expected} bytes`), { code: 'ECONNRESET' });
       this.failure ??= err;
       callback(err);
       return;
@@ -756,12 +741,7 @@ function unquoteEtag(etag: string | undefined): string | undefined {
   return bare === '' ? undefined : bare;
 }
 
-function collect(
-  page: ListObjectsV2CommandOutput,
-  prefix: string,
-  out: SourceEntry[],
-  isCached: (key: string, etag: string | undefined) => boolean,
-): void {
+function collect(page: ListObjectsV2CommandOutput, prefix: string, out: SourceEntry[], isCached: (key: string, etag: string | undefined) => boolean): void {
   for (const object of page.Contents ?? []) {
     const key = object.Key;
     if (key === undefined || !key.startsWith(prefix)) continue;
@@ -779,4 +759,3 @@ function isValidTarget(rel: string): boolean {
     return false;
   }
 }
-

@@ -14,7 +14,8 @@ export function unifiedDiff(before: string, after: string, fromName: string, toN
   const m = b.length;
   // lcs[i][j]: length of the LCS of a[i..] and b[j..].
   const lcs: number[][] = Array.from({ length: n + 1 }, () => new Array<number>(m + 1).fill(0));
-  for (let i = n - 1; i >= 0; i--) for (let j = m - 1; j >= 0; j--) lcs[i]![j] = a[i] === b[j] ? lcs[i + 1]![j + 1]! + 1 : Math.max(lcs[i + 1]![j]!, lcs[i]![j + 1]!);
+  for (let i = n - 1; i >= 0; i--)
+    for (let j = m - 1; j >= 0; j--) lcs[i]![j] = a[i] === b[j] ? lcs[i + 1]![j + 1]! + 1 : Math.max(lcs[i + 1]![j]!, lcs[i]![j + 1]!);
   type Op = { kind: ' ' | '-' | '+'; text: string };
   const ops: Op[] = [];
   let i = 0;

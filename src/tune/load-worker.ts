@@ -21,7 +21,10 @@ export interface WorkerRequest {
   readonly stop: StopRule;
 }
 
-export type WorkerMessage = { readonly type: 'progress'; readonly line: string } | { readonly type: 'done'; readonly run: PerfRun } | { readonly type: 'failed'; readonly message: string };
+export type WorkerMessage =
+  | { readonly type: 'progress'; readonly line: string }
+  | { readonly type: 'done'; readonly run: PerfRun }
+  | { readonly type: 'failed'; readonly message: string };
 
 /** Whether the sweep goes on after `step` (exported for its unit test). */
 export function keepGoing(stop: StopRule, step: PerfStep, steps: readonly PerfStep[]): boolean {
@@ -34,7 +37,11 @@ export function keepGoing(stop: StopRule, step: PerfStep, steps: readonly PerfSt
 if (parentPort !== null && workerData !== undefined) {
   const port = parentPort;
   const { options, stop } = workerData as WorkerRequest;
-  runPerf({ ...options, progress: (line) => port.postMessage({ type: 'progress', line } satisfies WorkerMessage), continueAfter: (step, steps) => keepGoing(stop, step, steps) }).then(
+  runPerf({
+    ...options,
+    progress: (line) => port.postMessage({ type: 'progress', line } satisfies WorkerMessage),
+    continueAfter: (step, steps) => keepGoing(stop, step, steps),
+  }).then(
     (run) => port.postMessage({ type: 'done', run } satisfies WorkerMessage),
     (err: unknown) => port.postMessage({ type: 'failed', message: err instanceof Error ? err.message : String(err) } satisfies WorkerMessage),
   );

@@ -90,9 +90,31 @@ export async function writeTuneOutput(r: TuneResult, outDir: string, modelLabel:
     series: [
       { name: 'candidates', color: '#7f7f7f', line: false, points: measured.map(xy) },
       { name: 'Pareto front', color: '#1f77b4', line: true, points: paretoFront(measured.map(xy)) },
-      ...(r.objective.kind === 'latency' ? [{ name: `p99 objective ${r.objective.p99Ms} ms`, color: '#d62728', line: true, dashed: true, points: [{ x: r.objective.p99Ms, y: 0 }, { x: r.objective.p99Ms, y: Math.max(1, ...measured.map((p) => p.score)) }] }] : []),
+      ...(r.objective.kind === 'latency'
+        ? [
+            {
+              name: `p99 objective ${r.objective.p99Ms} ms`,
+              color: '#d62728',
+              line: true,
+              dashed: true,
+              points: [
+                { x: r.objective.p99Ms, y: 0 },
+                { x: r.objective.p99Ms, y: Math.max(1, ...measured.map((p) => p.score)) },
+              ],
+            },
+          ]
+        : []),
     ],
-    ...(chosen.at ? { highlight: { x: chosen.at.p99Ms, y: chosen.at.throughputRps, label: `chosen (${chosen.id})${sameSetting(chosen.setting, r.userSetting) ? ' = yours' : ''}`, color: '#2ca02c' } } : {}),
+    ...(chosen.at
+      ? {
+          highlight: {
+            x: chosen.at.p99Ms,
+            y: chosen.at.throughputRps,
+            label: `chosen (${chosen.id})${sameSetting(chosen.setting, r.userSetting) ? ' = yours' : ''}`,
+            color: '#2ca02c',
+          },
+        }
+      : {}),
   });
   const withMemory = measured.filter((p) => p.modelBytes !== undefined);
   files['memory.svg'] = renderXyChart({
@@ -108,14 +130,18 @@ export async function writeTuneOutput(r: TuneResult, outDir: string, modelLabel:
   lines.push(`# onnx-mme tune: ${modelLabel}`, '');
   lines.push(`- Objective: ${objectiveText(r)}`);
   lines.push(`- Machine: ${r.machine}`);
-  lines.push(`- Time: ${(r.elapsedMs / 1000).toFixed(0)} s of a ${(r.budgetMs / 1000).toFixed(0)} s budget; ${r.points.filter((p) => p.phase !== 'confirm').length} configs measured${r.confirmation ? ` + ${2 * r.confirmation.rounds} confirmation runs` : ''}`, '');
+  lines.push(
+    `- Time: ${(r.elapsedMs / 1000).toFixed(0)} s of a ${(r.budgetMs / 1000).toFixed(0)} s budget; ${r.points.filter((p) => p.phase !== 'confirm').length} configs measured${r.confirmation ? ` + ${2 * r.confirmation.rounds} confirmation runs` : ''}`,
+    '',
+  );
   lines.push('## Recommendation', '');
   if (r.keptUserConfig !== undefined) {
     lines.push(`Keep your config (${describeSetting(r.userSetting)}): ${r.keptUserConfig}.`, '');
   } else {
     lines.push(`**${describeSetting(r.recommended)}** (yours: ${describeSetting(r.userSetting)}).`, '');
   }
-  const row = (label: string, p: TunePoint): string => `| ${label} | ${fmt(p.score)} | ${p.at?.concurrency ?? '-'} | ${fmt(p.at?.p50Ms, 2)} | ${fmt(p.at?.p99Ms, 2)} | ${p.modelBytes === undefined ? '-' : fmt(p.modelBytes / MiB)} |`;
+  const row = (label: string, p: TunePoint): string =>
+    `| ${label} | ${fmt(p.score)} | ${p.at?.concurrency ?? '-'} | ${fmt(p.at?.p50Ms, 2)} | ${fmt(p.at?.p99Ms, 2)} | ${p.modelBytes === undefined ? '-' : fmt(p.modelBytes / MiB)} |`;
   const conf = r.confirmation;
   lines.push(
     conf !== undefined
@@ -129,20 +155,36 @@ export async function writeTuneOutput(r: TuneResult, outDir: string, modelLabel:
   else lines.push('No measured config met the objective at any concurrency swept; see the candidates below (their p99 per step is in tune.json).', '');
   lines.push('The change (`config.diff`):', '', '```diff', diff === '' ? '# no change' : diff.trimEnd(), '```', '');
   lines.push(
-    'To use it: replace `config.pbtxt` in your package with this directory\'s `config.pbtxt` (your config with the knobs above changed, printed in canonical text format: comments in yours are not kept; to keep them, apply the lines of `config.diff` by hand), then `onnx-mme validate` and `onnx-mme pack` as usual.',
+    "To use it: replace `config.pbtxt` in your package with this directory's `config.pbtxt` (your config with the knobs above changed, printed in canonical text format: comments in yours are not kept; to keep them, apply the lines of `config.diff` by hand), then `onnx-mme validate` and `onnx-mme pack` as usual.",
     '',
   );
   lines.push('## Search', '');
   lines.push('One knob at a time, from the best setting so far; the walk along a knob stops at the first value that does not pay.', '');
   for (const d of r.dimensions) lines.push(`- ${d.dimension}: ${d.outcome}`);
   lines.push('', '## Candidates', '');
-  lines.push('| id | phase | knob varied | setting | throughput at objective (req/s) | concurrency | p50 (ms) | p99 (ms) | model memory (MiB) | process RSS (MiB) | load (ms) | note |', '|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|');
+  lines.push(
+    '| id | phase | knob varied | setting | throughput at objective (req/s) | concurrency | p50 (ms) | p99 (ms) | model memory (MiB) | process RSS (MiB) | load (ms) | note |',
+    '|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|',
+  );
   for (const p of r.points) {
     const note = p.error ?? (p.at === undefined ? 'no step met the objective' : p.warnings.length > 0 ? 'client saturated at some step' : '');
-    lines.push(`| ${p.id} | ${p.phase} | ${p.dimension ?? ''} | ${describeSetting(p.setting)} | ${fmt(p.score)} | ${p.at?.concurrency ?? '-'} | ${fmt(p.at?.p50Ms, 2)} | ${fmt(p.at?.p99Ms, 2)} | ${p.modelBytes === undefined ? '-' : fmt(p.modelBytes / MiB)} | ${fmt(p.rssBytes / MiB, 0)} | ${Math.round(p.loadMs)} | ${note.replace(/\|/g, '\\|').replace(/\n/g, ' ')} |`);
+    lines.push(
+      `| ${p.id} | ${p.phase} | ${p.dimension ?? ''} | ${describeSetting(p.setting)} | ${fmt(p.score)} | ${p.at?.concurrency ?? '-'} | ${fmt(p.at?.p50Ms, 2)} | ${fmt(p.at?.p99Ms, 2)} | ${p.modelBytes === undefined ? '-' : fmt(p.modelBytes / MiB)} | ${fmt(p.rssBytes / MiB, 0)} | ${Math.round(p.loadMs)} | ${note.replace(/\|/g, '\\|').replace(/\n/g, ' ')} |`,
+    );
   }
-  lines.push('', '## Charts', '', '![throughput vs p99 of every candidate, Pareto front, chosen point](pareto.svg)', '', '![memory per candidate](memory.svg)', '');
-  lines.push('Numbers are from this machine, under this run\'s load generator (in this process, on its own thread); other machines, other request shapes or concurrency will differ. Re-run `onnx-mme perf` against a server with the recommended config to see its whole curve.', '');
+  lines.push(
+    '',
+    '## Charts',
+    '',
+    '![throughput vs p99 of every candidate, Pareto front, chosen point](pareto.svg)',
+    '',
+    '![memory per candidate](memory.svg)',
+    '',
+  );
+  lines.push(
+    "Numbers are from this machine, under this run's load generator (in this process, on its own thread); other machines, other request shapes or concurrency will differ. Re-run `onnx-mme perf` against a server with the recommended config to see its whole curve.",
+    '',
+  );
   files['report.md'] = lines.join('\n');
 
   files['tune.json'] = `${JSON.stringify(
@@ -150,7 +192,9 @@ export async function writeTuneOutput(r: TuneResult, outDir: string, modelLabel:
       objective: r.objective,
       confirmed: c.confirmed,
       confirmation_rounds: r.confirmation?.rounds ?? 0,
-      confirmation_means_rps: r.confirmation ? { default: Number(r.confirmation.userMeanRps.toFixed(3)), recommended: Number(r.confirmation.recommendedMeanRps.toFixed(3)) } : null,
+      confirmation_means_rps: r.confirmation
+        ? { default: Number(r.confirmation.userMeanRps.toFixed(3)), recommended: Number(r.confirmation.recommendedMeanRps.toFixed(3)) }
+        : null,
       kept_user_config: r.keptUserConfig ?? null,
       gain_pct: gain === undefined ? null : Number(gain.toFixed(2)),
       default: pointJson(c.user),
@@ -168,12 +212,20 @@ export async function writeTuneOutput(r: TuneResult, outDir: string, modelLabel:
   )}\n`;
   for (const [name, text] of Object.entries(files)) await writeFile(path.join(outDir, name), text);
   const met = c.recommended.at !== undefined;
-  const lowest = r.points.flatMap((p) => p.steps.filter((s) => s.errors === 0 && Number.isFinite(s.p99Ms))).reduce((m, s) => Math.min(m, s.p99Ms), Number.POSITIVE_INFINITY);
+  const lowest = r.points
+    .flatMap((p) => p.steps.filter((s) => s.errors === 0 && Number.isFinite(s.p99Ms)))
+    .reduce((m, s) => Math.min(m, s.p99Ms), Number.POSITIVE_INFINITY);
   const summary = [
-    ...(met ? [] : [`tune: no measured config met the objective (${objectiveText(r)}); the lowest p99 measured was ${fmt(lowest, 2)} ms; your config is written unchanged`]),
+    ...(met
+      ? []
+      : [
+          `tune: no measured config met the objective (${objectiveText(r)}); the lowest p99 measured was ${fmt(lowest, 2)} ms; your config is written unchanged`,
+        ]),
     r.keptUserConfig !== undefined ? `tune: keep your config: ${r.keptUserConfig}` : `tune: recommended: ${describeSetting(r.recommended)}`,
     `tune: yours ${fmt(c.user.score)} req/s, recommended ${fmt(c.recommended.score)} req/s${gain === undefined ? '' : ` (${gain >= 0 ? '+' : ''}${gain.toFixed(1)}%)`} at the objective (${objectiveText(r)})${c.confirmed ? ', measured back to back' : ''}`,
-    `tune: wrote ${Object.keys(files).map((f) => path.join(outDir, f)).join(', ')}`,
+    `tune: wrote ${Object.keys(files)
+      .map((f) => path.join(outDir, f))
+      .join(', ')}`,
   ].join('\n');
   return { files: Object.keys(files), summary, met };
 }

@@ -196,7 +196,17 @@ export async function runTune(options: TuneOptions): Promise<TuneResult> {
   await mkdir(source, { recursive: true });
   // The user's server settings apply (workers, threads, memory budget), except where tune must own them.
   const env: NodeJS.ProcessEnv = { ...options.env };
-  for (const owned of ['MME_METRICS_PORT', 'MME_DRAIN_SECONDS', 'MME_PRELOAD', 'MME_DEFAULT_MODEL', 'MME_HOST', 'SAGEMAKER_BIND_TO_PORT', 'MME_MODEL_SOURCE', 'MME_CACHE_DIR']) delete env[owned];
+  for (const owned of [
+    'MME_METRICS_PORT',
+    'MME_DRAIN_SECONDS',
+    'MME_PRELOAD',
+    'MME_DEFAULT_MODEL',
+    'MME_HOST',
+    'SAGEMAKER_BIND_TO_PORT',
+    'MME_MODEL_SOURCE',
+    'MME_CACHE_DIR',
+  ])
+    delete env[owned];
   const config = loadServerConfig({
     ...env,
     MME_HOST: '127.0.0.1',
@@ -290,7 +300,11 @@ export async function runTune(options: TuneOptions): Promise<TuneResult> {
       const at = point.at;
       options.progress(
         `tune: ${id} ${phase}${dimension ? ` (${dimension})` : ''}: ${describeSetting(setting)} → ${
-          error ? `failed: ${error}` : at ? `${at.throughputRps.toFixed(1)} req/s at concurrency ${at.concurrency}, p99 ${at.p99Ms.toFixed(2)} ms` : 'no step met the objective'
+          error
+            ? `failed: ${error}`
+            : at
+              ? `${at.throughputRps.toFixed(1)} req/s at concurrency ${at.concurrency}, p99 ${at.p99Ms.toFixed(2)} ms`
+              : 'no step met the objective'
         } [${(elapsed() / 1000).toFixed(0)}/${(options.budgetMs / 1000).toFixed(0)} s]`,
       );
       return point;
@@ -346,7 +360,10 @@ export async function runTune(options: TuneOptions): Promise<TuneResult> {
         }
         if (outOfBudget) break;
       }
-      dimensions.push({ dimension: dim.dimension, outcome: `${tried} tried; ${best === start ? 'kept' : 'chose'} ${describeValue(best.setting, dim.dimension)} (${stoppedBy})` });
+      dimensions.push({
+        dimension: dim.dimension,
+        outcome: `${tried} tried; ${best === start ? 'kept' : 'chose'} ${describeValue(best.setting, dim.dimension)} (${stoppedBy})`,
+      });
     }
 
     // Confirmation: both again, back to back (up to CONFIRM_ROUNDS pairs while the budget allows), decided on the sums.
@@ -356,7 +373,10 @@ export async function runTune(options: TuneOptions): Promise<TuneResult> {
     if (best === userPoint) keptUserConfig = `no candidate beat the package's own config by more than ${(options.minGain * 100).toFixed(0)}%`;
     else {
       const pairs: { user: TunePoint; best: TunePoint }[] = [];
-      while (pairs.length < CONFIRM_ROUNDS && (pairs.length === 0 ? elapsed() + reserve() <= options.budgetMs * 1.1 : elapsed() + reserve() <= options.budgetMs)) {
+      while (
+        pairs.length < CONFIRM_ROUNDS &&
+        (pairs.length === 0 ? elapsed() + reserve() <= options.budgetMs * 1.1 : elapsed() + reserve() <= options.budgetMs)
+      ) {
         const user = await measure(userSetting, 'confirm', undefined);
         pairs.push({ user, best: await measure(best.setting, 'confirm', undefined) });
       }
@@ -366,9 +386,17 @@ export async function runTune(options: TuneOptions): Promise<TuneResult> {
         // The pair reported is a measured one, not an average: of those that agree with the decision (one does, as the
         // sums decide), the one whose ratio is closest to the sums'.
         const ratio = userSum > 0 ? bestSum / userSum : Number.POSITIVE_INFINITY;
-        const agreeing = pairs.filter((p) => (bestSum > userSum) === (p.best.score > p.user.score));
-        const shown = [...(agreeing.length > 0 ? agreeing : pairs)].sort((a, b) => Math.abs(a.best.score / (a.user.score || 1) - ratio) - Math.abs(b.best.score / (b.user.score || 1) - ratio))[0]!;
-        confirmation = { user: shown.user, recommended: shown.best, rounds: pairs.length, userMeanRps: userSum / pairs.length, recommendedMeanRps: bestSum / pairs.length };
+        const agreeing = pairs.filter((p) => bestSum > userSum === p.best.score > p.user.score);
+        const shown = [...(agreeing.length > 0 ? agreeing : pairs)].sort(
+          (a, b) => Math.abs(a.best.score / (a.user.score || 1) - ratio) - Math.abs(b.best.score / (b.user.score || 1) - ratio),
+        )[0]!;
+        confirmation = {
+          user: shown.user,
+          recommended: shown.best,
+          rounds: pairs.length,
+          userMeanRps: userSum / pairs.length,
+          recommendedMeanRps: bestSum / pairs.length,
+        };
         if (!(bestSum > userSum)) {
           recommended = userPoint;
           keptUserConfig = `the best candidate (${describeSetting(best.setting)}) did not beat the package's own config when both were measured again back to back (${(bestSum / pairs.length).toFixed(1)} vs ${(userSum / pairs.length).toFixed(1)} req/s, ${pairs.length} round${pairs.length === 1 ? '' : 's'})`;

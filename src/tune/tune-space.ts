@@ -101,7 +101,8 @@ export function applySetting(base: Json, s: KnobSetting, from: KnobSetting): Jso
     dynamic['preferred_batch_size'] = s.preferred.filter((p) => p <= s.maxBatchSize);
     config['dynamic_batching'] = dynamic;
   }
-  if (s.intraOpThreads !== from.intraOpThreads) setParameter(config, 'intra_op_thread_count', s.intraOpThreads === undefined ? undefined : String(s.intraOpThreads));
+  if (s.intraOpThreads !== from.intraOpThreads)
+    setParameter(config, 'intra_op_thread_count', s.intraOpThreads === undefined ? undefined : String(s.intraOpThreads));
   if (s.executionThread !== from.executionThread) setParameter(config, 'execution_thread', s.executionThread === 'auto' ? undefined : s.executionThread);
   return config;
 }
@@ -160,7 +161,9 @@ export function describeSetting(s: KnobSetting): string {
   return [
     `instances ${s.instances}`,
     `max_batch_size ${s.maxBatchSize}`,
-    ...(s.maxBatchSize > 0 ? [`delay ${s.delayUs === undefined ? 'default' : `${s.delayUs} µs`}`, `preferred ${s.preferred.length === 0 ? 'none' : `[${s.preferred.join(',')}]`}`] : []),
+    ...(s.maxBatchSize > 0
+      ? [`delay ${s.delayUs === undefined ? 'default' : `${s.delayUs} µs`}`, `preferred ${s.preferred.length === 0 ? 'none' : `[${s.preferred.join(',')}]`}`]
+      : []),
     `intra-op threads ${s.intraOpThreads ?? 'default'}`,
     `execution_thread ${s.executionThread}`,
   ].join(', ');

@@ -27,7 +27,10 @@ function envTable(markdown: string): Row[] {
   const rows: Row[] = [];
   for (const line of lines.slice(start + 2)) {
     if (!line.startsWith('|')) break;
-    const cells = line.split(/(?<!\\)\|/).slice(1, -1).map((c) => c.trim());
+    const cells = line
+      .split(/(?<!\\)\|/)
+      .slice(1, -1)
+      .map((c) => c.trim());
     assert.equal(cells.length, 3, `not three cells: ${line}`);
     rows.push({
       names: [...cells[0]!.matchAll(/`([A-Z][A-Z0-9_]*)`/g)].map((m) => m[1]!),
@@ -46,7 +49,7 @@ it('has one row per setting, naming its variable and aliases in order', () => {
   assert.deepEqual(documented, declared);
 });
 
-it('shows each setting\'s default as the code declares it, and says what it means', () => {
+it("shows each setting's default as the code declares it, and says what it means", () => {
   for (const s of SETTINGS) {
     const row = rows.find((r) => r.names[0] === s.env[0])!;
     assert.equal(row.defaultText, s.defaultText.replace(/`/g, ''), `${s.env[0]}: default`);

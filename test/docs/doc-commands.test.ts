@@ -58,11 +58,15 @@ describe('marked doc blocks', () => {
   it('exist (the README quick starts at least) and use known kinds', () => {
     const readme = blocks.filter((b) => b.file === 'README.md');
     assert.ok(readme.filter((b) => b.kind === 'demo-server').length >= 3, 'README quick starts 1-3 are marked');
-    assert.ok(readme.some((b) => b.kind === 'sagemaker'), 'the SageMaker deployment block is marked');
+    assert.ok(
+      readme.some((b) => b.kind === 'sagemaker'),
+      'the SageMaker deployment block is marked',
+    );
     // The AWS SDK needs a region for every call; s3rver here does not, so the runs below cannot catch a block without one.
     for (const b of blocks.filter((x) => x.kind === 'sagemaker')) {
       const region = b.text.search(/^export AWS_REGION=/m);
-      for (const m of b.text.matchAll(/onnx-mme\.js push |deploy-mme\.js/g)) assert.ok(region >= 0 && region < m.index!, `${b.file}:${b.line}: '${m[0].trim()}' runs before AWS_REGION is set`);
+      for (const m of b.text.matchAll(/onnx-mme\.js push |deploy-mme\.js/g))
+        assert.ok(region >= 0 && region < m.index!, `${b.file}:${b.line}: '${m[0].trim()}' runs before AWS_REGION is set`);
     }
     for (const b of blocks) assert.ok(KINDS.has(b.kind), `${b.file}:${b.line}: unknown doc-test kind '${b.kind}'`);
   });
@@ -141,18 +145,27 @@ describe('doc commands, run as written', () => {
         block.kind === 'standalone'
           ? await standalone(list, base)
           : block.kind === 'sagemaker'
-          ? await runSteps(list, {
-              ...base,
-              env: cleanEnv({ AWS_ENDPOINT_URL_S3: s3!.endpoint, AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId, AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey }),
-              rewrite: (c) => (c.includes('deploy-mme.js') ? `${c} --dry-run` : c),
-            })
-          : await runSteps(list, { ...base, env: cleanEnv({}), rewrite: local });
-      const failed = results.filter((r) => r.mismatch !== undefined).map((r) => `line ${block.line + r.step.line}: ${r.step.command.split('\n')[0]}\n  ${r.mismatch}`);
+            ? await runSteps(list, {
+                ...base,
+                env: cleanEnv({
+                  AWS_ENDPOINT_URL_S3: s3!.endpoint,
+                  AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
+                  AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
+                }),
+                rewrite: (c) => (c.includes('deploy-mme.js') ? `${c} --dry-run` : c),
+              })
+            : await runSteps(list, { ...base, env: cleanEnv({}), rewrite: local });
+      const failed = results
+        .filter((r) => r.mismatch !== undefined)
+        .map((r) => `line ${block.line + r.step.line}: ${r.step.command.split('\n')[0]}\n  ${r.mismatch}`);
       assert.deepEqual(failed, []);
       if (block.kind === 'sagemaker') {
         const deploy = results.find((r) => r.step.command.includes('deploy-mme.js'));
         if (deploy) {
-          const printed = JSON.parse(deploy.output) as { model: { PrimaryContainer: { Mode: string; ModelDataUrl: string } }; invocations: { TargetModel: string }[] };
+          const printed = JSON.parse(deploy.output) as {
+            model: { PrimaryContainer: { Mode: string; ModelDataUrl: string } };
+            invocations: { TargetModel: string }[];
+          };
           assert.equal(printed.model.PrimaryContainer.Mode, 'MultiModel');
           assert.match(printed.model.PrimaryContainer.ModelDataUrl, /^s3:\/\//);
           assert.ok(printed.invocations.length > 0);
@@ -165,12 +178,15 @@ describe('doc commands, run as written', () => {
 describe('the step reader', () => {
   it('pairs commands with the comment lines under them, heredocs and continuations included', () => {
     const list = steps("# prose\necho a \\\n  b\n# a b\n\n# more prose\n#   on two lines\ncat > f <<'EOF'\nx\nEOF\ncat f\n# x\npython3 -c 'a\nb' \\\n  -x\n");
-    assert.deepEqual(list.map((s) => [s.command, s.expected]), [
-      ['echo a \\\n  b', ['a b']],
-      ["cat > f <<'EOF'\nx\nEOF", []],
-      ['cat f', ['x']],
-      ["python3 -c 'a\nb' \\\n  -x", []],
-    ]);
+    assert.deepEqual(
+      list.map((s) => [s.command, s.expected]),
+      [
+        ['echo a \\\n  b', ['a b']],
+        ["cat > f <<'EOF'\nx\nEOF", []],
+        ['cat f', ['x']],
+        ["python3 -c 'a\nb' \\\n  -x", []],
+      ],
+    );
   });
   it('fails a command whose output differs from the docs, or that fails', async () => {
     const results = await runSteps(steps(`echo 1\n# 2\nfalse\necho '{"a":1,"b":2}'\n# {"a":1,...}   (annotation)\n`), { cwd: tmpdir(), env: process.env });

@@ -22,7 +22,12 @@ function table(markdown: string, first: string): string[][] {
   const rows: string[][] = [];
   for (const line of lines.slice(start + 2)) {
     if (!line.startsWith('|')) break;
-    rows.push(line.split('|').slice(1, -1).map((c) => c.trim()));
+    rows.push(
+      line
+        .split('|')
+        .slice(1, -1)
+        .map((c) => c.trim()),
+    );
   }
   return rows;
 }
@@ -39,7 +44,10 @@ it('says which codes the KServe v2 routes answer with another status, and which'
   assert.deepEqual(differ, ['OVERLOADED', 'TIMEOUT'], 'the paragraph below the table names these two');
   const paragraph = page.slice(page.indexOf('**The KServe v2 routes**'));
   const statuses = new Set(differ.map((c) => kserveStatusOf(c)));
-  assert.ok(paragraph.startsWith('**The KServe v2 routes** (`/v2/...`) answer `OVERLOADED` and `TIMEOUT` with\n**503**'), 'docs/errors.md has the KServe v2 paragraph');
+  assert.ok(
+    paragraph.startsWith('**The KServe v2 routes** (`/v2/...`) answer `OVERLOADED` and `TIMEOUT` with\n**503**'),
+    'docs/errors.md has the KServe v2 paragraph',
+  );
   assert.deepEqual([...statuses], [503]);
 });
 

@@ -26,7 +26,10 @@ describe('GitHub anchors', () => {
   });
   it('links are read outside code only', () => {
     const md = 'see [x](a.md#b) and `[y](no.md)`\n```\n[z](no.md)\n```\n[ref]: c.md\n';
-    assert.deepEqual(links(md).map((l) => l.target), ['a.md#b', 'c.md']);
+    assert.deepEqual(
+      links(md).map((l) => l.target),
+      ['a.md#b', 'c.md'],
+    );
   });
 });
 

@@ -19,11 +19,17 @@ function rows(): { name: string; type: string; labels: string[]; meaning: string
   const out = [];
   for (const line of lines.slice(start + 2)) {
     if (!line.startsWith('|')) break;
-    const cells = line.split(/(?<!\\)\|/).slice(1, -1).map((c) => c.trim());
+    const cells = line
+      .split(/(?<!\\)\|/)
+      .slice(1, -1)
+      .map((c) => c.trim());
     out.push({
       name: cells[0]!.replace(/`/g, ''),
       type: cells[1]!,
-      labels: cells[2]!.split(',').map((l) => l.trim()).filter((l) => l !== ''),
+      labels: cells[2]!
+        .split(',')
+        .map((l) => l.trim())
+        .filter((l) => l !== ''),
       meaning: cells[3] ?? '',
     });
   }

@@ -54,7 +54,12 @@ it('.ci/run exports ONNXRUNTIME_NODE_INSTALL=skip before npm ci', () => {
 
 it("onnxruntime-node's install script exits at once, offline, on ONNXRUNTIME_NODE_INSTALL=skip", () => {
   const script = path.join(repoRoot, 'node_modules', 'onnxruntime-node', 'script', 'install.js');
-  const r = spawnSync(process.execPath, [script], { cwd: path.dirname(script), env: { ...plainEnv(), ONNXRUNTIME_NODE_INSTALL: 'skip' }, encoding: 'utf8', timeout: 30_000 });
+  const r = spawnSync(process.execPath, [script], {
+    cwd: path.dirname(script),
+    env: { ...plainEnv(), ONNXRUNTIME_NODE_INSTALL: 'skip' },
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stdout + r.stderr, '');
 });

@@ -18,7 +18,12 @@ import { tempDir } from '../support/temp-dir.js';
 import { startTestServer } from '../support/test-server.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 after(async () => {
   for (const fn of ctx.cleanups.reverse()) await fn();
 });
@@ -41,7 +46,11 @@ describe('docs/perf-and-tune.md', () => {
       assert.ok(lines.length > 0, `the page shows onnx-mme ${command}`);
       const help = (await runCli([command, '--help'])).stdout;
       for (const line of lines) {
-        for (const flag of line.match(/(?<=\s)--?[a-z][a-z0-9-]*/g) ?? []) assert.ok(help.includes(flag === '-o' ? '-o,' : `${flag} `) || help.includes(`${flag},`) || help.includes(`${flag}\n`), `${line}: ${flag} is not in 'onnx-mme ${command} --help'`);
+        for (const flag of line.match(/(?<=\s)--?[a-z][a-z0-9-]*/g) ?? [])
+          assert.ok(
+            help.includes(flag === '-o' ? '-o,' : `${flag} `) || help.includes(`${flag},`) || help.includes(`${flag}\n`),
+            `${line}: ${flag} is not in 'onnx-mme ${command} --help'`,
+          );
       }
     }
   });
@@ -56,7 +65,10 @@ describe('docs/perf-and-tune.md', () => {
     await packTarGz(await writeModelDir(path.join(work, 'build'), 'mlp', mlp(DEMO_SETTINGS.mlp)), path.join(work, 'models', 'mlp.tar.gz'));
     const server = await startTestServer({ modelSource: path.join(work, 'models'), cacheDir: path.join(work, 'cache'), env: { MME_LOG_LEVEL: 'warn' } });
     ctx.after(() => server.close());
-    const args = line.split(/\s+/).slice(1).map((a) => a.replace(/^http:\/\/127\.0\.0\.1:8080$/, server.url).replace(/^(perf|mlp)\.(json|csv|svg)$/, path.join(work, a)));
+    const args = line
+      .split(/\s+/)
+      .slice(1)
+      .map((a) => a.replace(/^http:\/\/127\.0\.0\.1:8080$/, server.url).replace(/^(perf|mlp)\.(json|csv|svg)$/, path.join(work, a)));
     assert.ok(args.includes(server.url), `the command targets http://127.0.0.1:8080 (npm start): ${line}`);
     const r = await runCli([...args, '--duration-s', '0.5', '--window-s', '0.1']);
     assert.equal(r.code, 0, r.stderr);

@@ -27,5 +27,5 @@ it('maps every page of docs/', () => {
   const pages = readdirSync(path.join(repoRoot, 'docs')).filter((f) => f.endsWith('.md'));
   assert.ok(pages.length >= 10);
   const missing = pages.filter((p) => !readme.includes(`](docs/${p})`));
-  assert.deepEqual(missing, [], 'add a row to the README\'s Documentation table');
+  assert.deepEqual(missing, [], "add a row to the README's Documentation table");
 });

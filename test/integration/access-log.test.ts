@@ -16,7 +16,12 @@ import { scale, writeModelDir } from '../../examples/models/zoo.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 let root: string;
 let server: TestServer;
 const TRACE = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
@@ -112,8 +117,14 @@ describe('access log and trace context', () => {
         assert.equal(e.status, 404);
         await until(() => quiet.logs.some((l) => l['reqId'] === 'req-e'));
         const errs = quiet.logs.filter((l) => l['reqId'] === 'req-e');
-        assert.ok(errs.some((l) => l['level'] === 'warn' && l['status'] === 404), JSON.stringify(errs));
-        assert.deepEqual(lines(quiet, 'req-q').filter((l) => l['slow'] !== true), []);
+        assert.ok(
+          errs.some((l) => l['level'] === 'warn' && l['status'] === 404),
+          JSON.stringify(errs),
+        );
+        assert.deepEqual(
+          lines(quiet, 'req-q').filter((l) => l['slow'] !== true),
+          [],
+        );
       } finally {
         await quiet.close();
       }

@@ -17,7 +17,12 @@ import { denseForward, ensembleRepository, mlp, packTarGz, writeModelDir, writeR
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 
 const FEATURES = 32;
 const CLASSES = 8;
@@ -133,7 +138,10 @@ describe('dynamic batching through the real server', () => {
     const workers = created['workers'] as number[];
     assert.equal(new Set(workers).size, 2, `two sessions on two runtime workers: ${JSON.stringify(workers)}`);
 
-    const name = await sixtyFour((b) => request(`${server.url}/models/tuned1/invoke`, { method: 'POST', json: b }), () => 1);
+    const name = await sixtyFour(
+      (b) => request(`${server.url}/models/tuned1/invoke`, { method: 'POST', json: b }),
+      () => 1,
+    );
     const labels = { model: name, version: '1' };
     assert.equal(await metric(server, 'nv_inference_count', labels), 64);
     const execs = await metric(server, 'nv_inference_exec_count', labels);
@@ -195,9 +203,7 @@ describe('MME_DYNAMIC_BATCHING=false', () => {
     const n = 16;
     const xs = Array.from({ length: n }, (_, i) => requestInput(100 + i, 2));
     const replies = await Promise.all(
-      xs.map((x) =>
-        request(`${unbatched.url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': 'mlp.tar.gz' }, json: body(x, 2) }),
-      ),
+      xs.map((x) => request(`${unbatched.url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': 'mlp.tar.gz' }, json: body(x, 2) })),
     );
     for (let i = 0; i < n; i++) {
       assert.equal(replies[i]!.status, 200, replies[i]!.text);

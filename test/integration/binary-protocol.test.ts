@@ -16,7 +16,12 @@ import { rawBytes as tensorBytes, readRaw as readValues, type Value } from '../s
 import { tempDir } from '../support/temp-dir.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 
 let server: TestServer;
 let fixture: SourceFixture;
@@ -61,7 +66,12 @@ interface WireResponse {
   readonly status: number;
   readonly contentType: string;
   readonly headerLength: string | null;
-  readonly json: { model_name?: string; outputs?: { name: string; datatype: string; shape: number[]; data?: Value[]; parameters?: { binary_data_size?: number } }[]; error?: string; code?: string };
+  readonly json: {
+    model_name?: string;
+    outputs?: { name: string; datatype: string; shape: number[]; data?: Value[]; parameters?: { binary_data_size?: number } }[];
+    error?: string;
+    code?: string;
+  };
   readonly outputs: Map<string, WireOutput>;
 }
 
@@ -80,7 +90,13 @@ async function decodeResponse(res: Response): Promise<WireResponse> {
     if (size === undefined) {
       outputs.set(o.name, { name: o.name, datatype: o.datatype, shape: o.shape, values: o.data ?? [], binary: false });
     } else {
-      outputs.set(o.name, { name: o.name, datatype: o.datatype, shape: o.shape, values: readValues(o.datatype, body.subarray(offset, offset + size)), binary: true });
+      outputs.set(o.name, {
+        name: o.name,
+        datatype: o.datatype,
+        shape: o.shape,
+        values: readValues(o.datatype, body.subarray(offset, offset + size)),
+        binary: true,
+      });
       offset += size;
     }
   }
@@ -133,10 +149,16 @@ describe('binary requests and answers on every inference route', () => {
     const out0 = r.outputs.get('OUTPUT0')!;
     assert.equal(out0.binary, true);
     assert.deepEqual(out0.shape, [1, 16]);
-    assert.deepEqual(out0.values, SEQ.map((x) => x + 1));
+    assert.deepEqual(
+      out0.values,
+      SEQ.map((x) => x + 1),
+    );
     const out1 = r.outputs.get('OUTPUT1')!;
     assert.equal(out1.binary, false);
-    assert.deepEqual(out1.values, SEQ.map((x) => x - 1));
+    assert.deepEqual(
+      out1.values,
+      SEQ.map((x) => x - 1),
+    );
   });
 
   it('/invocations with the SageMaker content type and binary_data_output: every output binary', async () => {
@@ -149,9 +171,15 @@ describe('binary requests and answers on every inference route', () => {
     );
     assert.equal(r.status, 200, JSON.stringify(r.json));
     assert.match(r.contentType, /^application\/vnd\.sagemaker-triton\.binary\+json;json-header-size=\d+$/);
-    assert.deepEqual(r.outputs.get('OUTPUT0')!.values, SEQ.map((x) => x + 1));
+    assert.deepEqual(
+      r.outputs.get('OUTPUT0')!.values,
+      SEQ.map((x) => x + 1),
+    );
     assert.equal(r.outputs.get('OUTPUT1')!.binary, true);
-    assert.deepEqual(r.outputs.get('OUTPUT1')!.values, SEQ.map((x) => x - 1));
+    assert.deepEqual(
+      r.outputs.get('OUTPUT1')!.values,
+      SEQ.map((x) => x - 1),
+    );
   });
 
   it('the SageMaker Runtime path /endpoints/{e}/invocations takes it too', async () => {
@@ -160,7 +188,10 @@ describe('binary requests and answers on every inference route', () => {
       'X-Amzn-SageMaker-Target-Model': 'add_sub.tar.gz',
       'Content-Type': `application/vnd.sagemaker-triton.binary+json;json-header-size=${headerLength}`,
     });
-    assert.deepEqual((await decodeResponse(res)).outputs.get('OUTPUT0')!.values, SEQ.map((x) => x + 1));
+    assert.deepEqual(
+      (await decodeResponse(res)).outputs.get('OUTPUT0')!.values,
+      SEQ.map((x) => x + 1),
+    );
   });
 
   it('the MME invoke route /models/{name}/invoke', async () => {
@@ -174,7 +205,9 @@ describe('binary requests and answers on every inference route', () => {
       outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }],
     });
     const r = await decodeResponse(
-      await post(`${server.url}/models/bin-identity/invoke`, body, { 'Content-Type': `application/vnd.sagemaker-triton.binary+json;json-header-size=${headerLength}` }),
+      await post(`${server.url}/models/bin-identity/invoke`, body, {
+        'Content-Type': `application/vnd.sagemaker-triton.binary+json;json-header-size=${headerLength}`,
+      }),
     );
     assert.equal(r.status, 200, JSON.stringify(r.json));
     assert.deepEqual(r.outputs.get('OUTPUT0')!.values, [1, -2, 3, 2147483647, -2147483648, 0]);
@@ -193,7 +226,10 @@ describe('binary requests and answers on every inference route', () => {
     assert.equal(r.contentType, 'application/octet-stream');
     assert.ok(Number(r.headerLength) > 0);
     assert.deepEqual([...r.outputs.keys()], ['OUTPUT1']);
-    assert.deepEqual(r.outputs.get('OUTPUT1')!.values, SEQ.map((x) => x - 1));
+    assert.deepEqual(
+      r.outputs.get('OUTPUT1')!.values,
+      SEQ.map((x) => x - 1),
+    );
   });
 
   it('a JSON request may ask for binary outputs', async () => {
@@ -210,13 +246,20 @@ describe('binary requests and answers on every inference route', () => {
     });
     const r = await decodeResponse(res);
     assert.equal(r.outputs.get('OUTPUT0')!.binary, true);
-    assert.deepEqual(r.outputs.get('OUTPUT0')!.values, SEQ.map((x) => x + 1));
+    assert.deepEqual(
+      r.outputs.get('OUTPUT0')!.values,
+      SEQ.map((x) => x + 1),
+    );
   });
 
   it('a raw binary request (header length 0): the body is the one input, batch 1, outputs binary', async () => {
     const bytes = tensorBytes('FP32', [1.5, -2, 8]);
     const r = await decodeResponse(
-      await post(`${server.url}/invocations`, bytes, { 'X-Amzn-SageMaker-Target-Model': 'identity_fp32', 'Inference-Header-Content-Length': '0', 'Content-Type': 'application/octet-stream' }),
+      await post(`${server.url}/invocations`, bytes, {
+        'X-Amzn-SageMaker-Target-Model': 'identity_fp32',
+        'Inference-Header-Content-Length': '0',
+        'Content-Type': 'application/octet-stream',
+      }),
     );
     assert.equal(r.status, 200, JSON.stringify(r.json));
     const out = r.outputs.get('OUTPUT0')!;
@@ -261,7 +304,9 @@ describe('every datatype round-trips through binary data unchanged', () => {
 describe('malformed binary requests are 400s with the reason, and the server keeps serving', () => {
   const add = () => addSubRequest();
   const huge = () => {
-    const json = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [2 ** 40, 2 ** 40], parameters: { binary_data_size: 8 } }] }));
+    const json = Buffer.from(
+      JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [2 ** 40, 2 ** 40], parameters: { binary_data_size: 8 } }] }),
+    );
     return { body: Buffer.concat([json, Buffer.alloc(8)]), headerLength: json.length };
   };
   const bytesPastEnd = () => {
@@ -276,18 +321,58 @@ describe('malformed binary requests are 400s with the reason, and the server kee
     headers: (n: number, len: number) => Record<string, string>;
     match: RegExp;
   }[] = [
-    { name: 'header length larger than the body', make: add, headers: (_n, len) => ({ 'Inference-Header-Content-Length': String(len + 1) }), match: /Inference-Header-Content-Length must be an integer in \[0, \d+\]/ },
+    {
+      name: 'header length larger than the body',
+      make: add,
+      headers: (_n, len) => ({ 'Inference-Header-Content-Length': String(len + 1) }),
+      match: /Inference-Header-Content-Length must be an integer in \[0, \d+\]/,
+    },
     { name: 'negative header length', make: add, headers: () => ({ 'Inference-Header-Content-Length': '-5' }), match: /got '-5'/ },
     { name: 'non-numeric header length', make: add, headers: () => ({ 'Inference-Header-Content-Length': 'twelve' }), match: /got 'twelve'/ },
-    { name: 'json-header-size larger than the body', make: add, headers: (_n, len) => ({ 'Content-Type': `application/vnd.sagemaker-triton.binary+json;json-header-size=${len + 10}` }), match: /json-header-size in the Content-Type must be an integer/ },
-    { name: 'negative json-header-size', make: add, headers: () => ({ 'Content-Type': 'application/vnd.sagemaker-triton.binary+json;json-header-size=-123' }), match: /got '-123'/ },
-    { name: 'json-header-size missing', make: add, headers: () => ({ 'Content-Type': 'application/vnd.sagemaker-triton.binary+json' }), match: /needs the parameter json-header-size/ },
-    { name: 'header length and json-header-size disagree', make: add, headers: (n) => ({ 'Content-Type': `application/vnd.sagemaker-triton.binary+json;json-header-size=${n}`, 'Inference-Header-Content-Length': String(n - 1) }), match: /contradicts json-header-size/ },
-    { name: 'header length cutting the JSON short', make: add, headers: (n) => ({ 'Inference-Header-Content-Length': String(n - 3) }), match: /not valid JSON/ },
+    {
+      name: 'json-header-size larger than the body',
+      make: add,
+      headers: (_n, len) => ({ 'Content-Type': `application/vnd.sagemaker-triton.binary+json;json-header-size=${len + 10}` }),
+      match: /json-header-size in the Content-Type must be an integer/,
+    },
+    {
+      name: 'negative json-header-size',
+      make: add,
+      headers: () => ({ 'Content-Type': 'application/vnd.sagemaker-triton.binary+json;json-header-size=-123' }),
+      match: /got '-123'/,
+    },
+    {
+      name: 'json-header-size missing',
+      make: add,
+      headers: () => ({ 'Content-Type': 'application/vnd.sagemaker-triton.binary+json' }),
+      match: /needs the parameter json-header-size/,
+    },
+    {
+      name: 'header length and json-header-size disagree',
+      make: add,
+      headers: (n) => ({
+        'Content-Type': `application/vnd.sagemaker-triton.binary+json;json-header-size=${n}`,
+        'Inference-Header-Content-Length': String(n - 1),
+      }),
+      match: /contradicts json-header-size/,
+    },
+    {
+      name: 'header length cutting the JSON short',
+      make: add,
+      headers: (n) => ({ 'Inference-Header-Content-Length': String(n - 3) }),
+      match: /not valid JSON/,
+    },
     {
       name: 'binary_data_size not matching datatype × shape',
       make: () => {
-        const json = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], parameters: { binary_data_size: 60 } }, { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], data: ONES }] }));
+        const json = Buffer.from(
+          JSON.stringify({
+            inputs: [
+              { name: 'INPUT0', datatype: 'FP32', shape: [1, 16], parameters: { binary_data_size: 60 } },
+              { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], data: ONES },
+            ],
+          }),
+        );
         return { body: Buffer.concat([json, Buffer.alloc(60)]), headerLength: json.length };
       },
       headers: (n) => ({ 'Inference-Header-Content-Length': String(n) }),
@@ -302,7 +387,13 @@ describe('malformed binary requests are 400s with the reason, and the server kee
       headers: (n) => ({ 'Inference-Header-Content-Length': String(n) }),
       match: /binary_data_size 64 runs past the end of the body \(10 bytes of binary data left\)/,
     },
-    { name: 'BYTES length running past the buffer', target: 'identity_bytes', make: bytesPastEnd, headers: (n) => ({ 'Inference-Header-Content-Length': String(n) }), match: /BYTES element 1 claims 1000000 bytes but only \d+ remain/ },
+    {
+      name: 'BYTES length running past the buffer',
+      target: 'identity_bytes',
+      make: bytesPastEnd,
+      headers: (n) => ({ 'Inference-Header-Content-Length': String(n) }),
+      match: /BYTES element 1 claims 1000000 bytes but only \d+ remain/,
+    },
     { name: 'shape whose element count overflows', make: huge, headers: (n) => ({ 'Inference-Header-Content-Length': String(n) }), match: /too many elements/ },
     {
       name: 'bytes left after the last binary input',
@@ -313,7 +404,12 @@ describe('malformed binary requests are 400s with the reason, and the server kee
       headers: (n) => ({ 'Inference-Header-Content-Length': String(n) }),
       match: /unexpected additional input data: 4 bytes/,
     },
-    { name: 'octet-stream without a header length (read as JSON)', make: add, headers: () => ({ 'Content-Type': 'application/octet-stream' }), match: /not valid JSON.*application\/octet-stream body is read as JSON; for binary tensor data send the JSON length in Inference-Header-Content-Length/ },
+    {
+      name: 'octet-stream without a header length (read as JSON)',
+      make: add,
+      headers: () => ({ 'Content-Type': 'application/octet-stream' }),
+      match: /not valid JSON.*application\/octet-stream body is read as JSON; for binary tensor data send the JSON length in Inference-Header-Content-Length/,
+    },
   ];
   for (const c of cases) {
     for (const route of ['invocations', 'v2'] as const) {

@@ -16,7 +16,12 @@ import { runCli } from '../support/cli.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 after(async () => {
   for (const fn of ctx.cleanups.reverse()) await fn();
 });
@@ -25,7 +30,17 @@ let server: TestServer;
 let work = '';
 let requestFile = '';
 const seq16 = Array.from({ length: 16 }, (_, i) => i);
-const body = { inputs: [input('INPUT0', 'FP32', [1, 16], seq16), input('INPUT1', 'FP32', [1, 16], seq16.map(() => 3))] };
+const body = {
+  inputs: [
+    input('INPUT0', 'FP32', [1, 16], seq16),
+    input(
+      'INPUT1',
+      'FP32',
+      [1, 16],
+      seq16.map(() => 3),
+    ),
+  ],
+};
 
 interface Recorded {
   readonly method: string | undefined;
@@ -50,8 +65,14 @@ describe('onnx-mme invoke', () => {
     assert.equal(r.code, 0, r.stderr);
     const answer = JSON.parse(r.stdout) as { model_name: string; outputs: { name: string; data: number[] }[] };
     assert.equal(answer.model_name, 'add_sub');
-    assert.deepEqual(answer.outputs[0]!.data, seq16.map((v) => v + 3));
-    assert.deepEqual(answer.outputs[1]!.data, seq16.map((v) => v - 3));
+    assert.deepEqual(
+      answer.outputs[0]!.data,
+      seq16.map((v) => v + 3),
+    );
+    assert.deepEqual(
+      answer.outputs[1]!.data,
+      seq16.map((v) => v - 3),
+    );
     assert.ok(r.stdout.endsWith('\n'));
   });
 
@@ -67,7 +88,10 @@ describe('onnx-mme invoke', () => {
     assert.equal(loaded.status, 200, loaded.text);
     const r = await runCli(['invoke', '--url', server.url, '--model-name', 'hash-1234', '--json', requestFile]);
     assert.equal(r.code, 0, r.stderr);
-    assert.deepEqual((JSON.parse(r.stdout) as { outputs: { data: number[] }[] }).outputs[0]!.data, seq16.map((v) => v + 3));
+    assert.deepEqual(
+      (JSON.parse(r.stdout) as { outputs: { data: number[] }[] }).outputs[0]!.data,
+      seq16.map((v) => v + 3),
+    );
   });
 
   it('CSV and .npy bodies for a one-input model: the same answer as JSON; --accept picks the answer format', async () => {
@@ -77,14 +101,22 @@ describe('onnx-mme invoke', () => {
     // NumPy's format by hand: magic, version 1.0, header length, the header dict padded to 64 bytes, little-endian float32.
     const header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 16), }";
     const padded = header.padEnd(64 * Math.ceil((10 + header.length + 1) / 64) - 10 - 1, ' ') + '\n';
-    const npy = Buffer.concat([Buffer.from('\x93NUMPY\x01\x00', 'latin1'), Buffer.from([padded.length & 0xff, padded.length >> 8]), Buffer.from(padded, 'latin1'), Buffer.from(new Float32Array(x).buffer)]);
+    const npy = Buffer.concat([
+      Buffer.from('\x93NUMPY\x01\x00', 'latin1'),
+      Buffer.from([padded.length & 0xff, padded.length >> 8]),
+      Buffer.from(padded, 'latin1'),
+      Buffer.from(new Float32Array(x).buffer),
+    ]);
     await writeFile(path.join(work, 'tiny.npy'), npy);
 
     const viaJson = await runCli(['invoke', '--url', server.url, '--target', 'tiny', '--json', path.join(work, 'tiny.json')]);
     assert.equal(viaJson.code, 0, viaJson.stderr);
     const expected = (JSON.parse(viaJson.stdout) as { outputs: { data: number[] }[] }).outputs[0]!.data;
     assert.equal(expected.length, 4);
-    for (const [flag, file] of [['--csv', 'tiny.csv'], ['--npy', 'tiny.npy']] as const) {
+    for (const [flag, file] of [
+      ['--csv', 'tiny.csv'],
+      ['--npy', 'tiny.npy'],
+    ] as const) {
       const r = await runCli(['invoke', '--url', server.url, '--target', 'tiny', flag, path.join(work, file)]);
       assert.equal(r.code, 0, `${flag}: ${r.stderr}`);
       assert.deepEqual((JSON.parse(r.stdout) as { outputs: { data: number[] }[] }).outputs[0]!.data, expected, flag);
@@ -141,7 +173,17 @@ describe('onnx-mme invoke', () => {
       assert.equal(got.headers['content-type'], c.type);
       assert.deepEqual(got.body, c.bytes);
     }
-    const r = await runCli(['invoke', '--url', url, '--csv', path.join(work, 'x.csv'), '--content-type', 'text/csv;header=present', '--accept', 'application/json']);
+    const r = await runCli([
+      'invoke',
+      '--url',
+      url,
+      '--csv',
+      path.join(work, 'x.csv'),
+      '--content-type',
+      'text/csv;header=present',
+      '--accept',
+      'application/json',
+    ]);
     assert.equal(r.code, 0, r.stderr);
     const last = recorded[recorded.length - 1]!;
     assert.equal(last.headers['content-type'], 'text/csv;header=present');

@@ -14,7 +14,12 @@ import { runCli } from '../support/cli.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 after(async () => {
   for (const fn of ctx.cleanups.reverse()) await fn();
 });
@@ -28,7 +33,17 @@ async function entries(file: string): Promise<string[]> {
 let work = '';
 let source = '';
 const seq16 = Array.from({ length: 16 }, (_, i) => i);
-const addSubBody = { inputs: [input('INPUT0', 'FP32', [1, 16], seq16), input('INPUT1', 'FP32', [1, 16], seq16.map(() => 2))] };
+const addSubBody = {
+  inputs: [
+    input('INPUT0', 'FP32', [1, 16], seq16),
+    input(
+      'INPUT1',
+      'FP32',
+      [1, 16],
+      seq16.map(() => 2),
+    ),
+  ],
+};
 
 describe('onnx-mme pack', () => {
   before(async () => {
@@ -58,7 +73,10 @@ describe('onnx-mme pack', () => {
       const res = await request(`${server.url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': target }, json: addSubBody });
       assert.equal(res.status, 200, `${target}: ${res.text}`);
       assert.equal(res.body.model_name, 'add_sub');
-      assert.deepEqual(res.body.outputs[0].data, seq16.map((v) => v + 2));
+      assert.deepEqual(
+        res.body.outputs[0].data,
+        seq16.map((v) => v + 2),
+      );
     }
   });
 
@@ -68,7 +86,10 @@ describe('onnx-mme pack', () => {
     assert.equal(packed.code, 0, packed.stderr);
     assert.match(packed.stdout, /3 model directories at the root; entry model 'pipeline'/);
     const names = await entries(out);
-    assert.deepEqual(names.filter((n) => /^[^/]+\/$/.test(n)), ['classifier/', 'pipeline/', 'preprocess/']);
+    assert.deepEqual(
+      names.filter((n) => /^[^/]+\/$/.test(n)),
+      ['classifier/', 'pipeline/', 'preprocess/'],
+    );
     assert.ok(names.includes('pipeline/1/'), 'the ensemble keeps its (empty) version directory');
 
     const validated = await runCli(['validate', out, '--json']);
@@ -104,7 +125,11 @@ describe('onnx-mme pack', () => {
   it('an invalid directory: the problems on stderr, exit 1, nothing written', async () => {
     await writeModelDir(work, 'broken', {
       onnx: addSub().onnx,
-      config: configText({ maxBatchSize: 8, inputs: [{ name: 'WRONG', dataType: 'FP32', dims: [16] }], outputs: [{ name: 'OUTPUT0', dataType: 'FP32', dims: [16] }] }),
+      config: configText({
+        maxBatchSize: 8,
+        inputs: [{ name: 'WRONG', dataType: 'FP32', dims: [16] }],
+        outputs: [{ name: 'OUTPUT0', dataType: 'FP32', dims: [16] }],
+      }),
     });
     const out = path.join(work, 'broken.tar.gz');
     const r = await runCli(['pack', path.join(work, 'broken'), '-o', out]);

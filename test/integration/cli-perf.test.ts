@@ -20,7 +20,12 @@ import { slowModel } from '../support/slow-model.js';
 import { tempDir } from '../support/temp-dir.js';
 import { request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 after(async () => {
   for (const fn of ctx.cleanups.reverse()) await fn();
 });
@@ -87,7 +92,10 @@ describe('onnx-mme perf', () => {
     const r = await runCli(['perf', server.url, '--model', 'tiny', '--concurrency', '1:4:x2', ...FAST, '--json', json, '--csv', csv, '--chart', chart]);
     assert.equal(r.code, 0, r.stderr);
     const steps = JSON.parse(await readFile(json, 'utf8')) as StepJson[];
-    assert.deepEqual(steps.map((s) => s.concurrency), [1, 2, 4]);
+    assert.deepEqual(
+      steps.map((s) => s.concurrency),
+      [1, 2, 4],
+    );
     const sent = steps.reduce((n, s) => n + s.requests_sent, 0);
     const counted = (await metricSum(server.url, 'onnx_mme_http_requests_total', { route: '/v2/models/:model/infer' })) - before;
     assert.equal(counted, sent, 'every request perf sent reached the server, and nothing else');
@@ -121,15 +129,25 @@ describe('onnx-mme perf', () => {
     const r = await runCli(['perf', server.url, '--target-model', 'tiny', '--rate', '40:80:x2', '--binary', ...FAST, '--json', json]);
     assert.equal(r.code, 0, r.stderr);
     const steps = JSON.parse(await readFile(json, 'utf8')) as StepJson[];
-    assert.deepEqual(steps.map((s) => [s.mode, s.rate_rps]), [['rate', 40], ['rate', 80]]);
+    assert.deepEqual(
+      steps.map((s) => [s.mode, s.rate_rps]),
+      [
+        ['rate', 40],
+        ['rate', 80],
+      ],
+    );
     const counted = (await metricSum(server.url, 'nv_inference_request_success', { model: 'tiny' })) - before;
-    assert.equal(counted, steps.reduce((n, s) => n + s.requests_sent, 0));
+    assert.equal(
+      counted,
+      steps.reduce((n, s) => n + s.requests_sent, 0),
+    );
     assert.match(r.stdout, /X-Amzn-SageMaker-Target-Model: tiny/);
   });
 
   it('sends real requests from a JSON-lines file', async () => {
     const file = path.join(work, 'requests.jsonl');
-    const row = (v: number): string => JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: Array.from({ length: 16 }, () => v) }] });
+    const row = (v: number): string =>
+      JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: Array.from({ length: 16 }, () => v) }] });
     await writeFile(file, `${row(1)}\n\n${row(2)}\n`);
     const r = await runCli(['perf', server.url, '--model', 'tiny', '--concurrency', '2', ...FAST, '--input-data', file]);
     assert.equal(r.code, 0, r.stderr);
@@ -145,8 +163,17 @@ describe('onnx-mme perf', () => {
     const json = path.join(work, 'sdk.json');
     const route = { route: '/endpoints/:endpoint/invocations' };
     const before = await metricSum(server.url, 'onnx_mme_http_requests_total', route);
-    const env = { AWS_ACCESS_KEY_ID: 'AKIDFAKE', AWS_SECRET_ACCESS_KEY: 'fake', AWS_REGION: 'us-east-1', AWS_PROFILE: undefined, AWS_CONFIG_FILE: '/nonexistent', AWS_SHARED_CREDENTIALS_FILE: '/nonexistent' };
-    const r = await runCli(['perf', server.url, '--endpoint-name', 'my-endpoint', '--target-model', 'tiny', '--concurrency', '2', ...FAST, '--json', json], { env });
+    const env = {
+      AWS_ACCESS_KEY_ID: 'AKIDFAKE',
+      AWS_SECRET_ACCESS_KEY: 'fake',
+      AWS_REGION: 'us-east-1',
+      AWS_PROFILE: undefined,
+      AWS_CONFIG_FILE: '/nonexistent',
+      AWS_SHARED_CREDENTIALS_FILE: '/nonexistent',
+    };
+    const r = await runCli(['perf', server.url, '--endpoint-name', 'my-endpoint', '--target-model', 'tiny', '--concurrency', '2', ...FAST, '--json', json], {
+      env,
+    });
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /SageMaker InvokeEndpoint my-endpoint \(TargetModel tiny\)/);
     const steps = JSON.parse(await readFile(json, 'utf8')) as StepJson[];
@@ -155,7 +182,7 @@ describe('onnx-mme perf', () => {
     assert.ok(steps[0]!.requests > 0 && steps[0]!.errors === 0);
   });
 
-  it('reports the server\'s own 429s by status when a model queue is full (SageMaker route; KServe says 503), and exits 1', async () => {
+  it("reports the server's own 429s by status when a model queue is full (SageMaker route; KServe says 503), and exits 1", async () => {
     const dir = path.join(work, 'slow-models');
     await writeModelDir(dir, 'slow', slowModel({ width: 128, rows: 512, layers: 8 }));
     const slow = await startTestServer({ modelSource: dir, cacheDir: path.join(work, 'slow-cache'), env: { MME_LOG_LEVEL: 'warn', MME_MAX_QUEUE_SIZE: '1' } });
@@ -205,7 +232,11 @@ describe('onnx-mme perf against a bare node:http target', () => {
     const r = await runCli(['perf', url, '--model', 'm', '--concurrency', '1:2:1', ...FAST, '--json', json]);
     assert.equal(r.code, 1, 'failed requests fail the measurement');
     const steps = JSON.parse(await readFile(json, 'utf8')) as StepJson[];
-    assert.equal(steps.reduce((s, x) => s + x.requests_sent, 0), n, 'the target received exactly what perf sent');
+    assert.equal(
+      steps.reduce((s, x) => s + x.requests_sent, 0),
+      n,
+      'the target received exactly what perf sent',
+    );
     for (const s of steps) {
       for (const status of ['429', '500', '503']) assert.ok((s.errors_by_status[status] ?? 0) > 0, `${status} in ${JSON.stringify(s)}`);
       assert.equal(s.errors, s.errors_by_status['429']! + s.errors_by_status['500']! + s.errors_by_status['503']!);
@@ -219,7 +250,14 @@ describe('onnx-mme perf against a bare node:http target', () => {
   });
 
   it('exits 2 on a bad command line and 1 when the endpoint cannot be reached', async () => {
-    for (const args of [['perf'], ['perf', 'http://127.0.0.1:1'], ['perf', 'not-a-url', '--model', 'm'], ['perf', 'http://127.0.0.1:1', '--model', 'm', '--concurrency', '8:1'], ['perf', 'http://127.0.0.1:1', '--model', 'm', '--rate', '5', '--concurrency', '2'], ['perf', 'http://127.0.0.1:1', '--model', 'm', '--bogus']]) {
+    for (const args of [
+      ['perf'],
+      ['perf', 'http://127.0.0.1:1'],
+      ['perf', 'not-a-url', '--model', 'm'],
+      ['perf', 'http://127.0.0.1:1', '--model', 'm', '--concurrency', '8:1'],
+      ['perf', 'http://127.0.0.1:1', '--model', 'm', '--rate', '5', '--concurrency', '2'],
+      ['perf', 'http://127.0.0.1:1', '--model', 'm', '--bogus'],
+    ]) {
       const r = await runCli(args);
       assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
       assert.match(r.stderr, /onnx-mme perf: .*\nRun 'onnx-mme perf --help'/);

@@ -17,7 +17,12 @@ import { S3RVER_CREDENTIALS, startLoopbackS3, type LoopbackS3 } from '../support
 import { tempDir } from '../support/temp-dir.js';
 import { startTestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 const saved = { id: process.env['AWS_ACCESS_KEY_ID'], secret: process.env['AWS_SECRET_ACCESS_KEY'] };
 let s3: LoopbackS3;
 let client: S3Client;
@@ -61,7 +66,10 @@ describe('onnx-mme push', () => {
     client?.destroy();
     await s3?.close();
     for (const fn of ctx.cleanups.reverse()) await fn();
-    for (const [k, v] of [['AWS_ACCESS_KEY_ID', saved.id], ['AWS_SECRET_ACCESS_KEY', saved.secret]] as const) {
+    for (const [k, v] of [
+      ['AWS_ACCESS_KEY_ID', saved.id],
+      ['AWS_SECRET_ACCESS_KEY', saved.secret],
+    ] as const) {
       if (v === undefined) delete process.env[k];
       else process.env[k] = v;
     }
@@ -100,7 +108,10 @@ describe('onnx-mme push', () => {
     const invoked = await runCli(['invoke', '--url', server.url, '--target', out['target']!, '--json', requestFile]);
     assert.equal(invoked.code, 0, invoked.stderr);
     const answer = JSON.parse(invoked.stdout) as { outputs: { data: number[] }[] };
-    assert.deepEqual(answer.outputs[0]!.data, x.map((v, i) => v + SIZED_MODEL_OFFSET[i]!));
+    assert.deepEqual(
+      answer.outputs[0]!.data,
+      x.map((v, i) => v + SIZED_MODEL_OFFSET[i]!),
+    );
   });
 
   it('an explicit object name under a nested prefix; a small archive goes up in one request', async () => {
@@ -119,7 +130,11 @@ describe('onnx-mme push', () => {
   it('an invalid archive is not uploaded (exit 1) unless --no-validate says so', async () => {
     await writeModelDir(work, 'wrong', {
       onnx: addSub().onnx,
-      config: configText({ maxBatchSize: 8, inputs: [{ name: 'NOPE', dataType: 'FP32', dims: [16] }], outputs: [{ name: 'OUTPUT0', dataType: 'FP32', dims: [16] }] }),
+      config: configText({
+        maxBatchSize: 8,
+        inputs: [{ name: 'NOPE', dataType: 'FP32', dims: [16] }],
+        outputs: [{ name: 'OUTPUT0', dataType: 'FP32', dims: [16] }],
+      }),
     });
     const wrong = path.join(work, 'wrong.tar.gz');
     await packTarGz(path.join(work, 'wrong'), wrong); // pack would refuse it

@@ -18,7 +18,12 @@ import { runCli } from '../support/cli.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 after(async () => {
   for (const fn of ctx.cleanups.reverse()) await fn();
 });
@@ -61,19 +66,37 @@ describe('onnx-mme tune', () => {
     work = await tempDir(ctx, 'onnx-mme-cli-tune-');
     const model = tiny();
     // The user's config: their own name and a comment-free layout, max_batch_size 8, no dynamic_batching.
-    pkg = await writeModelDir(work, 'tiny', { ...model, config: configText({ name: 'tiny', maxBatchSize: 8, inputs: [{ name: 'INPUT0', dataType: 'FP32', dims: [16] }], outputs: [{ name: 'OUTPUT0', dataType: 'FP32', dims: [4] }] }) });
+    pkg = await writeModelDir(work, 'tiny', {
+      ...model,
+      config: configText({
+        name: 'tiny',
+        maxBatchSize: 8,
+        inputs: [{ name: 'INPUT0', dataType: 'FP32', dims: [16] }],
+        outputs: [{ name: 'OUTPUT0', dataType: 'FP32', dims: [4] }],
+      }),
+    });
     pkgHash = await hashTree(pkg);
   });
 
-  it('recommends a loadable config measured at least as fast as the package\'s own in the same run, and leaves the package untouched', async () => {
+  it("recommends a loadable config measured at least as fast as the package's own in the same run, and leaves the package untouched", async () => {
     const out = path.join(work, 'out');
     const r = await runCli(['tune', pkg, '--budget-s', '16', ...FAST, '-o', out], { env: { MME_LOG_LEVEL: 'warn' } });
     assert.equal(r.code, 0, r.stderr);
     assert.equal(await hashTree(pkg), pkgHash, 'the package is byte-for-byte as before');
-    for (const f of ['config.pbtxt', 'config.diff', 'report.md', 'pareto.svg', 'memory.svg', 'tune.json']) assert.ok((await stat(path.join(out, f))).size > 0, f);
-    const result = JSON.parse(await readFile(path.join(out, 'tune.json'), 'utf8')) as { default: PointJson; recommended: PointJson; points: PointJson[]; elapsed_s: number; kept_user_config: string | null };
+    for (const f of ['config.pbtxt', 'config.diff', 'report.md', 'pareto.svg', 'memory.svg', 'tune.json'])
+      assert.ok((await stat(path.join(out, f))).size > 0, f);
+    const result = JSON.parse(await readFile(path.join(out, 'tune.json'), 'utf8')) as {
+      default: PointJson;
+      recommended: PointJson;
+      points: PointJson[];
+      elapsed_s: number;
+      kept_user_config: string | null;
+    };
     assert.ok(result.recommended.throughput_rps > 0);
-    assert.ok(result.recommended.throughput_rps >= result.default.throughput_rps, `recommended ${result.recommended.throughput_rps} >= default ${result.default.throughput_rps}`);
+    assert.ok(
+      result.recommended.throughput_rps >= result.default.throughput_rps,
+      `recommended ${result.recommended.throughput_rps} >= default ${result.default.throughput_rps}`,
+    );
     // Beyond the default, unless this (shared, loaded) machine made one candidate cost the whole budget; then the report says so.
     const dims = (JSON.parse(await readFile(path.join(out, 'tune.json'), 'utf8')) as { dimensions: { outcome: string }[] }).dimensions;
     assert.ok(result.points.length >= 2 || dims.every((d) => /budget ran out/.test(d.outcome)), JSON.stringify(dims));
@@ -105,14 +128,30 @@ describe('onnx-mme tune', () => {
     await writeFile(path.join(tuned, 'config.pbtxt'), recommended);
     const v = await runCli(['validate', tuned]);
     assert.equal(v.code, 0, v.stdout + v.stderr);
-    const server = await startTestServer({ modelSource: path.join(work, 'tuned-repo'), cacheDir: path.join(work, 'tuned-cache'), env: { MME_LOG_LEVEL: 'warn' } });
+    const server = await startTestServer({
+      modelSource: path.join(work, 'tuned-repo'),
+      cacheDir: path.join(work, 'tuned-cache'),
+      env: { MME_LOG_LEVEL: 'warn' },
+    });
     ctx.after(() => server.close());
-    const answer = await request(`${server.url}/v2/models/tiny/infer`, { method: 'POST', json: { inputs: [input('INPUT0', 'FP32', [1, 16], Array.from({ length: 16 }, (_, i) => i / 16))] } });
+    const answer = await request(`${server.url}/v2/models/tiny/infer`, {
+      method: 'POST',
+      json: {
+        inputs: [
+          input(
+            'INPUT0',
+            'FP32',
+            [1, 16],
+            Array.from({ length: 16 }, (_, i) => i / 16),
+          ),
+        ],
+      },
+    });
     assert.equal(answer.status, 200, answer.text);
     assert.deepEqual(answer.body.outputs[0].shape, [1, 4]);
   });
 
-  it('respects a latency objective: one no config can meet is reported, exit 1, the user\'s config unchanged', async () => {
+  it("respects a latency objective: one no config can meet is reported, exit 1, the user's config unchanged", async () => {
     const out = path.join(work, 'out-latency');
     const r = await runCli(['tune', pkg, '--objective', 'latency-p99-ms=0.0001', '--budget-s', '5', ...FAST, '-o', out], { env: { MME_LOG_LEVEL: 'warn' } });
     assert.equal(r.code, 1, r.stdout + r.stderr);
@@ -126,7 +165,14 @@ describe('onnx-mme tune', () => {
   });
 
   it('refuses bad usage with exit 2, an output inside the package included', async () => {
-    for (const args of [['tune'], ['tune', pkg], ['tune', pkg, '-o', path.join(pkg, 'out')], ['tune', pkg, '-o', pkg], ['tune', pkg, '-o', path.join(work, 'x'), '--objective', 'latency'], ['tune', path.join(work, 'missing'), '-o', path.join(work, 'y')]]) {
+    for (const args of [
+      ['tune'],
+      ['tune', pkg],
+      ['tune', pkg, '-o', path.join(pkg, 'out')],
+      ['tune', pkg, '-o', pkg],
+      ['tune', pkg, '-o', path.join(work, 'x'), '--objective', 'latency'],
+      ['tune', path.join(work, 'missing'), '-o', path.join(work, 'y')],
+    ]) {
       const r = await runCli(args);
       assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
       assert.match(r.stderr, /Run 'onnx-mme tune --help'/);

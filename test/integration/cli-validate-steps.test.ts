@@ -14,7 +14,12 @@ import { writePipelineRepository } from '../../examples/pipelines/write-reposito
 import { runCli } from '../support/cli.js';
 import { tempDir } from '../support/temp-dir.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 let built: BuiltPipelines;
 let root: string;
 
@@ -27,12 +32,16 @@ before(async () => {
     // The encoder gives FP32 [-1, 16, 8] and the tokenizer a mask of [-1, 16]: pooling asks for FP64 and a mask of 12.
     pooling: {
       ...models['pooling']!,
-      config: models['pooling']!.config!.replace('data_type: TYPE_FP32 dims: [ -1, 8 ]', 'data_type: TYPE_FP64 dims: [ -1, 8 ]').replace('data_type: TYPE_INT64 dims: [ -1 ]', 'data_type: TYPE_INT64 dims: [ 12 ]'),
+      config: models['pooling']!.config!.replace('data_type: TYPE_FP32 dims: [ -1, 8 ]', 'data_type: TYPE_FP64 dims: [ -1, 8 ]').replace(
+        'data_type: TYPE_INT64 dims: [ -1 ]',
+        'data_type: TYPE_INT64 dims: [ 12 ]',
+      ),
     },
     // A second tokenizer, unused by the entry, shipped without its tokenizer.json.
     tokenizer2: { ...models['tokenizer']!, config: models['tokenizer']!.config!.replace('name: "tokenizer"', 'name: "tokenizer2"'), files: {} },
     helper: {
-      config: 'name: "helper"\nbackend: "js"\nmax_batch_size: 0\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ 1 ] } ]\noutput [ { name: "y" data_type: TYPE_FP32 dims: [ 1 ] } ]\n',
+      config:
+        'name: "helper"\nbackend: "js"\nmax_batch_size: 0\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ 1 ] } ]\noutput [ { name: "y" data_type: TYPE_FP32 dims: [ 1 ] } ]\n',
       versionFiles: { 'model.mjs': 'export const nothing = 0;\n' },
     },
   };

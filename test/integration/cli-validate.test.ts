@@ -14,7 +14,12 @@ import { runCli } from '../support/cli.js';
 import { tgz } from '../support/raw-tar.js';
 import { tempDir } from '../support/temp-dir.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 after(async () => {
   for (const fn of ctx.cleanups.reverse()) await fn();
 });
@@ -25,7 +30,17 @@ interface JsonReport {
   kind: string;
   fileBytes: number;
   predictedBytes: number;
-  models: { name: string; platform: string; versions: number[]; maxBatchSize: number; inputs: { name: string; datatype: string; shape: number[] }[]; outputs: { name: string }[]; fileBytes: number; autoCompleted: boolean; steps?: string[] }[];
+  models: {
+    name: string;
+    platform: string;
+    versions: number[];
+    maxBatchSize: number;
+    inputs: { name: string; datatype: string; shape: number[] }[];
+    outputs: { name: string }[];
+    fileBytes: number;
+    autoCompleted: boolean;
+    steps?: string[];
+  }[];
   problems: { model?: string; code: string; message: string }[];
   notes: string[];
   peakResidentBytes: number;
@@ -55,7 +70,10 @@ describe('onnx-mme validate', () => {
     await packTarGz(path.join(root, 'add_sub'), path.join(root, 'add_sub.tar.gz'), { prefix: 'add_sub' });
     await packTarGz(path.join(root, 'add_sub'), path.join(root, 'add_sub_flat.tar.gz'));
 
-    await writeModelDir(root, 'bad_pbtxt', { onnx: addSub().onnx, config: 'max_batch_size: 8\ninput [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 16 ] }\noutput [ ]\n' });
+    await writeModelDir(root, 'bad_pbtxt', {
+      onnx: addSub().onnx,
+      config: 'max_batch_size: 8\ninput [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 16 ] }\noutput [ ]\n',
+    });
     await writeModelDir(root, 'mismatch', { onnx: addSub().onnx, config: mismatchConfig });
     await writeModelDir(root, 'no_file', { config: addSub().config! });
     await writeModelDir(root, 'cuda_graphs', { onnx: addSub().onnx, config: `${addSub().config!}optimization { cuda { graphs: true } }\n` });
@@ -70,7 +88,13 @@ describe('onnx-mme validate', () => {
     await writeRepository(path.join(root, 'bad_ensemble'), { ...ens.models, pipeline: { config: ghost, versions: [1] } });
     await writeRepository(path.join(root, 'unwired_ensemble'), { ...ens.models, pipeline: { config: unwired, versions: [1] } });
     await writeFile(path.join(root, 'corrupt.tar.gz'), Buffer.from('1f8b0800000000000003ffffffff', 'hex'));
-    await writeFile(path.join(root, 'traversal.tar.gz'), tgz([{ name: 'm/config.pbtxt', body: addSub().config! }, { name: '../../escaped.txt', body: 'pwned' }]));
+    await writeFile(
+      path.join(root, 'traversal.tar.gz'),
+      tgz([
+        { name: 'm/config.pbtxt', body: addSub().config! },
+        { name: '../../escaped.txt', body: 'pwned' },
+      ]),
+    );
     await writeRepository(path.join(root, 'two_models'), { a: addSub(), b: addSub() });
     // One repository, several broken models: all of them reported in one run.
     await writeRepository(path.join(root, 'many'), {
@@ -97,10 +121,13 @@ describe('onnx-mme validate', () => {
     assert.equal(report.entry, 'add_sub');
     const model = report.models[0]!;
     assert.deepEqual([model.name, model.platform, model.versions, model.maxBatchSize], ['add_sub', 'onnxruntime_onnx', [1], 8]);
-    assert.deepEqual(model.inputs.map((t) => [t.name, t.datatype, t.shape]), [
-      ['INPUT0', 'FP32', [-1, 16]],
-      ['INPUT1', 'FP32', [-1, 16]],
-    ]);
+    assert.deepEqual(
+      model.inputs.map((t) => [t.name, t.datatype, t.shape]),
+      [
+        ['INPUT0', 'FP32', [-1, 16]],
+        ['INPUT1', 'FP32', [-1, 16]],
+      ],
+    );
     assert.equal(model.fileBytes, (await stat(path.join(root, 'add_sub', '1', 'model.onnx'))).size);
     assert.equal(report.fileBytes, model.fileBytes);
     // The server's own prediction: every file of the package plus 1 MiB per ONNX session.
@@ -192,7 +219,11 @@ describe('onnx-mme validate', () => {
     const { code, report } = await validateJson(path.join(root, 'two_models'));
     assert.equal(code, 1);
     assert.match(report.problems[0]!.message, /cannot choose the entry model: it has 2 models \(a, b\) and no ensemble/);
-    assert.deepEqual(report.models.map((m) => m.name), ['a', 'b'], 'the models themselves are still checked');
+    assert.deepEqual(
+      report.models.map((m) => m.name),
+      ['a', 'b'],
+      'the models themselves are still checked',
+    );
   });
 
   it('every problem of a repository in one run, each model once', async () => {
@@ -205,7 +236,11 @@ describe('onnx-mme validate', () => {
     assert.match(byModel.get('preprocess')!, /config\.pbtxt says INT32 but the ONNX model has FP32/);
     assert.match(byModel.get('pipeline')!, /not checked further: its step model 'preprocess' failed to load/);
     assert.equal(report.problems.length, 5);
-    assert.deepEqual(report.models.map((m) => m.name), ['classifier'], 'what loaded is still described');
+    assert.deepEqual(
+      report.models.map((m) => m.name),
+      ['classifier'],
+      'what loaded is still described',
+    );
   });
 
   it('usage: --help for every command, exit 2 for a bad command line or a missing input', async () => {

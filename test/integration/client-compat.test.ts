@@ -17,7 +17,12 @@ import { packTarGz, scale, writeModelDir } from '../../examples/models/zoo.js';
 import { tempDir } from '../support/temp-dir.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 let server: TestServer;
 let port: number;
 
@@ -30,11 +35,14 @@ interface Reply {
 /** A raw HTTP/1.1 exchange (no client-side decompression, headers exactly as given). */
 function raw(method: string, urlPath: string, headers: Record<string, string | number> = {}, body?: Buffer): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, method, path: urlPath, headers: { ...(body ? { 'Content-Length': body.length } : {}), ...headers } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
-    });
+    const req = http.request(
+      { host: '127.0.0.1', port, method, path: urlPath, headers: { ...(body ? { 'Content-Length': body.length } : {}), ...headers } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -42,7 +50,9 @@ function raw(method: string, urlPath: string, headers: Record<string, string | n
 
 /** Python's urllib.parse.quote(s) with its default safe='/'. */
 function pyQuote(s: string): string {
-  return encodeURIComponent(s).replace(/%2F/g, '/').replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  return encodeURIComponent(s)
+    .replace(/%2F/g, '/')
+    .replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 }
 
 /** tritonclient's _get_inference_request with binary_data=True for the input and the output. */
@@ -148,7 +158,12 @@ describe('compressed bodies (request_compression_algorithm) and answers (respons
 
   it('a raw-deflate body and a JSON body on /invocations are decoded too; small answers go out uncompressed', async () => {
     const json = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }] }));
-    const r = await raw('POST', '/invocations', { 'Content-Type': 'application/json', 'Content-Encoding': 'deflate', 'Accept-Encoding': 'gzip', 'X-Amzn-SageMaker-Target-Model': NAME }, zlib.deflateRawSync(json));
+    const r = await raw(
+      'POST',
+      '/invocations',
+      { 'Content-Type': 'application/json', 'Content-Encoding': 'deflate', 'Accept-Encoding': 'gzip', 'X-Amzn-SageMaker-Target-Model': NAME },
+      zlib.deflateRawSync(json),
+    );
     assert.equal(r.status, 200, r.body.toString());
     assert.equal(r.headers['content-encoding'], undefined, 'a small answer is not compressed');
     assert.deepEqual(JSON.parse(r.body.toString()).outputs[0].data, [2, 4, 6, 8]);
@@ -160,13 +175,20 @@ describe('compressed bodies (request_compression_algorithm) and answers (respons
     assert.equal(b.status, 413);
     assert.match(JSON.parse(b.body.toString()).error, /expands more than \d+ times/);
 
-    const big = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data: Array.from({ length: 300_000 }, (_, i) => i) }] }));
+    const big = Buffer.from(
+      JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data: Array.from({ length: 300_000 }, (_, i) => i) }] }),
+    );
     assert.ok(big.length > 1024 * 1024);
     const over = await raw('POST', `/v2/models/${pyQuote(NAME)}/infer`, { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' }, zlib.gzipSync(big));
     assert.equal(over.status, 413);
     assert.match(JSON.parse(over.body.toString()).error, /decompressed request body exceeds the limit of 1048576 bytes/);
 
-    const bad = await raw('POST', `/v2/models/${pyQuote(NAME)}/infer`, { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' }, Buffer.from('not gzip'));
+    const bad = await raw(
+      'POST',
+      `/v2/models/${pyQuote(NAME)}/infer`,
+      { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' },
+      Buffer.from('not gzip'),
+    );
     assert.equal(bad.status, 400);
     assert.match(JSON.parse(bad.body.toString()).error, /not valid gzip/);
 

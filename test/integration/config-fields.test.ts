@@ -13,7 +13,12 @@ import { runCli } from '../support/cli.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 after(async () => {
   for (const fn of ctx.cleanups.reverse()) await fn();
 });
@@ -73,8 +78,13 @@ describe('config fields the server does not serve', () => {
   it('ignored fields: the model serves, and the load logs one warning per field, naming it', async () => {
     const res = await invoke('tagged');
     assert.equal(res.status, 200, res.text);
-    assert.deepEqual(res.body.outputs[0].data, Array.from({ length: 16 }, () => 2));
-    const warned = server.logs.filter((l) => l['level'] === 'warn' && typeof l['field'] === 'string' && l['model'] === 'tagged').map((l) => [l['field'], l['model']]);
+    assert.deepEqual(
+      res.body.outputs[0].data,
+      Array.from({ length: 16 }, () => 2),
+    );
+    const warned = server.logs
+      .filter((l) => l['level'] === 'warn' && typeof l['field'] === 'string' && l['model'] === 'tagged')
+      .map((l) => [l['field'], l['model']]);
     assert.deepEqual(warned, [
       ['instance_group.rate_limiter', 'tagged'],
       ['metric_tags', 'tagged'],
@@ -85,7 +95,10 @@ describe('config fields the server does not serve', () => {
   it("optimization.cuda.graphs (and graph_spec), which Triton's onnxruntime backend never reads: the model serves, with a warning per field", async () => {
     const res = await invoke('cudagraphs');
     assert.equal(res.status, 200, res.text);
-    assert.deepEqual(res.body.outputs[0].data, Array.from({ length: 16 }, () => 2));
+    assert.deepEqual(
+      res.body.outputs[0].data,
+      Array.from({ length: 16 }, () => 2),
+    );
     const warned = server.logs.filter((l) => l['level'] === 'warn' && l['model'] === 'cudagraphs' && typeof l['field'] === 'string');
     assert.deepEqual(warned.map((l) => l['field']).sort(), ['optimization.cuda.graph_spec', 'optimization.cuda.graphs']);
     for (const l of warned) assert.match(String(l['msg']), /is ignored: .*onnxruntime backend never reads it/);
@@ -102,6 +115,9 @@ describe('config fields the server does not serve', () => {
     assert.match(ok.stdout, /\n {4}ignored: parameters\.enable_mem_arena \(/);
     assert.match(ok.stdout, /OK: the server will load this package/);
     const json = JSON.parse((await runCli(['validate', path.join(root, 'tagged'), '--json'])).stdout) as { models: { ignoredFields: { path: string }[] }[] };
-    assert.deepEqual(json.models[0]?.ignoredFields.map((f) => f.path), ['instance_group.rate_limiter', 'metric_tags', 'parameters.enable_mem_arena']);
+    assert.deepEqual(
+      json.models[0]?.ignoredFields.map((f) => f.path),
+      ['instance_group.rate_limiter', 'metric_tags', 'parameters.enable_mem_arena'],
+    );
   });
 });

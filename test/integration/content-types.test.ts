@@ -14,7 +14,12 @@ import { buildModelSource, type SourceFixture } from '../support/model-source-fi
 import { tempDir } from '../support/temp-dir.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 
 let server: TestServer;
 let fixture: SourceFixture;
@@ -23,7 +28,8 @@ let workDir: string;
 const FEATURES = 32;
 const BATCH = 3;
 const X = Array.from({ length: BATCH * FEATURES }, (_, i) => Math.round(Math.sin(i) * 1000) / 1000);
-const rows = (values: readonly number[], width: number): number[][] => Array.from({ length: values.length / width }, (_, r) => values.slice(r * width, (r + 1) * width));
+const rows = (values: readonly number[], width: number): number[][] =>
+  Array.from({ length: values.length / width }, (_, r) => values.slice(r * width, (r + 1) * width));
 
 // ------------------------------------------------------------ a small independent .npy codec
 
@@ -50,7 +56,12 @@ function readNpy(file: Buffer): { descr: string; shape: number[]; values: number
   const header = file.subarray(10, 10 + len).toString('latin1');
   const descr = /'descr': '([^']+)'/.exec(header)![1]!;
   assert.match(header, /'fortran_order': False/);
-  const shape = /'shape': \(([^)]*)\)/.exec(header)![1]!.split(',').map((s) => s.trim()).filter(Boolean).map(Number);
+  const shape = /'shape': \(([^)]*)\)/
+    .exec(header)![1]!
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map(Number);
   const data = file.subarray(10 + len);
   assert.equal(descr, '<f4', 'these tests read float32 answers');
   const values = Array.from({ length: data.length / 4 }, (_, i) => data.readFloatLE(i * 4));
@@ -72,7 +83,8 @@ async function send(url: string, body: string | Buffer, headers: Record<string, 
   return { status: res.status, type: res.headers.get('content-type') ?? '', text: bytes.toString('utf8'), bytes };
 }
 
-function json(a: Answer): any { // test convenience
+function json(a: Answer): any {
+  // test convenience
   return JSON.parse(a.text);
 }
 
@@ -96,7 +108,9 @@ before(async () => {
   workDir = path.join(root, 'work');
   fixture = await buildModelSource(path.join(root, 'models'), workDir);
   server = await startTestServer({ modelSource: fixture.root, cacheDir: path.join(root, 'cache') });
-  const load = await send(`${server.url}/models`, JSON.stringify({ model_name: 'ct-mlp', url: path.join(workDir, 'mlp') }), { 'content-type': 'application/json' });
+  const load = await send(`${server.url}/models`, JSON.stringify({ model_name: 'ct-mlp', url: path.join(workDir, 'mlp') }), {
+    'content-type': 'application/json',
+  });
   assert.equal(load.status, 200, load.text);
   const r = await send(ROUTES[0]!.url(), JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [BATCH, FEATURES], data: X }] }), {
     ...ROUTES[0]!.headers,
@@ -116,7 +130,10 @@ after(async () => {
 
 for (const route of ROUTES) {
   describe(`content types on ${route.name}`, () => {
-    const csvBody = rows(X, FEATURES).map((r) => r.join(',')).join('\n') + '\n';
+    const csvBody =
+      rows(X, FEATURES)
+        .map((r) => r.join(','))
+        .join('\n') + '\n';
 
     it('text/csv in, JSON out (no Accept)', async () => {
       const r = await send(route.url(), csvBody, { ...route.headers, 'content-type': 'text/csv' });
@@ -132,11 +149,18 @@ for (const route of ROUTES) {
       assert.match(r.type, /^text\/csv/);
       const lines = r.text.trimEnd().split('\n');
       assert.equal(lines.length, BATCH);
-      assert.deepEqual(lines.flatMap((l) => l.split(',').map(Number)), reference);
+      assert.deepEqual(
+        lines.flatMap((l) => l.split(',').map(Number)),
+        reference,
+      );
     });
 
     it('application/x-npy in and out', async () => {
-      const r = await send(route.url(), npy('<f4', [BATCH, FEATURES], f32(X)), { ...route.headers, 'content-type': 'application/x-npy', accept: 'application/x-npy' });
+      const r = await send(route.url(), npy('<f4', [BATCH, FEATURES], f32(X)), {
+        ...route.headers,
+        'content-type': 'application/x-npy',
+        accept: 'application/x-npy',
+      });
       assert.equal(r.status, 200, r.text);
       assert.equal(r.type, 'application/x-npy');
       const back = readNpy(r.bytes);
@@ -163,16 +187,86 @@ for (const route of ROUTES) {
     });
 
     const bad: { name: string; body: string | Buffer; headers: Record<string, string>; status: number; code: string; match: RegExp }[] = [
-      { name: 'CSV with ragged rows', body: '1,2,3\n4,5\n', headers: { 'content-type': 'text/csv' }, status: 400, code: 'INVALID_INPUT', match: /text\/csv: line 2 has 2 values but line 1 has 3/ },
-      { name: 'CSV with a non-number', body: `${'1,'.repeat(31)}x\n`, headers: { 'content-type': 'text/csv' }, status: 400, code: 'INVALID_INPUT', match: /row 1, column 32: 'x' is not a number/ },
-      { name: 'CSV of the wrong width', body: '1,2,3\n', headers: { 'content-type': 'text/csv' }, status: 400, code: 'INVALID_INPUT', match: /unexpected shape for input 'INPUT0'. Expected \[-1,32\], got \[1,3\]/ },
-      { name: '.npy in Fortran order', body: npy('<f4', [BATCH, FEATURES], f32(X), true), headers: { 'content-type': 'application/x-npy' }, status: 400, code: 'INVALID_INPUT', match: /Fortran-order/ },
-      { name: '.npy with an unsupported dtype', body: npy('<c8', [1, FEATURES], Buffer.alloc(FEATURES * 8)), headers: { 'content-type': 'application/x-npy' }, status: 400, code: 'INVALID_INPUT', match: /unsupported dtype '<c8'/ },
-      { name: '.npy of float64 for a float32 model', body: npy('<f8', [1, FEATURES], Buffer.alloc(FEATURES * 8)), headers: { 'content-type': 'application/x-npy' }, status: 400, code: 'INVALID_INPUT', match: /data-type is 'FP64', but the model expects 'FP32'/ },
-      { name: 'TF Serving ragged instances', body: JSON.stringify({ instances: [[1, 2], [3]] }), headers: { 'content-type': 'application/json' }, status: 400, code: 'INVALID_INPUT', match: /ragged values/ },
-      { name: 'an unaccepted content type', body: 'x', headers: { 'content-type': 'image/png' }, status: 415, code: 'UNSUPPORTED_MEDIA_TYPE', match: /content type 'image\/png' is not accepted; accepted: application\/json, .*text\/csv, application\/x-npy/ },
-      { name: 'a malformed content type', body: 'x', headers: { 'content-type': 'not a type' }, status: 415, code: 'UNSUPPORTED_MEDIA_TYPE', match: /malformed Content-Type/ },
-      { name: 'an impossible Accept', body: '1\n', headers: { 'content-type': 'text/csv', accept: 'image/png' }, status: 406, code: 'NOT_ACCEPTABLE', match: /cannot answer in any type of Accept 'image\/png'/ },
+      {
+        name: 'CSV with ragged rows',
+        body: '1,2,3\n4,5\n',
+        headers: { 'content-type': 'text/csv' },
+        status: 400,
+        code: 'INVALID_INPUT',
+        match: /text\/csv: line 2 has 2 values but line 1 has 3/,
+      },
+      {
+        name: 'CSV with a non-number',
+        body: `${'1,'.repeat(31)}x\n`,
+        headers: { 'content-type': 'text/csv' },
+        status: 400,
+        code: 'INVALID_INPUT',
+        match: /row 1, column 32: 'x' is not a number/,
+      },
+      {
+        name: 'CSV of the wrong width',
+        body: '1,2,3\n',
+        headers: { 'content-type': 'text/csv' },
+        status: 400,
+        code: 'INVALID_INPUT',
+        match: /unexpected shape for input 'INPUT0'. Expected \[-1,32\], got \[1,3\]/,
+      },
+      {
+        name: '.npy in Fortran order',
+        body: npy('<f4', [BATCH, FEATURES], f32(X), true),
+        headers: { 'content-type': 'application/x-npy' },
+        status: 400,
+        code: 'INVALID_INPUT',
+        match: /Fortran-order/,
+      },
+      {
+        name: '.npy with an unsupported dtype',
+        body: npy('<c8', [1, FEATURES], Buffer.alloc(FEATURES * 8)),
+        headers: { 'content-type': 'application/x-npy' },
+        status: 400,
+        code: 'INVALID_INPUT',
+        match: /unsupported dtype '<c8'/,
+      },
+      {
+        name: '.npy of float64 for a float32 model',
+        body: npy('<f8', [1, FEATURES], Buffer.alloc(FEATURES * 8)),
+        headers: { 'content-type': 'application/x-npy' },
+        status: 400,
+        code: 'INVALID_INPUT',
+        match: /data-type is 'FP64', but the model expects 'FP32'/,
+      },
+      {
+        name: 'TF Serving ragged instances',
+        body: JSON.stringify({ instances: [[1, 2], [3]] }),
+        headers: { 'content-type': 'application/json' },
+        status: 400,
+        code: 'INVALID_INPUT',
+        match: /ragged values/,
+      },
+      {
+        name: 'an unaccepted content type',
+        body: 'x',
+        headers: { 'content-type': 'image/png' },
+        status: 415,
+        code: 'UNSUPPORTED_MEDIA_TYPE',
+        match: /content type 'image\/png' is not accepted; accepted: application\/json, .*text\/csv, application\/x-npy/,
+      },
+      {
+        name: 'a malformed content type',
+        body: 'x',
+        headers: { 'content-type': 'not a type' },
+        status: 415,
+        code: 'UNSUPPORTED_MEDIA_TYPE',
+        match: /malformed Content-Type/,
+      },
+      {
+        name: 'an impossible Accept',
+        body: '1\n',
+        headers: { 'content-type': 'text/csv', accept: 'image/png' },
+        status: 406,
+        code: 'NOT_ACCEPTABLE',
+        match: /cannot answer in any type of Accept 'image\/png'/,
+      },
     ];
     for (const c of bad) {
       it(`${c.name} → ${c.status} ${c.code}, and the server keeps serving`, async () => {
@@ -199,23 +293,40 @@ describe('models with several inputs or outputs', () => {
   });
 
   it('a CSV answer needs one output: 406 naming the outputs; selecting one output works', async () => {
-    const body = { inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: a }, { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], data: b }] };
+    const body = {
+      inputs: [
+        { name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: a },
+        { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], data: b },
+      ],
+    };
     const r = await send(`${server.url}/invocations`, JSON.stringify(body), { ...target, 'content-type': 'application/json', accept: 'text/csv' });
     assert.equal(r.status, 406, r.text);
     assert.match(json(r).error, /text\/csv carries one tensor but the request gets 2 outputs \('OUTPUT0', 'OUTPUT1'\)/);
-    const one = await send(`${server.url}/invocations`, JSON.stringify({ ...body, outputs: [{ name: 'OUTPUT1' }] }), { ...target, 'content-type': 'application/json', accept: 'text/csv' });
+    const one = await send(`${server.url}/invocations`, JSON.stringify({ ...body, outputs: [{ name: 'OUTPUT1' }] }), {
+      ...target,
+      'content-type': 'application/json',
+      accept: 'text/csv',
+    });
     assert.equal(one.status, 200, one.text);
     assert.equal(one.text, `${a.map((x) => x - 2).join(',')}\n`);
   });
 
   it('TF Serving named instances feed several inputs; predictions name the outputs', async () => {
-    const r = await send(`${server.url}/invocations`, JSON.stringify({ instances: [{ INPUT0: a, INPUT1: b }] }), { ...target, 'content-type': 'application/json' });
+    const r = await send(`${server.url}/invocations`, JSON.stringify({ instances: [{ INPUT0: a, INPUT1: b }] }), {
+      ...target,
+      'content-type': 'application/json',
+    });
     assert.equal(r.status, 200, r.text);
     assert.deepEqual(json(r), { predictions: [{ OUTPUT0: a.map((x) => x + 2), OUTPUT1: a.map((x) => x - 2) }] });
   });
 
   it('JSON without a Content-Type, or as text/plain (fetch and curl defaults), is still read', async () => {
-    const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: a }, { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], data: b }] });
+    const body = JSON.stringify({
+      inputs: [
+        { name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: a },
+        { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], data: b },
+      ],
+    });
     for (const ct of ['text/plain;charset=UTF-8', 'application/x-www-form-urlencoded']) {
       const r = await send(`${server.url}/invocations`, body, { ...target, 'content-type': ct });
       assert.equal(r.status, 200, `${ct}: ${r.text}`);
@@ -228,7 +339,11 @@ describe('models with several inputs or outputs', () => {
 describe('SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT', () => {
   it('decides the answer when Accept is missing or */*', async () => {
     const dir = await tempDir(ctx);
-    const s = await startTestServer({ modelSource: fixture.root, cacheDir: path.join(dir, 'cache'), env: { SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT: 'text/csv' } });
+    const s = await startTestServer({
+      modelSource: fixture.root,
+      cacheDir: path.join(dir, 'cache'),
+      env: { SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT: 'text/csv' },
+    });
     try {
       const body = `${X.slice(0, FEATURES).join(',')}\n`;
       const headers = { 'X-Amzn-SageMaker-Target-Model': 'mlp.tar.gz', 'content-type': 'text/csv' };

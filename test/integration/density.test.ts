@@ -97,10 +97,17 @@ describe('concurrent cold loads', () => {
     const names = await writeDensityModels(root, 'mlp', 8);
     const overlaps: Record<string, number> = {};
     for (const concurrency of ['1', '4']) {
-      const s = await startTestServer({ modelSource: root, cacheDir: path.join(await tempDir(ctx), 'cache'), env: { MME_LOAD_CONCURRENCY: concurrency, MME_RUNTIME_WORKERS: '2' } });
+      const s = await startTestServer({
+        modelSource: root,
+        cacheDir: path.join(await tempDir(ctx), 'cache'),
+        env: { MME_LOAD_CONCURRENCY: concurrency, MME_RUNTIME_WORKERS: '2' },
+      });
       try {
         const statuses = await Promise.all(names.map((n) => invokeTarget(s.url, n, FEATURES.mlp)));
-        assert.deepEqual(statuses, names.map(() => 200));
+        assert.deepEqual(
+          statuses,
+          names.map(() => 200),
+        );
         const xs = sections(s.logs);
         assert.equal(xs.length, names.length);
         overlaps[concurrency] = maxOverlap(xs);

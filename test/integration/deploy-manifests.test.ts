@@ -55,7 +55,8 @@ async function manifests(): Promise<Manifest[]> {
 function containersOf(m: Manifest): Obj[] {
   if (m.doc['kind'] !== 'Deployment' && m.doc['kind'] !== 'ServingRuntime') return [];
   const spec = obj(m.doc['spec'], `${m.file} spec`);
-  if (m.doc['kind'] === 'Deployment') return list(obj(obj(spec['template'], 'template')['spec'], 'pod spec')['containers'], 'containers').map((c) => obj(c, 'container'));
+  if (m.doc['kind'] === 'Deployment')
+    return list(obj(obj(spec['template'], 'template')['spec'], 'pod spec')['containers'], 'containers').map((c) => obj(c, 'container'));
   if (m.doc['kind'] === 'ServingRuntime') return list(spec['containers'], 'containers').map((c) => obj(c, 'container'));
   return [];
 }
@@ -101,7 +102,11 @@ describe('Kubernetes and KServe manifests', () => {
         const port = loadServerConfig(env).port;
         const grpcPort = loadServerConfig(env).grpcPort;
         const ports = list(c['ports'], `${where} ports`).map((p) => obj(p, 'port'));
-        assert.deepEqual(ports.map((p) => p['containerPort']), grpcPort === undefined ? [port] : [port, grpcPort], `${where}: containerPort is the port the server listens on (then MME_GRPC_PORT's)`);
+        assert.deepEqual(
+          ports.map((p) => p['containerPort']),
+          grpcPort === undefined ? [port] : [port, grpcPort],
+          `${where}: containerPort is the port the server listens on (then MME_GRPC_PORT's)`,
+        );
         if (grpcPort !== undefined) assert.equal(ports[1]!['name'], 'h2c', `${where}: KServe and Knative know a gRPC port by the name h2c`);
         for (const probeName of ['readinessProbe', 'livenessProbe']) {
           const get = obj(obj(c[probeName], `${where} ${probeName}`)['httpGet'], `${probeName}.httpGet`);
@@ -134,7 +139,9 @@ describe('Kubernetes and KServe manifests', () => {
     const mounts = list(container['volumeMounts'], 'volumeMounts').map((v) => obj(v, 'mount'));
     const cacheMount = mounts.find((v) => v['mountPath'] === config.cacheDir);
     assert.ok(cacheMount, `MME_CACHE_DIR ${config.cacheDir} is a mounted volume`);
-    const volume = list(podSpec['volumes'], 'volumes').map((v) => obj(v, 'volume')).find((v) => v['name'] === cacheMount['name'])!;
+    const volume = list(podSpec['volumes'], 'volumes')
+      .map((v) => obj(v, 'volume'))
+      .find((v) => v['name'] === cacheMount['name'])!;
     const sizeLimit = quantityBytes(obj(volume['emptyDir'], 'emptyDir')['sizeLimit']);
     assert.ok(config.cacheMaxBytes !== undefined && config.cacheMaxBytes < sizeLimit, 'MME_CACHE_MAX_BYTES stays inside the volume');
 
@@ -204,7 +211,11 @@ describe('Kubernetes and KServe manifests', () => {
     const drainMs = loadServerConfig(envOf(container)).drainMs;
     const notReadyWithinMs = Number(readiness['periodSeconds']) * Number(readiness['failureThreshold']) * 1000 + Number(readiness['timeoutSeconds']) * 1000;
     assert.ok(notReadyWithinMs < drainMs, `readiness fails after ${notReadyWithinMs} ms, not within MME_DRAIN_SECONDS (${drainMs} ms)`);
-    assert.equal(obj(obj(container['livenessProbe'], 'livenessProbe')['httpGet'], 'httpGet')['path'], '/v2/health/live', 'liveness must stay 200 through the drain');
+    assert.equal(
+      obj(obj(container['livenessProbe'], 'livenessProbe')['httpGet'], 'httpGet')['path'],
+      '/v2/health/live',
+      'liveness must stay 200 through the drain',
+    );
     assert.equal(container['lifecycle'], undefined, 'no preStop: the server drains on SIGTERM itself');
   });
 
@@ -260,15 +271,28 @@ describe('Kubernetes and KServe manifests', () => {
         const body = { inputs: [input('INPUT0', 'FP32', [1, 16], seq), input('INPUT1', 'FP32', [1, 16], seq)] };
         const v2 = await request(`${server.url}/v2/models/add_sub/infer`, { method: 'POST', json: body });
         assert.equal(v2.status, 200, `${m.file}: KServe v2 infer: ${v2.text}`);
-        assert.deepEqual(v2.body.outputs[0].data, seq.map((v) => 2 * v));
+        assert.deepEqual(
+          v2.body.outputs[0].data,
+          seq.map((v) => 2 * v),
+        );
         if (env['MME_GRPC_PORT'] !== undefined) {
           // The gRPC port the manifest exposes: health, and the same inference as tritonclient.grpc sends it.
           const grpc = connect(`127.0.0.1:${server.running.grpcPort}`);
           try {
             assert.equal((await call(grpc.health, 'Check', { service: '' })).response?.status, 'SERVING', `${m.file}: grpc.health.v1`);
-            const r = await call(grpc.inference, 'ModelInfer', inferRequest('add_sub', [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], values: seq }, { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], values: seq }]));
+            const r = await call(
+              grpc.inference,
+              'ModelInfer',
+              inferRequest('add_sub', [
+                { name: 'INPUT0', datatype: 'FP32', shape: [1, 16], values: seq },
+                { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], values: seq },
+              ]),
+            );
             assert.equal(r.error, null, `${m.file}: gRPC ModelInfer: ${r.error?.details}`);
-            assert.deepEqual(asValues(r.response, 'OUTPUT0')!.values, seq.map((v) => 2 * v));
+            assert.deepEqual(
+              asValues(r.response, 'OUTPUT0')!.values,
+              seq.map((v) => 2 * v),
+            );
           } finally {
             grpc.close();
           }
@@ -324,10 +348,19 @@ describe('SageMaker example', () => {
     for (const action of ['s3:PutObject', 's3:AbortMultipartUpload']) assert.ok(deployer.actions.has(action), `iam-policy.json lacks ${action}`);
 
     const role = await actions('execution-role-policy.json');
-    for (const action of ['s3:GetObject', 's3:ListBucket', 'ecr:BatchGetImage', 'ecr:GetDownloadUrlForLayer', 'ecr:GetAuthorizationToken', 'logs:PutLogEvents']) {
+    for (const action of [
+      's3:GetObject',
+      's3:ListBucket',
+      'ecr:BatchGetImage',
+      'ecr:GetDownloadUrlForLayer',
+      'ecr:GetAuthorizationToken',
+      'logs:PutLogEvents',
+    ]) {
       assert.ok(role.actions.has(action), `execution-role-policy.json lacks ${action}`);
     }
-    const trust = JSON.parse(await readFile(path.join(dir, 'execution-role-trust-policy.json'), 'utf8')) as { Statement: { Principal: { Service: string }; Action: string }[] };
+    const trust = JSON.parse(await readFile(path.join(dir, 'execution-role-trust-policy.json'), 'utf8')) as {
+      Statement: { Principal: { Service: string }; Action: string }[];
+    };
     assert.equal(trust.Statement[0]!.Principal.Service, 'sagemaker.amazonaws.com');
     assert.equal(trust.Statement[0]!.Action, 'sts:AssumeRole');
   });

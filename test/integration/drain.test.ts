@@ -17,7 +17,12 @@ import { startServe } from '../support/serve-process.js';
 import { slowModel } from '../support/slow-model.js';
 import { tempDir } from '../support/temp-dir.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 after(async () => {
   for (const fn of ctx.cleanups.reverse()) await fn();
 });
@@ -56,7 +61,12 @@ function send(port: number, method: string, urlPath: string, options: { agent?: 
 }
 
 const seq16 = Array.from({ length: 16 }, (_, i) => i);
-const addSubBody = { inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: seq16 }, { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], data: seq16 }] };
+const addSubBody = {
+  inputs: [
+    { name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: seq16 },
+    { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], data: seq16 },
+  ],
+};
 const slowBody = { inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 512], data: new Array(512).fill(1) }] };
 
 describe('drain after SIGTERM', () => {

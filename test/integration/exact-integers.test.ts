@@ -20,7 +20,12 @@ import { asValues, call, connect, inferRequest, type GrpcClients } from '../supp
 import { tempDir } from '../support/temp-dir.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 
 const P53 = 2n ** 53n;
 /** ±(2^53 + 1) and the type limits: each one a double cannot hold. */
@@ -71,7 +76,9 @@ before(async () => {
   server = await startTestServer({ modelSource: models, cacheDir: path.join(root, 'cache'), env: { MME_GRPC_PORT: '0' } });
   ctx.after(() => server.close());
   for (const { model } of TYPES) {
-    const r = await post('/models', JSON.stringify({ model_name: `sm_${model}`, url: path.join(root, 'sagemaker', model) }), { 'content-type': 'application/json' });
+    const r = await post('/models', JSON.stringify({ model_name: `sm_${model}`, url: path.join(root, 'sagemaker', model) }), {
+      'content-type': 'application/json',
+    });
     assert.equal(r.status, 200, r.text);
   }
   clients = connect(`127.0.0.1:${server.running.grpcPort}`);
@@ -148,8 +155,14 @@ describe('64-bit integers beyond 2^53 are exact both ways', () => {
         'content-type': 'application/json',
       });
       assert.equal(a.status, 200, a.text);
-      const expected = direct.get(model)!.map((v, i) => [v, i] as const).sort((x, y) => (x[0] > y[0] ? -1 : x[0] < y[0] ? 1 : x[1] - y[1]));
-      assert.deepEqual(JSON.parse(a.text).outputs[0].data, expected.map(([v, i]) => `${v}:${i}`));
+      const expected = direct
+        .get(model)!
+        .map((v, i) => [v, i] as const)
+        .sort((x, y) => (x[0] > y[0] ? -1 : x[0] < y[0] ? 1 : x[1] - y[1]));
+      assert.deepEqual(
+        JSON.parse(a.text).outputs[0].data,
+        expected.map(([v, i]) => `${v}:${i}`),
+      );
     });
 
     it(`${dt} over gRPC, raw and typed contents`, async () => {
@@ -166,7 +179,9 @@ describe('64-bit integers beyond 2^53 are exact both ways', () => {
   }
 
   it('arithmetic on INT64 near the limits matches onnxruntime-node (x + 1)', async () => {
-    const a = await post('/v2/models/add_one/infer', v2Body('INT64', 'x', [P53, -(P53 + 2n), 2n ** 62n, 2n ** 63n - 2n]), { 'content-type': 'application/json' });
+    const a = await post('/v2/models/add_one/infer', v2Body('INT64', 'x', [P53, -(P53 + 2n), 2n ** 62n, 2n ** 63n - 2n]), {
+      'content-type': 'application/json',
+    });
     assert.equal(a.status, 200, a.text);
     assert.deepEqual(integersAfter(a.text, '"data"'), direct.get('add_one'));
     assert.deepEqual(direct.get('add_one'), [P53 + 1n, -(P53 + 1n), 2n ** 62n + 1n, 2n ** 63n - 1n]);
@@ -174,7 +189,10 @@ describe('64-bit integers beyond 2^53 are exact both ways', () => {
 
   it('the binary extension with JSON data for another output stays exact (a JSON header read exactly)', async () => {
     const header = v2Body('INT64', 'INPUT0', INT64_VALUES, ',"outputs":[{"name":"OUTPUT0","parameters":{"binary_data":false}}]');
-    const a = await post('/v2/models/id_int64/infer', header, { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(Buffer.byteLength(header)) });
+    const a = await post('/v2/models/id_int64/infer', header, {
+      'content-type': 'application/octet-stream',
+      'inference-header-content-length': String(Buffer.byteLength(header)),
+    });
     assert.equal(a.status, 200, a.text);
     assert.deepEqual(integersAfter(a.text, '"data"'), direct.get('id_int64'));
   });
@@ -182,13 +200,55 @@ describe('64-bit integers beyond 2^53 are exact both ways', () => {
 
 describe('64-bit integers that cannot be read exactly are refused, never rounded', () => {
   const cases = [
-    { name: 'a float beyond 2^53 in v2 JSON', route: '/v2/models/id_int64/infer', type: 'application/json', body: '{"inputs":[{"name":"INPUT0","datatype":"INT64","shape":[1,4],"data":[9.007199254740993e15,1,2,3]}]}', match: /input 'INPUT0': element 0 is 9007199254740992 written with a fraction or an exponent/ },
-    { name: 'a fraction beyond 2^53 in v2 JSON', route: '/v2/models/id_uint64/infer', type: 'application/json', body: '{"inputs":[{"name":"INPUT0","datatype":"UINT64","shape":[1,4],"data":[1,2,3,9007199254740993.0]}]}', match: /input 'INPUT0': element 3 is 9007199254740992 written with a fraction or an exponent/ },
-    { name: 'a float beyond 2^53 in TF Serving JSON', route: '/v2/models/id_int64/infer', type: 'application/json', body: '{"instances":[[1,2,3,-9.007199254740993e15]]}', match: /input 'INPUT0': element 3 is -9007199254740992 written with a fraction or an exponent/ },
-    { name: 'a float beyond 2^53 in text/csv', route: '/v2/models/id_uint64/infer', type: 'text/csv', body: '1,2,3,9.007199254740993e15\n', match: /input 'INPUT0': element 3 is 9007199254740992 written with a fraction or an exponent/ },
-    { name: 'UINT64 max + 1', route: '/v2/models/id_uint64/infer', type: 'application/json', body: '{"inputs":[{"name":"INPUT0","datatype":"UINT64","shape":[1,4],"data":[18446744073709551616,1,2,3]}]}', match: /input 'INPUT0': element 0 \(18446744073709551616\) is out of range for UINT64/ },
-    { name: 'a float beyond INT64 max', route: '/v2/models/id_int64/infer', type: 'application/json', body: '{"inputs":[{"name":"INPUT0","datatype":"INT64","shape":[1,4],"data":[1,2,3,1e300]}]}', match: /input 'INPUT0': element 3 \(1e\+300\) is out of range for INT64/ },
-    { name: 'INT64 min - 1', route: '/v2/models/id_int64/infer', type: 'application/json', body: '{"inputs":[{"name":"INPUT0","datatype":"INT64","shape":[1,4],"data":[1,-9223372036854775809,2,3]}]}', match: /input 'INPUT0': element 1 \(-9223372036854775809\) is out of range for INT64/ },
+    {
+      name: 'a float beyond 2^53 in v2 JSON',
+      route: '/v2/models/id_int64/infer',
+      type: 'application/json',
+      body: '{"inputs":[{"name":"INPUT0","datatype":"INT64","shape":[1,4],"data":[9.007199254740993e15,1,2,3]}]}',
+      match: /input 'INPUT0': element 0 is 9007199254740992 written with a fraction or an exponent/,
+    },
+    {
+      name: 'a fraction beyond 2^53 in v2 JSON',
+      route: '/v2/models/id_uint64/infer',
+      type: 'application/json',
+      body: '{"inputs":[{"name":"INPUT0","datatype":"UINT64","shape":[1,4],"data":[1,2,3,9007199254740993.0]}]}',
+      match: /input 'INPUT0': element 3 is 9007199254740992 written with a fraction or an exponent/,
+    },
+    {
+      name: 'a float beyond 2^53 in TF Serving JSON',
+      route: '/v2/models/id_int64/infer',
+      type: 'application/json',
+      body: '{"instances":[[1,2,3,-9.007199254740993e15]]}',
+      match: /input 'INPUT0': element 3 is -9007199254740992 written with a fraction or an exponent/,
+    },
+    {
+      name: 'a float beyond 2^53 in text/csv',
+      route: '/v2/models/id_uint64/infer',
+      type: 'text/csv',
+      body: '1,2,3,9.007199254740993e15\n',
+      match: /input 'INPUT0': element 3 is 9007199254740992 written with a fraction or an exponent/,
+    },
+    {
+      name: 'UINT64 max + 1',
+      route: '/v2/models/id_uint64/infer',
+      type: 'application/json',
+      body: '{"inputs":[{"name":"INPUT0","datatype":"UINT64","shape":[1,4],"data":[18446744073709551616,1,2,3]}]}',
+      match: /input 'INPUT0': element 0 \(18446744073709551616\) is out of range for UINT64/,
+    },
+    {
+      name: 'a float beyond INT64 max',
+      route: '/v2/models/id_int64/infer',
+      type: 'application/json',
+      body: '{"inputs":[{"name":"INPUT0","datatype":"INT64","shape":[1,4],"data":[1,2,3,1e300]}]}',
+      match: /input 'INPUT0': element 3 \(1e\+300\) is out of range for INT64/,
+    },
+    {
+      name: 'INT64 min - 1',
+      route: '/v2/models/id_int64/infer',
+      type: 'application/json',
+      body: '{"inputs":[{"name":"INPUT0","datatype":"INT64","shape":[1,4],"data":[1,-9223372036854775809,2,3]}]}',
+      match: /input 'INPUT0': element 1 \(-9223372036854775809\) is out of range for INT64/,
+    },
   ];
   for (const c of cases) {
     it(c.name, async () => {
@@ -197,5 +257,4 @@ describe('64-bit integers that cannot be read exactly are refused, never rounded
       assert.match(JSON.parse(a.text).error, c.match);
     });
   }
-
 });

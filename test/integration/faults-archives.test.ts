@@ -24,7 +24,12 @@ import { tempDir } from '../support/temp-dir.js';
 import { input, request } from '../support/test-server.js';
 
 const MIB = 1024 * 1024;
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 let root: string;
 let s3: LoopbackS3;
 const seq16 = Array.from({ length: 16 }, (_, i) => i);
@@ -87,8 +92,7 @@ async function writtenBytes(pid: number): Promise<number> {
 const invoke = (url: string, target: string) =>
   request(`${url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': target }, json: body });
 
-const count = (child: ServeProcess, msg: string, target: string) =>
-  child.lines.filter((l) => l['msg'] === msg && l['model'] === target).length;
+const count = (child: ServeProcess, msg: string, target: string) => child.lines.filter((l) => l['msg'] === msg && l['model'] === target).length;
 
 describe('disk budget in blocks', () => {
   it('archives of thousands of tiny files stay within MME_CACHE_MAX_BYTES as du measures it, and the metric says what du says', async (t) => {

@@ -14,7 +14,12 @@ import { startServe, type ServeProcess } from '../support/serve-process.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 const seq16 = Array.from({ length: 16 }, (_, i) => i);
 const body = { inputs: [input('INPUT0', 'FP32', [1, 16], seq16), input('INPUT1', 'FP32', [1, 16], seq16)] };
 const LIMIT = 1024 * 1024; // MME_CONFIG_MAX_BYTES's default
@@ -50,8 +55,7 @@ after(async () => {
   for (const fn of ctx.cleanups.reverse()) await fn();
 });
 
-const invoke = (target: string) =>
-  request(`${child.url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': target }, json: body });
+const invoke = (target: string) => request(`${child.url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': target }, json: body });
 
 /** Runs `work` while timing /ping back to back; the slowest /ping in ms. */
 async function slowestPingDuring<T>(work: Promise<T>): Promise<{ result: T; maxMs: number; pings: number }> {
@@ -94,7 +98,10 @@ describe('a huge config.pbtxt', () => {
     const { result, maxMs, pings } = await slowestPingDuring(invoke('at_limit'));
     t.diagnostic(`/ping slowest ${Math.round(maxMs)} ms over ${pings} pings while a ${LIMIT - 1024}-byte config loaded`);
     assert.equal(result.status, 200, result.text);
-    assert.deepEqual(result.body.outputs[0].data, seq16.map((v) => v + v));
+    assert.deepEqual(
+      result.body.outputs[0].data,
+      seq16.map((v) => v + v),
+    );
     assert.ok(pings >= 2, `only ${pings} pings during the load`);
     // Generous: a parse on the main thread held /ping for 1.5 s here before.
     assert.ok(maxMs < 500, `/ping took ${Math.round(maxMs)} ms while the config was parsed`);

@@ -17,7 +17,12 @@ import { addSub, identity, writeModelDir } from '../../examples/models/zoo.js';
 import { repoRoot, startServe } from '../support/serve-process.js';
 import { tempDir } from '../support/temp-dir.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 after(async () => {
   for (const fn of ctx.cleanups.reverse()) await fn();
 });
@@ -60,10 +65,19 @@ function ping(url: string): Promise<{ ms: number; status: string }> {
 }
 
 /** Floods `url` for FLOOD_SECONDS and pings it every 200 ms meanwhile; the pings and the flood's status counts. */
-async function pingUnderFlood(url: string, connections = CONNECTIONS, target = 'add_sub', floodBody = body): Promise<{ pings: { ms: number; status: string }[]; flood: Record<string, number> }> {
-  const flood = spawn(process.execPath, [path.join(repoRoot, 'dist/test/support/flood-client.js'), url, String(connections), String(FLOOD_SECONDS), target, floodBody], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+async function pingUnderFlood(
+  url: string,
+  connections = CONNECTIONS,
+  target = 'add_sub',
+  floodBody = body,
+): Promise<{ pings: { ms: number; status: string }[]; flood: Record<string, number> }> {
+  const flood = spawn(
+    process.execPath,
+    [path.join(repoRoot, 'dist/test/support/flood-client.js'), url, String(connections), String(FLOOD_SECONDS), target, floodBody],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   let out = '';
   flood.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<void>((resolve) => flood.once('exit', () => resolve()));
@@ -109,7 +123,11 @@ it('/ping answers within 2 s (or 2x a bare node:http server) under a flood of 51
     MME_MAX_QUEUE_SIZE: '64',
   });
   ctx.after(() => child.kill());
-  const warm = await fetch(`${child.url}/invocations`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-amzn-sagemaker-target-model': 'add_sub' }, body });
+  const warm = await fetch(`${child.url}/invocations`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-amzn-sagemaker-target-model': 'add_sub' },
+    body,
+  });
   assert.equal(warm.status, 200);
 
   const bare = await bareServer();
@@ -131,12 +149,18 @@ it('/ping answers within 2 s (or 2x a bare node:http server) while 16 connection
   const root = await tempDir(ctx);
   await writeModelDir(path.join(root, 'models'), 'wide', identity('FP32', [ELEMENTS]));
   const bodyFile = path.join(root, 'body.json');
-  const big = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, ELEMENTS], data: Array.from({ length: ELEMENTS }, (_, i) => (i % 1000) / 7) }] });
+  const big = JSON.stringify({
+    inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, ELEMENTS], data: Array.from({ length: ELEMENTS }, (_, i) => (i % 1000) / 7) }],
+  });
   assert.ok(big.length > 4_000_000 && big.length < 6_000_000, String(big.length));
   await writeFile(bodyFile, big);
   const child = await startServe({ MME_MODEL_SOURCE: path.join(root, 'models'), MME_CACHE_DIR: path.join(root, 'cache') });
   ctx.after(() => child.kill());
-  const warm = await fetch(`${child.url}/invocations`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-amzn-sagemaker-target-model': 'wide' }, body: big });
+  const warm = await fetch(`${child.url}/invocations`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-amzn-sagemaker-target-model': 'wide' },
+    body: big,
+  });
   assert.equal(warm.status, 200, await warm.text());
 
   const bare = await bareServer();

@@ -17,7 +17,12 @@ import { startServe, type ServeProcess } from '../support/serve-process.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, type JsonReply } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 let server: ServeProcess;
 let exitCode: number | null | undefined;
 
@@ -110,7 +115,10 @@ function assertAlive(): void {
 async function underLoad(target: string): Promise<void> {
   assert.equal((await invoke(target, 0)).status, 200);
   const firsts = Array.from({ length: 12 }, (_, i) => (i === 5 ? 13 : i));
-  const [replies, others] = await Promise.all([Promise.allSettled(firsts.map((f) => invoke(target, f))), Promise.allSettled(Array.from({ length: 12 }, steady))]);
+  const [replies, others] = await Promise.all([
+    Promise.allSettled(firsts.map((f) => invoke(target, f))),
+    Promise.allSettled(Array.from({ length: 12 }, steady)),
+  ]);
   assertAlive();
   replies.forEach((r, i) => {
     assert.equal(r.status, 'fulfilled', `request ${i} got no answer: ${(r as PromiseRejectedResult).reason}`);
@@ -138,7 +146,10 @@ describe('a js step that fails outside its execute() promise', () => {
   it('(a) an exception thrown from a timer under concurrent load fails only its request; the process, the other model and the step carry on', async () => {
     await underLoad('timer_throw');
     const bad = await invoke('timer_throw', 13);
-    assert.match(bad.body.error, /^model 'timer_throw': the js step crashed: an uncaught exception: thrown from a timer; its worker is restarted for the next request$/);
+    assert.match(
+      bad.body.error,
+      /^model 'timer_throw': the js step crashed: an uncaught exception: thrown from a timer; its worker is restarted for the next request$/,
+    );
   });
 
   it('(b) an unhandled rejection under concurrent load fails only its request; the process, the other model and the step carry on', async () => {
@@ -193,7 +204,10 @@ describe('a js step that keeps failing, and unloads', () => {
     const failed = await invoke('crashy', 1);
     assert.equal(failed.status, 500, failed.text);
     assert.equal(failed.body.code, 'INTERNAL');
-    assert.match(failed.body.error, /^model 'crashy': its js step crashed or timed out 5 times in a row \(last: the js step crashed: an uncaught exception: crash again\); it is stopped until the model is loaded again$/);
+    assert.match(
+      failed.body.error,
+      /^model 'crashy': its js step crashed or timed out 5 times in a row \(last: the js step crashed: an uncaught exception: crash again\); it is stopped until the model is loaded again$/,
+    );
     assert.ok(performance.now() - started < 2000);
     assertAlive();
     // An explicit load of the resident, stopped model loads it afresh (as Triton reloads on load).

@@ -15,7 +15,12 @@ import { addSub, writeModelDir } from '../../examples/models/zoo.js';
 import { rssBytes, startServe } from '../support/serve-process.js';
 import { tempDir } from '../support/temp-dir.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 after(async () => {
   for (const fn of ctx.cleanups.reverse()) await fn();
 });
@@ -77,8 +82,14 @@ it('stalled uploads: RSS grows by about MME_MAX_INFLIGHT_BYTES, the rest get 429
   ctx.after(() => child.kill());
   // Warm: the model loaded, the allocator past its first requests.
   const seq = Array.from({ length: 16 }, (_, i) => i);
-  const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: seq }, { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], data: seq }] });
-  const invoke = () => fetch(`${child.url}/invocations`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-amzn-sagemaker-target-model': 'add_sub' }, body });
+  const body = JSON.stringify({
+    inputs: [
+      { name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: seq },
+      { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], data: seq },
+    ],
+  });
+  const invoke = () =>
+    fetch(`${child.url}/invocations`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-amzn-sagemaker-target-model': 'add_sub' }, body });
   for (let i = 0; i < 5; i++) assert.equal((await invoke()).status, 200);
   const pid = child.proc.pid!;
   const idle = rssBytes(pid);
@@ -114,7 +125,10 @@ it('stalled uploads: RSS grows by about MME_MAX_INFLIGHT_BYTES, the rest get 429
   // The request timeout ends the stalled ones; their bytes are free again and new requests are served.
   const until = performance.now() + 15_000;
   while (performance.now() < until && uploads.some((u) => !u.closed)) await settle(100);
-  assert.ok(uploads.every((u) => u.closed), `${uploads.filter((u) => !u.closed).length} stalled uploads still open`);
+  assert.ok(
+    uploads.every((u) => u.closed),
+    `${uploads.filter((u) => !u.closed).length} stalled uploads still open`,
+  );
   const timedOut = uploads.filter((u) => u.status?.startsWith('HTTP/1.1 408')).length;
   assert.equal((await invoke()).status, 200);
   process.stdout.write(`# ${report}, timed out ${timedOut}\n`);

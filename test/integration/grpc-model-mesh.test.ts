@@ -17,13 +17,22 @@ import { asValues, call, connect, inferRequest, type GrpcClients } from '../supp
 import { tempDir } from '../support/temp-dir.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 let server: TestServer;
 let clients: GrpcClients;
 let pulled: string;
 
 const seq = Array.from({ length: 16 }, (_, i) => i);
-const addSubRequest = (id: string) => inferRequest(id, [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], values: seq }, { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], values: seq }]);
+const addSubRequest = (id: string) =>
+  inferRequest(id, [
+    { name: 'INPUT0', datatype: 'FP32', shape: [1, 16], values: seq },
+    { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], values: seq },
+  ]);
 
 before(async () => {
   const dir = await tempDir(ctx, 'onnx-mme-mmesh-');
@@ -31,7 +40,11 @@ before(async () => {
   pulled = path.join(dir, 'models', 'pulled-add-sub');
   await writeModelDir(path.dirname(pulled), 'pulled-add-sub', addSub());
   await mkdir(path.join(dir, 'source'), { recursive: true });
-  server = await startTestServer({ modelSource: path.join(dir, 'source'), cacheDir: path.join(dir, 'cache'), env: { MME_GRPC_PORT: '0', MME_MODEL_MESH: 'true' } });
+  server = await startTestServer({
+    modelSource: path.join(dir, 'source'),
+    cacheDir: path.join(dir, 'cache'),
+    env: { MME_GRPC_PORT: '0', MME_MODEL_MESH: 'true' },
+  });
   ctx.after(() => server.close());
   clients = connect(`127.0.0.1:${server.running.grpcPort}`);
 });
@@ -62,7 +75,10 @@ describe('ModelMesh runtime SPI', () => {
     assert.ok(Number(load.response.sizeInBytes) > 0);
     const r = await call(clients.inference, 'ModelInfer', addSubRequest('mm-1'));
     assert.equal(r.error, null, r.error?.details);
-    assert.deepEqual(asValues(r.response, 'OUTPUT0')!.values, seq.map((v) => 2 * v));
+    assert.deepEqual(
+      asValues(r.response, 'OUTPUT0')!.values,
+      seq.map((v) => 2 * v),
+    );
     assert.equal((await call(clients.inference, 'ModelReady', { name: 'mm-1', version: '' })).response.ready, true);
     assert.equal((await call(clients.modelMesh, 'modelSize', { modelId: 'mm-1' })).response.sizeInBytes, load.response.sizeInBytes);
     // model-mesh retries loads: the same id from the same path is what it already has.
@@ -75,7 +91,12 @@ describe('ModelMesh runtime SPI', () => {
   });
 
   it('a bad path or package is refused with the reason; nothing stays loaded', async () => {
-    const missing = await call(clients.modelMesh, 'loadModel', { modelId: 'mm-bad', modelType: 'onnx', modelPath: path.join(path.dirname(pulled), 'nothing-here'), modelKey: '' });
+    const missing = await call(clients.modelMesh, 'loadModel', {
+      modelId: 'mm-bad',
+      modelType: 'onnx',
+      modelPath: path.join(path.dirname(pulled), 'nothing-here'),
+      modelKey: '',
+    });
     assert.equal(missing.error?.code, status.NOT_FOUND);
     const relative = await call(clients.modelMesh, 'loadModel', { modelId: 'mm-bad', modelType: 'onnx', modelPath: 'relative/path', modelKey: '' });
     assert.equal(relative.error?.code, status.INVALID_ARGUMENT);

@@ -23,7 +23,12 @@ import { metricValue } from '../support/metric-value.js';
 import { tempDir } from '../support/temp-dir.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 
 let server: TestServer;
 let fixture: SourceFixture;
@@ -32,35 +37,62 @@ let clients: GrpcClients;
 /** Sample values of each datatype for a [2, 3] identity request (FP16 as bit patterns: 1.0, -2.0, 0.5, ...). */
 function samples(dt: string): Value[] {
   switch (dt) {
-    case 'BOOL': return [true, false, true, true, false, false];
-    case 'BYTES': return ['a', '', 'héllo', 'x'.repeat(300), '0', 'z'];
-    case 'FP16': return [0x3c00, 0xc000, 0x3800, 0x0000, 0x7bff, 0x8001];
-    case 'FP32': return [1.5, -2.25, 0, 3.75, 1e-3, -1e6];
-    case 'FP64': return [1.5, -2.25, 0, 3.75, 1e-300, -1e300];
-    case 'INT8': return [-128, 127, 0, -1, 5, 6];
-    case 'UINT8': return [0, 255, 1, 2, 3, 4];
-    case 'INT16': return [-32768, 32767, 0, -1, 5, 6];
-    case 'UINT16': return [0, 65535, 1, 2, 3, 4];
-    case 'INT32': return [-2147483648, 2147483647, 0, -1, 5, 6];
-    case 'UINT32': return [0, 4294967295, 1, 2, 3, 4];
-    case 'INT64': return [-(2n ** 63n), 2n ** 63n - 1n, 0n, -1n, 5n, 6n];
-    case 'UINT64': return [0n, 2n ** 64n - 1n, 1n, 2n, 3n, 4n];
-    default: throw new Error(dt);
+    case 'BOOL':
+      return [true, false, true, true, false, false];
+    case 'BYTES':
+      return ['a', '', 'héllo', 'x'.repeat(300), '0', 'z'];
+    case 'FP16':
+      return [0x3c00, 0xc000, 0x3800, 0x0000, 0x7bff, 0x8001];
+    case 'FP32':
+      return [1.5, -2.25, 0, 3.75, 1e-3, -1e6];
+    case 'FP64':
+      return [1.5, -2.25, 0, 3.75, 1e-300, -1e300];
+    case 'INT8':
+      return [-128, 127, 0, -1, 5, 6];
+    case 'UINT8':
+      return [0, 255, 1, 2, 3, 4];
+    case 'INT16':
+      return [-32768, 32767, 0, -1, 5, 6];
+    case 'UINT16':
+      return [0, 65535, 1, 2, 3, 4];
+    case 'INT32':
+      return [-2147483648, 2147483647, 0, -1, 5, 6];
+    case 'UINT32':
+      return [0, 4294967295, 1, 2, 3, 4];
+    case 'INT64':
+      return [-(2n ** 63n), 2n ** 63n - 1n, 0n, -1n, 5n, 6n];
+    case 'UINT64':
+      return [0n, 2n ** 64n - 1n, 1n, 2n, 3n, 4n];
+    default:
+      throw new Error(dt);
   }
 }
 
 /** The same values as InferTensorContents (the typed form). */
 function typedContents(dt: string, values: readonly Value[]): Record<string, unknown> {
   switch (dt) {
-    case 'BOOL': return { bool_contents: values };
-    case 'BYTES': return { bytes_contents: values.map((v) => Buffer.from(String(v), 'utf8')) };
-    case 'FP32': return { fp32_contents: values };
-    case 'FP64': return { fp64_contents: values };
-    case 'INT8': case 'INT16': case 'INT32': return { int_contents: values };
-    case 'UINT8': case 'UINT16': case 'UINT32': return { uint_contents: values };
-    case 'INT64': return { int64_contents: values.map(String) };
-    case 'UINT64': return { uint64_contents: values.map(String) };
-    default: throw new Error(dt);
+    case 'BOOL':
+      return { bool_contents: values };
+    case 'BYTES':
+      return { bytes_contents: values.map((v) => Buffer.from(String(v), 'utf8')) };
+    case 'FP32':
+      return { fp32_contents: values };
+    case 'FP64':
+      return { fp64_contents: values };
+    case 'INT8':
+    case 'INT16':
+    case 'INT32':
+      return { int_contents: values };
+    case 'UINT8':
+    case 'UINT16':
+    case 'UINT32':
+      return { uint_contents: values };
+    case 'INT64':
+      return { int64_contents: values.map(String) };
+    case 'UINT64':
+      return { uint64_contents: values.map(String) };
+    default:
+      throw new Error(dt);
   }
 }
 
@@ -70,7 +102,9 @@ function mlpInput(i: number, rows: number): Float32Array {
 
 function assertClose(actual: readonly Value[], expected: Float32Array, what: string): void {
   assert.equal(actual.length, expected.length, `${what}: length`);
-  actual.forEach((v, k) => assert.ok(Math.abs(Number(v) - expected[k]!) <= 1e-5 * Math.max(1, Math.abs(expected[k]!)), `${what}[${k}]: ${String(v)} vs ${expected[k]}`));
+  actual.forEach((v, k) =>
+    assert.ok(Math.abs(Number(v) - expected[k]!) <= 1e-5 * Math.max(1, Math.abs(expected[k]!)), `${what}[${k}]: ${String(v)} vs ${expected[k]}`),
+  );
 }
 
 before(async () => {
@@ -132,7 +166,13 @@ describe('gRPC: model RPCs', () => {
     assert.equal(meta.name, 'add_sub');
     assert.deepEqual(meta.versions, ['1']);
     assert.equal(meta.platform, 'onnxruntime_onnx');
-    assert.deepEqual(meta.inputs.map((t: any) => [t.name, t.datatype, t.shape]), [['INPUT0', 'FP32', ['-1', '16']], ['INPUT1', 'FP32', ['-1', '16']]]);
+    assert.deepEqual(
+      meta.inputs.map((t: any) => [t.name, t.datatype, t.shape]),
+      [
+        ['INPUT0', 'FP32', ['-1', '16']],
+        ['INPUT1', 'FP32', ['-1', '16']],
+      ],
+    );
     const config = (await call(clients.inference, 'ModelConfig', { name: 'add_sub.tar.gz', version: '' })).response.config;
     assert.equal(config.name, 'add_sub');
     assert.equal(config.max_batch_size, 8);
@@ -143,11 +183,14 @@ describe('gRPC: model RPCs', () => {
   });
 
   it('ModelConfig carries the same fields as GET /v2/models/{m}/config', async () => {
-    const viaHttp = await (await fetch(`${server.url}/v2/models/add_sub.tar.gz/config`)).json() as Record<string, any>;
+    const viaHttp = (await (await fetch(`${server.url}/v2/models/add_sub.tar.gz/config`)).json()) as Record<string, any>;
     const viaGrpc = (await call(clients.inference, 'ModelConfig', { name: 'add_sub.tar.gz', version: '' })).response.config;
     assert.equal(viaGrpc.name, viaHttp['name']);
     assert.equal(viaGrpc.max_batch_size, viaHttp['max_batch_size']);
-    assert.deepEqual(viaGrpc.output.map((o: any) => o.name), viaHttp['output'].map((o: any) => o.name));
+    assert.deepEqual(
+      viaGrpc.output.map((o: any) => o.name),
+      viaHttp['output'].map((o: any) => o.name),
+    );
     assert.equal(viaGrpc.version_policy.latest?.num_versions, viaHttp['version_policy'].latest.num_versions);
   });
 
@@ -163,7 +206,11 @@ describe('gRPC: model RPCs', () => {
   });
 
   it('RepositoryModelLoad refuses config overrides (UNIMPLEMENTED); unknown models are NOT_FOUND', async () => {
-    const r = await call(clients.inference, 'RepositoryModelLoad', { repository_name: '', model_name: 'add_sub.tar.gz', parameters: { config: { string_param: '{}' } } });
+    const r = await call(clients.inference, 'RepositoryModelLoad', {
+      repository_name: '',
+      model_name: 'add_sub.tar.gz',
+      parameters: { config: { string_param: '{}' } },
+    });
     assert.equal(r.error?.code, status.UNIMPLEMENTED);
     assert.match(r.error!.details, /'config'/);
     const missing = await call(clients.inference, 'RepositoryModelLoad', { repository_name: '', model_name: 'no_such_model', parameters: {} });
@@ -174,10 +221,17 @@ describe('gRPC: model RPCs', () => {
   it('RepositoryModelUnload unloads; ModelReady is false again', async () => {
     await call(clients.inference, 'RepositoryModelLoad', { repository_name: '', model_name: 'identity_fp32', parameters: {} });
     assert.equal((await call(clients.inference, 'ModelReady', { name: 'identity_fp32', version: '' })).response.ready, true);
-    const r = await call(clients.inference, 'RepositoryModelUnload', { repository_name: '', model_name: 'identity_fp32', parameters: { unload_dependents: { bool_param: true } } });
+    const r = await call(clients.inference, 'RepositoryModelUnload', {
+      repository_name: '',
+      model_name: 'identity_fp32',
+      parameters: { unload_dependents: { bool_param: true } },
+    });
     assert.equal(r.error, null);
     assert.equal((await call(clients.inference, 'ModelReady', { name: 'identity_fp32', version: '' })).response.ready, false);
-    assert.equal((await call(clients.inference, 'RepositoryModelUnload', { repository_name: '', model_name: 'identity_fp32', parameters: {} })).error?.code, status.NOT_FOUND);
+    assert.equal(
+      (await call(clients.inference, 'RepositoryModelUnload', { repository_name: '', model_name: 'identity_fp32', parameters: {} })).error?.code,
+      status.NOT_FOUND,
+    );
   });
 
   it('shared memory and trace RPCs answer UNIMPLEMENTED with the reason', async () => {
@@ -192,7 +246,11 @@ describe('gRPC: ModelInfer tensors', () => {
   for (const dt of IDENTITY_TYPES) {
     it(`${dt}: raw_input_contents round-trips through identity, raw_output_contents carries it back`, async () => {
       const values = samples(dt);
-      const { error, response } = await call(clients.inference, 'ModelInfer', inferRequest(`identity_${dt.toLowerCase()}`, [{ name: 'INPUT0', datatype: dt, shape: [2, 3], values }], { id: `req-${dt}` }));
+      const { error, response } = await call(
+        clients.inference,
+        'ModelInfer',
+        inferRequest(`identity_${dt.toLowerCase()}`, [{ name: 'INPUT0', datatype: dt, shape: [2, 3], values }], { id: `req-${dt}` }),
+      );
       assert.equal(error, null, error?.details);
       assert.equal(response.id, `req-${dt}`);
       assert.equal(response.model_name, `identity_${dt.toLowerCase()}`);
@@ -200,13 +258,20 @@ describe('gRPC: ModelInfer tensors', () => {
       const out = asValues(response, 'OUTPUT0')!;
       assert.equal(out.datatype, dt);
       assert.deepEqual(out.shape, [2, 3]);
-      if (dt === 'FP32') assert.deepEqual(out.values, values.map((v) => Math.fround(Number(v))));
+      if (dt === 'FP32')
+        assert.deepEqual(
+          out.values,
+          values.map((v) => Math.fround(Number(v))),
+        );
       else assert.deepEqual(out.values, values);
     });
 
     if (dt === 'FP16') {
       it('FP16: typed contents are refused (the protocol carries FP16 only as raw bytes)', async () => {
-        const r = await call(clients.inference, 'ModelInfer', { model_name: 'identity_fp16', inputs: [{ name: 'INPUT0', datatype: 'FP16', shape: [1, 3], contents: { fp32_contents: [1, 2, 3] } }] });
+        const r = await call(clients.inference, 'ModelInfer', {
+          model_name: 'identity_fp16',
+          inputs: [{ name: 'INPUT0', datatype: 'FP16', shape: [1, 3], contents: { fp32_contents: [1, 2, 3] } }],
+        });
         assert.equal(r.error?.code, status.INVALID_ARGUMENT);
         assert.match(r.error!.details, /raw_input_contents/);
       });
@@ -220,7 +285,11 @@ describe('gRPC: ModelInfer tensors', () => {
       });
       assert.equal(error, null, error?.details);
       const out = asValues(response, 'OUTPUT0')!;
-      if (dt === 'FP32') assert.deepEqual(out.values, values.map((v) => Math.fround(Number(v))));
+      if (dt === 'FP32')
+        assert.deepEqual(
+          out.values,
+          values.map((v) => Math.fround(Number(v))),
+        );
       else assert.deepEqual(out.values, values);
     });
   }
@@ -228,28 +297,51 @@ describe('gRPC: ModelInfer tensors', () => {
   it('an MLP answers what onnxruntime-node answers for the same input; requested outputs and classification', async () => {
     const x = mlpInput(1, 2);
     const expected = denseForward(fixture.mlp.layers, x, 2);
-    const { error, response } = await call(clients.inference, 'ModelInfer', inferRequest('mlp.tar.gz', [{ name: 'INPUT0', datatype: 'FP32', shape: [2, 32], values: [...x] }], { outputs: [{ name: 'OUTPUT0' }] }));
+    const { error, response } = await call(
+      clients.inference,
+      'ModelInfer',
+      inferRequest('mlp.tar.gz', [{ name: 'INPUT0', datatype: 'FP32', shape: [2, 32], values: [...x] }], { outputs: [{ name: 'OUTPUT0' }] }),
+    );
     assert.equal(error, null, error?.details);
     assertClose(asValues(response, 'OUTPUT0')!.values, expected, 'mlp');
     const direct = await runDirectMlp(x, 2);
     assertClose(asValues(response, 'OUTPUT0')!.values, direct, 'mlp vs onnxruntime-node');
     // classification: the top 3 of each row as "score:index" BYTES, as Triton answers.
-    const top = await call(clients.inference, 'ModelInfer', inferRequest('mlp.tar.gz', [{ name: 'INPUT0', datatype: 'FP32', shape: [2, 32], values: [...x] }], { outputs: [{ name: 'OUTPUT0', classCount: 3 }] }));
+    const top = await call(
+      clients.inference,
+      'ModelInfer',
+      inferRequest('mlp.tar.gz', [{ name: 'INPUT0', datatype: 'FP32', shape: [2, 32], values: [...x] }], { outputs: [{ name: 'OUTPUT0', classCount: 3 }] }),
+    );
     assert.equal(top.error, null, top.error?.details);
     const classes = asValues(top.response, 'OUTPUT0')!;
     assert.equal(classes.datatype, 'BYTES');
     assert.deepEqual(classes.shape, [2, 3]);
-    const row0 = [...direct.subarray(0, 8)].map((v, i) => ({ v, i })).sort((a, b) => b.v - a.v).slice(0, 3).map((e) => e.i);
-    assert.deepEqual((classes.values.slice(0, 3) as string[]).map((s) => Number(s.split(':')[1])), row0);
+    const row0 = [...direct.subarray(0, 8)]
+      .map((v, i) => ({ v, i }))
+      .sort((a, b) => b.v - a.v)
+      .slice(0, 3)
+      .map((e) => e.i);
+    assert.deepEqual(
+      (classes.values.slice(0, 3) as string[]).map((s) => Number(s.split(':')[1])),
+      row0,
+    );
   });
 
   it('a nested target (team/pipeline.tar.gz, an ensemble) is addressed by its plain name', async () => {
     const x = Float32Array.from([1, 2, 3, 4]);
-    const { error, response } = await call(clients.inference, 'ModelInfer', inferRequest('team/pipeline.tar.gz', [{ name: 'INPUT', datatype: 'FP32', shape: [1, 4], values: [...x] }]));
+    const { error, response } = await call(
+      clients.inference,
+      'ModelInfer',
+      inferRequest('team/pipeline.tar.gz', [{ name: 'INPUT', datatype: 'FP32', shape: [1, 4], values: [...x] }]),
+    );
     assert.equal(error, null, error?.details);
     assert.equal(response.model_name, 'pipeline');
     const { ensemble } = fixture;
-    const expected = denseForward(ensemble.classifier.layers, x.map((v) => v * ensemble.factor), 1);
+    const expected = denseForward(
+      ensemble.classifier.layers,
+      x.map((v) => v * ensemble.factor),
+      1,
+    );
     assertClose(asValues(response, 'OUTPUT')!.values, expected, 'pipeline');
   });
 
@@ -262,7 +354,11 @@ describe('gRPC: ModelInfer tensors', () => {
     assert.equal(raw.length, n * 4);
     assert.ok(raw.equals(rawBytes('FP32', values)));
     // SAGEMAKER_MAX_PAYLOAD_IN_MB defaults to 6: 7 MiB is over it, refused before it is read.
-    const tooBig = await call(clients.inference, 'ModelInfer', inferRequest('big', [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 7 * 262144], values: new Array(7 * 262144).fill(0) }]));
+    const tooBig = await call(
+      clients.inference,
+      'ModelInfer',
+      inferRequest('big', [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 7 * 262144], values: new Array(7 * 262144).fill(0) }]),
+    );
     assert.equal(tooBig.error?.code, status.RESOURCE_EXHAUSTED);
     assert.equal((await call(clients.inference, 'ServerLive', {})).response.live, true);
   });
@@ -271,7 +367,15 @@ describe('gRPC: ModelInfer tensors', () => {
     const calls = Array.from({ length: 64 }, (_, i) => {
       const rows = 1 + (i % 3);
       const x = mlpInput(100 + i, rows);
-      return { x, rows, reply: call(clients.inference, 'ModelInfer', inferRequest('mlp.tar.gz', [{ name: 'INPUT0', datatype: 'FP32', shape: [rows, 32], values: [...x] }], { id: `c${i}` })) };
+      return {
+        x,
+        rows,
+        reply: call(
+          clients.inference,
+          'ModelInfer',
+          inferRequest('mlp.tar.gz', [{ name: 'INPUT0', datatype: 'FP32', shape: [rows, 32], values: [...x] }], { id: `c${i}` }),
+        ),
+      };
     });
     for (const [i, c] of calls.entries()) {
       const { error, response } = await c.reply;
@@ -289,7 +393,8 @@ describe('gRPC: ModelInfer tensors', () => {
       stream.on('end', () => resolve());
       stream.on('error', reject);
     });
-    for (let i = 0; i < 4; i++) stream.write(inferRequest('identity_int32', [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 3], values: [i, i + 1, i + 2] }], { id: `s${i}` }));
+    for (let i = 0; i < 4; i++)
+      stream.write(inferRequest('identity_int32', [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 3], values: [i, i + 1, i + 2] }], { id: `s${i}` }));
     stream.write(inferRequest('no_such_model', [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 3], values: [0, 0, 0] }], { id: 'bad' }));
     stream.end();
     await done;
@@ -304,7 +409,12 @@ describe('gRPC: ModelInfer tensors', () => {
 
   it('ModelStatistics counts what was served, like /metrics', async () => {
     const before = (await call(clients.inference, 'ModelStatistics', { name: 'identity_int8', version: '' })).response.model_stats[0];
-    for (let i = 0; i < 3; i++) await call(clients.inference, 'ModelInfer', inferRequest('identity_int8', [{ name: 'INPUT0', datatype: 'INT8', shape: [2, 3], values: [1, 2, 3, 4, 5, 6] }]));
+    for (let i = 0; i < 3; i++)
+      await call(
+        clients.inference,
+        'ModelInfer',
+        inferRequest('identity_int8', [{ name: 'INPUT0', datatype: 'INT8', shape: [2, 3], values: [1, 2, 3, 4, 5, 6] }]),
+      );
     const stats = (await call(clients.inference, 'ModelStatistics', { name: 'identity_int8', version: '' })).response.model_stats;
     assert.equal(stats.length, 1);
     assert.equal(stats[0].name, 'identity_int8');
@@ -313,7 +423,10 @@ describe('gRPC: ModelInfer tensors', () => {
     assert.equal(Number(stats[0].inference_count) - Number(before.inference_count), 6);
     assert.ok(Number(stats[0].inference_stats.success.ns) > 0);
     assert.ok(Number(stats[0].last_inference) >= Date.now() - 60_000);
-    assert.equal(Number(stats[0].inference_stats.success.count), await metricValue(server.url, 'nv_inference_request_success', { model: 'identity_int8', version: '1' }));
+    assert.equal(
+      Number(stats[0].inference_stats.success.count),
+      await metricValue(server.url, 'nv_inference_request_success', { model: 'identity_int8', version: '1' }),
+    );
     const all = (await call(clients.inference, 'ModelStatistics', { name: '', version: '' })).response.model_stats;
     // Listed under the name a client addresses each by (the target: mlp.tar.gz), as the HTTP statistics route does.
     assert.ok(all.some((s: any) => s.name === 'mlp.tar.gz') && all.some((s: any) => s.name === 'identity_int8'));
@@ -333,10 +446,18 @@ async function runDirectMlp(x: Float32Array, rows: number): Promise<Float32Array
 
 describe('gRPC: errors as status codes', () => {
   it('NOT_FOUND: unknown model, unknown version', async () => {
-    const r = await call(clients.inference, 'ModelInfer', inferRequest('no_such_model', [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 3], values: [1, 2, 3] }]));
+    const r = await call(
+      clients.inference,
+      'ModelInfer',
+      inferRequest('no_such_model', [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 3], values: [1, 2, 3] }]),
+    );
     assert.equal(r.error?.code, status.NOT_FOUND);
     assert.match(r.error!.details, /no_such_model/);
-    const v = await call(clients.inference, 'ModelInfer', inferRequest('identity_int16', [{ name: 'INPUT0', datatype: 'INT16', shape: [1, 3], values: [1, 2, 3] }], { version: '9' }));
+    const v = await call(
+      clients.inference,
+      'ModelInfer',
+      inferRequest('identity_int16', [{ name: 'INPUT0', datatype: 'INT16', shape: [1, 3], values: [1, 2, 3] }], { version: '9' }),
+    );
     assert.equal(v.error?.code, status.NOT_FOUND);
     assert.match(v.error!.details, /version 9/);
   });
@@ -345,9 +466,24 @@ describe('gRPC: errors as status codes', () => {
     const cases: [string, Record<string, unknown>, RegExp][] = [
       ['shape', inferRequest('identity_int16', [{ name: 'INPUT0', datatype: 'INT16', shape: [1, 4], values: [1, 2, 3, 4] }]), /INPUT0/],
       ['datatype', inferRequest('identity_int16', [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 3], values: [1, 2, 3] }]), /INT32|INT16/],
-      ['bytes', { ...inferRequest('identity_int16', [{ name: 'INPUT0', datatype: 'INT16', shape: [1, 3], values: [1, 2, 3] }]), raw_input_contents: [Buffer.alloc(5)] }, /5 bytes/],
-      ['count', { ...inferRequest('identity_int16', [{ name: 'INPUT0', datatype: 'INT16', shape: [1, 3], values: [1, 2, 3] }]), raw_input_contents: [Buffer.alloc(6), Buffer.alloc(6)] }, /2 entries/],
-      ['version', inferRequest('identity_int16', [{ name: 'INPUT0', datatype: 'INT16', shape: [1, 3], values: [1, 2, 3] }], { version: 'latest' }), /positive integer/],
+      [
+        'bytes',
+        { ...inferRequest('identity_int16', [{ name: 'INPUT0', datatype: 'INT16', shape: [1, 3], values: [1, 2, 3] }]), raw_input_contents: [Buffer.alloc(5)] },
+        /5 bytes/,
+      ],
+      [
+        'count',
+        {
+          ...inferRequest('identity_int16', [{ name: 'INPUT0', datatype: 'INT16', shape: [1, 3], values: [1, 2, 3] }]),
+          raw_input_contents: [Buffer.alloc(6), Buffer.alloc(6)],
+        },
+        /2 entries/,
+      ],
+      [
+        'version',
+        inferRequest('identity_int16', [{ name: 'INPUT0', datatype: 'INT16', shape: [1, 3], values: [1, 2, 3] }], { version: 'latest' }),
+        /positive integer/,
+      ],
       ['name', inferRequest('', [{ name: 'INPUT0', datatype: 'INT16', shape: [1, 3], values: [1, 2, 3] }]), /model_name/],
       ['bytes utf8', inferRequest('identity_bytes', [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, 3], values: ['a', 'b'] }]), /BYTES/],
     ];
@@ -364,7 +500,8 @@ describe('gRPC: errors as status codes', () => {
     const first = call(clients.inference, 'ModelInfer', req(1));
     // The first waits in the queue for its 2 s delay; the queue holds one.
     const deadline = Date.now() + 5000;
-    while (((await metricValue(server.url, 'nv_inference_pending_request_count', { model: 'slow', version: '1' })) ?? 0) < 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    while (((await metricValue(server.url, 'nv_inference_pending_request_count', { model: 'slow', version: '1' })) ?? 0) < 1 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
     const full = await call(clients.inference, 'ModelInfer', req(2));
     assert.equal(full.error?.code, status.UNAVAILABLE, full.error?.details);
     const cancelledAt = Date.now();
@@ -372,7 +509,8 @@ describe('gRPC: errors as status codes', () => {
     const r = await first;
     assert.equal(r.error?.code, status.CANCELLED);
     // It left the queue: pending is back to 0 long before the 2 s delay, and the batch never ran.
-    while (((await metricValue(server.url, 'nv_inference_pending_request_count', { model: 'slow', version: '1' })) ?? 0) > 0 && Date.now() < cancelledAt + 1500) await new Promise((res) => setTimeout(res, 20));
+    while (((await metricValue(server.url, 'nv_inference_pending_request_count', { model: 'slow', version: '1' })) ?? 0) > 0 && Date.now() < cancelledAt + 1500)
+      await new Promise((res) => setTimeout(res, 20));
     assert.equal(await metricValue(server.url, 'nv_inference_pending_request_count', { model: 'slow', version: '1' }), 0);
     assert.ok(Date.now() - cancelledAt < 1500, 'the cancelled request waited for the batch');
     assert.equal((await metricValue(server.url, 'nv_inference_exec_count', { model: 'slow', version: '1' })) ?? 0, 0);
@@ -436,7 +574,27 @@ describe('gRPC: drain', () => {
 function selfSigned(dir: string, name: string, cn: string): { cert: string; key: string } {
   const cert = path.join(dir, `${name}.pem`);
   const key = path.join(dir, `${name}.key`);
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', `/CN=${cn}`, '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '1',
+      '-subj',
+      `/CN=${cn}`,
+      '-addext',
+      'subjectAltName=DNS:localhost,IP:127.0.0.1',
+    ],
+    { stdio: 'ignore' },
+  );
   return { cert, key };
 }
 
@@ -467,7 +625,11 @@ describe('gRPC: TLS', { skip: hasOpenssl ? false : 'the openssl CLI is not insta
     const noClientCert = connect(target, credentials.createSsl(ca));
     const plaintext = connect(target);
     try {
-      const r = await call(mutual.inference, 'ModelInfer', inferRequest('identity_int32', [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 3], values: [7, 8, 9] }]));
+      const r = await call(
+        mutual.inference,
+        'ModelInfer',
+        inferRequest('identity_int32', [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 3], values: [7, 8, 9] }]),
+      );
       assert.equal(r.error, null, r.error?.details);
       assert.deepEqual(asValues(r.response, 'OUTPUT0')!.values, [7, 8, 9]);
       assert.equal((await call(mutual.health, 'Check', { service: '' })).response.status, 'SERVING');
@@ -484,7 +646,11 @@ describe('gRPC: TLS', { skip: hasOpenssl ? false : 'the openssl CLI is not insta
   it('a certificate file that cannot be read stops startup with a message naming the setting', async () => {
     const dir = await tempDir(ctx, 'onnx-mme-grpc-tls-bad-');
     await assert.rejects(
-      startTestServer({ modelSource: dir, cacheDir: path.join(dir, 'cache'), env: { MME_GRPC_PORT: '0', MME_GRPC_TLS_CERT: path.join(dir, 'missing.pem'), MME_GRPC_TLS_KEY: path.join(dir, 'missing.key') } }),
+      startTestServer({
+        modelSource: dir,
+        cacheDir: path.join(dir, 'cache'),
+        env: { MME_GRPC_PORT: '0', MME_GRPC_TLS_CERT: path.join(dir, 'missing.pem'), MME_GRPC_TLS_KEY: path.join(dir, 'missing.key') },
+      }),
       /MME_GRPC_TLS_CERT/,
     );
   });

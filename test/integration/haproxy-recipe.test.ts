@@ -16,10 +16,22 @@ import { drive, freePort, haproxyBinary, loadsOf, sleep, startHaproxy, startInst
 import { S3RVER_CREDENTIALS, startLoopbackS3, type LoopbackS3 } from '../support/s3rver.js';
 import { tempDir } from '../support/temp-dir.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 const MODELS = 24;
 const seq16 = Array.from({ length: 16 }, (_, i) => i);
-const body = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: seq16 }, { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], data: seq16 }] }));
+const body = Buffer.from(
+  JSON.stringify({
+    inputs: [
+      { name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: seq16 },
+      { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], data: seq16 },
+    ],
+  }),
+);
 
 let root: string;
 let s3: LoopbackS3;
@@ -74,7 +86,11 @@ async function fleet(retries: 'recipe' | 'conn-failure'): Promise<{ instances: I
   }
   const lb = await startHaproxy(root, { port: await freePort(), servers: instances, statsSocket: path.join(root, `haproxy-${retries}.sock`), retries });
   ctx.after(() => lb.stop());
-  await lb.waitFor(instances.map((i) => i.name), true, 15_000);
+  await lb.waitFor(
+    instances.map((i) => i.name),
+    true,
+    15_000,
+  );
   return { instances, lb };
 }
 
@@ -115,7 +131,7 @@ describe('the HAProxy recipe (examples/haproxy/haproxy.cfg)', () => {
     }
   });
 
-  it('an instance killed with SIGKILL loses no request with the recipe\'s retries', async () => {
+  it("an instance killed with SIGKILL loses no request with the recipe's retries", async () => {
     const { instances, lb } = await fleet('recipe');
     const target = zipfTargets(11);
     assert.deepEqual((await drive({ url: lb.url, concurrency: 4, target, body, count: 300 })).failures, []);

@@ -13,7 +13,12 @@ import { buildModelSource, runDirect, type SourceFixture } from '../support/mode
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 
 let server: TestServer;
 let fixture: SourceFixture;
@@ -58,7 +63,10 @@ describe('POST /invocations with a target header', () => {
       ['OUTPUT0', 'OUTPUT1'],
     );
     assert.deepEqual(r.body.outputs[0], { name: 'OUTPUT0', datatype: 'FP32', shape: [1, 16], data: seq16.map((x) => x + 1) });
-    assert.deepEqual(r.body.outputs[1].data, seq16.map((x) => x - 1));
+    assert.deepEqual(
+      r.body.outputs[1].data,
+      seq16.map((x) => x - 1),
+    );
   });
 
   it('gives exactly what a direct onnxruntime-node run gives (MLP, batch 3, nested data)', async () => {
@@ -79,14 +87,21 @@ describe('POST /invocations with a target header', () => {
   it('returns only the requested outputs', async () => {
     const r = await invoke('add_sub.tar.gz', { ...(addSubBody() as object), outputs: [{ name: 'OUTPUT1' }] });
     assert.equal(r.status, 200, r.text);
-    assert.deepEqual(r.body.outputs.map((o: { name: string }) => o.name), ['OUTPUT1']);
+    assert.deepEqual(
+      r.body.outputs.map((o: { name: string }) => o.name),
+      ['OUTPUT1'],
+    );
   });
 
   it('echoes the request id and passes custom attributes through', async () => {
-    const r = await invoke('add_sub.tar.gz', { id: 'req-7', ...(addSubBody() as object) }, {
-      'X-Amzn-SageMaker-Custom-Attributes': 'trace=abc',
-      'X-Amzn-SageMaker-Inference-Id': 'inf-123',
-    });
+    const r = await invoke(
+      'add_sub.tar.gz',
+      { id: 'req-7', ...(addSubBody() as object) },
+      {
+        'X-Amzn-SageMaker-Custom-Attributes': 'trace=abc',
+        'X-Amzn-SageMaker-Inference-Id': 'inf-123',
+      },
+    );
     assert.equal(r.status, 200);
     assert.equal(r.body.id, 'req-7');
     assert.equal(r.headers.get('x-amzn-sagemaker-custom-attributes'), 'trace=abc');
@@ -107,7 +122,10 @@ describe('POST /invocations with a target header', () => {
   it('auto-completes a model without config.pbtxt from the ONNX graph', async () => {
     const r = await invoke('autocomplete', addSubBody());
     assert.equal(r.status, 200, r.text);
-    assert.deepEqual(r.body.outputs[0].data, seq16.map((x) => x + 1));
+    assert.deepEqual(
+      r.body.outputs[0].data,
+      seq16.map((x) => x + 1),
+    );
   });
 
   it('serves the highest version under the default version policy', async () => {
@@ -147,16 +165,41 @@ describe('POST /invocations with a target header', () => {
   it('extracts each archive once into the cache and leaves no temporary directories', async () => {
     const entries = await readdir(cacheDir);
     assert.ok(entries.length >= 3, entries.join(','));
-    assert.ok(entries.every((e) => !e.startsWith('.tmp-')), entries.join(','));
+    assert.ok(
+      entries.every((e) => !e.startsWith('.tmp-')),
+      entries.join(','),
+    );
   });
 });
 
 describe('bad input gets a clear error and loses nothing', () => {
   const cases: { name: string; target: string | undefined; body: unknown; raw?: string; status: number; code: string; match: RegExp }[] = [
-    { name: 'malformed JSON', target: 'add_sub.tar.gz', body: undefined, raw: '{"inputs": [', status: 400, code: 'INVALID_REQUEST', match: /model 'add_sub.tar.gz'.*not valid JSON/ },
+    {
+      name: 'malformed JSON',
+      target: 'add_sub.tar.gz',
+      body: undefined,
+      raw: '{"inputs": [',
+      status: 400,
+      code: 'INVALID_REQUEST',
+      match: /model 'add_sub.tar.gz'.*not valid JSON/,
+    },
     { name: 'empty body', target: 'add_sub.tar.gz', body: undefined, raw: '', status: 400, code: 'INVALID_REQUEST', match: /body is empty/ },
-    { name: 'no inputs', target: 'add_sub.tar.gz', body: { inputs: [] }, status: 400, code: 'INVALID_INPUT', match: /model 'add_sub.tar.gz': expected input 'INPUT0'/ },
-    { name: 'no inputs array', target: 'add_sub.tar.gz', body: { outputs: [] }, status: 400, code: 'INVALID_REQUEST', match: /request must have an 'inputs' array/ },
+    {
+      name: 'no inputs',
+      target: 'add_sub.tar.gz',
+      body: { inputs: [] },
+      status: 400,
+      code: 'INVALID_INPUT',
+      match: /model 'add_sub.tar.gz': expected input 'INPUT0'/,
+    },
+    {
+      name: 'no inputs array',
+      target: 'add_sub.tar.gz',
+      body: { outputs: [] },
+      status: 400,
+      code: 'INVALID_REQUEST',
+      match: /request must have an 'inputs' array/,
+    },
     {
       name: 'missing input',
       target: 'add_sub.tar.gz',
@@ -201,19 +244,41 @@ describe('bad input gets a clear error and loses nothing', () => {
     { name: 'target with ..', target: '../etc/passwd', body: addSubBody(), status: 400, code: 'INVALID_TARGET', match: /\.\./ },
     { name: 'absolute target', target: '/etc/passwd', body: addSubBody(), status: 400, code: 'INVALID_TARGET', match: /absolute/ },
     { name: 'syntax error in config.pbtxt', target: 'bad_syntax', body: addSubBody(), status: 400, code: 'INVALID_MODEL', match: /config\.pbtxt:\d+:\d+/ },
-    { name: 'unknown config field', target: 'unknown_field', body: addSubBody(), status: 400, code: 'INVALID_MODEL', match: /config\.pbtxt:2:1.*max_batch_sise/ },
+    {
+      name: 'unknown config field',
+      target: 'unknown_field',
+      body: addSubBody(),
+      status: 400,
+      code: 'INVALID_MODEL',
+      match: /config\.pbtxt:2:1.*max_batch_sise/,
+    },
     {
       name: 'config that contradicts the ONNX model',
       target: 'mismatch',
       body: addSubBody(),
       status: 400,
       code: 'INVALID_MODEL',
-      match: /input 'INPUT9' is in config.pbtxt but not in the ONNX model.*output 'OUTPUT0': config.pbtxt says INT32 but the ONNX model has FP32.*ONNX model input 'INPUT1' is missing/,
+      match:
+        /input 'INPUT9' is in config.pbtxt but not in the ONNX model.*output 'OUTPUT0': config.pbtxt says INT32 but the ONNX model has FP32.*ONNX model input 'INPUT1' is missing/,
     },
     { name: 'a file that is not ONNX', target: 'not_onnx', body: addSubBody(), status: 400, code: 'INVALID_MODEL', match: /onnxruntime cannot load/ },
     { name: 'corrupt archive', target: 'corrupt.tar.gz', body: addSubBody(), status: 400, code: 'ARCHIVE_REJECTED', match: /corrupt/ },
-    { name: 'archive entry climbing out with ..', target: 'traversal.tar.gz', body: addSubBody(), status: 400, code: 'ARCHIVE_REJECTED', match: /\.\.\/\.\.\/escaped\.txt/ },
-    { name: 'archive entry with an absolute path', target: 'absolute.tar.gz', body: addSubBody(), status: 400, code: 'ARCHIVE_REJECTED', match: /onnx-mme-absolute-escape/ },
+    {
+      name: 'archive entry climbing out with ..',
+      target: 'traversal.tar.gz',
+      body: addSubBody(),
+      status: 400,
+      code: 'ARCHIVE_REJECTED',
+      match: /\.\.\/\.\.\/escaped\.txt/,
+    },
+    {
+      name: 'archive entry with an absolute path',
+      target: 'absolute.tar.gz',
+      body: addSubBody(),
+      status: 400,
+      code: 'ARCHIVE_REJECTED',
+      match: /onnx-mme-absolute-escape/,
+    },
     { name: 'archive symlink to /etc/passwd', target: 'symlink.tar.gz', body: addSubBody(), status: 400, code: 'ARCHIVE_REJECTED', match: /model\.onnx/ },
     { name: 'archive with a device file', target: 'device.tar.gz', body: addSubBody(), status: 400, code: 'ARCHIVE_REJECTED', match: /m\/dev/ },
   ];
@@ -258,7 +323,10 @@ describe('bad input gets a clear error and loses nothing', () => {
     for (const bad of ['corrupt', 'traversal', 'absolute', 'symlink', 'device']) assert.ok(!entries.some((e) => e.includes(bad)), entries.join(','));
     await assert.rejects(stat(path.join(cacheDir, '..', 'escaped.txt')), { code: 'ENOENT' });
     await assert.rejects(stat('/tmp/onnx-mme-absolute-escape.txt'), { code: 'ENOENT' });
-    assert.ok(entries.every((e) => !e.startsWith('.tmp-')), entries.join(','));
+    assert.ok(
+      entries.every((e) => !e.startsWith('.tmp-')),
+      entries.join(','),
+    );
   });
 
   it('logs carry the request id and the model name', () => {

@@ -14,7 +14,12 @@ import { addSub, writeModelDir } from '../../examples/models/zoo.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 let server: TestServer;
 
 before(async () => {
@@ -90,7 +95,10 @@ describe('lean inference path and express agree', () => {
   });
 
   it('CSV answers', async () => {
-    const a = await bothPaths('/invocations', JSON.stringify({ ...JSON.parse(goodBody), outputs: [{ name: 'OUTPUT0' }] }), { 'X-Amzn-SageMaker-Target-Model': 'add_sub', Accept: 'text/csv' });
+    const a = await bothPaths('/invocations', JSON.stringify({ ...JSON.parse(goodBody), outputs: [{ name: 'OUTPUT0' }] }), {
+      'X-Amzn-SageMaker-Target-Model': 'add_sub',
+      Accept: 'text/csv',
+    });
     assert.equal(a.lean.status, 200);
     assert.equal(a.lean.contentType, 'text/csv; charset=utf-8');
     assertSame(a);

@@ -16,7 +16,12 @@ import { slowModel } from '../support/slow-model.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 after(async () => {
   for (const fn of ctx.cleanups.reverse()) await fn();
 });
@@ -166,7 +171,10 @@ describe('the default model (no target header)', () => {
       const r = await request(`${s.url}/invocations`, { method: 'POST', json: addSubBody });
       assert.equal(r.status, 404);
       assert.equal(r.body.code, 'MODEL_NOT_FOUND');
-      assert.match(r.body.error, /the X-Amzn-SageMaker-Target-Model header is missing and the model source has no default model \(it holds 2 models \(a, b\) and no single ensemble to choose\).*MME_DEFAULT_MODEL/);
+      assert.match(
+        r.body.error,
+        /the X-Amzn-SageMaker-Target-Model header is missing and the model source has no default model \(it holds 2 models \(a, b\) and no single ensemble to choose\).*MME_DEFAULT_MODEL/,
+      );
       assert.doesNotMatch(r.body.error, new RegExp(repo.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')), 'never the host path');
     } finally {
       await s.close();

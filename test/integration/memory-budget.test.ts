@@ -44,7 +44,12 @@ const loads = (s: TestServer, model: string) => s.logs.filter((l) => l['msg'] ==
 describe('memory budget', () => {
   it('MME_MAX_LOADED_MODELS evicts the least recently used idle model, which is loaded again on its next request', async () => {
     const root = await tempDir(ctx);
-    for (const [name, factor] of [['a', 2], ['b', 3], ['c', 4]] as const) await writeModelDir(root, name, scale(factor));
+    for (const [name, factor] of [
+      ['a', 2],
+      ['b', 3],
+      ['c', 4],
+    ] as const)
+      await writeModelDir(root, name, scale(factor));
     const s = await server(root, { MME_MAX_LOADED_MODELS: '2' });
     for (const target of ['a', 'b', 'a', 'c']) assert.equal((await invoke(s, target)).status, 200);
     // a was used after b, so b (least recently used) made room for c.
@@ -84,10 +89,7 @@ describe('memory budget', () => {
     await writeModelDir(root, 'scaled', scale(5));
     const s = await server(root, { MME_MAX_LOADED_MODELS: '2', MME_RUNTIME_WORKERS: '2' });
     const x = Array.from({ length: width }, (_, i) => i + 1);
-    const replies = await Promise.all([
-      ...names.map((name) => invoke(s, name, [input('INPUT0', 'FP32', [1, width], x)])),
-      invoke(s, 'scaled'),
-    ]);
+    const replies = await Promise.all([...names.map((name) => invoke(s, name, [input('INPUT0', 'FP32', [1, width], x)])), invoke(s, 'scaled')]);
     for (const r of replies) assert.equal(r.status, 200, r.text);
     for (const r of replies.slice(0, names.length)) {
       const y = r.body.outputs[0].data as number[];
@@ -95,7 +97,10 @@ describe('memory budget', () => {
     }
     assert.deepEqual(replies.at(-1)!.body.outputs[0].data, [5, 10, 15, 20]);
     assert.ok((await metric(s, 'onnx_mme_model_evictions_total')) >= names.length - 1);
-    assert.ok(s.logs.some((l) => l['msg'] === 'waiting for memory held by models in use'), 'some loads waited for requests to finish');
+    assert.ok(
+      s.logs.some((l) => l['msg'] === 'waiting for memory held by models in use'),
+      'some loads waited for requests to finish',
+    );
   });
 
   it('a model larger than the whole budget is 507 naming its size and the budget; the server keeps serving', async () => {
@@ -148,21 +153,30 @@ describe('SageMaker-managed models under the budget', () => {
     const load = (name: string, url: string) => request(`${s.url}/models`, { method: 'POST', json: { model_name: name, url } });
     assert.equal((await load('one', one)).status, 200);
     assert.equal((await load('two', two)).status, 200, 'loading two pages one out instead of failing');
-    assert.equal((s.running.registry.managed.resident('one')?.state === 'READY'), false);
+    assert.equal(s.running.registry.managed.resident('one')?.state === 'READY', false);
     const listed = await request(`${s.url}/models`);
-    assert.deepEqual(listed.body.models.map((m: { modelName: string }) => m.modelName), ['one', 'two']);
+    assert.deepEqual(
+      listed.body.models.map((m: { modelName: string }) => m.modelName),
+      ['one', 'two'],
+    );
     assert.equal((await request(`${s.url}/models/one`)).status, 200);
     assert.equal((await request(`${s.url}/v2/models/one/ready`)).status, 200, 'paged out is still ready: it pages back in on demand');
 
     const invokeOne = await request(`${s.url}/models/one/invoke`, { method: 'POST', json: { inputs: [input('INPUT0', 'FP32', [1, 4], row)] } });
     assert.equal(invokeOne.status, 200, invokeOne.text);
     assert.deepEqual(invokeOne.body.outputs[0].data, [2, 4, 6, 8]);
-    assert.equal((s.running.registry.managed.resident('one')?.state === 'READY'), true);
-    assert.equal((s.running.registry.managed.resident('two')?.state === 'READY'), false, 'two made room for one');
-    assert.deepEqual((await request(`${s.url}/models`)).body.models.map((m: { modelName: string }) => m.modelName), ['one', 'two']);
+    assert.equal(s.running.registry.managed.resident('one')?.state === 'READY', true);
+    assert.equal(s.running.registry.managed.resident('two')?.state === 'READY', false, 'two made room for one');
+    assert.deepEqual(
+      (await request(`${s.url}/models`)).body.models.map((m: { modelName: string }) => m.modelName),
+      ['one', 'two'],
+    );
 
     assert.equal((await request(`${s.url}/models/two`, { method: 'DELETE' })).status, 200);
-    assert.deepEqual((await request(`${s.url}/models`)).body.models.map((m: { modelName: string }) => m.modelName), ['one']);
+    assert.deepEqual(
+      (await request(`${s.url}/models`)).body.models.map((m: { modelName: string }) => m.modelName),
+      ['one'],
+    );
     const gone = await request(`${s.url}/models/two/invoke`, { method: 'POST', json: { inputs: [input('INPUT0', 'FP32', [1, 4], row)] } });
     assert.equal(gone.status, 404, gone.text);
   });

@@ -44,12 +44,21 @@ describe('memory promise (process-tree RSS from /proc)', { skip: process.platfor
       assert.match(metrics, /^onnx_mme_measured_model_bytes \d+/m, 'the measured figure is exposed next to the reserved one');
       // Both figures per model: GET /models/{name} and the repository index.
       const headers = { 'content-type': 'application/json' };
-      assert.equal((await fetch(`${server.url}/models`, { method: 'POST', headers, body: JSON.stringify({ model_name: 'one', url: path.join(root, names[0]!) }) })).status, 200);
+      assert.equal(
+        (await fetch(`${server.url}/models`, { method: 'POST', headers, body: JSON.stringify({ model_name: 'one', url: path.join(root, names[0]!) }) })).status,
+        200,
+      );
       const one = (await (await fetch(`${server.url}/models/one`)).json()) as Record<string, number>;
       const weights = 512 * 8192 * 4;
       assert.ok(one['reservedBytes']! >= weights, `reserved covers the weights: ${JSON.stringify(one)}`);
       assert.equal(typeof one['measuredBytes'], 'number', JSON.stringify(one));
-      await (await fetch(`${server.url}/invocations`, { method: 'POST', headers: { ...headers, 'X-Amzn-SageMaker-Target-Model': names[1]! }, body: JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 512], data: new Array(512).fill(0) }] }) })).arrayBuffer();
+      await (
+        await fetch(`${server.url}/invocations`, {
+          method: 'POST',
+          headers: { ...headers, 'X-Amzn-SageMaker-Target-Model': names[1]! },
+          body: JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 512], data: new Array(512).fill(0) }] }),
+        })
+      ).arrayBuffer();
       const index = (await (await fetch(`${server.url}/v2/repository/index`, { method: 'POST', headers, body: '{}' })).json()) as Record<string, unknown>[];
       const row = index.find((r) => r['name'] === names[1]);
       assert.ok(typeof row?.['reserved_bytes'] === 'number' && row['reserved_bytes'] >= weights, JSON.stringify(row));

@@ -20,14 +20,24 @@ import { sample } from '../support/metric-value.js';
 import { tempDir } from '../support/temp-dir.js';
 import { request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 
 let server: TestServer;
 let fixture: SourceFixture;
 let root: string;
 
 const A = Array.from({ length: 16 }, (_, i) => i);
-const addSubBody = { inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: A }, { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], data: A }] };
+const addSubBody = {
+  inputs: [
+    { name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: A },
+    { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], data: A },
+  ],
+};
 
 async function metricsText(url: string): Promise<string> {
   const res = await fetch(`${url}/metrics`);
@@ -59,12 +69,23 @@ after(async () => {
 describe('GET /metrics after real requests', () => {
   it("Triton's per-model counters, the compute phases, the pending gauge back at 0, latency histograms", async () => {
     for (let i = 0; i < 3; i++) {
-      const r = await request(`${server.url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': 'add_sub.tar.gz' }, json: addSubBody });
+      const r = await request(`${server.url}/invocations`, {
+        method: 'POST',
+        headers: { 'X-Amzn-SageMaker-Target-Model': 'add_sub.tar.gz' },
+        json: addSubBody,
+      });
       assert.equal(r.status, 200, r.text);
     }
-    const bad = await request(`${server.url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': 'add_sub.tar.gz' }, json: { inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: [1] }] } });
+    const bad = await request(`${server.url}/invocations`, {
+      method: 'POST',
+      headers: { 'X-Amzn-SageMaker-Target-Model': 'add_sub.tar.gz' },
+      json: { inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: [1] }] },
+    });
     assert.equal(bad.status, 400);
-    const badModel = await request(`${server.url}/v2/models/add_sub.tar.gz/infer`, { method: 'POST', json: { inputs: [{ name: 'NOPE', datatype: 'FP32', shape: [1, 16], data: A }] } });
+    const badModel = await request(`${server.url}/v2/models/add_sub.tar.gz/infer`, {
+      method: 'POST',
+      json: { inputs: [{ name: 'NOPE', datatype: 'FP32', shape: [1, 16], data: A }] },
+    });
     assert.equal(badModel.status, 400);
     const text = await metricsText(server.url);
     const labels = { model: 'add_sub', version: '1' };
@@ -72,7 +93,12 @@ describe('GET /metrics after real requests', () => {
     assert.equal(sample(text, 'nv_inference_count', labels), 3);
     assert.equal(sample(text, 'nv_inference_exec_count', labels), 3);
     assert.equal(sample(text, 'nv_inference_request_failure', { ...labels, reason: 'OTHER' }), 1, 'the request that reached the model and failed validation');
-    for (const name of ['nv_inference_request_duration_us', 'nv_inference_compute_infer_duration_us', 'nv_inference_compute_input_duration_us', 'nv_inference_compute_output_duration_us']) {
+    for (const name of [
+      'nv_inference_request_duration_us',
+      'nv_inference_compute_infer_duration_us',
+      'nv_inference_compute_input_duration_us',
+      'nv_inference_compute_output_duration_us',
+    ]) {
       const v = sample(text, name, labels);
       assert.ok(v !== undefined && v >= 0, `${name} = ${v}`);
     }
@@ -120,7 +146,12 @@ describe('GET /metrics after real requests', () => {
 describe('process metrics', () => {
   it('a server started as main.ts starts it exports Node process metrics on its own registry', async () => {
     const dir = await tempDir(ctx);
-    const config = loadServerConfig({ MME_HOST: '127.0.0.1', SAGEMAKER_BIND_TO_PORT: '0', MME_MODEL_SOURCE: fixture.root, MME_CACHE_DIR: path.join(dir, 'cache') });
+    const config = loadServerConfig({
+      MME_HOST: '127.0.0.1',
+      SAGEMAKER_BIND_TO_PORT: '0',
+      MME_MODEL_SOURCE: fixture.root,
+      MME_CACHE_DIR: path.join(dir, 'cache'),
+    });
     const running = await startServer(config, silentLogger());
     try {
       const text = await metricsText(`http://127.0.0.1:${running.port}`);
@@ -173,7 +204,11 @@ describe('MME_METRICS_PORT', () => {
       await s.close();
     }
     await assert.rejects(
-      startTestServer({ modelSource: fixture.root, cacheDir: path.join(dir, 'cache2'), env: { SAGEMAKER_SAFE_PORT_RANGE: '23000-23999', MME_METRICS_PORT: '9464' } }),
+      startTestServer({
+        modelSource: fixture.root,
+        cacheDir: path.join(dir, 'cache2'),
+        env: { SAGEMAKER_SAFE_PORT_RANGE: '23000-23999', MME_METRICS_PORT: '9464' },
+      }),
       /invalid server configuration: MME_METRICS_PORT 9464 is outside SAGEMAKER_SAFE_PORT_RANGE 23000-23999/,
     );
   });
@@ -184,7 +219,10 @@ describe('MME_METRICS_PORT', () => {
     await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', () => resolve()));
     const port = (blocker.address() as { port: number }).port;
     try {
-      await assert.rejects(startTestServer({ modelSource: fixture.root, cacheDir: path.join(dir, 'cache'), env: { MME_METRICS_PORT: String(port) } }), /EADDRINUSE/);
+      await assert.rejects(
+        startTestServer({ modelSource: fixture.root, cacheDir: path.join(dir, 'cache'), env: { MME_METRICS_PORT: String(port) } }),
+        /EADDRINUSE/,
+      );
     } finally {
       await new Promise<void>((resolve) => blocker.close(() => resolve()));
     }
@@ -195,7 +233,11 @@ describe('request logs', () => {
   it('one request line per request (the access line; at debug by default) with reqId, target, model, version, status and duration; rejections at warn with the same', async () => {
     const ok = await request(`${server.url}/v2/models/add_sub.tar.gz/infer`, { method: 'POST', headers: { 'X-Request-Id': 'log-ok-1' }, json: addSubBody });
     assert.equal(ok.status, 200);
-    const bad = await request(`${server.url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': 'add_sub.tar.gz', 'X-Amzn-SageMaker-Inference-Id': 'log-bad-1' }, json: { inputs: [] } });
+    const bad = await request(`${server.url}/invocations`, {
+      method: 'POST',
+      headers: { 'X-Amzn-SageMaker-Target-Model': 'add_sub.tar.gz', 'X-Amzn-SageMaker-Inference-Id': 'log-bad-1' },
+      json: { inputs: [] },
+    });
     assert.equal(bad.status, 400);
     const line = server.logs.find((l) => l['msg'] === 'request' && l['reqId'] === 'log-ok-1');
     assert.ok(line, 'a request line for log-ok-1');

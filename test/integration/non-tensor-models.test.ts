@@ -12,7 +12,12 @@ import { writeModelDir } from '../../examples/models/zoo.js';
 import { tempDir } from '../support/temp-dir.js';
 import { request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 
 const floatTensor = { tensorType: { elemType: onnxElementType('FP32'), shape: { dim: [{ dimValue: 2 }] } } };
 const seqOf = (name: string): OnnxValueInfoProto => ({ name, type: { sequenceType: { elemType: floatTensor } } });
@@ -56,7 +61,8 @@ after(async () => {
   for (const fn of ctx.cleanups.reverse()) await fn();
 });
 
-const infer = (model: string) => request(`${server.url}/v2/models/${model}/infer`, { method: 'POST', json: { inputs: [{ name: 'x', datatype: 'FP32', shape: [2], data: [1, 2] }] } });
+const infer = (model: string) =>
+  request(`${server.url}/v2/models/${model}/infer`, { method: 'POST', json: { inputs: [{ name: 'x', datatype: 'FP32', shape: [2], data: [1, 2] }] } });
 
 describe('models with non-tensor values are refused naming the value and its kind', () => {
   for (const [model, match] of [

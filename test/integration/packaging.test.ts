@@ -24,7 +24,12 @@ import { copyParts, execForm, keyValues, readDockerfile, type Dockerfile, type I
 import { tempDir } from '../support/temp-dir.js';
 import { input, request } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 after(async () => {
   for (const fn of ctx.cleanups.reverse()) await fn();
 });
@@ -66,7 +71,9 @@ async function loadImage(name: string): Promise<ImageSpec> {
 
 /** The assemble-runtime.sh invocation of the build stage: [repo, buildDir, dest] as paths inside the image. */
 function assembleArgs(image: ImageSpec): [string, string, string] {
-  const runs = all(image.build, 'RUN').map((r) => /sh docker\/assemble-runtime\.sh (\S+) (\S+) (\S+)/.exec(r.args)).filter((m) => m !== null);
+  const runs = all(image.build, 'RUN')
+    .map((r) => /sh docker\/assemble-runtime\.sh (\S+) (\S+) (\S+)/.exec(r.args))
+    .filter((m) => m !== null);
   assert.equal(runs.length, 1, `${image.file}: the build stage must run docker/assemble-runtime.sh once`);
   const m = runs[0]!;
   return [m[1]!, m[2]!, m[3]!];
@@ -114,16 +121,33 @@ describe('container images', () => {
       for (const needed of ['package.json', 'package-lock.json', 'tsconfig.json', 'serve', 'src', 'docker/assemble-runtime.sh']) {
         assert.ok(copied.includes(needed), `${file}: the build stage does not COPY ${needed}`);
       }
-      assert.ok(all(build, 'RUN').some((r) => /^npm ci\b/.test(r.args) && !/--omit/.test(r.args)), `${file}: a full 'npm ci' must fill the npm cache the production install reads`);
-      assert.ok(all(build, 'RUN').some((r) => r.args.includes('npm run build')), `${file}: no 'npm run build'`);
+      assert.ok(
+        all(build, 'RUN').some((r) => /^npm ci\b/.test(r.args) && !/--omit/.test(r.args)),
+        `${file}: a full 'npm ci' must fill the npm cache the production install reads`,
+      );
+      assert.ok(
+        all(build, 'RUN').some((r) => r.args.includes('npm run build')),
+        `${file}: no 'npm run build'`,
+      );
       assert.deepEqual(assembleArgs(image), ['/src', '/src/dist', IMAGE_ROOT], `${file}: assemble-runtime.sh arguments`);
-      assert.ok(all(build, 'WORKDIR').some((w) => w.args === '/src'), `${file}: the build stage works in /src`);
+      assert.ok(
+        all(build, 'WORKDIR').some((w) => w.args === '/src'),
+        `${file}: the build stage works in /src`,
+      );
 
       // Runtime stage: the assembled tree copied unchanged, nothing else from the build.
-      const fromBuild = all(runtime, 'COPY').map((c) => copyParts(c.args)).filter((c) => c.from === 'build');
-      assert.ok(fromBuild.some((c) => c.sources.length === 1 && c.sources[0] === IMAGE_ROOT && c.dest === IMAGE_ROOT), `${file}: COPY --from=build ${IMAGE_ROOT} ${IMAGE_ROOT}`);
+      const fromBuild = all(runtime, 'COPY')
+        .map((c) => copyParts(c.args))
+        .filter((c) => c.from === 'build');
+      assert.ok(
+        fromBuild.some((c) => c.sources.length === 1 && c.sources[0] === IMAGE_ROOT && c.dest === IMAGE_ROOT),
+        `${file}: COPY --from=build ${IMAGE_ROOT} ${IMAGE_ROOT}`,
+      );
       for (const c of fromBuild) {
-        assert.ok(c.sources.every((s) => s === IMAGE_ROOT || s === '/usr/local/bin/node'), `${file}: runtime stage copies ${c.sources.join(' ')} from the build stage`);
+        assert.ok(
+          c.sources.every((s) => s === IMAGE_ROOT || s === '/usr/local/bin/node'),
+          `${file}: runtime stage copies ${c.sources.join(' ')} from the build stage`,
+        );
       }
       const links = all(runtime, 'RUN').flatMap((r) => [...r.args.matchAll(/ln -s (\S+) (\S+)/g)].map((m) => [m[1]!, m[2]!] as const));
       assert.deepEqual(
@@ -145,13 +169,19 @@ describe('container images', () => {
       assert.ok(!JSON.stringify(dockerfile).includes('tini'), `${file}: SageMaker's docs rule out tini`);
       assert.deepEqual(execForm(one(runtime, 'CMD', file).args), ['serve'], `${file}: CMD`);
       for (const env of all(runtime, 'ENV')) {
-        assert.ok(!/MME_CACHE_DIR=\/opt\/ml\/model|MME_MODEL_SOURCE/.test(env.args), `${file}: ENV ${env.args} (the model source is SageMaker's, the cache must not be in it)`);
+        assert.ok(
+          !/MME_CACHE_DIR=\/opt\/ml\/model|MME_MODEL_SOURCE/.test(env.args),
+          `${file}: ENV ${env.args} (the model source is SageMaker's, the cache must not be in it)`,
+        );
       }
     }
     const [cpu, gpu] = images as [ImageSpec, ImageSpec];
     assert.equal(cpu.runtime.base, 'node:24-bookworm-slim');
     assert.match(gpu.runtime.base, /^nvidia\/cuda:12\.\d+\.\d+-cudnn-runtime-ubuntu22\.04$/);
-    assert.ok(all(gpu.runtime, 'COPY').some((c) => copyParts(c.args).sources[0] === '/usr/local/bin/node'), 'GPU image: Node.js 24 from the build stage');
+    assert.ok(
+      all(gpu.runtime, 'COPY').some((c) => copyParts(c.args).sources[0] === '/usr/local/bin/node'),
+      'GPU image: Node.js 24 from the build stage',
+    );
     const cudaInstall = all(gpu.build, 'RUN').find((r) => r.args.includes('onnxruntime-node/script/install.js'));
     assert.ok(cudaInstall, 'GPU image: runs onnxruntime-node install script');
     assert.match(cudaInstall.args, /ONNXRUNTIME_NODE_INSTALL=cuda12 node node_modules\/onnxruntime-node\/script\/install\.js/);
@@ -160,12 +190,19 @@ describe('container images', () => {
   });
 
   it('.dockerignore keeps build outputs and dependencies out of the context but nothing the build copies', async () => {
-    const patterns = (await readFile(path.join(repoRoot, '.dockerignore'), 'utf8')).split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+    const patterns = (await readFile(path.join(repoRoot, '.dockerignore'), 'utf8'))
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l && !l.startsWith('#'));
     for (const p of ['node_modules', 'dist', '.git']) assert.ok(patterns.includes(p), `.dockerignore: ${p}`);
     const copied = images.flatMap((i) => all(i.build, 'COPY').flatMap((c) => copyParts(c.args).sources));
     for (const src of copied) {
       for (const p of patterns) {
-        const glob = p.replace(/[.+^$()|[\]\\]/g, '\\$&').replace(/\*\*\//g, '\u0000').replace(/\*/g, '[^/]*').replace(/\u0000/g, '(.*/)?');
+        const glob = p
+          .replace(/[.+^$()|[\]\\]/g, '\\$&')
+          .replace(/\*\*\//g, '\u0000')
+          .replace(/\*/g, '[^/]*')
+          .replace(/\u0000/g, '(.*/)?');
         const re = new RegExp(`^${glob}(/|$)`);
         assert.ok(!re.test(src), `.dockerignore pattern '${p}' excludes '${src}', which ${images[0]!.file} copies`);
       }
@@ -180,11 +217,19 @@ describe('container images', () => {
     const [, , imageDest] = assembleArgs(image);
     assert.equal(imageDest, IMAGE_ROOT);
     const assembled = spawnSync('sh', [path.join(repoRoot, 'docker', 'assemble-runtime.sh'), repoRoot, buildRoot, dest], { encoding: 'utf8' });
-    assert.equal(assembled.status, 0, `assemble-runtime.sh failed (it installs offline from the npm cache a full 'npm ci' fills):\n${assembled.stderr}${assembled.stdout}`);
+    assert.equal(
+      assembled.status,
+      0,
+      `assemble-runtime.sh failed (it installs offline from the npm cache a full 'npm ci' fills):\n${assembled.stderr}${assembled.stdout}`,
+    );
 
     // What the tree holds: production dependencies only, this platform's onnxruntime binaries, compiled JS.
-    const pkg = JSON.parse(await readFile(path.join(repoRoot, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; devDependencies: Record<string, string> };
-    for (const dep of Object.keys(pkg.dependencies)) assert.ok(existsSync(path.join(dest, 'node_modules', dep, 'package.json')), `production dependency ${dep} missing`);
+    const pkg = JSON.parse(await readFile(path.join(repoRoot, 'package.json'), 'utf8')) as {
+      dependencies: Record<string, string>;
+      devDependencies: Record<string, string>;
+    };
+    for (const dep of Object.keys(pkg.dependencies))
+      assert.ok(existsSync(path.join(dest, 'node_modules', dep, 'package.json')), `production dependency ${dep} missing`);
     // A dev dependency that a production one also needs (protobufjs, under @grpc/proto-loader, depends on @types/node) is not dev-only: the lockfile says which are.
     const lock = JSON.parse(await readFile(path.join(repoRoot, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> };
     for (const dep of Object.keys(pkg.devDependencies)) {
@@ -212,7 +257,10 @@ describe('container images', () => {
     const models = path.join(work, 'opt-ml-model');
     await mkdir(models);
     await writeModelDir(path.join(work, 'authoring'), 'add_sub', addSub());
-    const packed = spawnSync(path.join(bin, 'onnx-mme'), ['pack', path.join(work, 'authoring', 'add_sub'), '-o', path.join(models, 'add_sub.tar.gz')], { env: envBase, encoding: 'utf8' });
+    const packed = spawnSync(path.join(bin, 'onnx-mme'), ['pack', path.join(work, 'authoring', 'add_sub'), '-o', path.join(models, 'add_sub.tar.gz')], {
+      env: envBase,
+      encoding: 'utf8',
+    });
     assert.equal(packed.status, 0, `onnx-mme pack from the runtime tree: ${packed.stderr}`);
     await writeModelDir(models, 'plain', addSub());
     const sourceBefore = await snapshot(models);
@@ -262,11 +310,27 @@ describe('container images', () => {
     assert.deepEqual(list.body, { models: [] });
 
     const seq = Array.from({ length: 16 }, (_, i) => i);
-    const body = { inputs: [input('INPUT0', 'FP32', [1, 16], seq), input('INPUT1', 'FP32', [1, 16], seq.map(() => 1))] };
+    const body = {
+      inputs: [
+        input('INPUT0', 'FP32', [1, 16], seq),
+        input(
+          'INPUT1',
+          'FP32',
+          [1, 16],
+          seq.map(() => 1),
+        ),
+      ],
+    };
     const invoked = await request(`${url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': 'add_sub.tar.gz' }, json: body });
     assert.equal(invoked.status, 200, invoked.text);
-    assert.deepEqual(invoked.body.outputs[0].data, seq.map((v) => v + 1));
-    assert.deepEqual(invoked.body.outputs[1].data, seq.map((v) => v - 1));
+    assert.deepEqual(
+      invoked.body.outputs[0].data,
+      seq.map((v) => v + 1),
+    );
+    assert.deepEqual(
+      invoked.body.outputs[1].data,
+      seq.map((v) => v - 1),
+    );
 
     // SageMaker's own MME flow on the same process: load by url, invoke by model_name.
     const loaded = await request(`${url}/models`, { method: 'POST', json: { model_name: 'plain-model', url: path.join(models, 'plain') } });

@@ -30,7 +30,12 @@ import { S3RVER_CREDENTIALS, startLoopbackS3, type LoopbackS3 } from '../support
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type JsonReply, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 const saved = { id: process.env['AWS_ACCESS_KEY_ID'], secret: process.env['AWS_SECRET_ACCESS_KEY'] };
 const FEATURES = 16;
 const BATCHED = 'dynamic_batching { preferred_batch_size: [ 8 ] max_queue_delay_microseconds: 3000000 }\n';
@@ -58,7 +63,8 @@ function diamondRepository(name: string): Record<string, PipelineModel> {
         ].join('\n'),
       ),
       versionFiles: {
-        'model.mjs': 'export function execute(batch) {\n  const x = batch.inputs.x;\n  return { y: { datatype: "FP32", shape: x.shape, data: x.data.map((v) => v * v + 1) } };\n}\n',
+        'model.mjs':
+          'export function execute(batch) {\n  const x = batch.inputs.x;\n  return { y: { datatype: "FP32", shape: x.shape, data: x.data.map((v) => v * v + 1) } };\n}\n',
       },
     },
     [name]: {
@@ -127,7 +133,9 @@ function output(reply: JsonReply, name: string): { shape: number[]; data: unknow
 
 function assertClose(actual: readonly unknown[], expected: readonly number[], what: string, tolerance = 1e-5): void {
   assert.equal(actual.length, expected.length, `${what}: length`);
-  actual.forEach((v, i) => assert.ok(Math.abs(Number(v) - expected[i]!) <= tolerance * Math.max(1, Math.abs(expected[i]!)), `${what}[${i}]: ${String(v)} vs ${expected[i]}`));
+  actual.forEach((v, i) =>
+    assert.ok(Math.abs(Number(v) - expected[i]!) <= tolerance * Math.max(1, Math.abs(expected[i]!)), `${what}[${i}]: ${String(v)} vs ${expected[i]}`),
+  );
 }
 
 async function metric(name: string, labels: Record<string, string>): Promise<number> {
@@ -163,7 +171,10 @@ before(async () => {
 after(async () => {
   await server?.close();
   await s3?.close();
-  for (const [k, v] of [['AWS_ACCESS_KEY_ID', saved.id], ['AWS_SECRET_ACCESS_KEY', saved.secret]] as const) {
+  for (const [k, v] of [
+    ['AWS_ACCESS_KEY_ID', saved.id],
+    ['AWS_SECRET_ACCESS_KEY', saved.secret],
+  ] as const) {
     if (v === undefined) delete process.env[k];
     else process.env[k] = v;
   }
@@ -185,7 +196,12 @@ describe('example pipelines from S3, two targets on one server', () => {
     tokens.forEach((t, row) => {
       const ids = [...t.map((tok) => TEXT_VOCAB.indexOf(tok)), ...Array(TEXT_MAX_LENGTH - t.length).fill(0)];
       const mask = ids.map((_, i) => (i < t.length ? 1 : 0));
-      const expected = textEmbeddingReference(weights, ids, mask, ids.map(() => 0));
+      const expected = textEmbeddingReference(
+        weights,
+        ids,
+        mask,
+        ids.map(() => 0),
+      );
       assertClose(emb.data.slice(row * TEXT_HIDDEN, (row + 1) * TEXT_HIDDEN), expected, `sentence ${row}`);
       const norm = Math.hypot(...emb.data.slice(row * TEXT_HIDDEN, (row + 1) * TEXT_HIDDEN).map(Number));
       assert.ok(Math.abs(norm - 1) < 1e-5, `unit length: ${norm}`);
@@ -219,8 +235,16 @@ describe('example pipelines from S3, two targets on one server', () => {
     const replies = await Promise.all(xs.map((x) => invoke('diamond.tar.gz', { inputs: [input('IN', 'FP32', [1, FEATURES], x)] })));
     replies.forEach((r, i) => {
       const x = xs[i]!;
-      assertClose(output(r, 'SUM').data, x.map((v) => 2 * v + (Math.fround(v) * Math.fround(v) + 1)), `SUM ${i}`);
-      assertClose(output(r, 'DIFF').data, x.map((v) => 2 * v - (Math.fround(v) * Math.fround(v) + 1)), `DIFF ${i}`);
+      assertClose(
+        output(r, 'SUM').data,
+        x.map((v) => 2 * v + (Math.fround(v) * Math.fround(v) + 1)),
+        `SUM ${i}`,
+      );
+      assertClose(
+        output(r, 'DIFF').data,
+        x.map((v) => 2 * v - (Math.fround(v) * Math.fround(v) + 1)),
+        `DIFF ${i}`,
+      );
     });
     for (const step of ['scale2', 'square', 'add_sub']) {
       const labels = { model: step, version: '1' };
@@ -256,7 +280,11 @@ describe('MME_ALLOW_JS_BACKEND=false', () => {
     const root = await tempDir(ctx);
     await writePipelineRepository(path.join(root, 'source', 'diamond'), diamondRepository('diamond'));
     await packTarGz(path.join(built.outDir, 'repositories', 'text_embedding'), path.join(root, 'source', 'text.tar.gz'));
-    const strict = await startTestServer({ modelSource: path.join(root, 'source'), cacheDir: path.join(root, 'cache'), env: { MME_ALLOW_JS_BACKEND: 'false' } });
+    const strict = await startTestServer({
+      modelSource: path.join(root, 'source'),
+      cacheDir: path.join(root, 'cache'),
+      env: { MME_ALLOW_JS_BACKEND: 'false' },
+    });
     try {
       const refused = await request(`${strict.url}/invocations`, {
         method: 'POST',
@@ -266,7 +294,11 @@ describe('MME_ALLOW_JS_BACKEND=false', () => {
       assert.equal(refused.status, 501, refused.text);
       assert.equal(refused.body.code, 'UNSUPPORTED');
       assert.match(refused.body.error, /the js backend is disabled on this server \(MME_ALLOW_JS_BACKEND=false\)/);
-      const text = await request(`${strict.url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': 'text.tar.gz' }, json: textRequest(['good dog']) });
+      const text = await request(`${strict.url}/invocations`, {
+        method: 'POST',
+        headers: { 'X-Amzn-SageMaker-Target-Model': 'text.tar.gz' },
+        json: textRequest(['good dog']),
+      });
       assert.equal(text.status, 200, text.text);
     } finally {
       await strict.close();

@@ -24,7 +24,12 @@ import { addSub, writeModelDir } from '../../examples/models/zoo.js';
 import { repoRoot, startServe, type ServeProcess } from '../support/serve-process.js';
 import { tempDir } from '../support/temp-dir.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 after(async () => {
   for (const fn of ctx.cleanups.reverse()) await fn();
 });
@@ -77,9 +82,13 @@ function ping(url: string): Promise<{ ms: number; status: string }> {
 async function flood(served: ServeProcess): Promise<FloodResult> {
   const url = served.url;
   const firstLine = served.lines.length;
-  const client = spawn(process.execPath, [path.join(repoRoot, 'dist/test/support/flood-client.js'), url, String(CONNECTIONS), String(FLOOD_SECONDS), 'add_sub', body, 'timed'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const client = spawn(
+    process.execPath,
+    [path.join(repoRoot, 'dist/test/support/flood-client.js'), url, String(CONNECTIONS), String(FLOOD_SECONDS), 'add_sub', body, 'timed'],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   let out = '';
   client.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<void>((resolve) => client.once('exit', () => resolve()));
@@ -96,7 +105,8 @@ async function flood(served: ServeProcess): Promise<FloodResult> {
   // The last lines may still be in the pipe.
   await new Promise((r) => setTimeout(r, 500));
   const lines = served.lines.slice(firstLine);
-  const durations = (msg: string, status: number): number[] => lines.filter((l) => l['msg'] === msg && l['status'] === status).map((l) => Number(l['durationMs']));
+  const durations = (msg: string, status: number): number[] =>
+    lines.filter((l) => l['msg'] === msg && l['status'] === status).map((l) => Number(l['durationMs']));
   const serverMs = { rejected: durations('request rejected', 429), accepted: durations('request', 200) };
   return { serverMs, statuses, latencyMs, pingsMs: pings.map((p) => p.ms), pingStatuses: pings.map((p) => p.status) };
 }
@@ -132,7 +142,11 @@ async function serveAddSub(env: Record<string, string>): Promise<ServeProcess> {
   // MME_ACCESS_LOG: the accepted requests' durationMs come from their request lines, written by default only for errors and slow ones.
   const child = await startServe({ MME_MODEL_SOURCE: path.join(root, 'models'), MME_CACHE_DIR: path.join(root, 'cache'), MME_ACCESS_LOG: 'true', ...env });
   ctx.after(() => child.kill());
-  const warm = await fetch(`${child.url}/invocations`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-amzn-sagemaker-target-model': 'add_sub' }, body });
+  const warm = await fetch(`${child.url}/invocations`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-amzn-sagemaker-target-model': 'add_sub' },
+    body,
+  });
   assert.equal(warm.status, 200);
   return child;
 }

@@ -16,7 +16,12 @@ import { slowModel } from '../support/slow-model.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 const SLOW_MS = 50;
 const fastBody = { inputs: [input('INPUT0', 'FP32', [1, 4], [1, 2, 3, 4])] };
 // 2048 rows through 8 MatMuls of 512×512: about 8.6 GFLOP, far over 50 ms on any CPU.
@@ -68,7 +73,10 @@ describe('per-request logging', () => {
     assert.equal(slowLine[0]!['model'], 'slow');
     assert.ok((slowLine[0]!['durationMs'] as number) >= SLOW_MS);
     const errLines = s.lines.filter((l) => l['reqId'] === 'err-1');
-    assert.ok(errLines.some((l) => l['level'] === 'warn' && l['status'] === 404 && l['code'] !== undefined), JSON.stringify(errLines));
+    assert.ok(
+      errLines.some((l) => l['level'] === 'warn' && l['status'] === 404 && l['code'] !== undefined),
+      JSON.stringify(errLines),
+    );
     // The fast answer: nothing at info. (On a host so loaded that it took SLOW_MS, it was slow, and says so.)
     for (const l of requestLines(s, 'fast-1')) {
       assert.equal(l['slow'], true, JSON.stringify(l));
@@ -86,7 +94,11 @@ describe('per-request logging', () => {
       while (!stopped) {
         const id = `burst-${next++}`;
         try {
-          const r = await request(`${s.url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': 'scaled', 'x-request-id': id }, json: fastBody });
+          const r = await request(`${s.url}/invocations`, {
+            method: 'POST',
+            headers: { 'X-Amzn-SageMaker-Target-Model': 'scaled', 'x-request-id': id },
+            json: fastBody,
+          });
           answered.set(id, r.status);
         } catch {
           stopped = true; // the listener has closed

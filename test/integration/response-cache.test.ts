@@ -18,7 +18,12 @@ import { sample } from '../support/metric-value.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 const CACHE = 'response_cache { enable: true }\n';
 
 let server: TestServer;
@@ -69,7 +74,10 @@ describe('response cache', () => {
     const second = await invoke(server.url, 'cached', body);
     assert.equal(second.status, 200, second.text);
     assert.deepEqual(second.body, first.body);
-    assert.deepEqual(first.body.outputs[0].data, seq16.map((x) => x * 4));
+    assert.deepEqual(
+      first.body.outputs[0].data,
+      seq16.map((x) => x * 4),
+    );
 
     const m = await metrics(server.url);
     const labels = { model: 'cached', version: '1' };
@@ -101,9 +109,14 @@ describe('response cache', () => {
     // Only one of the two outputs asked for: a different answer, so a different entry.
     const one = await invoke(server.url, 'cached', addSubBody(a, seq16, ['OUTPUT1']));
     assert.equal(one.status, 200);
-    assert.deepEqual(one.body.outputs.map((o: { name: string }) => o.name), ['OUTPUT1']);
+    assert.deepEqual(
+      one.body.outputs.map((o: { name: string }) => o.name),
+      ['OUTPUT1'],
+    );
     // Two rows of the same numbers: another shape.
-    const twoRows = await invoke(server.url, 'cached', { inputs: [input('INPUT0', 'FP32', [2, 16], [...a, ...a]), input('INPUT1', 'FP32', [2, 16], [...seq16, ...seq16])] });
+    const twoRows = await invoke(server.url, 'cached', {
+      inputs: [input('INPUT0', 'FP32', [2, 16], [...a, ...a]), input('INPUT1', 'FP32', [2, 16], [...seq16, ...seq16])],
+    });
     assert.equal(twoRows.status, 200);
 
     const m = await metrics(server.url);
@@ -132,7 +145,10 @@ describe('response cache', () => {
     const scores = Array.from(denseForward(tiny({ in: 4, out: 3 }).layers, Float32Array.from(x), 1));
     plain.body.outputs[0].data.forEach((v: number, i: number) => assert.ok(Math.abs(v - scores[i]!) < 1e-5));
     // Same inputs and output name: the raw outputs come from the cache, then top-1 is taken from them.
-    const top = await invoke(server.url, 'cls', { inputs: [input('INPUT0', 'FP32', [1, 4], x)], outputs: [{ name: 'OUTPUT0', parameters: { classification: 1 } }] });
+    const top = await invoke(server.url, 'cls', {
+      inputs: [input('INPUT0', 'FP32', [1, 4], x)],
+      outputs: [{ name: 'OUTPUT0', parameters: { classification: 1 } }],
+    });
     assert.equal(top.status, 200, top.text);
     const best = scores.indexOf(Math.max(...scores));
     assert.deepEqual(top.body.outputs[0].data, [`${scores[best]!.toFixed(6)}:${best}`]);
@@ -159,7 +175,10 @@ describe('response cache', () => {
     const labels = { model: 'small', version: '1' };
     const hits0 = sample(m, 'nv_cache_num_hits_per_model', labels) ?? 0;
     const recent = await invoke(server.url, 'small', row(29));
-    assert.deepEqual(recent.body.outputs[0].data, values(29).map((x) => x * 2));
+    assert.deepEqual(
+      recent.body.outputs[0].data,
+      values(29).map((x) => x * 2),
+    );
     const oldest = await invoke(server.url, 'small', row(0));
     assert.equal(oldest.status, 200);
     const m2 = await metrics(server.url);

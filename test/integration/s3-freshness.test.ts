@@ -42,7 +42,10 @@ after(async () => {
   await proxy?.close();
   await s3?.close();
   for (const fn of cleanups.reverse()) await fn();
-  for (const [k, v] of [['AWS_ACCESS_KEY_ID', saved.id], ['AWS_SECRET_ACCESS_KEY', saved.secret]] as const) {
+  for (const [k, v] of [
+    ['AWS_ACCESS_KEY_ID', saved.id],
+    ['AWS_SECRET_ACCESS_KEY', saved.secret],
+  ] as const) {
     if (v === undefined) delete process.env[k];
     else process.env[k] = v;
   }

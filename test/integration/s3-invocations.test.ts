@@ -12,7 +12,12 @@ import { startLoopbackS3, S3RVER_CREDENTIALS, type LoopbackS3 } from '../support
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 let s3: LoopbackS3;
 let server: TestServer;
 const seq16 = Array.from({ length: 16 }, (_, i) => i);
@@ -39,7 +44,10 @@ after(async () => {
   await server?.close();
   await s3?.close();
   for (const fn of ctx.cleanups.reverse()) await fn();
-  for (const [k, v] of [['AWS_ACCESS_KEY_ID', saved.id], ['AWS_SECRET_ACCESS_KEY', saved.secret]] as const) {
+  for (const [k, v] of [
+    ['AWS_ACCESS_KEY_ID', saved.id],
+    ['AWS_SECRET_ACCESS_KEY', saved.secret],
+  ] as const) {
     if (v === undefined) delete process.env[k];
     else process.env[k] = v;
   }
@@ -48,7 +56,10 @@ after(async () => {
 it('invokes a tarball from the S3 prefix by target, without a load call', async () => {
   const r = await request(`${server.url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': 'team/add_sub.tar.gz' }, json: body });
   assert.equal(r.status, 200, r.text);
-  assert.deepEqual(r.body.outputs[0].data, seq16.map((x) => 2 * x));
+  assert.deepEqual(
+    r.body.outputs[0].data,
+    seq16.map((x) => 2 * x),
+  );
 });
 
 it('an unknown key is a 404 naming the target and the S3 location', async () => {

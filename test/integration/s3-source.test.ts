@@ -287,7 +287,13 @@ describe('S3ModelSource', () => {
   });
 
   it('a hostile archive (`..` entry) is ARCHIVE_REJECTED and writes nothing outside', async () => {
-    await upload(`${PREFIX}hostile.tar.gz`, tgz([{ name: 'config.pbtxt', body: '' }, { name: '../escaped.txt', body: 'pwned' }]));
+    await upload(
+      `${PREFIX}hostile.tar.gz`,
+      tgz([
+        { name: 'config.pbtxt', body: '' },
+        { name: '../escaped.txt', body: 'pwned' },
+      ]),
+    );
     const { source, cacheDir } = harness();
     await rejectsWith(source.localize('hostile.tar.gz'), 'ARCHIVE_REJECTED', /'\.\.\/escaped\.txt' rejected/);
     assert.deepEqual(await cacheContents(cacheDir), []);
@@ -454,11 +460,14 @@ describe('S3ModelSource', () => {
     const names = ['mix-a', 'mix-b', 'mix-c', 'mix-d'];
     const bodies = names.map((_, i) => randomBytes(256 * 1024 + i));
     for (const [i, name] of names.entries()) {
-      await upload(`${PREFIX}${name}.tar.gz`, tgz([
-        { name: `${name}/config.pbtxt`, body: `name: "${name}"` },
-        { name: `${name}/1/model.onnx`, body: bodies[i]! },
-        { name: `${name}/1/only-in-${name}.txt`, body: name },
-      ]));
+      await upload(
+        `${PREFIX}${name}.tar.gz`,
+        tgz([
+          { name: `${name}/config.pbtxt`, body: `name: "${name}"` },
+          { name: `${name}/1/model.onnx`, body: bodies[i]! },
+          { name: `${name}/1/only-in-${name}.txt`, body: name },
+        ]),
+      );
     }
     const { source } = harness();
     const locals = await Promise.all(names.map((name) => source.localize(`${name}.tar.gz`)));

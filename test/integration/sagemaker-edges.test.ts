@@ -20,7 +20,12 @@ import { slowModel } from '../support/slow-model.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type JsonReply, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 let server: TestServer;
 let root: string;
 /** /opt/ml/models/<hash>/model as SageMaker lays it out, under a temp dir. */
@@ -42,7 +47,8 @@ function load(name: string, url: string, target?: string): Promise<JsonReply> {
 
 const del = (name: string): Promise<JsonReply> => request(`${server.url}/models/${encodeURIComponent(name)}`, { method: 'DELETE' });
 /** Names in GET /models, each cut to 40 characters (an assertion must not print a 3 MiB name). */
-const listed = async (): Promise<string[]> => ((await request(`${server.url}/models`)).body.models as { modelName: string }[]).map((m) => m.modelName.slice(0, 40));
+const listed = async (): Promise<string[]> =>
+  ((await request(`${server.url}/models`)).body.models as { modelName: string }[]).map((m) => m.modelName.slice(0, 40));
 
 async function waitFor(cond: () => boolean, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -81,7 +87,10 @@ describe('model_name limits', () => {
     assert.ok(r.text.length < 2048, `the answer echoes the name (${r.text.length} bytes)`);
     assert.ok(!(await listed()).includes('n'.repeat(40)), 'the 3 MiB name is listed');
     // Not logged either: the log lines stay small.
-    assert.ok(server.logs.every((l) => JSON.stringify(l).length < 64 * 1024), 'a log line holds the 3 MiB name');
+    assert.ok(
+      server.logs.every((l) => JSON.stringify(l).length < 64 * 1024),
+      'a log line holds the 3 MiB name',
+    );
     console.log(`# 3 MiB model_name: ${r.status} in ${ms.toFixed(0)} ms`);
   });
 
@@ -121,7 +130,10 @@ describe('model_name limits', () => {
     assert.equal(described.body.modelName, name);
     const inv = await request(`${server.url}/models/${enc}/invoke`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': target }, json: addSubBody });
     assert.equal(inv.status, 200, inv.text.slice(0, 300));
-    assert.deepEqual(inv.body.outputs[0].data, seq16.map((x) => 2 * x));
+    assert.deepEqual(
+      inv.body.outputs[0].data,
+      seq16.map((x) => 2 * x),
+    );
     const d = await request(`${server.url}/models/${enc}`, { method: 'DELETE', headers: { 'X-Amzn-SageMaker-Target-Model': target } });
     assert.equal(d.status, 200, d.text.slice(0, 300));
     assert.ok(!(await listed()).includes(name.slice(0, 40)));
@@ -135,7 +147,10 @@ describe('errors never name host paths', () => {
     await writeFile(path.join(sourceDir, 'plainfile'), 'x');
     await mkdir(path.join(sourceDir, 'emptydir'), { recursive: true });
     await writeModelDir(sourceDir, 'garbage', { onnx: Buffer.from('not an onnx graph'), config: 'name: "garbage"\nbackend: "onnxruntime"\n' });
-    await writeModelDir(sourceDir, 'dangling', { config: 'name: "dangling"\nbackend: "onnxruntime"\nmax_batch_size: 0\ninput [{ name: "x" data_type: TYPE_FP32 dims: [1] }]\noutput [{ name: "y" data_type: TYPE_FP32 dims: [1] }]\n' });
+    await writeModelDir(sourceDir, 'dangling', {
+      config:
+        'name: "dangling"\nbackend: "onnxruntime"\nmax_batch_size: 0\ninput [{ name: "x" data_type: TYPE_FP32 dims: [1] }]\noutput [{ name: "y" data_type: TYPE_FP32 dims: [1] }]\n',
+    });
     await symlink(path.join(root, 'nowhere.onnx'), path.join(sourceDir, 'dangling', '1', 'model.onnx'));
     const brokenUrl = path.join(models, 'broken', 'model');
     await writeModelDir(brokenUrl, 'add_sub', { onnx: addSub().onnx, config: 'max_batch_size: "eight"' });
@@ -189,7 +204,10 @@ describe('DELETE and POST of one name at the same time', () => {
     const posted = load('loading1', url);
     await waitFor(() => peek('loading1')?.state === 'LOADING');
     // Meanwhile an invoke is a clear 404, not a half-loaded model.
-    const early = await request(`${server.url}/models/loading1/invoke`, { method: 'POST', json: { inputs: [input('INPUT0', 'FP32', [1, 512], new Array(512).fill(1))] } });
+    const early = await request(`${server.url}/models/loading1/invoke`, {
+      method: 'POST',
+      json: { inputs: [input('INPUT0', 'FP32', [1, 512], new Array(512).fill(1))] },
+    });
     // (Still loading after it answered: it was answered during the load.)
     if (peek('loading1')?.state === 'LOADING') {
       assert.equal(early.status, 404, early.text);
@@ -207,7 +225,10 @@ describe('DELETE and POST of one name at the same time', () => {
     assert.equal(p.body.code, 'MODEL_NOT_FOUND');
     assert.match(p.body.error, /model 'loading1' was unloaded \(DELETE \/models\/\{name\}\) while it was loading/);
     assert.ok(!(await listed()).includes('loading1'));
-    const inv = await request(`${server.url}/models/loading1/invoke`, { method: 'POST', json: { inputs: [input('INPUT0', 'FP32', [1, 512], new Array(512).fill(1))] } });
+    const inv = await request(`${server.url}/models/loading1/invoke`, {
+      method: 'POST',
+      json: { inputs: [input('INPUT0', 'FP32', [1, 512], new Array(512).fill(1))] },
+    });
     assert.equal(inv.status, 404);
     assert.ok(server.logs.some((l) => l['msg'] === 'model load cancelled: the model was unloaded while it loaded' && l['model'] === 'loading1'));
     assert.equal(server.running.registry.loadedCount(), 0);
@@ -272,7 +293,10 @@ describe('DELETE and POST of one name at the same time', () => {
     assert.equal(d.status, 200, d.text);
     assert.equal(p.status, 200, p.text);
     assert.deepEqual(order, ['delete', 'post']);
-    const again = await request(`${server.url}/models/reload1/invoke`, { method: 'POST', json: { inputs: [body.inputs[0], input('SHAPE', 'INT64', [2], [1, 512])] } });
+    const again = await request(`${server.url}/models/reload1/invoke`, {
+      method: 'POST',
+      json: { inputs: [body.inputs[0], input('SHAPE', 'INT64', [2], [1, 512])] },
+    });
     assert.equal(again.status, 200, again.text.slice(0, 300));
     assert.equal((await del('reload1')).status, 200);
   });
@@ -313,7 +337,12 @@ describe('url: the real path is checked, and the work is bounded', () => {
       assert.ok(!r.text.includes(links), r.text);
       if (name === 'to-proc') console.log(`# url symlink into /proc: ${r.status} in ${ms.toFixed(0)} ms`);
     }
-    for (const [url, where] of [['/proc/self', /\/proc/], ['/etc', /\/etc/], ['/dev/shm', /\/dev/], ['/usr', /\/usr/]] as const) {
+    for (const [url, where] of [
+      ['/proc/self', /\/proc/],
+      ['/etc', /\/etc/],
+      ['/dev/shm', /\/dev/],
+      ['/usr', /\/usr/],
+    ] as const) {
       const r = await load('sys', url);
       assert.equal(r.status, 400, `${url}: ${r.text}`);
       assert.match(r.body.error, where);
@@ -374,19 +403,29 @@ describe('MME_MODEL_URL_ROOTS', () => {
     const outside = path.join(base, 'elsewhere', 'model');
     await writeModelDir(outside, 'add_sub', addSub());
     await symlink(outside, path.join(allowed, 'escape'));
-    const s = await startTestServer({ modelSource: path.join(base, 'source'), cacheDir: path.join(base, 'cache'), env: { SAGEMAKER_MULTI_MODEL: 'true', MME_MODEL_URL_ROOTS: allowed } });
+    const s = await startTestServer({
+      modelSource: path.join(base, 'source'),
+      cacheDir: path.join(base, 'cache'),
+      env: { SAGEMAKER_MULTI_MODEL: 'true', MME_MODEL_URL_ROOTS: allowed },
+    });
     try {
       const post = (name: string, url: string) => request(`${s.url}/models`, { method: 'POST', json: { model_name: name, url } });
       const ok = await post('in', inside);
       assert.equal(ok.status, 200, ok.text);
-      for (const [name, url] of [['out', outside], ['escape', path.join(allowed, 'escape')]] as const) {
+      for (const [name, url] of [
+        ['out', outside],
+        ['escape', path.join(allowed, 'escape')],
+      ] as const) {
         const r = await post(name, url);
         assert.equal(r.status, 400, `${name}: ${r.text}`);
         assert.match(r.body.error, /url lies outside the directories MME_MODEL_URL_ROOTS allows/);
         assert.ok(!r.text.includes(base), r.text);
       }
       const list = await request(`${s.url}/models`);
-      assert.deepEqual(list.body.models.map((m: { modelName: string }) => m.modelName), ['in']);
+      assert.deepEqual(
+        list.body.models.map((m: { modelName: string }) => m.modelName),
+        ['in'],
+      );
     } finally {
       await s.close();
     }

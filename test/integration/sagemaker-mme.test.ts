@@ -14,7 +14,12 @@ import { slowModel } from '../support/slow-model.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 let server: TestServer;
 /** /opt/ml/models/<hash>/model as SageMaker lays it out, under a temp dir. */
 let models: string;
@@ -80,7 +85,10 @@ describe('SageMaker MME container API', () => {
       json: addSubBody,
     });
     assert.equal(inv.status, 200, inv.text);
-    assert.deepEqual(inv.body.outputs[0].data, seq16.map((x) => 2 * x));
+    assert.deepEqual(
+      inv.body.outputs[0].data,
+      seq16.map((x) => 2 * x),
+    );
 
     const wrongHeader = await request(`${server.url}/models/abc123/invoke`, {
       method: 'POST',
@@ -142,7 +150,10 @@ describe('SageMaker MME container API', () => {
     assert.deepEqual(seen, [...names].sort());
     assert.equal(pages, 3);
     const all = await request(`${server.url}/models`);
-    assert.deepEqual(all.body.models.map((m: { modelName: string }) => m.modelName), [...names].sort());
+    assert.deepEqual(
+      all.body.models.map((m: { modelName: string }) => m.modelName),
+      [...names].sort(),
+    );
     assert.equal(all.body.nextPageToken, undefined);
     assert.equal((await request(`${server.url}/models?limit=0`)).status, 400);
     assert.equal((await request(`${server.url}/models?next_page_token=%%%`)).status, 400);
@@ -238,9 +249,18 @@ describe('SageMaker Runtime SDK against /endpoints/{name}/invocations', () => {
       assert.equal(out.ContentType, 'application/json; charset=utf-8');
       assert.equal(out.CustomAttributes, 'c=1');
       const body = JSON.parse(new TextDecoder().decode(out.Body));
-      assert.deepEqual(body.outputs[0].data, seq16.map((x) => 2 * x));
+      assert.deepEqual(
+        body.outputs[0].data,
+        seq16.map((x) => 2 * x),
+      );
       await assert.rejects(
-        client.send(new InvokeEndpointCommand({ EndpointName: 'local-endpoint', TargetModel: 'missing.tar.gz', Body: new TextEncoder().encode(JSON.stringify(addSubBody)) })),
+        client.send(
+          new InvokeEndpointCommand({
+            EndpointName: 'local-endpoint',
+            TargetModel: 'missing.tar.gz',
+            Body: new TextEncoder().encode(JSON.stringify(addSubBody)),
+          }),
+        ),
         (err: { $metadata?: { httpStatusCode?: number } }) => err.$metadata?.httpStatusCode === 404,
       );
       client.destroy();

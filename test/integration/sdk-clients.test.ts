@@ -13,7 +13,12 @@ import { packTarGz, scale, writeModelDir } from '../../examples/models/zoo.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 let server: TestServer;
 let client: SageMakerRuntimeClient;
 
@@ -28,7 +33,12 @@ before(async () => {
   await writeModelDir(path.join(root, 'work', 'y'), 'model', scale(5));
   await packTarGz(path.join(root, 'work', 'y'), path.join(source, 'team', 'y.tar.gz'));
   server = await startTestServer({ modelSource: source, cacheDir: path.join(root, 'cache') });
-  client = new SageMakerRuntimeClient({ endpoint: server.url, region: 'us-east-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' }, maxAttempts: 1 });
+  client = new SageMakerRuntimeClient({
+    endpoint: server.url,
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+    maxAttempts: 1,
+  });
 });
 
 after(async () => {
@@ -44,7 +54,14 @@ function outputOf(out: { Body?: Uint8Array }): number[] {
 describe('AWS SDK error bodies', () => {
   it('a refused request surfaces our code as the error name and our message, not UnknownError', async () => {
     const err = await client
-      .send(new InvokeEndpointCommand({ EndpointName: 'e', TargetModel: 'team/x.tar.gz', ContentType: 'application/json', Body: encode({ inputs: [input('NOPE', 'FP32', [1, 4], [1, 2, 3, 4])] }) }))
+      .send(
+        new InvokeEndpointCommand({
+          EndpointName: 'e',
+          TargetModel: 'team/x.tar.gz',
+          ContentType: 'application/json',
+          Body: encode({ inputs: [input('NOPE', 'FP32', [1, 4], [1, 2, 3, 4])] }),
+        }),
+      )
       .then(
         () => assert.fail('expected a rejection'),
         (e: Error & { $metadata?: { httpStatusCode?: number } }) => e,
@@ -57,10 +74,12 @@ describe('AWS SDK error bodies', () => {
   });
 
   it('a missing target: 404 named MODEL_NOT_FOUND with the target in the message', async () => {
-    const err = await client.send(new InvokeEndpointCommand({ EndpointName: 'e', TargetModel: 'team/none.tar.gz', ContentType: 'application/json', Body: body })).then(
-      () => assert.fail('expected a rejection'),
-      (e: Error & { $metadata?: { httpStatusCode?: number } }) => e,
-    );
+    const err = await client
+      .send(new InvokeEndpointCommand({ EndpointName: 'e', TargetModel: 'team/none.tar.gz', ContentType: 'application/json', Body: body }))
+      .then(
+        () => assert.fail('expected a rejection'),
+        (e: Error & { $metadata?: { httpStatusCode?: number } }) => e,
+      );
     assert.equal(err.$metadata?.httpStatusCode, 404);
     assert.equal(err.name, 'MODEL_NOT_FOUND');
     assert.match(err.message, /team\/none\.tar\.gz/);
@@ -74,23 +93,33 @@ describe('CustomAttributes target-model (single-model endpoints, GPU instances)'
     );
     assert.deepEqual(outputOf(out), [2, 4, 6, 8]);
     assert.equal(out.CustomAttributes, 'trace=1; target-model=team/x.tar.gz');
-    const other = await client.send(new InvokeEndpointCommand({ EndpointName: 'e', ContentType: 'application/json', CustomAttributes: 'target-model=team/y.tar.gz', Body: body }));
+    const other = await client.send(
+      new InvokeEndpointCommand({ EndpointName: 'e', ContentType: 'application/json', CustomAttributes: 'target-model=team/y.tar.gz', Body: body }),
+    );
     assert.deepEqual(outputOf(other), [5, 10, 15, 20]);
   });
 
   it('TargetModel wins over CustomAttributes', async () => {
     const out = await client.send(
-      new InvokeEndpointCommand({ EndpointName: 'e', TargetModel: 'team/y.tar.gz', ContentType: 'application/json', CustomAttributes: 'target-model=team/x.tar.gz', Body: body }),
+      new InvokeEndpointCommand({
+        EndpointName: 'e',
+        TargetModel: 'team/y.tar.gz',
+        ContentType: 'application/json',
+        CustomAttributes: 'target-model=team/x.tar.gz',
+        Body: body,
+      }),
     );
     assert.deepEqual(outputOf(out), [5, 10, 15, 20]);
   });
 
   it('is validated like the header: a path escape, an empty value or two targets are 400 INVALID_TARGET', async () => {
     for (const attrs of ['target-model=../etc/passwd', 'target-model=', 'target-model=team/x.tar.gz,target-model=team/y.tar.gz']) {
-      const err = await client.send(new InvokeEndpointCommand({ EndpointName: 'e', ContentType: 'application/json', CustomAttributes: attrs, Body: body })).then(
-        () => assert.fail(`expected a rejection for ${attrs}`),
-        (e: Error & { $metadata?: { httpStatusCode?: number } }) => e,
-      );
+      const err = await client
+        .send(new InvokeEndpointCommand({ EndpointName: 'e', ContentType: 'application/json', CustomAttributes: attrs, Body: body }))
+        .then(
+          () => assert.fail(`expected a rejection for ${attrs}`),
+          (e: Error & { $metadata?: { httpStatusCode?: number } }) => e,
+        );
       assert.equal(err.$metadata?.httpStatusCode, 400, attrs);
       assert.equal(err.name, 'INVALID_TARGET', attrs);
     }

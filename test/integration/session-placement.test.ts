@@ -25,7 +25,12 @@ after(async () => {
 });
 
 const SCALE_CONFIG = (extra = ''): string =>
-  configText({ maxBatchSize: 8, inputs: [{ name: 'INPUT0', dataType: 'FP32', dims: [4] }], outputs: [{ name: 'OUTPUT0', dataType: 'FP32', dims: [4] }], extra });
+  configText({
+    maxBatchSize: 8,
+    inputs: [{ name: 'INPUT0', dataType: 'FP32', dims: [4] }],
+    outputs: [{ name: 'OUTPUT0', dataType: 'FP32', dims: [4] }],
+    extra,
+  });
 
 const parameter = (value: string): string => `parameters { key: "execution_thread" value: { string_value: "${value}" } }`;
 
@@ -135,7 +140,10 @@ describe('session placement', () => {
     });
 
     // The copy rule's own limit still bounds it: with MME_MAIN_THREAD_MAX_RUN_US=1 nothing leaves the worker.
-    const capped = await server({ m: { onnx: scale(2).onnx, config: SCALE_CONFIG() } }, { MME_MAIN_THREAD_ONLY_MAX_RUN_US: '1000', MME_MAIN_THREAD_MAX_RUN_US: '1' });
+    const capped = await server(
+      { m: { onnx: scale(2).onnx, config: SCALE_CONFIG() } },
+      { MME_MAIN_THREAD_ONLY_MAX_RUN_US: '1000', MME_MAIN_THREAD_MAX_RUN_US: '1' },
+    );
     assert.equal((await invoke(capped, 'm', [[1, 1, 1, 1]])).status, 200);
     assert.ok(sessionOf(capped, 'm').worker >= 0, 'still in its worker');
     assert.equal(placed(capped, 'm').length, 0);
@@ -180,7 +188,11 @@ describe('session placement', () => {
     const s = await server({
       variable: {
         onnx: variable,
-        config: configText({ maxBatchSize: 8, inputs: [{ name: 'INPUT0', dataType: 'FP32', dims: [-1] }], outputs: [{ name: 'OUTPUT0', dataType: 'FP32', dims: [-1] }] }),
+        config: configText({
+          maxBatchSize: 8,
+          inputs: [{ name: 'INPUT0', dataType: 'FP32', dims: [-1] }],
+          outputs: [{ name: 'OUTPUT0', dataType: 'FP32', dims: [-1] }],
+        }),
       },
     });
     assert.equal((await invoke(s, 'variable', [[-1, 2]])).status, 200);

@@ -18,7 +18,12 @@ import { writeModelDir } from '../../examples/models/zoo.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 const CHUNK = 512;
 const STREAMS = 4;
 const CHUNKS = 16;
@@ -50,7 +55,10 @@ function chunk(s: number, k: number): Float32Array {
   let seed = (s * 7919 + k * 104729) >>> 0;
   const noise = (): number => ((seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32 - 0.5) * 0.1;
   const voiced = (k + s) % 5 >= 2;
-  return Float32Array.from({ length: CHUNK }, (_, i) => (voiced ? 0.6 * Math.sin(((k * CHUNK + i) * 2 * Math.PI * (180 + 40 * s)) / 16000) * (1 + 0.3 * Math.sin(i / 37)) : 0) + noise());
+  return Float32Array.from(
+    { length: CHUNK },
+    (_, i) => (voiced ? 0.6 * Math.sin(((k * CHUNK + i) * 2 * Math.PI * (180 + 40 * s)) / 16000) * (1 + 0.3 * Math.sin(i / 37)) : 0) + noise(),
+  );
 }
 
 /** The stream run directly, carrying the state by hand. */
@@ -89,9 +97,15 @@ describe('silero VAD as a stateful model', () => {
         const out: number[] = [];
         for (let k = 0; k < CHUNKS; k++) {
           const parameters = { sequence_id: `mic-${s}`, ...(k === 0 ? { sequence_start: true } : {}), ...(k === CHUNKS - 1 ? { sequence_end: true } : {}) };
-          const r = await request(`${server.url}/v2/models/silero/infer`, { method: 'POST', json: { inputs: [input('input', 'FP32', [1, CHUNK], Array.from(chunk(s, k)))], parameters } });
+          const r = await request(`${server.url}/v2/models/silero/infer`, {
+            method: 'POST',
+            json: { inputs: [input('input', 'FP32', [1, CHUNK], Array.from(chunk(s, k)))], parameters },
+          });
           assert.equal(r.status, 200, `stream ${s} chunk ${k}: ${r.text}`);
-          assert.deepEqual(r.body.outputs.map((o: { name: string }) => o.name), ['output']);
+          assert.deepEqual(
+            r.body.outputs.map((o: { name: string }) => o.name),
+            ['output'],
+          );
           out.push(r.body.outputs[0].data[0]);
         }
         return out;
@@ -101,7 +115,10 @@ describe('silero VAD as a stateful model', () => {
       served[s]!.forEach((p, k) => assert.ok(Math.abs(p - expected[s]![k]!) <= 1e-4, `stream ${s} chunk ${k}: served ${p} vs direct ${expected[s]![k]}`));
     }
     // The state matters: a stream run without it (every chunk from zeros) answers differently.
-    const stateless = await session.run({ input: new ort.Tensor('float32', chunk(0, CHUNKS - 1), [1, CHUNK]), state: new ort.Tensor('float32', new Float32Array(256), [2, 1, 128]) });
+    const stateless = await session.run({
+      input: new ort.Tensor('float32', chunk(0, CHUNKS - 1), [1, CHUNK]),
+      state: new ort.Tensor('float32', new Float32Array(256), [2, 1, 128]),
+    });
     assert.ok(Math.abs((stateless['output']!.data as Float32Array)[0]! - expected[0]![CHUNKS - 1]!) > 1e-4, 'the implicit state changes the answer');
   });
 });

@@ -20,7 +20,12 @@ import { metricValue } from '../support/metric-value.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type JsonReply, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 const FEATURES = 4;
 const LONG = 60_000_000;
 let root: string;
@@ -46,14 +51,24 @@ function infer(srv: TestServer, model: string, x: readonly number[], parameters:
 
 /** The same request with the tensor as binary data after a JSON header (Inference-Header-Content-Length). */
 async function inferBinary(srv: TestServer, model: string, x: readonly number[], parameters: Params): Promise<JsonReply> {
-  const header = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT', datatype: 'FP32', shape: [1, x.length], parameters: { binary_data_size: x.length * 4 } }], parameters }));
+  const header = Buffer.from(
+    JSON.stringify({ inputs: [{ name: 'INPUT', datatype: 'FP32', shape: [1, x.length], parameters: { binary_data_size: x.length * 4 } }], parameters }),
+  );
   const body = Buffer.concat([header, Buffer.from(Float32Array.from(x).buffer)]);
-  return request(`${srv.url}/v2/models/${model}/infer`, { method: 'POST', body, headers: { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(header.length) } });
+  return request(`${srv.url}/v2/models/${model}/infer`, {
+    method: 'POST',
+    body,
+    headers: { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(header.length) },
+  });
 }
 
 /** /invocations with the SageMaker target header: the same v2 JSON body. */
 function invocations(srv: TestServer, model: string, x: readonly number[], parameters: Params): Promise<JsonReply> {
-  return request(`${srv.url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': model }, json: { inputs: [input('INPUT', 'FP32', [1, x.length], [...x])], parameters } });
+  return request(`${srv.url}/invocations`, {
+    method: 'POST',
+    headers: { 'X-Amzn-SageMaker-Target-Model': model },
+    json: { inputs: [input('INPUT', 'FP32', [1, x.length], [...x])], parameters },
+  });
 }
 
 function step(seq: number, k: number): Float32Array {
@@ -70,16 +85,32 @@ function assertClose(actual: readonly number[], expected: Float32Array, what: st
  * sends its next step when the previous answer arrives), every answer checked
  * against the sequence run by hand.
  */
-async function interleaved(srv: TestServer, model: string, kind: 'accumulator' | 'decay', n: number, steps: number, firstId: number, send = infer): Promise<void> {
+async function interleaved(
+  srv: TestServer,
+  model: string,
+  kind: 'accumulator' | 'decay',
+  n: number,
+  steps: number,
+  firstId: number,
+  send = infer,
+): Promise<void> {
   await Promise.all(
     Array.from({ length: n }, async (_, s) => {
       const id = firstId + s;
       const xs = Array.from({ length: steps }, (_, k) => step(id, k));
       const expected = runByHand(kind, xs);
       for (let k = 0; k < steps; k++) {
-        const r = await send(srv, model, [...xs[k]!], { sequence_id: id, ...(k === 0 ? { sequence_start: true } : {}), ...(k === steps - 1 ? { sequence_end: true } : {}) });
+        const r = await send(srv, model, [...xs[k]!], {
+          sequence_id: id,
+          ...(k === 0 ? { sequence_start: true } : {}),
+          ...(k === steps - 1 ? { sequence_end: true } : {}),
+        });
         assert.equal(r.status, 200, `sequence ${id} step ${k}: ${r.text}`);
-        assert.deepEqual(r.body.outputs.map((o: { name: string }) => o.name), ['OUTPUT'], 'the state output stays in the server');
+        assert.deepEqual(
+          r.body.outputs.map((o: { name: string }) => o.name),
+          ['OUTPUT'],
+          'the state output stays in the server',
+        );
         assertClose(r.body.outputs[0].data, expected[k]!, `sequence ${id} step ${k}`);
       }
     }),
@@ -94,7 +125,11 @@ before(async () => {
     acc: accumulator({ idleUs: LONG }),
     acc_oldest: accumulator({ strategy: 'oldest', idleUs: LONG }),
     decay_oldest: decay({ strategy: 'oldest { max_candidate_sequences: 16 preferred_batch_size: [ 4, 8 ] max_queue_delay_microseconds: 2000 }', idleUs: LONG }),
-    decay_direct: decay({ strategy: 'direct { max_queue_delay_microseconds: 1000 minimum_slot_utilization: 0.5 }', idleUs: LONG, topLevel: 'instance_group [ { count: 2 kind: KIND_CPU } ]' }),
+    decay_direct: decay({
+      strategy: 'direct { max_queue_delay_microseconds: 1000 minimum_slot_utilization: 0.5 }',
+      idleUs: LONG,
+      topLevel: 'instance_group [ { count: 2 kind: KIND_CPU } ]',
+    }),
     acc_unbatched: accumulator({ maxBatchSize: 0, idleUs: LONG }),
     acc_idle: accumulator({ idleUs: 200_000 }),
     acc_long: accumulator({ idleUs: LONG }),
@@ -103,7 +138,11 @@ before(async () => {
   });
   // An ensemble is one package: a repository holding it and its steps.
   await writeRepository(path.join(source, 'acc_pipe'), { acc_pipe: { config: PIPELINE }, double: scale(2, FEATURES), acc: accumulator({ idleUs: LONG }) });
-  server = await startTestServer({ modelSource: source, cacheDir: path.join(root, 'cache'), env: { MME_LOG_LEVEL: 'info', MME_RUNTIME_WORKERS: '2', MME_GRPC_PORT: '0' } });
+  server = await startTestServer({
+    modelSource: source,
+    cacheDir: path.join(root, 'cache'),
+    env: { MME_LOG_LEVEL: 'info', MME_RUNTIME_WORKERS: '2', MME_GRPC_PORT: '0' },
+  });
 });
 
 after(async () => {
@@ -167,7 +206,10 @@ describe('stateful models through HTTP', () => {
       assert.match(r.body.error, /model 'acc'/);
     }
     assert.equal((await infer(server, 'acc', [1, 2, 3, 4], { sequence_id: 9002, sequence_start: true })).status, 200);
-    const two = await request(`${server.url}/v2/models/acc/infer`, { method: 'POST', json: { inputs: [input('INPUT', 'FP32', [2, 4], Array(8).fill(1))], parameters: { sequence_id: 9002 } } });
+    const two = await request(`${server.url}/v2/models/acc/infer`, {
+      method: 'POST',
+      json: { inputs: [input('INPUT', 'FP32', [2, 4], Array(8).fill(1))], parameters: { sequence_id: 9002 } },
+    });
     assert.equal(two.status, 400);
     assert.match(two.body.error, /batch-size 1/);
     const state = await request(`${server.url}/v2/models/acc/infer`, {
@@ -186,14 +228,22 @@ describe('stateful models through HTTP', () => {
     const grpcInfer = async (_srv: TestServer, model: string, x: readonly number[], p: Params): Promise<JsonReply> => {
       const parameters: Record<string, unknown> = {};
       for (const [k, v] of Object.entries(p)) parameters[k] = typeof v === 'boolean' ? { bool_param: v } : { int64_param: String(v) };
-      const { error, response } = await call(grpc.inference, 'ModelInfer', inferRequest(model, [{ name: 'INPUT', datatype: 'FP32', shape: [1, x.length], values: [...x] }], { parameters }));
+      const { error, response } = await call(
+        grpc.inference,
+        'ModelInfer',
+        inferRequest(model, [{ name: 'INPUT', datatype: 'FP32', shape: [1, x.length], values: [...x] }], { parameters }),
+      );
       if (error !== null) return { status: 400, headers: new Headers(), body: { error: error.details }, text: error.details };
       return { status: 200, headers: new Headers(), body: { outputs: [{ name: 'OUTPUT', data: asValues(response, 'OUTPUT')!.values }] }, text: '' };
     };
-    const restarts = async (model: string): Promise<number> => (await metricValue(server.url, 'onnx_mme_sequence_ends_total', { target: model, model, version: '1', reason: 'restart' })) ?? 0;
+    const restarts = async (model: string): Promise<number> =>
+      (await metricValue(server.url, 'onnx_mme_sequence_ends_total', { target: model, model, version: '1', reason: 'restart' })) ?? 0;
     const before = { acc: await restarts('acc'), acc_oldest: await restarts('acc_oldest') };
     let id = 9100;
-    for (const [transport, send] of [['HTTP', infer], ['gRPC', grpcInfer]] as const) {
+    for (const [transport, send] of [
+      ['HTTP', infer],
+      ['gRPC', grpcInfer],
+    ] as const) {
       for (const model of ['acc', 'acc_oldest']) {
         id++;
         const what = `${model} over ${transport}, sequence ${id}`;
@@ -208,14 +258,24 @@ describe('stateful models through HTTP', () => {
         assert.deepEqual(await data(5, { sequence_start: true }), [5, 5, 5, 5], `${what}: the restarted sequence starts from the initial state`);
         assert.deepEqual(await data(1, {}), [6, 6, 6, 6], what);
         assert.deepEqual(await data(1, { sequence_end: true }), [7, 7, 7, 7], what);
-        const warned = server.logs.filter((l) => l['level'] === 'warn' && String(l['msg']).includes(`sequence ${id} for model '${model}' has a conflict. The previous sequence did not end before this sequence start. Previous sequence will be terminated early.`));
+        const warned = server.logs.filter(
+          (l) =>
+            l['level'] === 'warn' &&
+            String(l['msg']).includes(
+              `sequence ${id} for model '${model}' has a conflict. The previous sequence did not end before this sequence start. Previous sequence will be terminated early.`,
+            ),
+        );
         assert.equal(warned.length, 1, `${what}: Triton's warning, once`);
         assert.equal(warned[0]!['model'], model);
       }
     }
     assert.equal((await restarts('acc')) - before.acc, 2);
     assert.equal((await restarts('acc_oldest')) - before.acc_oldest, 2);
-    assert.equal(await metricValue(server.url, 'onnx_mme_sequences_live', { target: 'acc', model: 'acc', version: '1' }), 0, 'restarts leave no sequence behind');
+    assert.equal(
+      await metricValue(server.url, 'onnx_mme_sequences_live', { target: 'acc', model: 'acc', version: '1' }),
+      0,
+      'restarts leave no sequence behind',
+    );
     assert.equal(await metricValue(server.url, 'onnx_mme_sequences_live', { target: 'acc_oldest', model: 'acc_oldest', version: '1' }), 0);
   });
 
@@ -233,11 +293,17 @@ describe('stateful models through HTTP', () => {
   it('an ensemble with a stateful step passes the sequence parameters to it', async () => {
     const accEnds = await metricValue(server.url, 'onnx_mme_sequence_ends_total', { target: 'acc', model: 'acc', version: '1', reason: 'end' });
     const xs = [step(1, 0), step(1, 1), step(1, 2)];
-    const expected = runByHand('accumulator', xs.map((x) => Float32Array.from(x, (v) => v * 2)));
+    const expected = runByHand(
+      'accumulator',
+      xs.map((x) => Float32Array.from(x, (v) => v * 2)),
+    );
     for (let k = 0; k < 3; k++) {
       const r = await request(`${server.url}/v2/models/acc_pipe/infer`, {
         method: 'POST',
-        json: { inputs: [input('X', 'FP32', [1, 4], [...xs[k]!])], parameters: { sequence_id: 'pipe-1', ...(k === 0 ? { sequence_start: true } : {}), ...(k === 2 ? { sequence_end: true } : {}) } },
+        json: {
+          inputs: [input('X', 'FP32', [1, 4], [...xs[k]!])],
+          parameters: { sequence_id: 'pipe-1', ...(k === 0 ? { sequence_start: true } : {}), ...(k === 2 ? { sequence_end: true } : {}) },
+        },
       });
       assert.equal(r.status, 200, r.text);
       assertClose(r.body.outputs[0].data, expected[k]!, `ensemble step ${k}`);

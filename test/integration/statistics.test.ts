@@ -14,7 +14,12 @@ import { sample } from '../support/metric-value.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 let server: TestServer;
 
 const A = 'team/a.tar.gz';
@@ -34,7 +39,10 @@ function infer(target: string, rows: number, name = 'INPUT0') {
 before(async () => {
   const root = await tempDir(ctx);
   const source = path.join(root, 'source');
-  for (const [team, factor] of [['a', 2], ['b', 3]] as const) {
+  for (const [team, factor] of [
+    ['a', 2],
+    ['b', 3],
+  ] as const) {
     await writeModelDir(path.join(root, 'work', team), 'model', scale(factor));
     await packTarGz(path.join(root, 'work', team), path.join(source, 'team', `${team}.tar.gz`));
   }
@@ -85,9 +93,18 @@ describe('statistics extension', () => {
     }
     assert.ok(stats['success']!.ns >= stats['compute_infer']!.ns, 'a request lasts at least its run');
     const batches = s.batch_stats as { batch_size: number; compute_infer: Duration; compute_input: Duration; compute_output: Duration }[];
-    assert.equal(batches.reduce((n, b) => n + b.compute_infer.count, 0), s.execution_count);
-    assert.equal(batches.reduce((n, b) => n + b.batch_size * b.compute_infer.count, 0), s.inference_count);
-    assert.deepEqual(batches.map((b) => b.batch_size), [...batches.map((b) => b.batch_size)].sort((x, y) => x - y));
+    assert.equal(
+      batches.reduce((n, b) => n + b.compute_infer.count, 0),
+      s.execution_count,
+    );
+    assert.equal(
+      batches.reduce((n, b) => n + b.batch_size * b.compute_infer.count, 0),
+      s.inference_count,
+    );
+    assert.deepEqual(
+      batches.map((b) => b.batch_size),
+      [...batches.map((b) => b.batch_size)].sort((x, y) => x - y),
+    );
     assert.ok(s.last_inference >= t0 - 1000 && s.last_inference <= Date.now() + 1000, `last_inference ${s.last_inference} is ms since the epoch`);
 
     const one = await request(`${server.url}/v2/models/${enc(A)}/versions/1/stats`);
@@ -103,7 +120,7 @@ describe('statistics extension', () => {
     assert.equal(byName.get(B)?.inference_stats.success.count, 1);
   });
 
-  it('a model that is not loaded, or a version that is not, is an error with Triton\'s error body; nothing is loaded', async () => {
+  it("a model that is not loaded, or a version that is not, is an error with Triton's error body; nothing is loaded", async () => {
     const missing = await request(`${server.url}/v2/models/${enc('team/none.tar.gz')}/stats`);
     assert.equal(missing.status, 404);
     assert.match(missing.body.error, /team\/none\.tar\.gz/);

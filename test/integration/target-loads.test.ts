@@ -16,7 +16,12 @@ import { FAILED_LOAD_BASE_MS } from '../../src/registry/failed-loads.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 after(async () => {
   for (const fn of ctx.cleanups.reverse()) await fn();
 });
@@ -76,7 +81,10 @@ describe('failed loads are remembered', () => {
       assert.equal(r.body.code, 'INVALID_MODEL');
       assert.match(r.body.error, /^model 'broken\.tar\.gz[^']*'.*config\.pbtxt does not match the ONNX model: output 'OUTPUT0': config\.pbtxt says INT32/);
     }
-    assert.match(rest[19]!.body.error, /\(the load failed (once|\d+ times); not retried for \d+ s unless the model's object changes or it is loaded explicitly\)$/);
+    assert.match(
+      rest[19]!.body.error,
+      /\(the load failed (once|\d+ times); not retried for \d+ s unless the model's object changes or it is loaded explicitly\)$/,
+    );
     // Windows of 2 s, 4 s, 8 s…: n loads cover 2 s × (2^n - 1). On a fast machine this is 1 load for 30 requests.
     const allowed = Math.floor(Math.log2(elapsed / FAILED_LOAD_BASE_MS + 1)) + 1;
     const loads = loadsOf('broken.tar.gz', 'model load failed');
@@ -91,7 +99,10 @@ describe('failed loads are remembered', () => {
     await writeArchive('flaky', undefined, 1_700_000_100); // fixed: auto-complete, new mtime
     const r = await invoke('flaky.tar.gz');
     assert.equal(r.status, 200, r.text);
-    assert.deepEqual(r.body.outputs[0].data, Array.from({ length: 16 }, () => 2));
+    assert.deepEqual(
+      r.body.outputs[0].data,
+      Array.from({ length: 16 }, () => 2),
+    );
   });
 
   it('an explicit load retries at once (and fails again, counted)', async () => {
@@ -129,9 +140,16 @@ describe('SageMaker url that is one model directory', () => {
       json: { model_name: 'abc123', url: dir },
     });
     assert.equal(load.status, 200, load.text);
-    const r = await request(`${server.url}/models/abc123/invoke`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': 'customer/model-v3.tar.gz' }, json: body });
+    const r = await request(`${server.url}/models/abc123/invoke`, {
+      method: 'POST',
+      headers: { 'X-Amzn-SageMaker-Target-Model': 'customer/model-v3.tar.gz' },
+      json: body,
+    });
     assert.equal(r.status, 200, r.text);
-    assert.deepEqual(r.body.outputs[0].data, Array.from({ length: 16 }, () => 2));
+    assert.deepEqual(
+      r.body.outputs[0].data,
+      Array.from({ length: 16 }, () => 2),
+    );
   });
 
   it('a config named otherwise is refused naming both names', async () => {

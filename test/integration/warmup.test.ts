@@ -40,7 +40,11 @@ async function server(root: string): Promise<TestServer> {
 }
 
 const invoke = (s: TestServer, target: string) =>
-  request(`${s.url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': target }, json: { inputs: [input('INPUT0', 'FP32', [1, 4], [1, 2, 3, 4])] } });
+  request(`${s.url}/invocations`, {
+    method: 'POST',
+    headers: { 'X-Amzn-SageMaker-Target-Model': target },
+    json: { inputs: [input('INPUT0', 'FP32', [1, 4], [1, 2, 3, 4])] },
+  });
 
 describe('model warm-up', () => {
   it('runs every model_warmup sample (zero, random, file) before the model serves', async () => {

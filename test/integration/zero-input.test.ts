@@ -18,14 +18,23 @@ import { call, connect, asValues, type GrpcClients } from '../support/grpc-clien
 import { tempDir } from '../support/temp-dir.js';
 import { request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = { cleanups: [] as (() => Promise<void>)[], after(fn: () => Promise<void>) { this.cleanups.push(fn); } };
+const ctx = {
+  cleanups: [] as (() => Promise<void>)[],
+  after(fn: () => Promise<void>) {
+    this.cleanups.push(fn);
+  },
+};
 
 /** y = a + b, both initializers; n = a constant INT64 count. */
 const NO_INPUTS = buildModel({
   inputs: [],
   outputs: [valueInfo('y', 'FP32', [2, 3]), valueInfo('n', 'INT64', [1])],
   nodes: [node('Add', ['a', 'b'], ['y']), node('Identity', ['count'], ['n'])],
-  initializers: [tensor('a', 'FP32', [2, 3], [1, 2, 3, 4, 5, 6]), tensor('b', 'FP32', [2, 3], [0.5, 0.25, -1, -2, 0.125, 10]), tensor('count', 'INT64', [1], [42n])],
+  initializers: [
+    tensor('a', 'FP32', [2, 3], [1, 2, 3, 4, 5, 6]),
+    tensor('b', 'FP32', [2, 3], [0.5, 0.25, -1, -2, 0.125, 10]),
+    tensor('count', 'INT64', [1], [42n]),
+  ],
 });
 
 const CONFIG = (name: string, extra = '') => `name: "${name}"
@@ -42,7 +51,10 @@ before(async () => {
   const root = await tempDir(ctx);
   const models = path.join(root, 'models');
   await writeModelDir(models, 'const_auto', { onnx: NO_INPUTS });
-  await writeModelDir(models, 'const_batcher', { onnx: NO_INPUTS, config: CONFIG('const_batcher', 'dynamic_batching { max_queue_delay_microseconds: 50000 }') });
+  await writeModelDir(models, 'const_batcher', {
+    onnx: NO_INPUTS,
+    config: CONFIG('const_batcher', 'dynamic_batching { max_queue_delay_microseconds: 50000 }'),
+  });
   await writeModelDir(models, 'const_mbs', { onnx: NO_INPUTS, config: CONFIG('const_mbs').replace('max_batch_size: 0', 'max_batch_size: 4') });
   await writeModelDir(path.join(root, 'sagemaker'), 'const', { onnx: NO_INPUTS });
   server = await startTestServer({ modelSource: models, cacheDir: path.join(root, 'cache'), env: { MME_GRPC_PORT: '0' } });
@@ -101,7 +113,9 @@ describe('a model that declares no inputs', () => {
   });
 
   it('through a dynamic batcher, concurrent requests each get the whole answer', async () => {
-    const answers = await Promise.all(Array.from({ length: 6 }, () => request(`${server.url}/v2/models/const_batcher/infer`, { method: 'POST', json: { inputs: [] } })));
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, () => request(`${server.url}/v2/models/const_batcher/infer`, { method: 'POST', json: { inputs: [] } })),
+    );
     for (const r of answers) {
       assert.equal(r.status, 200, r.text);
       assert.deepEqual(outputs(r.body), { y: { shape: [2, 3], data: direct.y }, n: { shape: [1], data: direct.n } });
@@ -115,7 +129,10 @@ describe('a model that declares no inputs', () => {
   });
 
   it('an input sent to it is refused by name', async () => {
-    const r = await request(`${server.url}/v2/models/const_auto/infer`, { method: 'POST', json: { inputs: [{ name: 'x', datatype: 'FP32', shape: [1], data: [1] }] } });
+    const r = await request(`${server.url}/v2/models/const_auto/infer`, {
+      method: 'POST',
+      json: { inputs: [{ name: 'x', datatype: 'FP32', shape: [1], data: [1] }] },
+    });
     assert.equal(r.status, 400, r.text);
     assert.match(r.body.error, /unexpected inference input 'x'; the model declares no inputs \(send "inputs": \[\]\)/);
   });

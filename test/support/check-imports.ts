@@ -90,7 +90,10 @@ export async function findViolations(repoRoot: string): Promise<string[]> {
     for (const m of text.matchAll(IMPORT)) {
       const spec = m[1] ?? m[2]!;
       if (spec.startsWith('.')) {
-        const target = path.relative(srcDir, path.resolve(path.dirname(file), spec)).split(path.sep).join('/');
+        const target = path
+          .relative(srcDir, path.resolve(path.dirname(file), spec))
+          .split(path.sep)
+          .join('/');
         if (target.startsWith('..')) {
           problems.push(`src/${rel}: imports '${spec}' from outside src/`);
           continue;

@@ -62,7 +62,8 @@ export interface Served {
 export async function startServeAt(env: Readonly<Record<string, string>>, checkout = repoRoot()): Promise<Served> {
   const port = await freePort();
   const base: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('MME_') && !k.startsWith('MALLOC_') && k !== 'NODE_OPTIONS') base[k] = v;
+  for (const [k, v] of Object.entries(process.env))
+    if (v !== undefined && !k.startsWith('MME_') && !k.startsWith('MALLOC_') && k !== 'NODE_OPTIONS') base[k] = v;
   const proc: ChildProcess = spawn(path.join(checkout, 'serve'), [], {
     env: { ...base, MME_HOST: '127.0.0.1', SAGEMAKER_BIND_TO_PORT: String(port), MME_LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -98,7 +99,10 @@ export async function startServeAt(env: Readonly<Record<string, string>>, checko
 }
 
 /** The raw reference for the models under `root`: RSS and threads before and after its sessions exist. */
-export async function rawFigures(root: string, features: number): Promise<{ readonly models: number; readonly before: ProcFigures; readonly after: ProcFigures }> {
+export async function rawFigures(
+  root: string,
+  features: number,
+): Promise<{ readonly models: number; readonly before: ProcFigures; readonly after: ProcFigures }> {
   const entry = path.join(repoRoot(), 'dist', 'test', 'support', 'raw-sessions.js');
   const base: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('MALLOC_') && k !== 'NODE_OPTIONS') base[k] = v;
@@ -161,7 +165,15 @@ export async function measureDensity(
 ): Promise<DensityFigures> {
   const features = FEATURES[kind];
   const raw = await rawFigures(root, features);
-  const server = await startServeAt({ MME_MODEL_SOURCE: root, MME_CACHE_DIR: path.join(root, '..', `cache-${kind}-${Date.now()}`), MME_MEMORY_BUDGET_BYTES: String(16 * 1024 ** 3), ...options.env }, options.checkout);
+  const server = await startServeAt(
+    {
+      MME_MODEL_SOURCE: root,
+      MME_CACHE_DIR: path.join(root, '..', `cache-${kind}-${Date.now()}`),
+      MME_MEMORY_BUDGET_BYTES: String(16 * 1024 ** 3),
+      ...options.env,
+    },
+    options.checkout,
+  );
   try {
     await new Promise((r) => setTimeout(r, 300));
     const idle = await procFigures(server.pid);
@@ -181,7 +193,9 @@ export async function measureDensity(
     const half = await procFigures(server.pid);
     await serve(names.slice(halfCount));
     const loaded = await procFigures(server.pid);
-    const index = (await (await fetch(`${server.url}/v2/repository/index`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).json()) as Record<string, unknown>[];
+    const index = (await (
+      await fetch(`${server.url}/v2/repository/index`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })
+    ).json()) as Record<string, unknown>[];
     let reservedBytes = 0;
     let measuredBytes = 0;
     const reservedOverMeasured: number[] = [];

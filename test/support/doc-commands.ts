@@ -163,7 +163,10 @@ export async function runSteps(
     if (output === undefined || status === undefined) {
       return { step, status: -1, output: '', mismatch: `did not run (bash stderr: ${stderr.slice(-2000)})` };
     }
-    const got = output.replace(/\n+$/, '').split('\n').filter((l, k, all) => !(all.length === 1 && l === ''));
+    const got = output
+      .replace(/\n+$/, '')
+      .split('\n')
+      .filter((l, k, all) => !(all.length === 1 && l === ''));
     let mismatch: string | undefined;
     if (Number(status) !== 0) mismatch = `exit status ${status}; stderr: ${stderr.slice(-2000)}`;
     else if (step.expected.length > 0) {

@@ -50,7 +50,10 @@ export function parseInstructions(text: string): Instruction[] {
 }
 
 function substitute(text: string, args: ReadonlyMap<string, string>): string {
-  return text.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)/g, (whole, a: string | undefined, b: string | undefined) => args.get(a ?? b ?? '') ?? whole);
+  return text.replace(
+    /\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)/g,
+    (whole, a: string | undefined, b: string | undefined) => args.get(a ?? b ?? '') ?? whole,
+  );
 }
 
 export function parseDockerfile(text: string): Dockerfile {

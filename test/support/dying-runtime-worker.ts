@@ -21,7 +21,10 @@ parentPort?.on('message', (msg: WorkerRequest) => {
       return reply({ ok: true, op: 'create', session: nextSession++, inputs: [], outputs: [] });
     case 'run': {
       const what = msg.feeds.names[0];
-      if (what === 'crash') setTimeout(() => { throw new Error(`step fault in thread ${threadId}`); }, 20);
+      if (what === 'crash')
+        setTimeout(() => {
+          throw new Error(`step fault in thread ${threadId}`);
+        }, 20);
       else if (what === 'exit') setTimeout(() => process.exit(3), 20);
       else if (what !== 'hang') reply({ ok: true, op: 'run', outputs: { names: [], datatypes: [], shapes: [], data: [] } });
       return;

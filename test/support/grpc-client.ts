@@ -8,13 +8,26 @@
  * as an int64 output parameter, and each output read back from
  * `raw_output_contents` by its index in `outputs` (tritonclient's as_numpy).
  */
-import { credentials, Metadata, type ChannelCredentials, type Client, type ServiceError, type ClientDuplexStream, type ClientReadableStream } from '@grpc/grpc-js';
+import {
+  credentials,
+  Metadata,
+  type ChannelCredentials,
+  type Client,
+  type ServiceError,
+  type ClientDuplexStream,
+  type ClientReadableStream,
+} from '@grpc/grpc-js';
 import { loadPackageDefinition } from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
 import path from 'node:path';
 import { protoDir } from '../../src/grpc/protos.js';
 
-type Unary = (request: unknown, metadata: Metadata, options: { deadline?: number }, callback: (err: ServiceError | null, res: any) => void) => { cancel(): void };
+type Unary = (
+  request: unknown,
+  metadata: Metadata,
+  options: { deadline?: number },
+  callback: (err: ServiceError | null, res: any) => void,
+) => { cancel(): void };
 
 export interface GrpcClients {
   readonly inference: Client & Record<string, Unary> & { ModelStreamInfer(): ClientDuplexStream<unknown, any> };
@@ -27,7 +40,14 @@ export interface GrpcClients {
 /** The stubs, from the .proto files exactly as shipped (no server code involved beyond finding them). */
 export function connect(target: string, creds: ChannelCredentials = credentials.createInsecure(), options: Record<string, unknown> = {}): GrpcClients {
   const dir = protoDir();
-  const definition = loadSync([path.join(dir, 'grpc_service.proto'), path.join(dir, 'health.proto'), path.join(dir, 'model-runtime.proto')], { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true, includeDirs: [dir] });
+  const definition = loadSync([path.join(dir, 'grpc_service.proto'), path.join(dir, 'health.proto'), path.join(dir, 'model-runtime.proto')], {
+    keepCase: true,
+    longs: String,
+    enums: String,
+    defaults: true,
+    oneofs: true,
+    includeDirs: [dir],
+  });
   const pkgs = loadPackageDefinition(definition) as any;
   const opts = { 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1, ...options };
   const inference = new pkgs.inference.GRPCInferenceService(target, creds, opts);
@@ -42,10 +62,20 @@ export interface CallResult {
 }
 
 /** One unary call; never throws (tests look at `error.code`). */
-export function call(client: Record<string, Unary>, method: string, request: unknown, options: { metadata?: Metadata; deadlineMs?: number } = {}): Promise<CallResult> & { cancel(): void } {
+export function call(
+  client: Record<string, Unary>,
+  method: string,
+  request: unknown,
+  options: { metadata?: Metadata; deadlineMs?: number } = {},
+): Promise<CallResult> & { cancel(): void } {
   let handle: { cancel(): void } | undefined;
   const p = new Promise<CallResult>((resolve) => {
-    handle = client[method]!(request, options.metadata ?? new Metadata(), options.deadlineMs === undefined ? {} : { deadline: Date.now() + options.deadlineMs }, (error, response) => resolve({ error, response }));
+    handle = client[method]!(
+      request,
+      options.metadata ?? new Metadata(),
+      options.deadlineMs === undefined ? {} : { deadline: Date.now() + options.deadlineMs },
+      (error, response) => resolve({ error, response }),
+    );
   }) as Promise<CallResult> & { cancel(): void };
   p.cancel = () => handle?.cancel();
   return p;
@@ -65,7 +95,11 @@ export interface ClientInput {
 }
 
 /** _get_inference_request: tensors described in `inputs`, their bytes in raw_input_contents. */
-export function inferRequest(model: string, inputs: readonly ClientInput[], options: { version?: string; id?: string; outputs?: readonly { name: string; classCount?: number }[]; parameters?: Record<string, unknown> } = {}): Record<string, unknown> {
+export function inferRequest(
+  model: string,
+  inputs: readonly ClientInput[],
+  options: { version?: string; id?: string; outputs?: readonly { name: string; classCount?: number }[]; parameters?: Record<string, unknown> } = {},
+): Record<string, unknown> {
   return {
     model_name: model,
     model_version: options.version ?? '',

@@ -23,7 +23,9 @@ export function haproxyBinary(): string {
     execFileSync('apt-get', ['update'], { stdio: 'ignore', timeout: 300_000 });
     execFileSync('apt-get', ['install', '-y', 'haproxy'], { stdio: 'ignore', timeout: 300_000, env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
   } catch (err) {
-    throw new Error(`haproxy is not installed and 'apt-get install -y haproxy' failed (${(err as Error).message}); install the Debian package haproxy to run this`);
+    throw new Error(
+      `haproxy is not installed and 'apt-get install -y haproxy' failed (${(err as Error).message}); install the Debian package haproxy to run this`,
+    );
   }
   for (const p of ['/usr/sbin/haproxy', '/usr/bin/haproxy']) if (existsSync(p)) return p;
   throw new Error('apt-get install -y haproxy succeeded but no haproxy binary was found in /usr/sbin or /usr/bin');
@@ -110,7 +112,10 @@ export async function startHaproxy(dir: string, options: RecipeOptions): Promise
   const started = Date.now();
   for (;;) {
     if (proc.exitCode !== null) throw new Error(`haproxy exited with ${proc.exitCode}: ${stderr}`);
-    const ok = await states().then(() => true, () => false);
+    const ok = await states().then(
+      () => true,
+      () => false,
+    );
     if (ok) break;
     if (Date.now() - started > 10_000) throw new Error(`haproxy did not open its stats socket within 10 s: ${stderr}`);
     await sleep(50);

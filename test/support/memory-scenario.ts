@@ -180,7 +180,9 @@ export async function writeMatMulModels(root: string, count: number, inFeatures 
 
 /** One request body for a MatMul model of `inFeatures` inputs. */
 export function matmulBody(inFeatures = 512): string {
-  return JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, inFeatures], data: Array.from({ length: inFeatures }, (_, i) => (i % 7) / 7) }] });
+  return JSON.stringify({
+    inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, inFeatures], data: Array.from({ length: inFeatures }, (_, i) => (i % 7) / 7) }],
+  });
 }
 
 export interface Figures {
@@ -222,7 +224,11 @@ export async function runScenario(server: ServeProcess, root: string, names: rea
     for (let r = 0; r < rounds; r++) {
       await Promise.all(
         names.map(async (name) => {
-          const res = await fetch(`${server.url}/models`, { method: 'POST', headers, body: JSON.stringify({ model_name: `sm-${name}`, url: path.join(root, name) }) });
+          const res = await fetch(`${server.url}/models`, {
+            method: 'POST',
+            headers,
+            body: JSON.stringify({ model_name: `sm-${name}`, url: path.join(root, name) }),
+          });
           await res.arrayBuffer();
           count(statuses, res.status);
           const inv = await fetch(`${server.url}/models/sm-${name}/invoke`, { method: 'POST', headers, body });

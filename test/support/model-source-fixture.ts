@@ -51,7 +51,10 @@ export async function buildModelSource(root: string, work: string): Promise<Sour
   await writeModelDir(root, 'versions', { ...addSub(), versions: [1, 2] });
 
   // Broken packages.
-  await writeModelDir(root, 'bad_syntax', { onnx: addSub().onnx, config: 'max_batch_size: 8\ninput [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 16 ] }\noutput [ ]\n' });
+  await writeModelDir(root, 'bad_syntax', {
+    onnx: addSub().onnx,
+    config: 'max_batch_size: 8\ninput [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 16 ] }\noutput [ ]\n',
+  });
   await writeModelDir(root, 'unknown_field', { onnx: addSub().onnx, config: 'max_batch_size: 8\nmax_batch_sise: 4\n' });
   await writeModelDir(root, 'mismatch', {
     onnx: addSub().onnx,
@@ -69,10 +72,28 @@ export async function buildModelSource(root: string, work: string): Promise<Sour
   await writeFile(path.join(root, 'corrupt.tar.gz'), Buffer.from('1f8b0800000000000003ffffffff', 'hex'));
   // Hostile archives: a path that climbs out, an absolute path, a link to /etc/passwd, a device.
   const cfg = addSub().config!;
-  await writeFile(path.join(root, 'traversal.tar.gz'), tgz([{ name: 'm/config.pbtxt', body: cfg }, { name: '../../escaped.txt', body: 'pwned' }]));
+  await writeFile(
+    path.join(root, 'traversal.tar.gz'),
+    tgz([
+      { name: 'm/config.pbtxt', body: cfg },
+      { name: '../../escaped.txt', body: 'pwned' },
+    ]),
+  );
   await writeFile(path.join(root, 'absolute.tar.gz'), tgz([{ name: '/tmp/onnx-mme-absolute-escape.txt', body: 'pwned' }]));
-  await writeFile(path.join(root, 'symlink.tar.gz'), tgz([{ name: 'm/config.pbtxt', body: cfg }, { name: 'm/1/model.onnx', type: '2', linkname: '/etc/passwd' }]));
-  await writeFile(path.join(root, 'device.tar.gz'), tgz([{ name: 'm/config.pbtxt', body: cfg }, { name: 'm/dev', type: '3' }]));
+  await writeFile(
+    path.join(root, 'symlink.tar.gz'),
+    tgz([
+      { name: 'm/config.pbtxt', body: cfg },
+      { name: 'm/1/model.onnx', type: '2', linkname: '/etc/passwd' },
+    ]),
+  );
+  await writeFile(
+    path.join(root, 'device.tar.gz'),
+    tgz([
+      { name: 'm/config.pbtxt', body: cfg },
+      { name: 'm/dev', type: '3' },
+    ]),
+  );
   return { root, mlp: m, mlpOnnx: m.onnx, ensemble: ens };
 }
 

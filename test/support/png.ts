@@ -40,5 +40,10 @@ export function encodePng(width: number, height: number, channels: 1 | 3, pixels
     rows[y * (1 + width * channels)] = 0; // filter: none
     Buffer.from(pixels.buffer, pixels.byteOffset + y * width * channels, width * channels).copy(rows, y * (1 + width * channels) + 1);
   }
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', ihdr), chunk('IDAT', deflateSync(rows)), chunk('IEND', new Uint8Array(0))]);
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk('IHDR', ihdr),
+    chunk('IDAT', deflateSync(rows)),
+    chunk('IEND', new Uint8Array(0)),
+  ]);
 }

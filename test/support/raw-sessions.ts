@@ -22,7 +22,10 @@ async function procStatus(): Promise<{ rssKb: number; threads: number }> {
 
 const root = process.argv[2]!;
 const features = Number(process.argv[3] ?? '16');
-const names = (await readdir(root, { withFileTypes: true })).filter((d) => d.isDirectory()).map((d) => d.name).sort();
+const names = (await readdir(root, { withFileTypes: true }))
+  .filter((d) => d.isDirectory())
+  .map((d) => d.name)
+  .sort();
 const feeds = { INPUT0: new ort.Tensor('float32', new Float32Array(features), [1, features]) };
 const options: ort.InferenceSession.SessionOptions = { intraOpNumThreads: 1 };
 

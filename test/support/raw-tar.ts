@@ -54,4 +54,3 @@ export function tarBytes(entries: readonly RawEntry[], options: { end?: boolean 
 export function tgz(entries: readonly RawEntry[]): Buffer {
   return gzipSync(tarBytes(entries));
 }
-

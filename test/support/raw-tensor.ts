@@ -7,35 +7,76 @@
  */
 export type Value = number | bigint | boolean | string;
 
-const WIDTH: Readonly<Record<string, number>> = { BOOL: 1, UINT8: 1, INT8: 1, UINT16: 2, INT16: 2, FP16: 2, BF16: 2, UINT32: 4, INT32: 4, FP32: 4, UINT64: 8, INT64: 8, FP64: 8 };
+const WIDTH: Readonly<Record<string, number>> = {
+  BOOL: 1,
+  UINT8: 1,
+  INT8: 1,
+  UINT16: 2,
+  INT16: 2,
+  FP16: 2,
+  BF16: 2,
+  UINT32: 4,
+  INT32: 4,
+  FP32: 4,
+  UINT64: 8,
+  INT64: 8,
+  FP64: 8,
+};
 
 /** serialize_byte_tensor / ndarray.tobytes(): FP16 values are given as their 16-bit patterns. */
 export function rawBytes(datatype: string, values: readonly Value[]): Buffer {
   if (datatype === 'BYTES') {
-    return Buffer.concat(values.map((v) => {
-      const text = Buffer.from(String(v), 'utf8');
-      const len = Buffer.alloc(4);
-      len.writeUInt32LE(text.length);
-      return Buffer.concat([len, text]);
-    }));
+    return Buffer.concat(
+      values.map((v) => {
+        const text = Buffer.from(String(v), 'utf8');
+        const len = Buffer.alloc(4);
+        len.writeUInt32LE(text.length);
+        return Buffer.concat([len, text]);
+      }),
+    );
   }
   const w = WIDTH[datatype]!;
   const out = Buffer.alloc(values.length * w);
   values.forEach((v, i) => {
     const o = i * w;
     switch (datatype) {
-      case 'BOOL': out.writeUInt8(v ? 1 : 0, o); break;
-      case 'UINT8': out.writeUInt8(Number(v), o); break;
-      case 'INT8': out.writeInt8(Number(v), o); break;
-      case 'UINT16': case 'FP16': case 'BF16': out.writeUInt16LE(Number(v), o); break;
-      case 'INT16': out.writeInt16LE(Number(v), o); break;
-      case 'UINT32': out.writeUInt32LE(Number(v), o); break;
-      case 'INT32': out.writeInt32LE(Number(v), o); break;
-      case 'FP32': out.writeFloatLE(Number(v), o); break;
-      case 'FP64': out.writeDoubleLE(Number(v), o); break;
-      case 'UINT64': out.writeBigUInt64LE(BigInt(v), o); break;
-      case 'INT64': out.writeBigInt64LE(BigInt(v), o); break;
-      default: throw new Error(datatype);
+      case 'BOOL':
+        out.writeUInt8(v ? 1 : 0, o);
+        break;
+      case 'UINT8':
+        out.writeUInt8(Number(v), o);
+        break;
+      case 'INT8':
+        out.writeInt8(Number(v), o);
+        break;
+      case 'UINT16':
+      case 'FP16':
+      case 'BF16':
+        out.writeUInt16LE(Number(v), o);
+        break;
+      case 'INT16':
+        out.writeInt16LE(Number(v), o);
+        break;
+      case 'UINT32':
+        out.writeUInt32LE(Number(v), o);
+        break;
+      case 'INT32':
+        out.writeInt32LE(Number(v), o);
+        break;
+      case 'FP32':
+        out.writeFloatLE(Number(v), o);
+        break;
+      case 'FP64':
+        out.writeDoubleLE(Number(v), o);
+        break;
+      case 'UINT64':
+        out.writeBigUInt64LE(BigInt(v), o);
+        break;
+      case 'INT64':
+        out.writeBigInt64LE(BigInt(v), o);
+        break;
+      default:
+        throw new Error(datatype);
     }
   });
   return out;
@@ -45,7 +86,7 @@ export function rawBytes(datatype: string, values: readonly Value[]): Buffer {
 export function readRaw(datatype: string, bytes: Buffer): Value[] {
   if (datatype === 'BYTES') {
     const out: string[] = [];
-    for (let o = 0; o < bytes.length; ) {
+    for (let o = 0; o < bytes.length;) {
       const len = bytes.readUInt32LE(o);
       out.push(bytes.subarray(o + 4, o + 4 + len).toString('utf8'));
       o += 4 + len;
@@ -56,20 +97,44 @@ export function readRaw(datatype: string, bytes: Buffer): Value[] {
   const out: Value[] = [];
   for (let o = 0; o < bytes.length; o += w) {
     switch (datatype) {
-      case 'BOOL': out.push(bytes.readUInt8(o) !== 0); break;
-      case 'UINT8': out.push(bytes.readUInt8(o)); break;
-      case 'INT8': out.push(bytes.readInt8(o)); break;
-      case 'UINT16': case 'FP16': case 'BF16': out.push(bytes.readUInt16LE(o)); break;
-      case 'INT16': out.push(bytes.readInt16LE(o)); break;
-      case 'UINT32': out.push(bytes.readUInt32LE(o)); break;
-      case 'INT32': out.push(bytes.readInt32LE(o)); break;
-      case 'FP32': out.push(bytes.readFloatLE(o)); break;
-      case 'FP64': out.push(bytes.readDoubleLE(o)); break;
-      case 'UINT64': out.push(bytes.readBigUInt64LE(o)); break;
-      case 'INT64': out.push(bytes.readBigInt64LE(o)); break;
-      default: throw new Error(datatype);
+      case 'BOOL':
+        out.push(bytes.readUInt8(o) !== 0);
+        break;
+      case 'UINT8':
+        out.push(bytes.readUInt8(o));
+        break;
+      case 'INT8':
+        out.push(bytes.readInt8(o));
+        break;
+      case 'UINT16':
+      case 'FP16':
+      case 'BF16':
+        out.push(bytes.readUInt16LE(o));
+        break;
+      case 'INT16':
+        out.push(bytes.readInt16LE(o));
+        break;
+      case 'UINT32':
+        out.push(bytes.readUInt32LE(o));
+        break;
+      case 'INT32':
+        out.push(bytes.readInt32LE(o));
+        break;
+      case 'FP32':
+        out.push(bytes.readFloatLE(o));
+        break;
+      case 'FP64':
+        out.push(bytes.readDoubleLE(o));
+        break;
+      case 'UINT64':
+        out.push(bytes.readBigUInt64LE(o));
+        break;
+      case 'INT64':
+        out.push(bytes.readBigInt64LE(o));
+        break;
+      default:
+        throw new Error(datatype);
     }
   }
   return out;
 }
-

@@ -93,39 +93,36 @@ export class S3Proxy {
     if (cut) this.cutNextGets -= 1;
     const trickle = !cut && method === 'GET' && isObjectRequest(this.bucket, url) && this.trickleNextGets > 0;
     if (trickle) this.trickleNextGets -= 1;
-    const upstream = http.request(
-      { host: '127.0.0.1', port: this.upstreamPort, method, path: url, headers: req.headers },
-      (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        if (trickle) {
-          this.trickle(answer, res);
-          return;
+    const upstream = http.request({ host: '127.0.0.1', port: this.upstreamPort, method, path: url, headers: req.headers }, (answer) => {
+      res.writeHead(answer.statusCode ?? 502, answer.headers);
+      if (trickle) {
+        this.trickle(answer, res);
+        return;
+      }
+      if (!cut) {
+        answer.pipe(res);
+        return;
+      }
+      let sent = 0;
+      answer.on('data', (chunk: Buffer) => {
+        if (sent >= this.cutAfterBytes) return;
+        const part = chunk.subarray(0, this.cutAfterBytes - sent);
+        sent += part.length;
+        if (sent >= this.cutAfterBytes) {
+          const stall = this.stallInsteadOfCut;
+          res.on('close', () => {
+            answer.destroy();
+            this.stalled.delete(res);
+          });
+          if (stall) this.stalled.add(res);
+          res.write(part, () => {
+            if (!stall) res.socket?.destroy();
+          });
+        } else {
+          res.write(part);
         }
-        if (!cut) {
-          answer.pipe(res);
-          return;
-        }
-        let sent = 0;
-        answer.on('data', (chunk: Buffer) => {
-          if (sent >= this.cutAfterBytes) return;
-          const part = chunk.subarray(0, this.cutAfterBytes - sent);
-          sent += part.length;
-          if (sent >= this.cutAfterBytes) {
-            const stall = this.stallInsteadOfCut;
-            res.on('close', () => {
-              answer.destroy();
-              this.stalled.delete(res);
-            });
-            if (stall) this.stalled.add(res);
-            res.write(part, () => {
-              if (!stall) res.socket?.destroy();
-            });
-          } else {
-            res.write(part);
-          }
-        });
-      },
-    );
+      });
+    });
     upstream.on('error', () => res.destroy());
     req.pipe(upstream);
   }

@@ -79,11 +79,9 @@ export function allowS3rverContinuationTokens(): () => void {
   });
   const { createCipheriv, createDecipheriv } = crypto;
   crypto.createCipheriv = (algorithm, ...rest) => (algorithm === 'des' ? identity() : createCipheriv(algorithm, ...rest));
-  crypto.createDecipheriv = (algorithm, ...rest) =>
-    algorithm === 'des' ? identity() : createDecipheriv(algorithm, ...rest);
+  crypto.createDecipheriv = (algorithm, ...rest) => (algorithm === 'des' ? identity() : createDecipheriv(algorithm, ...rest));
   return () => {
     crypto.createCipheriv = createCipheriv;
     crypto.createDecipheriv = createDecipheriv;
   };
 }
-

@@ -120,10 +120,11 @@ export function mapEntryDescriptor(owner: MessageDescriptor, mapField: FieldDesc
   if (mapField.kind.type !== 'map') throw new Error(`field '${mapField.name}' is not a map`);
   let entry = mapEntries.get(mapField);
   if (entry === undefined) {
-    entry = defineMessage(`${owner.name}.${pascalCase(mapField.name)}Entry`, [
-      field('key', 1, scalar(mapField.kind.key)),
-      field('value', 2, mapField.kind.value),
-    ], true);
+    entry = defineMessage(
+      `${owner.name}.${pascalCase(mapField.name)}Entry`,
+      [field('key', 1, scalar(mapField.kind.key)), field('value', 2, mapField.kind.value)],
+      true,
+    );
     mapEntries.set(mapField, entry);
   }
   return entry;
@@ -239,9 +240,7 @@ function defaultsInValue(value: unknown, f: FieldDescriptor): unknown {
   if (kind.type === 'map') {
     if (kind.value.type !== 'message') return { ...(value as Record<string, unknown>) };
     const inner = kind.value.message;
-    return Object.fromEntries(
-      Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, withDefaults(v as Record<string, unknown>, inner)]),
-    );
+    return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, withDefaults(v as Record<string, unknown>, inner)]));
   }
   if (kind.type === 'message') {
     const inner = kind.message;

@@ -85,7 +85,12 @@ describe('image step: pixels', () => {
 
   test('a uniform image upscaled stays uniform at every pixel, whatever the kernel', async () => {
     const colour = [17, 130, 250];
-    const small = encodePng(2, 2, 3, Uint8Array.from({ length: 12 }, (_, i) => colour[i % 3]!));
+    const small = encodePng(
+      2,
+      2,
+      3,
+      Uint8Array.from({ length: 12 }, (_, i) => colour[i % 3]!),
+    );
     const f = await loadStepFromText('img', config('3, 5, 7', { interpolation: 'cubic', scale: '1' }));
     try {
       const out = (await f.run({ IMAGE: uint8Row(small) })).get('PIXELS')!;
@@ -103,7 +108,10 @@ describe('image step: pixels', () => {
     try {
       const out = numbers((await f.run({ IMAGE: uint8Row(encodePng(8, 4, 3, wide)) })).get('PIXELS'));
       const red = out.filter((_, i) => i % 3 === 0);
-      assert.deepEqual(red, [0, 1, 2, 3].flatMap(() => [60, 90, 120, 150]));
+      assert.deepEqual(
+        red,
+        [0, 1, 2, 3].flatMap(() => [60, 90, 120, 150]),
+      );
     } finally {
       await f.close();
     }
@@ -120,12 +128,19 @@ describe('image step: pixels', () => {
   });
 
   test('a batch of two zero-padded UINT8 rows and the same images as base64 BYTES give the same tensors', async () => {
-    const other = encodePng(W, H, 3, Uint8Array.from(RGB, (v) => 255 - v));
+    const other = encodePng(
+      W,
+      H,
+      3,
+      Uint8Array.from(RGB, (v) => 255 - v),
+    );
     const uint8 = await loadStepFromText('img', config(`3, ${H}, ${W}`, {}));
     const bytes = await loadStepFromText('img', config(`3, ${H}, ${W}`, {}, 'data_type: TYPE_STRING dims: [ 1 ]'));
     try {
       const a = (await uint8.run({ IMAGE: uint8Row(PNG, other) })).get('PIXELS')!;
-      const b = (await bytes.run({ IMAGE: { datatype: 'BYTES', shape: [2, 1], data: [PNG.toString('base64'), `data:image/png;base64,${other.toString('base64')}`] } })).get('PIXELS')!;
+      const b = (
+        await bytes.run({ IMAGE: { datatype: 'BYTES', shape: [2, 1], data: [PNG.toString('base64'), `data:image/png;base64,${other.toString('base64')}`] } })
+      ).get('PIXELS')!;
       assert.deepEqual(a.shape, [2, 3, H, W]);
       assert.deepEqual(numbers(a), numbers(b));
       const inverted = Uint8Array.from(RGB, (v) => 255 - v);

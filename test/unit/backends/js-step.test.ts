@@ -97,7 +97,10 @@ describe('js step', () => {
   test('an error with code INVALID_INPUT is a 400; returned tensors are checked against the config', async () => {
     const f = await loadStepFromText('js', CONFIG, { version: { 'model.mjs': MODEL } });
     try {
-      await assert.rejects(f.run({ x: f32([1, 2], [-1, 0]) }), (err: ServingError) => err.code === 'INVALID_INPUT' && /negative values are not allowed/.test(err.message));
+      await assert.rejects(
+        f.run({ x: f32([1, 2], [-1, 0]) }),
+        (err: ServingError) => err.code === 'INVALID_INPUT' && /negative values are not allowed/.test(err.message),
+      );
       await assert.rejects(f.run({ x: f32([1, 2], [99, 0]) }, ['y']), (err: ServingError) => {
         assert.equal(err.code, 'INTERNAL');
         assert.equal(err.message, "model 'js': execute() returned output 'y' with shape [1,3], but the config declares [-1,2]");
@@ -117,7 +120,9 @@ describe('js step', () => {
     const noExecute = await loadError('js', CONFIG, { version: { 'model.mjs': 'export const x = 1;' } });
     assert.equal(noExecute.code, 'INVALID_MODEL');
     assert.equal(noExecute.message, "model 'js': model.mjs does not export an execute(batch) function");
-    const badInit = await loadError('js', CONFIG, { version: { 'model.mjs': 'export function initialize() { throw new Error("no GPU here"); }\nexport function execute() { return {}; }' } });
+    const badInit = await loadError('js', CONFIG, {
+      version: { 'model.mjs': 'export function initialize() { throw new Error("no GPU here"); }\nexport function execute() { return {}; }' },
+    });
     assert.equal(badInit.message, "model 'js': initialize() failed: no GPU here");
     const missing = await loadError('js', CONFIG);
     assert.equal(missing.message, "model 'js': version 1 has no model.mjs");
@@ -127,7 +132,9 @@ describe('js step', () => {
   });
   test('load and run errors name files within the package, never the host path of the cache (messages reach clients)', async () => {
     const hostPath = /\/tmp\/|file:\/\/|\/var\//;
-    const missingImport = await loadError('js', CONFIG, { version: { 'model.mjs': "import 'no-such-package-onnx-mme';\nexport function execute() { return {}; }" } });
+    const missingImport = await loadError('js', CONFIG, {
+      version: { 'model.mjs': "import 'no-such-package-onnx-mme';\nexport function execute() { return {}; }" },
+    });
     assert.equal(missingImport.code, 'INVALID_MODEL');
     assert.match(missingImport.message, /^model 'js': model\.mjs cannot be imported: .*no-such-package-onnx-mme/);
     assert.doesNotMatch(missingImport.message, hostPath, missingImport.message);
@@ -138,13 +145,24 @@ describe('js step', () => {
     const syntax = await loadError('js', CONFIG, { version: { 'model.mjs': 'export function execute( { return {}; }' } });
     assert.doesNotMatch(syntax.message, hostPath, syntax.message);
     const readsMissing = await loadError('js', CONFIG, {
-      version: { 'model.mjs': "import { readFileSync } from 'node:fs';\nexport function initialize(args) { readFileSync(args.versionDir + '/vocab.txt'); }\nexport function execute() { return {}; }" },
+      version: {
+        'model.mjs':
+          "import { readFileSync } from 'node:fs';\nexport function initialize(args) { readFileSync(args.versionDir + '/vocab.txt'); }\nexport function execute() { return {}; }",
+      },
     });
     assert.doesNotMatch(readsMissing.message, hostPath, readsMissing.message);
     assert.match(readsMissing.message, /initialize\(\) failed: ENOENT.*1\/vocab\.txt/);
-    const f = await loadStepFromText('js', CONFIG, { version: { 'model.mjs': "import { readFileSync } from 'node:fs';\nlet dir;\nexport function initialize(args) { dir = args.versionDir; }\nexport function execute() { readFileSync(dir + '/gone.bin'); }" } });
+    const f = await loadStepFromText('js', CONFIG, {
+      version: {
+        'model.mjs':
+          "import { readFileSync } from 'node:fs';\nlet dir;\nexport function initialize(args) { dir = args.versionDir; }\nexport function execute() { readFileSync(dir + '/gone.bin'); }",
+      },
+    });
     try {
-      const err = await f.run({ x: f32([1, 2], [1, 2]) }).then(() => undefined, (e: unknown) => e as ServingError);
+      const err = await f.run({ x: f32([1, 2], [1, 2]) }).then(
+        () => undefined,
+        (e: unknown) => e as ServingError,
+      );
       assert.ok(err instanceof ServingError);
       assert.doesNotMatch(err.message, hostPath, err.message);
       assert.match(err.message, /execute\(\) failed: ENOENT.*1\/gone\.bin/);
@@ -185,16 +203,23 @@ export function execute({ inputs, rows }) {
   test('load deadlines: an initialize() that never returns, one that crashes from a timer, and a bad js_timeout_seconds fail the load with INVALID_MODEL', async () => {
     const fast = `${CONFIG}parameters { key: "js_timeout_seconds" value: { string_value: "0.5" } }\n`;
     const started = performance.now();
-    const hangs = await loadError('js', fast, { version: { 'model.mjs': 'export function initialize() { while (true) {} }\nexport function execute() { return {}; }' } });
+    const hangs = await loadError('js', fast, {
+      version: { 'model.mjs': 'export function initialize() { while (true) {} }\nexport function execute() { return {}; }' },
+    });
     assert.equal(hangs.code, 'INVALID_MODEL');
     assert.equal(hangs.message, "model 'js': model.mjs did not finish loading (import and initialize()) within 0.5 s");
     assert.ok(performance.now() - started < 10_000);
     const crashes = await loadError('js', CONFIG, {
-      version: { 'model.mjs': 'export async function initialize() { await new Promise(() => setTimeout(() => { throw new Error("late") }, 1)); }\nexport function execute() { return {}; }' },
+      version: {
+        'model.mjs':
+          'export async function initialize() { await new Promise(() => setTimeout(() => { throw new Error("late") }, 1)); }\nexport function execute() { return {}; }',
+      },
     });
     assert.equal(crashes.code, 'INVALID_MODEL');
     assert.equal(crashes.message, "model 'js': the js step crashed: an uncaught exception: late (while loading)");
-    const bad = await loadError('js', `${CONFIG}parameters { key: "js_timeout_seconds" value: { string_value: "soon" } }\n`, { version: { 'model.mjs': MODEL } });
+    const bad = await loadError('js', `${CONFIG}parameters { key: "js_timeout_seconds" value: { string_value: "soon" } }\n`, {
+      version: { 'model.mjs': MODEL },
+    });
     assert.equal(bad.message, "model 'js': parameter js_timeout_seconds must be a number of seconds above 0 and at most 3600, got 'soon'");
   });
   test('a worker whose restart fails (initialize() throws the second time) counts as a fault: the step is stopped after 5, with the cause', async () => {
@@ -213,14 +238,24 @@ export async function execute({ inputs }) {
 `;
     const f = await loadStepFromText('js', CONFIG, { version: { 'model.mjs': model } });
     try {
-      await assert.rejects(f.run({ x: f32([1, 2], [13, 0]) }), (err: ServingError) => err.code === 'INTERNAL' && /^model 'js': the js step crashed: an uncaught exception: boom; its worker is restarted/.test(err.message));
+      await assert.rejects(
+        f.run({ x: f32([1, 2], [13, 0]) }),
+        (err: ServingError) =>
+          err.code === 'INTERNAL' && /^model 'js': the js step crashed: an uncaught exception: boom; its worker is restarted/.test(err.message),
+      );
       let last: ServingError | undefined;
       for (let i = 0; i < 20 && !/stopped until/.test(last?.message ?? ''); i++) {
-        last = await f.run({ x: f32([1, 2], [1, 0]) }).then(() => undefined, (err: ServingError) => err);
+        last = await f.run({ x: f32([1, 2], [1, 0]) }).then(
+          () => undefined,
+          (err: ServingError) => err,
+        );
         assert.ok(last, 'no worker can start: every request fails');
       }
       assert.equal(last!.code, 'INTERNAL');
-      assert.equal(last!.message, "model 'js': its js step crashed or timed out 5 times in a row (last: its worker did not restart: initialize() failed: the GPU is gone); it is stopped until the model is loaded again");
+      assert.equal(
+        last!.message,
+        "model 'js': its js step crashed or timed out 5 times in a row (last: its worker did not restart: initialize() failed: the GPU is gone); it is stopped until the model is loaded again",
+      );
     } finally {
       await f.close();
     }

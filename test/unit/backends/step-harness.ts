@@ -88,6 +88,7 @@ export function numbers(t: Tensor | undefined): number[] {
 export function assertClose(actual: readonly number[], expected: readonly number[], tolerance = 1e-6): void {
   if (actual.length !== expected.length) throw new Error(`length ${actual.length} vs ${expected.length}`);
   actual.forEach((v, i) => {
-    if (!(Math.abs(v - expected[i]!) <= tolerance * Math.max(1, Math.abs(expected[i]!)))) throw new Error(`element ${i}: ${v} vs ${expected[i]} (actual ${JSON.stringify(actual)})`);
+    if (!(Math.abs(v - expected[i]!) <= tolerance * Math.max(1, Math.abs(expected[i]!))))
+      throw new Error(`element ${i}: ${v} vs ${expected[i]} (actual ${JSON.stringify(actual)})`);
   });
 }

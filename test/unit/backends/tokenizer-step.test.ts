@@ -57,8 +57,20 @@ describe('tokenizer step: fixed sentences', () => {
       const inputIds = out.get('input_ids')!;
       assert.equal(inputIds.datatype, 'INT64');
       assert.deepEqual(inputIds.shape, [3, 12]);
-      assert.deepEqual(numbers(inputIds), want.flatMap((w) => padded(w, 12)));
-      assert.deepEqual(numbers(out.get('attention_mask')), want.flatMap((w) => padded(w.map(() => 1), 12, 0)));
+      assert.deepEqual(
+        numbers(inputIds),
+        want.flatMap((w) => padded(w, 12)),
+      );
+      assert.deepEqual(
+        numbers(out.get('attention_mask')),
+        want.flatMap((w) =>
+          padded(
+            w.map(() => 1),
+            12,
+            0,
+          ),
+        ),
+      );
       assert.deepEqual(numbers(out.get('token_type_ids')), Array(36).fill(0));
     } finally {
       await f.close();

@@ -137,14 +137,25 @@ describe('autoCompleteConfig', () => {
 
   test('every datatype maps to its config name (BYTES → TYPE_STRING)', () => {
     const types = ['BOOL', 'UINT8', 'UINT16', 'UINT32', 'UINT64', 'INT8', 'INT16', 'INT32', 'INT64', 'FP16', 'FP32', 'FP64', 'BYTES', 'BF16'] as const;
-    const out = autoCompleteConfig(
-      {},
-      { inputs: types.map((d) => t(`in_${d}`, d, [-1, 2])), outputs: [t('o', 'FP32', [-1])] },
-      'm',
-    );
+    const out = autoCompleteConfig({}, { inputs: types.map((d) => t(`in_${d}`, d, [-1, 2])), outputs: [t('o', 'FP32', [-1])] }, 'm');
     assert.deepEqual(
       (out['input'] as Array<{ data_type: string }>).map((i) => i.data_type),
-      ['TYPE_BOOL', 'TYPE_UINT8', 'TYPE_UINT16', 'TYPE_UINT32', 'TYPE_UINT64', 'TYPE_INT8', 'TYPE_INT16', 'TYPE_INT32', 'TYPE_INT64', 'TYPE_FP16', 'TYPE_FP32', 'TYPE_FP64', 'TYPE_STRING', 'TYPE_BF16'],
+      [
+        'TYPE_BOOL',
+        'TYPE_UINT8',
+        'TYPE_UINT16',
+        'TYPE_UINT32',
+        'TYPE_UINT64',
+        'TYPE_INT8',
+        'TYPE_INT16',
+        'TYPE_INT32',
+        'TYPE_INT64',
+        'TYPE_FP16',
+        'TYPE_FP32',
+        'TYPE_FP64',
+        'TYPE_STRING',
+        'TYPE_BF16',
+      ],
     );
   });
 
@@ -158,7 +169,8 @@ describe('autoCompleteConfig', () => {
       "model 'm': input 'seq' is a sequence (seq(tensor(float))), not a tensor; onnx-mme serves tensors only",
     );
     throwsInvalidModel(
-      () => autoCompleteConfig({}, { inputs: [t('x', 'FP32', [1])], outputs: [{ ...t('opt', undefined, undefined), declared: 'optional(tensor(int64))' }] }, 'm'),
+      () =>
+        autoCompleteConfig({}, { inputs: [t('x', 'FP32', [1])], outputs: [{ ...t('opt', undefined, undefined), declared: 'optional(tensor(int64))' }] }, 'm'),
       "model 'm': output 'opt' is an optional (optional(tensor(int64))), not a tensor; onnx-mme serves tensors only",
     );
     throwsInvalidModel(
@@ -166,7 +178,6 @@ describe('autoCompleteConfig', () => {
       "model 'm': output 'map' is a map (map(int64,tensor(float))), not a tensor; onnx-mme serves tensors only",
     );
   });
-
 
   test('a config with inputs and outputs is left untouched (graph ignored, no max_batch_size or dynamic_batching)', () => {
     const config = Object.freeze({
@@ -229,6 +240,9 @@ describe('autoCompleteConfig', () => {
         ['v', 'FP32', [8], undefined],
       ],
     );
-    assert.deepEqual(config.output.map((o) => [o.name, o.dims]), [['o', [2]]]);
+    assert.deepEqual(
+      config.output.map((o) => [o.name, o.dims]),
+      [['o', [2]]],
+    );
   });
 });

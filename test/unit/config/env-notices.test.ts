@@ -25,7 +25,7 @@ function docsPage(name: string): string {
 }
 
 describe('environment notices', () => {
-  test('the issue\'s three examples: a misspelling warns with the right name; known foreign names say what to use', () => {
+  test("the issue's three examples: a misspelling warns with the right name; known foreign names say what to use", () => {
     const notices = environmentNotices({ MME_MEMORY_BUDGET: '1g', SAGEMAKER_TRITON_LOG_VERBOSE: '1', SAGEMAKER_MODEL_SERVER_WORKERS: '4' }, KNOWN_ENV);
     assert.deepEqual(
       notices.map((n) => [n.name, n.level]),
@@ -48,7 +48,10 @@ describe('environment notices', () => {
   });
 
   test('known settings, other prefixes and unset values are not mentioned', () => {
-    assert.deepEqual(environmentNotices({ MME_LOG_LEVEL: 'info', SAGEMAKER_BIND_TO_PORT: '8080', AWS_REGION: 'x', PATH: '/bin', MME_X: undefined }, KNOWN_ENV), []);
+    assert.deepEqual(
+      environmentNotices({ MME_LOG_LEVEL: 'info', SAGEMAKER_BIND_TO_PORT: '8080', AWS_REGION: 'x', PATH: '/bin', MME_X: undefined }, KNOWN_ENV),
+      [],
+    );
   });
 
   test('loadServerConfig carries them (startServer logs each once)', () => {

@@ -212,7 +212,12 @@ function fieldAt(path: string): FieldDescriptor {
   for (const part of path.split('.')) {
     found = message?.fields.find((f) => f.name === part);
     assert.ok(found, `no field ${path}`);
-    message = found.kind.type === 'message' ? found.kind.message : found.kind.type === 'map' && found.kind.value.type === 'message' ? found.kind.value.message : undefined;
+    message =
+      found.kind.type === 'message'
+        ? found.kind.message
+        : found.kind.type === 'map' && found.kind.value.type === 'message'
+          ? found.kind.value.message
+          : undefined;
   }
   return found!;
 }
@@ -243,7 +248,7 @@ function configSetting(path: string): Record<string, unknown> {
 }
 
 describe('config field support table', () => {
-  test('our schema has exactly the fields of Triton\'s model_config.proto', () => {
+  test("our schema has exactly the fields of Triton's model_config.proto", () => {
     assert.deepEqual(schemaPaths(ModelConfigDescriptor), TRITON_MODEL_CONFIG_FIELDS);
   });
 
@@ -288,11 +293,16 @@ describe('config field support table', () => {
         assert.throws(
           () => modelConfigDraftFromJson(json, { sourceName: 'm/config.pbtxt', directoryName: 'm' }),
           (err: unknown) =>
-            err instanceof ServingError && err.code === 'INVALID_MODEL' && err.message.includes(`field '${path}' is not supported by onnx-mme: ${support.note}`),
+            err instanceof ServingError &&
+            err.code === 'INVALID_MODEL' &&
+            err.message.includes(`field '${path}' is not supported by onnx-mme: ${support.note}`),
         );
       } else {
         const draft = modelConfigDraftFromJson(json, { sourceName: 'm/config.pbtxt', directoryName: 'm' });
-        assert.deepEqual(draft.ignoredFields.map((f) => f.path), [path]);
+        assert.deepEqual(
+          draft.ignoredFields.map((f) => f.path),
+          [path],
+        );
       }
     });
   }
@@ -321,7 +331,9 @@ model_transaction_policy { decoupled: true }`,
         err instanceof ServingError &&
         err.code === 'INVALID_MODEL' &&
         err.model === 'vad' &&
-        /^vad\/config\.pbtxt: field 'sequence_batching\.iterative_sequence' is not supported .*; field 'model_transaction_policy\.decoupled' is not supported/.test(err.message),
+        /^vad\/config\.pbtxt: field 'sequence_batching\.iterative_sequence' is not supported .*; field 'model_transaction_policy\.decoupled' is not supported/.test(
+          err.message,
+        ),
     );
   });
 

@@ -24,8 +24,15 @@ describe('parseModelConfigDraft', () => {
     assert.deepEqual(fromWorker, readModelConfigDraft(text, options));
     assert.ok(Object.isFrozen(fromWorker) && Object.isFrozen(fromWorker.json) && Object.isFrozen(fromWorker.parameters));
     // Concurrent parses share the one thread and each gets its own answer.
-    const names = await Promise.all(['a', 'b', 'c'].map((n) => parseModelConfigDraft(bigConfig().replace('name: "m"', `name: "${n}"`), { sourceName: `${n}/config.pbtxt`, directoryName: n })));
-    assert.deepEqual(names.map((d) => d.name), ['a', 'b', 'c']);
+    const names = await Promise.all(
+      ['a', 'b', 'c'].map((n) =>
+        parseModelConfigDraft(bigConfig().replace('name: "m"', `name: "${n}"`), { sourceName: `${n}/config.pbtxt`, directoryName: n }),
+      ),
+    );
+    assert.deepEqual(
+      names.map((d) => d.name),
+      ['a', 'b', 'c'],
+    );
   });
 
   it("a large config's error comes back as the same ServingError, with file:line:column", async () => {

@@ -457,49 +457,52 @@ const RATE_LIMITER_GROUP = `  instance_group [
 describe('model config: real Triton configs', () => {
   test('densenet_onnx', () => {
     const c = load(DENSENET_ONNX, 'densenet_onnx');
-    assert.deepEqual({ ...c, json: undefined }, {
-      name: 'densenet_onnx',
-      platform: 'onnxruntime_onnx',
-      backend: 'onnxruntime',
-      maxBatchSize: 0,
-      versionPolicy: { kind: 'latest', numVersions: 1 },
-      input: [
-        {
-          name: 'data_0',
-          dataType: 'FP32',
-          dims: [3, 224, 224],
-          reshape: [1, 3, 224, 224],
-          format: 'FORMAT_NCHW',
-          optional: false,
-          allowRaggedBatch: false,
-          labelFilename: undefined,
-        },
-      ],
-      output: [
-        {
-          name: 'fc6_1',
-          dataType: 'FP32',
-          dims: [1000],
-          reshape: [1, 1000, 1, 1],
-          format: 'FORMAT_NONE',
-          optional: false,
-          allowRaggedBatch: false,
-          labelFilename: 'densenet_labels.txt',
-        },
-      ],
-      dynamicBatching: undefined,
-      sequenceBatching: undefined,
-      ensembleSteps: undefined,
-      instanceGroup: [{ name: 'densenet_onnx', kind: 'KIND_AUTO', count: 1, gpus: [] }],
-      defaultModelFilename: 'model.onnx',
-      parameters: {},
-      modelWarmup: [],
-      optimization: { graphLevel: 0, gpuExecutionAccelerators: [], cpuExecutionAccelerators: [] },
-      responseCacheEnabled: false,
-      decoupled: false,
-      ignoredFields: [],
-      json: undefined,
-    });
+    assert.deepEqual(
+      { ...c, json: undefined },
+      {
+        name: 'densenet_onnx',
+        platform: 'onnxruntime_onnx',
+        backend: 'onnxruntime',
+        maxBatchSize: 0,
+        versionPolicy: { kind: 'latest', numVersions: 1 },
+        input: [
+          {
+            name: 'data_0',
+            dataType: 'FP32',
+            dims: [3, 224, 224],
+            reshape: [1, 3, 224, 224],
+            format: 'FORMAT_NCHW',
+            optional: false,
+            allowRaggedBatch: false,
+            labelFilename: undefined,
+          },
+        ],
+        output: [
+          {
+            name: 'fc6_1',
+            dataType: 'FP32',
+            dims: [1000],
+            reshape: [1, 1000, 1, 1],
+            format: 'FORMAT_NONE',
+            optional: false,
+            allowRaggedBatch: false,
+            labelFilename: 'densenet_labels.txt',
+          },
+        ],
+        dynamicBatching: undefined,
+        sequenceBatching: undefined,
+        ensembleSteps: undefined,
+        instanceGroup: [{ name: 'densenet_onnx', kind: 'KIND_AUTO', count: 1, gpus: [] }],
+        defaultModelFilename: 'model.onnx',
+        parameters: {},
+        modelWarmup: [],
+        optimization: { graphLevel: 0, gpuExecutionAccelerators: [], cpuExecutionAccelerators: [] },
+        responseCacheEnabled: false,
+        decoupled: false,
+        ignoredFields: [],
+        json: undefined,
+      },
+    );
     assertRoundTrip(c);
   });
 
@@ -554,9 +557,7 @@ describe('model config: real Triton configs', () => {
         gather_kernel_buffer_threshold: 0,
         eager_batching: false,
       },
-      instance_group: [
-        { name: 'simple', kind: 'KIND_AUTO', count: 1, gpus: [], secondary_devices: [], profile: [], passive: false, host_policy: '' },
-      ],
+      instance_group: [{ name: 'simple', kind: 'KIND_AUTO', count: 1, gpus: [], secondary_devices: [], profile: [], passive: false, host_policy: '' }],
       default_model_filename: 'model.onnx',
       cc_model_filenames: {},
       metric_tags: {},
@@ -652,7 +653,10 @@ default_model_filename: "model.onnx"
     assert.equal(c.optimization, undefined);
     assert.deepEqual(c.json['instance_group'], []);
     assert.equal('optimization' in c.json, false);
-    assert.deepEqual(c.input.map((t) => t.dataType), ['BYTES']);
+    assert.deepEqual(
+      c.input.map((t) => t.dataType),
+      ['BYTES'],
+    );
     assertRoundTrip(c);
   });
 
@@ -766,7 +770,9 @@ ${WARMUP_BLOCK}`,
 
   test('model_warmup from a file, with count', () => {
     const c = load(
-      withIo(`model_warmup { name: "f" batch_size: 2 count: 3 inputs { key: "x" value { data_type: TYPE_STRING dims: [ 4 ] input_data_file: "raw_string_data" } } }`),
+      withIo(
+        `model_warmup { name: "f" batch_size: 2 count: 3 inputs { key: "x" value { data_type: TYPE_STRING dims: [ 4 ] input_data_file: "raw_string_data" } } }`,
+      ),
       'm',
     );
     assert.deepEqual(c.modelWarmup[0], {
@@ -782,9 +788,18 @@ ${WARMUP_BLOCK}`,
     const seq = c.json['sequence_batching'] as Record<string, unknown>;
     assert.equal(seq['max_sequence_idle_microseconds'], 10000000);
     // Triton fills oldest.preferred_batch_size with max_batch_size.
-    assert.deepEqual(seq['oldest'], { max_candidate_sequences: 1024, preferred_batch_size: [8], max_queue_delay_microseconds: 10000, preserve_ordering: false });
+    assert.deepEqual(seq['oldest'], {
+      max_candidate_sequences: 1024,
+      preferred_batch_size: [8],
+      max_queue_delay_microseconds: 10000,
+      preserve_ordering: false,
+    });
     assert.deepEqual(
-      (seq['control_input'] as { name: string; control: { kind: string; data_type: string }[] }[]).map((ci) => [ci.name, ci.control[0]?.kind, ci.control[0]?.data_type]),
+      (seq['control_input'] as { name: string; control: { kind: string; data_type: string }[] }[]).map((ci) => [
+        ci.name,
+        ci.control[0]?.kind,
+        ci.control[0]?.data_type,
+      ]),
       [
         ['START', 'CONTROL_SEQUENCE_START', 'TYPE_INVALID'],
         ['END', 'CONTROL_SEQUENCE_END', 'TYPE_INVALID'],
@@ -959,10 +974,7 @@ output [ { name: "output" data_type: TYPE_FP32 dims: [ 1 ] } ]`,
       "config.pbtxt: input 'input': must specify 'data_type' (missing or TYPE_INVALID)",
       'missing_datatype',
     );
-    invalid(
-      withIo('output { name: "z" data_type: TYPE_INVALID dims: [ 1 ] }'),
-      "config.pbtxt: output 'z': must specify 'data_type' (missing or TYPE_INVALID)",
-    );
+    invalid(withIo('output { name: "z" data_type: TYPE_INVALID dims: [ 1 ] }'), "config.pbtxt: output 'z': must specify 'data_type' (missing or TYPE_INVALID)");
   });
 
   test('dims: >= 0 or -1; 0 is allowed; empty dims are a scalar per item', () => {
@@ -1024,8 +1036,14 @@ output [ { name: "output" data_type: TYPE_FP32 dims: [ 1 ] } ]`,
   });
 
   test('image formats need 3 dims; TensorRT-only tensor flags', () => {
-    invalid(withIo('input { name: "img" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 3, 224 ] }'), "config.pbtxt: input 'img': format FORMAT_NCHW requires 3 dims, got [3, 224]");
-    invalid(withIo('input { name: "s" data_type: TYPE_INT32 dims: [ 2 ] is_shape_tensor: true }'), "config.pbtxt: input 's': shape tensors are only supported for TensorRT models");
+    invalid(
+      withIo('input { name: "img" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 3, 224 ] }'),
+      "config.pbtxt: input 'img': format FORMAT_NCHW requires 3 dims, got [3, 224]",
+    );
+    invalid(
+      withIo('input { name: "s" data_type: TYPE_INT32 dims: [ 2 ] is_shape_tensor: true }'),
+      "config.pbtxt: input 's': shape tensors are only supported for TensorRT models",
+    );
   });
 
   test('max_batch_size must not be negative (qa negative_max_batch_size)', () => {
@@ -1033,14 +1051,23 @@ output [ { name: "output" data_type: TYPE_FP32 dims: [ 1 ] } ]`,
   });
 
   test('preferred_batch_size must be in [1, max_batch_size]', () => {
-    invalid(withIo('dynamic_batching { preferred_batch_size: [ 4, 16 ] }', 8), 'config.pbtxt: dynamic_batching: preferred_batch_size 16 is larger than max_batch_size 8');
+    invalid(
+      withIo('dynamic_batching { preferred_batch_size: [ 4, 16 ] }', 8),
+      'config.pbtxt: dynamic_batching: preferred_batch_size 16 is larger than max_batch_size 8',
+    );
     invalid(withIo('dynamic_batching { preferred_batch_size: [ 0 ] }', 8), 'config.pbtxt: dynamic_batching: preferred_batch_size must be positive, got 0');
-    invalid(withIo('dynamic_batching { preferred_batch_size: 2 }', 0), 'config.pbtxt: dynamic_batching: preferred_batch_size 2 is larger than max_batch_size 0');
+    invalid(
+      withIo('dynamic_batching { preferred_batch_size: 2 }', 0),
+      'config.pbtxt: dynamic_batching: preferred_batch_size 2 is larger than max_batch_size 0',
+    );
   });
 
   test('priority levels (qa default_priority_level0/1, priority_level0/1, preserve_ordering0)', () => {
     invalid(withIo('dynamic_batching { priority_levels: 3 }'), 'config.pbtxt: dynamic_batching: default_priority_level must be in [1, 3], got 0');
-    invalid(withIo('dynamic_batching { priority_levels: 3 default_priority_level: 5 }'), 'config.pbtxt: dynamic_batching: default_priority_level must be in [1, 3], got 5');
+    invalid(
+      withIo('dynamic_batching { priority_levels: 3 default_priority_level: 5 }'),
+      'config.pbtxt: dynamic_batching: default_priority_level must be in [1, 3], got 5',
+    );
     invalid(
       withIo('dynamic_batching { priority_levels: 3 default_priority_level: 2 priority_queue_policy { key: 0 value: { } } }'),
       'config.pbtxt: dynamic_batching: priority_queue_policy level 0 is outside [1, 3]',
@@ -1066,7 +1093,9 @@ output [ { name: "output" data_type: TYPE_FP32 dims: [ 1 ] } ]`,
       "config.pbtxt: ensemble_scheduling can only be set for platform 'ensemble', got platform ''",
     );
     invalid(
-      withIo('platform: "ensemble" backend: "onnxruntime" ensemble_scheduling { step [ { model_name: "a" input_map { key: "i" value: "x" } output_map { key: "o" value: "y" } } ] }'),
+      withIo(
+        'platform: "ensemble" backend: "onnxruntime" ensemble_scheduling { step [ { model_name: "a" input_map { key: "i" value: "x" } output_map { key: "o" value: "y" } } ] }',
+      ),
       "config.pbtxt: an ensemble must have an empty backend, got backend 'onnxruntime'",
     );
   });
@@ -1091,7 +1120,9 @@ model_warmup { name: "w" batch_size: 1 inputs { key: "x" value { data_type: TYPE
 
   test('ensembles: data flow (unused input, unwritten output, unused tensor, double producer)', () => {
     invalid(
-      withIo('platform: "ensemble" ensemble_scheduling { step { model_name: "a" input_map { key: "i" value: "other" } output_map { key: "o" value: "y" } output_map { key: "p" value: "extra" } } }'),
+      withIo(
+        'platform: "ensemble" ensemble_scheduling { step { model_name: "a" input_map { key: "i" value: "other" } output_map { key: "o" value: "y" } output_map { key: "p" value: "extra" } } }',
+      ),
       "config.pbtxt: ensemble input 'x' is not used by any step; ensemble output 'y' is not written: a tensor it depends on is never produced; ensemble tensor 'extra' is unused; ensemble_scheduling step 0: input tensor(s) 'other' are never produced",
     );
     invalid(
@@ -1108,15 +1139,23 @@ model_warmup { name: "w" batch_size: 1 inputs { key: "x" value { data_type: TYPE
 
   test('instance groups: no gpus for KIND_CPU (qa invalid_cpu), no negative ids or counts', () => {
     invalid(withIo('instance_group [ { kind: KIND_CPU gpus: [ 0 ] } ]'), "config.pbtxt: instance_group 'm_0': kind KIND_CPU must not list gpus");
-    invalid(withIo('instance_group [ { kind: KIND_GPU gpus: [ -1 ] count: -1 } ]'), "config.pbtxt: instance_group 'm_0': gpu ids must be >= 0, got [-1]; instance_group 'm_0': count must be >= 0, got -1");
+    invalid(
+      withIo('instance_group [ { kind: KIND_GPU gpus: [ -1 ] count: -1 } ]'),
+      "config.pbtxt: instance_group 'm_0': gpu ids must be >= 0, got [-1]; instance_group 'm_0': count must be >= 0, got -1",
+    );
   });
 
   test('model_warmup: batch_size >= 1, == 1 without batching, a data source, a data type', () => {
-    const warmup = (batch: number, value: string): string =>
-      `model_warmup { name: "w" batch_size: ${batch} inputs { key: "x" value { ${value} } } }`;
+    const warmup = (batch: number, value: string): string => `model_warmup { name: "w" batch_size: ${batch} inputs { key: "x" value { ${value} } } }`;
     invalid(withIo(warmup(0, 'data_type: TYPE_FP32 dims: 4 zero_data: true')), "config.pbtxt: model_warmup 'w': batch_size must be >= 1, got 0");
-    invalid(withIo(warmup(2, 'data_type: TYPE_FP32 dims: 4 zero_data: true'), 0), "config.pbtxt: model_warmup 'w': batch_size must be 1 for a model with max_batch_size 0, got 2");
-    invalid(withIo(warmup(9, 'data_type: TYPE_FP32 dims: 4 zero_data: true'), 8), "config.pbtxt: model_warmup 'w': batch_size 9 is larger than max_batch_size 8");
+    invalid(
+      withIo(warmup(2, 'data_type: TYPE_FP32 dims: 4 zero_data: true'), 0),
+      "config.pbtxt: model_warmup 'w': batch_size must be 1 for a model with max_batch_size 0, got 2",
+    );
+    invalid(
+      withIo(warmup(9, 'data_type: TYPE_FP32 dims: 4 zero_data: true'), 8),
+      "config.pbtxt: model_warmup 'w': batch_size 9 is larger than max_batch_size 8",
+    );
     invalid(
       withIo(warmup(1, 'dims: [ -1 ]')),
       "config.pbtxt: model_warmup 'w': input 'x': must specify 'data_type' (missing or TYPE_INVALID); model_warmup 'w': input 'x': dims must be fixed (>= 0), got [-1]; model_warmup 'w': input 'x': must set one of zero_data, random_data or input_data_file",
@@ -1124,12 +1163,18 @@ model_warmup { name: "w" batch_size: 1 inputs { key: "x" value { data_type: TYPE
   });
 
   test('response cache conflicts', () => {
-    invalid(withIo('response_cache { enable: true } model_transaction_policy { decoupled: true }'), 'config.pbtxt: response_cache cannot be enabled for a decoupled model');
+    invalid(
+      withIo('response_cache { enable: true } model_transaction_policy { decoupled: true }'),
+      'config.pbtxt: response_cache cannot be enabled for a decoupled model',
+    );
     invalid(withIo('response_cache { enable: true } sequence_batching { }'), 'config.pbtxt: response_cache cannot be enabled with sequence_batching');
   });
 
   test('platform/backend pair', () => {
-    invalid(withIo('platform: "onnxruntime_onnx" backend: "tensorflow"'), "config.pbtxt: platform 'onnxruntime_onnx' requires backend 'onnxruntime', got 'tensorflow'");
+    invalid(
+      withIo('platform: "onnxruntime_onnx" backend: "tensorflow"'),
+      "config.pbtxt: platform 'onnxruntime_onnx' requires backend 'onnxruntime', got 'tensorflow'",
+    );
   });
 
   test('all problems are reported together, and the error names the model', () => {
@@ -1161,13 +1206,19 @@ dynamic_batching { preferred_batch_size: [ 4 ] }`,
       'version_policy { latest { num_versions: 1 } all { } }',
       "config.pbtxt:1:45: field 'all' is specified along with field 'latest', another member of oneof 'policy_choice'",
     );
-    invalid('dynamic_batching { } sequence_batching { }', "config.pbtxt:1:22: field 'sequence_batching' is specified along with field 'dynamic_batching', another member of oneof 'scheduling_choice'");
+    invalid(
+      'dynamic_batching { } sequence_batching { }',
+      "config.pbtxt:1:22: field 'sequence_batching' is specified along with field 'dynamic_batching', another member of oneof 'scheduling_choice'",
+    );
     invalid(
       withIo('model_warmup { name: "w" batch_size: 1 inputs { key: "x" value { data_type: TYPE_FP32 dims: 4 zero_data: true random_data: true } } }'),
       "config.pbtxt:4:111: field 'random_data' is specified along with field 'zero_data', another member of oneof 'input_data_type'",
     );
     invalid('max_batch_size: 8\nmax_batch_size: 4', "config.pbtxt:2:1: non-repeated field 'max_batch_size' is specified more than once (first at 1:1)");
-    invalid('input { name: "x" data_type: TYPE_FLOAT32 }', "config.pbtxt:1:30: unknown value 'TYPE_FLOAT32' for enum DataType of field 'data_type' (expected one of TYPE_INVALID, TYPE_BOOL, TYPE_UINT8, TYPE_UINT16, TYPE_UINT32, TYPE_UINT64, TYPE_INT8, TYPE_INT16, TYPE_INT32, TYPE_INT64, TYPE_FP16, TYPE_FP32, TYPE_FP64, TYPE_STRING, TYPE_BF16)");
+    invalid(
+      'input { name: "x" data_type: TYPE_FLOAT32 }',
+      "config.pbtxt:1:30: unknown value 'TYPE_FLOAT32' for enum DataType of field 'data_type' (expected one of TYPE_INVALID, TYPE_BOOL, TYPE_UINT8, TYPE_UINT16, TYPE_UINT32, TYPE_UINT64, TYPE_INT8, TYPE_INT16, TYPE_INT32, TYPE_INT64, TYPE_FP16, TYPE_FP32, TYPE_FP64, TYPE_STRING, TYPE_BF16)",
+    );
   });
 });
 
@@ -1188,7 +1239,10 @@ describe('model config: JSON input', () => {
       c.input.map((t) => [t.name, t.dataType, t.dims]),
       [['x', 'FP32', [-1, 3]]],
     );
-    assert.deepEqual(c.output.map((t) => t.dataType), ['FP32']);
+    assert.deepEqual(
+      c.output.map((t) => t.dataType),
+      ['FP32'],
+    );
     assert.equal(c.dynamicBatching?.maxQueueDelayMicroseconds, 100);
     assert.deepEqual(c.dynamicBatching?.preferredBatchSize, [4]);
     assert.equal(c.platform, 'onnxruntime_onnx');
@@ -1200,7 +1254,7 @@ describe('model config: JSON input', () => {
     });
     assert.throws(() => modelConfigFromJson({ input: [{ name: 'x', datatype: 'FP32', dims: 'x' }] }, { sourceName: 'load request', directoryName: 'j' }), {
       message:
-        "load request: input[0].datatype: unknown field 'datatype' in message ModelInput; input[0].dims: expected an array (repeated int64), found string \"x\"",
+        'load request: input[0].datatype: unknown field \'datatype\' in message ModelInput; input[0].dims: expected an array (repeated int64), found string "x"',
     });
   });
 
@@ -1212,7 +1266,10 @@ describe('model config: JSON input', () => {
     assert.deepEqual((raw['dynamic_batching'] as Record<string, unknown>)['preferred_batch_size'], []);
     assert.equal(Object.isFrozen(raw), false);
     // …and modelConfigFromJson of it is what parseModelConfig gives.
-    assert.deepEqual(modelConfigFromJson(raw, { sourceName: SOURCE, directoryName: 'm' }), load('platform: "onnxruntime_onnx" max_batch_size: 4 dynamic_batching { }', 'm'));
+    assert.deepEqual(
+      modelConfigFromJson(raw, { sourceName: SOURCE, directoryName: 'm' }),
+      load('platform: "onnxruntime_onnx" max_batch_size: 4 dynamic_batching { }', 'm'),
+    );
   });
 
   test('an empty config.pbtxt is all defaults', () => {

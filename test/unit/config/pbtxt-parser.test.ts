@@ -108,10 +108,7 @@ describe('pbtxt parser: JSON form', () => {
       d: 1e-3
       e: BLUE
     `);
-    assert.deepEqual(
-      json,
-      with_({ s: 'hello', b: true, i32: -2147483648, i64: -9007199254740991, u32: 4294967295, u64: 31, f: 0.5, d: 0.001, e: 'BLUE' }),
-    );
+    assert.deepEqual(json, with_({ s: 'hello', b: true, i32: -2147483648, i64: -9007199254740991, u32: 4294967295, u64: 31, f: 0.5, d: 0.001, e: 'BLUE' }));
   });
 
   test('a field at its default is still printed the same', () => {
@@ -291,7 +288,7 @@ describe('pbtxt parser: errors with line and column', () => {
   test('lists: not for non-repeated fields, no trailing comma, commas required', () => {
     parseError('s: ["a"]', "config.pbtxt:1:4: field 's' is not repeated; a list is not allowed");
     parseError('m [ { } ]', "config.pbtxt:1:3: field 'm' is not repeated; a list is not allowed");
-    parseError('ri: [1, 2,]', 'config.pbtxt:1:11: field \'ri\' expects an integer, found \']\'');
+    parseError('ri: [1, 2,]', "config.pbtxt:1:11: field 'ri' expects an integer, found ']'");
     parseError('ri: [1 2]', "config.pbtxt:1:8: expected ',' or ']' in list, found number 2");
     parseError('ri: [1, 2', "config.pbtxt:1:10: expected ',' or ']' in list, found end of input");
     parseError('rm [ { a: 1 } { a: 2 } ]', "config.pbtxt:1:15: expected ',' or ']' in list, found '{'");
@@ -314,7 +311,10 @@ describe('pbtxt parser: errors with line and column', () => {
     parseError('i32: 2147483648', "config.pbtxt:1:6: value 2147483648 is out of range [-2147483648, 2147483647] for int32 field 'i32'");
     parseError('u32: -1', "config.pbtxt:1:6: value -1 is out of range [0, 4294967295] for uint32 field 'u32'");
     parseError('u64: 18446744073709551616', "config.pbtxt:1:6: value 18446744073709551616 is out of range [0, 18446744073709551615] for uint64 field 'u64'");
-    parseError('ri: [1, 9223372036854775808]', "config.pbtxt:1:9: value 9223372036854775808 is out of range [-9223372036854775808, 9223372036854775807] for int64 field 'ri'");
+    parseError(
+      'ri: [1, 9223372036854775808]',
+      "config.pbtxt:1:9: value 9223372036854775808 is out of range [-9223372036854775808, 9223372036854775807] for int64 field 'ri'",
+    );
   });
 
   test('enums: unknown names and numbers', () => {
@@ -394,7 +394,9 @@ describe('pbtxt JSON-form decoder', () => {
 
 describe('pbtxt printer', () => {
   test('prints in declaration order, leaving defaults out', () => {
-    const json = parse('ri: [1, -2] s: "a\\"b\\n" m { a: 3 } e: BLUE rm { a: 1 } rm { } ms { key: "k" value: "v" } mm { key: 2 value { a: 1 } } o3: false f: -inf');
+    const json = parse(
+      'ri: [1, -2] s: "a\\"b\\n" m { a: 3 } e: BLUE rm { a: 1 } rm { } ms { key: "k" value: "v" } mm { key: 2 value { a: 1 } } o3: false f: -inf',
+    );
     assert.equal(
       printTextFormat(json, Root),
       [

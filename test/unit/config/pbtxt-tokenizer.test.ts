@@ -274,7 +274,7 @@ describe('pbtxt tokenizer: strings', () => {
   test('string errors are reported where the literal or escape starts', () => {
     lexError('name: "abc', 'config.pbtxt:1:7: unterminated string (string literals cannot span lines)');
     lexError('name: "ab\nc"', 'config.pbtxt:1:7: unterminated string (string literals cannot span lines)');
-    lexError("name: 'ab\"", 'config.pbtxt:1:7: unterminated string (string literals cannot span lines)');
+    lexError('name: \'ab"', 'config.pbtxt:1:7: unterminated string (string literals cannot span lines)');
     lexError('name: "a\\q"', 'config.pbtxt:1:9: invalid escape sequence \\q in string');
     lexError('name: "a\\x"', 'config.pbtxt:1:9: \\x must be followed by hex digits');
     lexError('name: "\\u12"', 'config.pbtxt:1:8: \\u must be followed by exactly 4 hex digits');

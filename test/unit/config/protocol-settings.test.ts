@@ -56,6 +56,9 @@ describe('SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT', () => {
     assert.equal(loadServerConfig({}).defaultAccept, 'application/json');
     assert.equal(loadServerConfig({ SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT: 'Text/CSV' }).defaultAccept, 'text/csv');
     assert.equal(loadServerConfig({ SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT: 'application/x-npy' }).defaultAccept, 'application/x-npy');
-    assert.match(configError({ SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT: 'image/png' }), /SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT must be one of application\/json, text\/csv, application\/x-npy/);
+    assert.match(
+      configError({ SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT: 'image/png' }),
+      /SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT must be one of application\/json, text\/csv, application\/x-npy/,
+    );
   });
 });

@@ -62,34 +62,65 @@ describe('sequence_batching config', () => {
     const s = parse(`state [ { input_name: "h" output_name: "hn" data_type: TYPE_FP32 dims: [ 2, -1 ]
       initial_state: { name: "init" data_type: TYPE_FP32 dims: [ 2, 3 ] data_file: "h.bin" } } ]`).sequenceBatching!;
     assert.deepEqual(s.states, [
-      { inputName: 'h', outputName: 'hn', dataType: 'FP32', dims: [2, -1], initialState: { name: 'init', dataType: 'FP32', dims: [2, 3], source: { kind: 'file', file: 'h.bin' } } },
+      {
+        inputName: 'h',
+        outputName: 'hn',
+        dataType: 'FP32',
+        dims: [2, -1],
+        initialState: { name: 'init', dataType: 'FP32', dims: [2, 3], source: { kind: 'file', file: 'h.bin' } },
+      },
     ]);
   });
 
   test('bad controls are refused, each named', () => {
-    assert.match(problems(`control_input [ { name: "S" control [ { kind: CONTROL_SEQUENCE_START } ] } ]`), /control_input 'S': CONTROL_SEQUENCE_START must specify exactly one of int32_false_true/);
-    assert.match(problems(`control_input [ { name: "S" control [ { kind: CONTROL_SEQUENCE_START fp32_false_true: [ 1 ] } ] } ]`), /exactly 2 entries/);
-    assert.match(problems(`control_input [ { name: "C" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_FP32 } ] } ]`), /CORRID data_type must be one of/);
     assert.match(
-      problems(`control_input [ { name: "A" control [ { kind: CONTROL_SEQUENCE_END int32_false_true: [ 0, 1 ] } ] }, { name: "B" control [ { kind: CONTROL_SEQUENCE_END int32_false_true: [ 0, 1 ] } ] } ]`),
+      problems(`control_input [ { name: "S" control [ { kind: CONTROL_SEQUENCE_START } ] } ]`),
+      /control_input 'S': CONTROL_SEQUENCE_START must specify exactly one of int32_false_true/,
+    );
+    assert.match(problems(`control_input [ { name: "S" control [ { kind: CONTROL_SEQUENCE_START fp32_false_true: [ 1 ] } ] } ]`), /exactly 2 entries/);
+    assert.match(
+      problems(`control_input [ { name: "C" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_FP32 } ] } ]`),
+      /CORRID data_type must be one of/,
+    );
+    assert.match(
+      problems(
+        `control_input [ { name: "A" control [ { kind: CONTROL_SEQUENCE_END int32_false_true: [ 0, 1 ] } ] }, { name: "B" control [ { kind: CONTROL_SEQUENCE_END int32_false_true: [ 0, 1 ] } ] } ]`,
+      ),
       /more than one control_input has kind CONTROL_SEQUENCE_END/,
     );
-    assert.match(problems(`control_input [ { name: "x" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ]`), /control_input 'x': is also listed in 'input'/);
+    assert.match(
+      problems(`control_input [ { name: "x" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ]`),
+      /control_input 'x': is also listed in 'input'/,
+    );
   });
 
   test('bad state is refused, each named', () => {
-    assert.match(problems(`state [ { input_name: "h" output_name: "hn" data_type: TYPE_FP32 dims: [ -1 ] } ]`), /variable dimension, so the state needs an initial_state/);
     assert.match(
-      problems(`state [ { input_name: "h" output_name: "hn" data_type: TYPE_FP32 dims: [ 2 ] initial_state: { name: "i" data_type: TYPE_INT32 dims: [ 2 ] zero_data: true } } ]`),
+      problems(`state [ { input_name: "h" output_name: "hn" data_type: TYPE_FP32 dims: [ -1 ] } ]`),
+      /variable dimension, so the state needs an initial_state/,
+    );
+    assert.match(
+      problems(
+        `state [ { input_name: "h" output_name: "hn" data_type: TYPE_FP32 dims: [ 2 ] initial_state: { name: "i" data_type: TYPE_INT32 dims: [ 2 ] zero_data: true } } ]`,
+      ),
       /data type of initial_state \(TYPE_INT32\) does not match/,
     );
-    assert.match(problems(`state [ { input_name: "h" output_name: "hn" data_type: TYPE_FP32 dims: [ 2 ] initial_state: { data_type: TYPE_FP32 dims: [ 2 ] zero_data: true } } ]`), /initial_state must specify 'name'/);
     assert.match(
-      problems(`state [ { input_name: "h" output_name: "hn" data_type: TYPE_FP32 dims: [ 2 ] initial_state: { name: "i" data_type: TYPE_FP32 dims: [ 3 ] zero_data: true } } ]`),
+      problems(
+        `state [ { input_name: "h" output_name: "hn" data_type: TYPE_FP32 dims: [ 2 ] initial_state: { data_type: TYPE_FP32 dims: [ 2 ] zero_data: true } } ]`,
+      ),
+      /initial_state must specify 'name'/,
+    );
+    assert.match(
+      problems(
+        `state [ { input_name: "h" output_name: "hn" data_type: TYPE_FP32 dims: [ 2 ] initial_state: { name: "i" data_type: TYPE_FP32 dims: [ 3 ] zero_data: true } } ]`,
+      ),
       /initial_state dim 0 is 3 but the state says 2/,
     );
     assert.match(
-      problems(`state [ { input_name: "h" output_name: "hn" data_type: TYPE_FP32 dims: [ 2 ] initial_state: { name: "i" data_type: TYPE_FP32 dims: [ 2 ] data_file: "../../etc/passwd" } } ]`),
+      problems(
+        `state [ { input_name: "h" output_name: "hn" data_type: TYPE_FP32 dims: [ 2 ] initial_state: { name: "i" data_type: TYPE_FP32 dims: [ 2 ] data_file: "../../etc/passwd" } } ]`,
+      ),
       /relative path inside the model's initial_state\/ folder/,
     );
     assert.match(problems(`state [ { input_name: "x" output_name: "hn" data_type: TYPE_FP32 dims: [ 4 ] } ]`), /'x' is also listed in 'input'/);
@@ -99,7 +130,10 @@ describe('sequence_batching config', () => {
   test('what onnx-mme does not serve is refused by name', () => {
     assert.match(problems(`iterative_sequence: true`), /iterative_sequence is not served/);
     assert.match(problems(`oldest { preserve_ordering: true }`), /oldest.preserve_ordering is not served/);
-    assert.match(problems(`state [ { input_name: "h" output_name: "hn" data_type: TYPE_STRING dims: [ 1 ] } ]`), /TYPE_STRING is not served for implicit state/);
+    assert.match(
+      problems(`state [ { input_name: "h" output_name: "hn" data_type: TYPE_STRING dims: [ 1 ] } ]`),
+      /TYPE_STRING is not served for implicit state/,
+    );
     assert.match(problems('', `${HEAD}response_cache { enable: true }\n`), /response_cache cannot be enabled with sequence_batching/);
   });
 });

@@ -63,7 +63,12 @@ describe('loadServerConfig: defaults', () => {
   test('SETTINGS declares each ServerConfig key once, with at least one env name', () => {
     const keys = SETTINGS.map((s) => s.key);
     // environmentNotices is derived from the whole environment (config/env-notices.ts), not a setting.
-    assert.deepEqual([...keys].sort(), Object.keys(load({})).filter((k) => k !== 'environmentNotices').sort());
+    assert.deepEqual(
+      [...keys].sort(),
+      Object.keys(load({}))
+        .filter((k) => k !== 'environmentNotices')
+        .sort(),
+    );
     assert.equal(new Set(keys).size, keys.length);
     for (const s of SETTINGS) assert.ok(s.env.length > 0 && s.description.length > 0, s.key);
   });
@@ -73,7 +78,10 @@ describe('loadServerConfig: defaults', () => {
     const { environmentNotices: none, ...defaults } = load({});
     assert.deepEqual(rest, defaults);
     assert.deepEqual(none, []);
-    assert.deepEqual(environmentNotices.map((n) => [n.name, n.level]), [['MME_UNKNOWN', 'warn']]);
+    assert.deepEqual(
+      environmentNotices.map((n) => [n.name, n.level]),
+      [['MME_UNKNOWN', 'warn']],
+    );
   });
 });
 
@@ -161,7 +169,10 @@ describe('loadServerConfig: each variable', () => {
   test('MME_MODEL_SOURCE: s3://bucket/prefix is kept as a normalised S3 URI; a bad bucket is reported', () => {
     assert.equal(load({ MME_MODEL_SOURCE: 's3://bucket/prefix' }).modelSource, 's3://bucket/prefix/');
     assert.equal(load({ MME_MODEL_SOURCE: 's3://my-bucket/' }).modelSource, 's3://my-bucket/');
-    expectProblem({ MME_MODEL_SOURCE: 's3://b/p' }, `MME_MODEL_SOURCE: invalid S3 location "s3://b/p": bad bucket name 'b': it must be 3 to 63 characters long`);
+    expectProblem(
+      { MME_MODEL_SOURCE: 's3://b/p' },
+      `MME_MODEL_SOURCE: invalid S3 location "s3://b/p": bad bucket name 'b': it must be 3 to 63 characters long`,
+    );
   });
 
   test('AWS_REGION / AWS_DEFAULT_REGION and AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL', () => {
@@ -177,14 +188,11 @@ describe('loadServerConfig: each variable', () => {
     assert.equal(load({ MME_MODEL_SOURCE: 'file://localhost/srv/x' }).modelSource, '/srv/x');
   });
 
-  test(
-    'a malformed file:// URL is reported with the variable name and value',
-    () => {
-      const message = configError({ MME_MODEL_SOURCE: 'file://models' });
-      assert.ok(message.includes('MME_MODEL_SOURCE'), message);
-      assert.ok(message.includes('file://models'), message);
-    },
-  );
+  test('a malformed file:// URL is reported with the variable name and value', () => {
+    const message = configError({ MME_MODEL_SOURCE: 'file://models' });
+    assert.ok(message.includes('MME_MODEL_SOURCE'), message);
+    assert.ok(message.includes('file://models'), message);
+  });
 
   test('MME_DEFAULT_MODEL: trimmed; blank means none', () => {
     assert.equal(load({ MME_DEFAULT_MODEL: ' resnet ' }).defaultModel, 'resnet');
@@ -314,16 +322,13 @@ const repoRoot = findRepoRoot();
 const readmePath = repoRoot === undefined ? undefined : path.join(repoRoot, 'docs', 'configuration.md');
 
 describe('docs/configuration.md', () => {
-  test(
-    'docs/configuration.md mentions every environment variable in SETTINGS',
-    () => {
-      assert.ok(readmePath, 'repository root (package.json named onnx-mme) not found from the test file or the working directory');
-      assert.ok(existsSync(readmePath), `docs/configuration.md is missing at ${readmePath}`);
-      const readme = readFileSync(readmePath, 'utf8');
-      const names = SETTINGS.flatMap((s) => s.env);
-      assert.ok(names.includes('SAGEMAKER_TRITON_DEFAULT_MODEL_NAME'));
-      const missing = names.filter((n) => !new RegExp(`(^|[^A-Z0-9_])${n}([^A-Z0-9_]|$)`).test(readme));
-      assert.deepEqual(missing, [], `docs/configuration.md does not mention: ${missing.join(', ')}`);
-    },
-  );
+  test('docs/configuration.md mentions every environment variable in SETTINGS', () => {
+    assert.ok(readmePath, 'repository root (package.json named onnx-mme) not found from the test file or the working directory');
+    assert.ok(existsSync(readmePath), `docs/configuration.md is missing at ${readmePath}`);
+    const readme = readFileSync(readmePath, 'utf8');
+    const names = SETTINGS.flatMap((s) => s.env);
+    assert.ok(names.includes('SAGEMAKER_TRITON_DEFAULT_MODEL_NAME'));
+    const missing = names.filter((n) => !new RegExp(`(^|[^A-Z0-9_])${n}([^A-Z0-9_]|$)`).test(readme));
+    assert.deepEqual(missing, [], `docs/configuration.md does not mention: ${missing.join(', ')}`);
+  });
 });

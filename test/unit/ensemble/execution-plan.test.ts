@@ -47,9 +47,45 @@ function stepModel(config: ModelConfig, version = 1): StepModel {
 const MODELS: ReadonlyMap<string, StepModel> = new Map([
   ['scale2', stepModel(onnxConfig('scale2', [['x', 'FP32']], [['y', 'FP32']]))],
   ['scale3', stepModel(onnxConfig('scale3', [['x', 'FP32']], [['y', 'FP32']]), 4)],
-  ['add', stepModel(onnxConfig('add', [['a', 'FP32'], ['b', 'FP32']], [['sum', 'FP32']]))],
-  ['split', stepModel(onnxConfig('split', [['x', 'FP32']], [['p', 'FP32'], ['q', 'FP32']]))],
-  ['masked', stepModel(onnxConfig('masked', [['x', 'FP32'], ['mask', 'FP32', true]], [['y', 'FP32']]))],
+  [
+    'add',
+    stepModel(
+      onnxConfig(
+        'add',
+        [
+          ['a', 'FP32'],
+          ['b', 'FP32'],
+        ],
+        [['sum', 'FP32']],
+      ),
+    ),
+  ],
+  [
+    'split',
+    stepModel(
+      onnxConfig(
+        'split',
+        [['x', 'FP32']],
+        [
+          ['p', 'FP32'],
+          ['q', 'FP32'],
+        ],
+      ),
+    ),
+  ],
+  [
+    'masked',
+    stepModel(
+      onnxConfig(
+        'masked',
+        [
+          ['x', 'FP32'],
+          ['mask', 'FP32', true],
+        ],
+        [['y', 'FP32']],
+      ),
+    ),
+  ],
   ['to_int', stepModel(onnxConfig('to_int', [['x', 'FP32']], [['y', 'INT32']]))],
 ]);
 
@@ -81,7 +117,16 @@ function validEnsemble(inputs: Io[], outputs: Io[], steps: Step[]): ModelConfig 
 }
 
 function tensorConfig([name, dataType, optional]: Io): TensorConfig {
-  return { name, dataType, dims: [-1], reshape: undefined, format: 'FORMAT_NONE', optional: optional ?? false, allowRaggedBatch: false, labelFilename: undefined };
+  return {
+    name,
+    dataType,
+    dims: [-1],
+    reshape: undefined,
+    format: 'FORMAT_NONE',
+    optional: optional ?? false,
+    allowRaggedBatch: false,
+    labelFilename: undefined,
+  };
 }
 
 const BASE = validEnsemble([['IN', 'FP32']], [['OUT', 'FP32']], [['scale2', { x: 'IN' }, { y: 'OUT' }]]);
@@ -229,14 +274,9 @@ describe('ensemblePlan: problems', () => {
   });
 
   test('a consumed tensor that no one produces', () => {
-    invalid(
-      ensemble(
-        [['IN', 'FP32']],
-        [['OUT', 'FP32']],
-        [['add', { a: 'IN', b: 'GHOST' }, { sum: 'OUT' }]],
-      ),
-      ["step 0 (model 'add'): ensemble tensor 'GHOST' has no producer"],
-    );
+    invalid(ensemble([['IN', 'FP32']], [['OUT', 'FP32']], [['add', { a: 'IN', b: 'GHOST' }, { sum: 'OUT' }]]), [
+      "step 0 (model 'add'): ensemble tensor 'GHOST' has no producer",
+    ]);
   });
 
   test('datatype mismatch between producer and consumer, and at an ensemble output', () => {
@@ -359,10 +399,13 @@ describe('singleModelPlan', () => {
     assert.equal(step.version, 7);
     assert.equal(step.scheduler, model.scheduler);
     assert.deepEqual([...step.inputMap], [['x', 'x']]);
-    assert.deepEqual([...step.outputMap], [
-      ['p', 'p'],
-      ['q', 'q'],
-    ]);
+    assert.deepEqual(
+      [...step.outputMap],
+      [
+        ['p', 'p'],
+        ['q', 'q'],
+      ],
+    );
     assert.ok(Object.isFrozen(plan) && Object.isFrozen(plan.steps) && Object.isFrozen(step));
   });
 });

@@ -114,7 +114,12 @@ function onnxConfig(name: string, inputs: string[], outputs: string[], optional:
   );
 }
 
-function ensembleConfig(inputs: string[], outputs: string[], steps: Array<[string, Record<string, string>, Record<string, string>]>, optional: string[] = []): ModelConfig {
+function ensembleConfig(
+  inputs: string[],
+  outputs: string[],
+  steps: Array<[string, Record<string, string>, Record<string, string>]>,
+  optional: string[] = [],
+): ModelConfig {
   return modelConfigFromJson(
     {
       name: 'ens',
@@ -340,7 +345,14 @@ describe('runPlan: ensembles', () => {
     assert.deepEqual(values(without.get('OUT')), [2, 3]);
     assert.deepEqual([...masked.calls[0]!.inputs.keys()], ['x']);
 
-    const withMask = await runPlan(plan, new Map([['IN', f32(2, 3)], ['MASK', f32(0, 1)]]), ['OUT']);
+    const withMask = await runPlan(
+      plan,
+      new Map([
+        ['IN', f32(2, 3)],
+        ['MASK', f32(0, 1)],
+      ]),
+      ['OUT'],
+    );
     assert.deepEqual(values(withMask.get('OUT')), [0, 3]);
     assert.deepEqual([...masked.calls[1]!.inputs.keys()].sort(), ['mask', 'x']);
   });
@@ -364,7 +376,14 @@ describe('runPlan: single model', () => {
       return new Map(outputs.map((o) => [o, all.get(o)!]));
     });
     const a = f32(5, 7);
-    const out = await runPlan(plan, new Map([['a', a], ['b', f32(1, 2)]]), ['diff']);
+    const out = await runPlan(
+      plan,
+      new Map([
+        ['a', a],
+        ['b', f32(1, 2)],
+      ]),
+      ['diff'],
+    );
     assert.deepEqual([...out.keys()], ['diff']);
     assert.deepEqual(values(out.get('diff')), [4, 5]);
     assert.deepEqual(scheduler.calls[0]!.outputs, ['diff']);
@@ -372,7 +391,14 @@ describe('runPlan: single model', () => {
     // Request tensors reach the model as they are: no copy.
     assert.equal(scheduler.calls[0]!.inputs.get('a'), a);
 
-    const both = await runPlan(plan, new Map([['a', f32(1)], ['b', f32(1)]]), ['sum', 'diff']);
+    const both = await runPlan(
+      plan,
+      new Map([
+        ['a', f32(1)],
+        ['b', f32(1)],
+      ]),
+      ['sum', 'diff'],
+    );
     assert.deepEqual([...both.keys()], ['sum', 'diff']);
     assert.deepEqual([...scheduler.calls[1]!.outputs].sort(), ['diff', 'sum']);
   });
@@ -382,19 +408,39 @@ describe('runPlan: single model', () => {
     const { plan } = single(() => {
       throw original;
     });
-    await assert.rejects(runPlan(plan, new Map([['a', f32(1)], ['b', f32(1)]]), ['sum']), (err: unknown) => err === original);
+    await assert.rejects(
+      runPlan(
+        plan,
+        new Map([
+          ['a', f32(1)],
+          ['b', f32(1)],
+        ]),
+        ['sum'],
+      ),
+      (err: unknown) => err === original,
+    );
   });
 
   test("a single model's plain Error becomes INTERNAL naming the model", async () => {
     const { plan } = single(() => {
       throw new Error('native crash');
     });
-    await assert.rejects(runPlan(plan, new Map([['a', f32(1)], ['b', f32(1)]]), ['sum']), (err: unknown) => {
-      assert.ok(err instanceof ServingError);
-      assert.equal(err.code, 'INTERNAL');
-      assert.equal(err.message, "model 'm': native crash");
-      assert.equal(err.model, 'm');
-      return true;
-    });
+    await assert.rejects(
+      runPlan(
+        plan,
+        new Map([
+          ['a', f32(1)],
+          ['b', f32(1)],
+        ]),
+        ['sum'],
+      ),
+      (err: unknown) => {
+        assert.ok(err instanceof ServingError);
+        assert.equal(err.code, 'INTERNAL');
+        assert.equal(err.message, "model 'm': native crash");
+        assert.equal(err.model, 'm');
+        return true;
+      },
+    );
   });
 });

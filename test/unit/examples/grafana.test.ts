@@ -23,11 +23,30 @@ function repoFile(rel: string): string {
 }
 
 /** PromQL function and keyword names that look like identifiers but are not metrics. */
-const PROMQL_WORDS = new Set(['sum', 'by', 'rate', 'histogram_quantile', 'label_values', 'without', 'avg', 'max', 'min', 'count', 'le', 'on', 'ignoring', 'increase', 'irate']);
+const PROMQL_WORDS = new Set([
+  'sum',
+  'by',
+  'rate',
+  'histogram_quantile',
+  'label_values',
+  'without',
+  'avg',
+  'max',
+  'min',
+  'count',
+  'le',
+  'on',
+  'ignoring',
+  'increase',
+  'irate',
+]);
 
 function metricNames(expr: string): string[] {
   // label_values(metric{...}, label): the second argument is a label name.
-  const noStrings = expr.replace(/label_values\(([^,]*),\s*\w+\s*\)/g, 'label_values($1)').replace(/"(?:[^"\\]|\\.)*"/g, '""').replace(/\[[^\]]*\]/g, '');
+  const noStrings = expr
+    .replace(/label_values\(([^,]*),\s*\w+\s*\)/g, 'label_values($1)')
+    .replace(/"(?:[^"\\]|\\.)*"/g, '""')
+    .replace(/\[[^\]]*\]/g, '');
   const noLabelSets = noStrings.replace(/\{[^}]*\}/g, '').replace(/\b(by|without|on|ignoring)\s*\([^)]*\)/g, '');
   return [...noLabelSets.matchAll(/[a-zA-Z_:][a-zA-Z0-9_:]*/g)].map((m) => m[0]).filter((w) => !PROMQL_WORDS.has(w) && !/^\d/.test(w));
 }
@@ -41,7 +60,9 @@ test('every query of the Grafana dashboard names a metric the server exports', a
   const known = (name: string): boolean => exported.has(name) || exported.has(name.replace(/_(bucket|sum|count)$/, ''));
   const exprs = [
     ...dashboard.panels.flatMap((p) => p.targets.map((t) => ({ where: p.title, expr: t.expr }))),
-    ...dashboard.templating.list.filter((v) => typeof v.query === 'string' && (v.query as string).includes('(')).map((v) => ({ where: 'variable', expr: v.query as string })),
+    ...dashboard.templating.list
+      .filter((v) => typeof v.query === 'string' && (v.query as string).includes('('))
+      .map((v) => ({ where: 'variable', expr: v.query as string })),
   ];
   assert.ok(exprs.length >= 20);
   const used = new Set<string>();

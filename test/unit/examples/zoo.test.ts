@@ -206,8 +206,14 @@ describe('zoo models', () => {
     const b = floats(batch * 16, (i) => 100 - i);
     const r = await s.run({ INPUT0: new ort.Tensor('float32', a, [batch, 16]), INPUT1: new ort.Tensor('float32', b, [batch, 16]) });
     assert.deepEqual(output(r, 'OUTPUT0').dims, [batch, 16]);
-    assert.deepEqual(Array.from(output(r, 'OUTPUT0').data as Float32Array), Array.from(a, (v, i) => v + (b[i] ?? 0)));
-    assert.deepEqual(Array.from(output(r, 'OUTPUT1').data as Float32Array), Array.from(a, (v, i) => v - (b[i] ?? 0)));
+    assert.deepEqual(
+      Array.from(output(r, 'OUTPUT0').data as Float32Array),
+      Array.from(a, (v, i) => v + (b[i] ?? 0)),
+    );
+    assert.deepEqual(
+      Array.from(output(r, 'OUTPUT1').data as Float32Array),
+      Array.from(a, (v, i) => v - (b[i] ?? 0)),
+    );
     const config = model.config ?? '';
     assert.match(config, /platform: "onnxruntime_onnx"/);
     assert.match(config, /max_batch_size: 8/);
@@ -228,8 +234,14 @@ describe('zoo models', () => {
         INPUT1: new ort.Tensor(ORT_TYPE[t], ortData(t, b), [2, dims]),
       });
       assert.equal(output(r, 'OUTPUT0').type, ORT_TYPE[t]);
-      assert.deepEqual(numbers(output(r, 'OUTPUT0')), a.map((v, i) => v + (b[i] ?? 0)));
-      assert.deepEqual(numbers(output(r, 'OUTPUT1')), a.map((v, i) => v - (b[i] ?? 0)));
+      assert.deepEqual(
+        numbers(output(r, 'OUTPUT0')),
+        a.map((v, i) => v + (b[i] ?? 0)),
+      );
+      assert.deepEqual(
+        numbers(output(r, 'OUTPUT1')),
+        a.map((v, i) => v - (b[i] ?? 0)),
+      );
     });
   }
 
@@ -287,7 +299,10 @@ describe('zoo models', () => {
     const s = await session(scale(2.5).onnx);
     const x = floats(8, (i) => i - 3);
     const y = output(await s.run({ INPUT0: new ort.Tensor('float32', x, [2, 4]) }), 'OUTPUT0');
-    assert.deepEqual(Array.from(y.data as Float32Array), Array.from(x, (v) => v * 2.5));
+    assert.deepEqual(
+      Array.from(y.data as Float32Array),
+      Array.from(x, (v) => v * 2.5),
+    );
   });
 
   test('sizedModel is about the requested size and still adds its offset row', async () => {
@@ -313,7 +328,11 @@ describe('zoo models', () => {
     const scaled = output(await (await session(pre.onnx)).run({ INPUT0: new ort.Tensor('float32', x, [2, 4]) }), 'OUTPUT0');
     const y = output(await (await session(cls.onnx)).run({ INPUT0: scaled }), 'OUTPUT0');
     assert.deepEqual(y.dims, [2, 3]);
-    const expected = denseForward(repo.classifier.layers, Float32Array.from(x, (v) => v * repo.factor), 2);
+    const expected = denseForward(
+      repo.classifier.layers,
+      Float32Array.from(x, (v) => v * repo.factor),
+      2,
+    );
     assertClose(y.data as Float32Array, expected, 1e-5);
 
     const ensemble = repo.models[repo.name];

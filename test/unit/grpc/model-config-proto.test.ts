@@ -23,7 +23,20 @@ describe('grpc/model-config-proto', () => {
 
   test('the service and health protos load, with every RPC of the KServe v2 service', () => {
     const { inference, health } = loadProtos();
-    for (const rpc of ['ServerLive', 'ServerReady', 'ModelReady', 'ServerMetadata', 'ModelMetadata', 'ModelInfer', 'ModelStreamInfer', 'ModelConfig', 'ModelStatistics', 'RepositoryIndex', 'RepositoryModelLoad', 'RepositoryModelUnload']) {
+    for (const rpc of [
+      'ServerLive',
+      'ServerReady',
+      'ModelReady',
+      'ServerMetadata',
+      'ModelMetadata',
+      'ModelInfer',
+      'ModelStreamInfer',
+      'ModelConfig',
+      'ModelStatistics',
+      'RepositoryIndex',
+      'RepositoryModelLoad',
+      'RepositoryModelUnload',
+    ]) {
       assert.ok(inference[rpc], rpc);
       assert.equal(inference[rpc]!.path, `/inference.GRPCInferenceService/${rpc}`);
     }
@@ -43,7 +56,10 @@ describe('grpc/model-config-proto', () => {
       const back = method.responseDeserialize(bytes) as { config: Record<string, unknown> };
       assert.equal(back.config['name'], config.json['name']);
       assert.equal(back.config['max_batch_size'], config.json['max_batch_size']);
-      assert.deepEqual((back.config['input'] as { name: string }[]).map((t) => t.name), (config.json['input'] as { name: string }[]).map((t) => t.name));
+      assert.deepEqual(
+        (back.config['input'] as { name: string }[]).map((t) => t.name),
+        (config.json['input'] as { name: string }[]).map((t) => t.name),
+      );
       assert.equal((back.config['input'] as { data_type: string }[])[0]!.data_type, (config.json['input'] as { data_type: string }[])[0]!.data_type);
     }
   });

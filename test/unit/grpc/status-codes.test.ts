@@ -63,7 +63,7 @@ describe('grpc/status-codes', () => {
 });
 
 describe('docs/grpc.md', () => {
-  test('its status table is the code\'s: every error code once, under the status it maps to', async () => {
+  test("its status table is the code's: every error code once, under the status it maps to", async () => {
     // dist/test/unit/grpc → the repository root.
     const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..');
     const text = await readFile(path.join(root, 'docs', 'grpc.md'), 'utf8');
@@ -71,7 +71,10 @@ describe('docs/grpc.md', () => {
     const documented = new Map<string, string>();
     for (const line of table.split('\n').slice(2)) {
       if (!line.startsWith('|')) break;
-      const [statusCell, codesCell] = line.split('|').slice(1, 3).map((c) => c.trim());
+      const [statusCell, codesCell] = line
+        .split('|')
+        .slice(1, 3)
+        .map((c) => c.trim());
       for (const code of codesCell!.match(/[A-Z_]+/g) ?? []) {
         assert.ok(!documented.has(code), `${code} listed twice`);
         documented.set(code, statusCell!.replace(/`/g, ''));

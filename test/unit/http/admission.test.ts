@@ -60,7 +60,10 @@ test('inference starts per turn: past perTurn they wait; past maxQueued they are
   const started: number[] = [];
   for (let i = 0; i < 4; i++) a.schedule(() => started.push(i));
   assert.deepEqual(started, [0, 1]);
-  assert.throws(() => a.schedule(() => started.push(9)), (err) => err instanceof ServingError && err.code === 'OVERLOADED');
+  assert.throws(
+    () => a.schedule(() => started.push(9)),
+    (err) => err instanceof ServingError && err.code === 'OVERLOADED',
+  );
   await turn();
   assert.deepEqual(started, [0, 1, 2, 3]);
 });
@@ -68,7 +71,10 @@ test('inference starts per turn: past perTurn they wait; past maxQueued they are
 test('bytes in flight: a request that does not fit is refused before its body is read; release gives the bytes back', () => {
   const a = new Admission({ maxInflightBytes: 100, maxQueued: 10 });
   const t1 = a.reserve(80);
-  assert.throws(() => a.reserve(30), (err) => err instanceof ServingError && err.code === 'OVERLOADED' && /MME_MAX_INFLIGHT_BYTES/.test(err.message));
+  assert.throws(
+    () => a.reserve(30),
+    (err) => err instanceof ServingError && err.code === 'OVERLOADED' && /MME_MAX_INFLIGHT_BYTES/.test(err.message),
+  );
   assert.equal(t1.grow(30), false);
   assert.equal(t1.grow(20), true);
   t1.add(50);
@@ -85,7 +91,14 @@ test("admit: a model's queue counts the requests on their way to it; over its li
   const t2 = a.admit(m(1));
   assert.equal(a.onTheWayTo('target:m'), 2);
   // 1 waiting in the model + 2 on their way = its limit of 3.
-  assert.throws(() => a.admit(m(1)), (e: unknown) => e instanceof ServingError && e.code === 'OVERLOADED' && /model 'm': the queue is full \(1 requests waiting, 2 more on their way to it; max_queue_size 3\)/.test(e.message) && e.model === 'm');
+  assert.throws(
+    () => a.admit(m(1)),
+    (e: unknown) =>
+      e instanceof ServingError &&
+      e.code === 'OVERLOADED' &&
+      /model 'm': the queue is full \(1 requests waiting, 2 more on their way to it; max_queue_size 3\)/.test(e.message) &&
+      e.model === 'm',
+  );
   // Once one joins the model's queue, the scheduler counts it instead.
   t1.arrived();
   t1.arrived();
@@ -97,7 +110,10 @@ test("admit: a model's queue counts the requests on their way to it; over its li
   a.admit(other);
   a.admit(other);
   assert.equal(a.requestsInFlight, 5);
-  assert.throws(() => a.admit(other), (e: unknown) => e instanceof ServingError && e.code === 'OVERLOADED' && /limit of 5 requests in progress \(MME_MAX_INFLIGHT_REQUESTS\)/.test(e.message));
+  assert.throws(
+    () => a.admit(other),
+    (e: unknown) => e instanceof ServingError && e.code === 'OVERLOADED' && /limit of 5 requests in progress \(MME_MAX_INFLIGHT_REQUESTS\)/.test(e.message),
+  );
   t2.release();
   t2.release();
   assert.equal(a.requestsInFlight, 4);

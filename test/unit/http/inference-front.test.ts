@@ -104,16 +104,26 @@ describe('matchInferenceRoute', () => {
 
   test('the routes it labels are exactly the lean routes of the route table', () => {
     const labels = new Set(
-      ['/invocations', '/endpoints/e/invocations', '/models/m/invoke', '/v2/models/x/infer', '/v2/models/x/versions/2/infer'].map((p) => matchInferenceRoute(p)!.route),
+      ['/invocations', '/endpoints/e/invocations', '/models/m/invoke', '/v2/models/x/infer', '/v2/models/x/versions/2/infer'].map(
+        (p) => matchInferenceRoute(p)!.route,
+      ),
     );
-    assert.deepEqual([...labels].sort(), ROUTE_LIST.filter((r) => r.lean).map((r) => r.path).sort());
+    assert.deepEqual(
+      [...labels].sort(),
+      ROUTE_LIST.filter((r) => r.lean)
+        .map((r) => r.path)
+        .sort(),
+    );
     for (const r of ROUTE_LIST.filter((x) => x.lean)) assert.equal(r.method, 'POST', r.path);
   });
 
   test('every v2 path it takes is a path express declares (404 versus 405 stays consistent)', () => {
     for (const path of ['/v2/models/x/infer', '/v2/models/x/versions/2/infer']) {
       assert.ok(matchInferenceRoute(path));
-      assert.ok(V2_PATHS.some((p) => p.test(path)), path);
+      assert.ok(
+        V2_PATHS.some((p) => p.test(path)),
+        path,
+      );
     }
   });
 });

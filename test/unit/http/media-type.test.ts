@@ -61,12 +61,18 @@ describe('responseTypeFor', () => {
   });
 
   test('an impossible Accept is NOT_ACCEPTABLE naming the model and what is available', () => {
-    assert.throws(() => responseTypeFor('image/png, text/html', 'application/json', 'm'), (err: unknown) => {
-      assert.ok(err instanceof ServingError);
-      assert.equal(err.code, 'NOT_ACCEPTABLE');
-      assert.match(err.message, /^model 'm': cannot answer in any type of Accept 'image\/png, text\/html'; available: application\/json, text\/csv, application\/x-npy$/);
-      return true;
-    });
+    assert.throws(
+      () => responseTypeFor('image/png, text/html', 'application/json', 'm'),
+      (err: unknown) => {
+        assert.ok(err instanceof ServingError);
+        assert.equal(err.code, 'NOT_ACCEPTABLE');
+        assert.match(
+          err.message,
+          /^model 'm': cannot answer in any type of Accept 'image\/png, text\/html'; available: application\/json, text\/csv, application\/x-npy$/,
+        );
+        return true;
+      },
+    );
   });
 });
 
@@ -89,7 +95,10 @@ describe('remembered parses (the per-request Content-Type and Accept work)', () 
       assert.equal(responseTypeFor('text/csv;q=0.5, application/x-npy', 'application/json', 'm'), 'application/x-npy');
       assert.equal(responseTypeFor('*/*', 'text/csv', 'm'), 'text/csv');
       assert.equal(responseTypeFor('*/*', 'application/json', 'm'), 'application/json');
-      assert.throws(() => responseTypeFor('image/png', 'application/json', 'm'), (err: unknown) => err instanceof ServingError && err.code === 'NOT_ACCEPTABLE');
+      assert.throws(
+        () => responseTypeFor('image/png', 'application/json', 'm'),
+        (err: unknown) => err instanceof ServingError && err.code === 'NOT_ACCEPTABLE',
+      );
     }
   });
 });

@@ -41,7 +41,10 @@ describe('readBody', () => {
   });
 
   test('over the limit: by Content-Length, or by what arrives', async () => {
-    await assert.rejects(readBody(fakeRequest([bytes(10)], { 'content-length': '500' }), 100), (err: unknown) => err instanceof ServingError && err.code === 'PAYLOAD_TOO_LARGE');
+    await assert.rejects(
+      readBody(fakeRequest([bytes(10)], { 'content-length': '500' }), 100),
+      (err: unknown) => err instanceof ServingError && err.code === 'PAYLOAD_TOO_LARGE',
+    );
     await assert.rejects(readBody(fakeRequest([bytes(60), bytes(60)]), 100), (err: unknown) => err instanceof ServingError && err.code === 'PAYLOAD_TOO_LARGE');
   });
 
@@ -70,4 +73,3 @@ describe('readBody', () => {
     assert.equal((await readBody(fakeRequest([]), 100)).length, 0);
   });
 });
-

@@ -43,13 +43,29 @@ function declared(router: { stack: Layer[] }): string[] {
 }
 
 test('the express routers declare exactly the route table (the app adds /metrics from it too)', () => {
-  const deps = { service: {} as InferenceService, bodyLimitBytes: 1, defaultAccept: 'application/json' as const, context: () => undefined as never, isDraining: () => false, unhealthy: () => undefined, admission: new Admission({ maxInflightBytes: 1, maxQueued: 1 }) };
-  const routes = [...declared(sagemakerRoutes(deps) as unknown as { stack: Layer[] }), ...declared(v2Routes(deps) as unknown as { stack: Layer[] }), 'GET /metrics'];
+  const deps = {
+    service: {} as InferenceService,
+    bodyLimitBytes: 1,
+    defaultAccept: 'application/json' as const,
+    context: () => undefined as never,
+    isDraining: () => false,
+    unhealthy: () => undefined,
+    admission: new Admission({ maxInflightBytes: 1, maxQueued: 1 }),
+  };
+  const routes = [
+    ...declared(sagemakerRoutes(deps) as unknown as { stack: Layer[] }),
+    ...declared(v2Routes(deps) as unknown as { stack: Layer[] }),
+    'GET /metrics',
+  ];
   assert.deepEqual(routes.sort(), table);
 });
 
 test('docs/openapi.json documents exactly the route table, with the error body every client reads', () => {
-  const doc = JSON.parse(repoFile('docs/openapi.json')) as { openapi: string; paths: Record<string, Record<string, unknown>>; components: { schemas: { Error: { required: string[] } } } };
+  const doc = JSON.parse(repoFile('docs/openapi.json')) as {
+    openapi: string;
+    paths: Record<string, Record<string, unknown>>;
+    components: { schemas: { Error: { required: string[] } } };
+  };
   assert.match(doc.openapi, /^3\./);
   const documented = Object.entries(doc.paths).flatMap(([p, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${p.replace(/\{([A-Za-z]+)\}/g, ':$1')}`));
   assert.deepEqual(documented.sort(), table);

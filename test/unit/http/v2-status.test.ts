@@ -46,9 +46,23 @@ describe('GET /v2 metadata', () => {
   });
 
   test('the v2 path patterns tell known paths (405 on a wrong method) from unknown ones (404)', () => {
-    const known = ['/v2', '/v2/health/live', '/v2/models/m', '/v2/models/m/stats', '/v2/models/stats', '/v2/models/m/versions/3/infer', '/v2/models/m/ready', '/v2/repository/index', '/v2/repository/models/m/unload'];
+    const known = [
+      '/v2',
+      '/v2/health/live',
+      '/v2/models/m',
+      '/v2/models/m/stats',
+      '/v2/models/stats',
+      '/v2/models/m/versions/3/infer',
+      '/v2/models/m/ready',
+      '/v2/repository/index',
+      '/v2/repository/models/m/unload',
+    ];
     const unknown = ['/v2/nope', '/v2/models/m/stats/x', '/v2/models', '/v2/repository/models/m/delete'];
-    for (const p of known) assert.ok(V2_PATHS.some((r) => r.test(p)), p);
+    for (const p of known)
+      assert.ok(
+        V2_PATHS.some((r) => r.test(p)),
+        p,
+      );
     for (const p of unknown) assert.ok(!V2_PATHS.some((r) => r.test(p)), p);
   });
 });

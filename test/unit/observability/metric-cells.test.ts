@@ -255,7 +255,9 @@ describe('collect given by the user', () => {
         await Promise.resolve();
         this.set(42);
       },
-    }).cell({}).inc(1);
+    })
+      .cell({})
+      .inc(1);
     new CellHistogram({
       name: 'hist',
       help: 'h',

@@ -50,7 +50,10 @@ describe('per-target metrics', () => {
     const text = await scrape(metrics);
     assert.doesNotMatch(text, /target="t"/, 'no series of the released target is left');
     assert.equal(sample(text, 'nv_inference_request_success', { target: 'other' }), 1);
-    assert.deepEqual([...metrics.targets()].map((t) => t.target), ['other']);
+    assert.deepEqual(
+      [...metrics.targets()].map((t) => t.target),
+      ['other'],
+    );
     // Asked for again: fresh series from zero.
     metrics.forTarget('t').forModel('m', '1').requestSuccess.inc();
     assert.equal(sample(await scrape(metrics), 'nv_inference_request_success', { target: 't' }), 1);
@@ -60,7 +63,10 @@ describe('per-target metrics', () => {
     const metrics = createMetrics({ maxTargets: 2 });
     const own = ['a', 'b'].map((t) => metrics.forTarget(t));
     const over = ['c', 'd'].map((t) => metrics.forTarget(t));
-    assert.deepEqual([...own, ...over].map((t) => t.overflow), [false, false, true, true]);
+    assert.deepEqual(
+      [...own, ...over].map((t) => t.overflow),
+      [false, false, true, true],
+    );
     for (const [i, t] of [...own, ...over].entries()) {
       const cells = t.forModel(`model-${i}`, '1');
       for (let n = 0; n <= i; n++) cells.requestSuccess.inc();
@@ -116,8 +122,10 @@ describe('per-target metrics', () => {
     for (const m of labelled) {
       const names = (m as unknown as { labelNames: string[] }).labelNames;
       assert.deepEqual(names.slice(0, 3), [...MODEL_LABELS], (m as unknown as { name: string }).name);
-      assert.ok(m instanceof CellCounter || m instanceof CellDurationCounter || m instanceof CellGauge || m instanceof CellHistogram, (m as unknown as { name: string }).name);
+      assert.ok(
+        m instanceof CellCounter || m instanceof CellDurationCounter || m instanceof CellGauge || m instanceof CellHistogram,
+        (m as unknown as { name: string }).name,
+      );
     }
   });
 });
-

@@ -53,12 +53,24 @@ describe('perf statistics', () => {
 });
 
 describe('perf server split', () => {
-  it('reads Triton\'s statistics document, summed over versions', () => {
+  it("reads Triton's statistics document, summed over versions", () => {
     const stat = (n: number) => ({ count: n, ns: n * 2000 });
     const doc = {
       model_stats: [
-        { name: 'm', version: '1', inference_count: 40, execution_count: 10, inference_stats: { success: stat(10), queue: stat(10), compute_input: stat(10), compute_infer: stat(10), compute_output: stat(10) } },
-        { name: 'm', version: '2', inference_count: 8, execution_count: 2, inference_stats: { success: stat(2), queue: stat(2), compute_input: stat(2), compute_infer: stat(2), compute_output: stat(2) } },
+        {
+          name: 'm',
+          version: '1',
+          inference_count: 40,
+          execution_count: 10,
+          inference_stats: { success: stat(10), queue: stat(10), compute_input: stat(10), compute_infer: stat(10), compute_output: stat(10) },
+        },
+        {
+          name: 'm',
+          version: '2',
+          inference_count: 8,
+          execution_count: 2,
+          inference_stats: { success: stat(2), queue: stat(2), compute_input: stat(2), compute_infer: stat(2), compute_output: stat(2) },
+        },
       ],
     };
     const c = countersFromStats(doc)!;
@@ -148,7 +160,18 @@ describe('perf chart', () => {
       xLabel: 'latency (ms)',
       yLabel: 'req/s',
       logX: true,
-      series: [{ name: 'p50', color: '#000', line: true, points: [{ x: 0.5, y: 100, label: 'c=1' }, { x: 5, y: 900 }, { x: Number.NaN, y: 3 }] }],
+      series: [
+        {
+          name: 'p50',
+          color: '#000',
+          line: true,
+          points: [
+            { x: 0.5, y: 100, label: 'c=1' },
+            { x: 5, y: 900 },
+            { x: Number.NaN, y: 3 },
+          ],
+        },
+      ],
       highlight: { x: 5, y: 900, label: 'chosen', color: '#f00' },
     });
     assert.match(svg, /^<svg /);

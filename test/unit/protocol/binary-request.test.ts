@@ -64,17 +64,29 @@ describe('decodeInferRequest with a binary section', () => {
 
   test('binary_data_size past the end of the body', () => {
     const body = { inputs: [{ name: 'a', datatype: 'FP32', shape: [4], parameters: { binary_data_size: 16 } }] };
-    expectError(() => decodeInferRequest(body, MODEL, f32([1, 2])), 'INVALID_INPUT', /input 'a': binary_data_size 16 runs past the end of the body \(8 bytes of binary data left\)/);
+    expectError(
+      () => decodeInferRequest(body, MODEL, f32([1, 2])),
+      'INVALID_INPUT',
+      /input 'a': binary_data_size 16 runs past the end of the body \(8 bytes of binary data left\)/,
+    );
   });
 
   test('binary_data_size that does not match datatype × shape', () => {
     const body = { inputs: [{ name: 'a', datatype: 'FP32', shape: [3], parameters: { binary_data_size: 8 } }] };
-    expectError(() => decodeInferRequest(body, MODEL, f32([1, 2])), 'INVALID_INPUT', /binary_data_size is 8 bytes but datatype FP32 with shape \[3\] needs 3 × 4 = 12 bytes/);
+    expectError(
+      () => decodeInferRequest(body, MODEL, f32([1, 2])),
+      'INVALID_INPUT',
+      /binary_data_size is 8 bytes but datatype FP32 with shape \[3\] needs 3 × 4 = 12 bytes/,
+    );
   });
 
   test('bytes left after the last binary input', () => {
     const body = { inputs: [{ name: 'a', datatype: 'FP32', shape: [1], parameters: { binary_data_size: 4 } }] };
-    expectError(() => decodeInferRequest(body, MODEL, f32([1, 2])), 'INVALID_REQUEST', /unexpected additional input data: 4 bytes follow the last binary input/);
+    expectError(
+      () => decodeInferRequest(body, MODEL, f32([1, 2])),
+      'INVALID_REQUEST',
+      /unexpected additional input data: 4 bytes follow the last binary input/,
+    );
   });
 
   for (const size of [-1, 1.5, '8', null, true]) {
@@ -104,10 +116,26 @@ describe('output parameters', () => {
   const input = { name: 'a', datatype: 'FP32', shape: [1], data: [1] };
 
   test('binary_data must be a boolean, classification a positive integer, binary_data_output a boolean', () => {
-    expectError(() => decodeInferRequest({ inputs: [input], outputs: [{ name: 'y', parameters: { binary_data: 'yes' } }] }, MODEL), 'INVALID_REQUEST', /'binary_data' must be true or false/);
-    expectError(() => decodeInferRequest({ inputs: [input], outputs: [{ name: 'y', parameters: { classification: 0 } }] }, MODEL), 'INVALID_REQUEST', /'classification' must be a positive integer/);
-    expectError(() => decodeInferRequest({ inputs: [input], outputs: [{ name: 'y', parameters: { classification: 2.5 } }] }, MODEL), 'INVALID_REQUEST', /'classification' must be a positive integer/);
-    expectError(() => decodeInferRequest({ inputs: [input], parameters: { binary_data_output: 1 } }, MODEL), 'INVALID_REQUEST', /'binary_data_output' must be true or false/);
+    expectError(
+      () => decodeInferRequest({ inputs: [input], outputs: [{ name: 'y', parameters: { binary_data: 'yes' } }] }, MODEL),
+      'INVALID_REQUEST',
+      /'binary_data' must be true or false/,
+    );
+    expectError(
+      () => decodeInferRequest({ inputs: [input], outputs: [{ name: 'y', parameters: { classification: 0 } }] }, MODEL),
+      'INVALID_REQUEST',
+      /'classification' must be a positive integer/,
+    );
+    expectError(
+      () => decodeInferRequest({ inputs: [input], outputs: [{ name: 'y', parameters: { classification: 2.5 } }] }, MODEL),
+      'INVALID_REQUEST',
+      /'classification' must be a positive integer/,
+    );
+    expectError(
+      () => decodeInferRequest({ inputs: [input], parameters: { binary_data_output: 1 } }, MODEL),
+      'INVALID_REQUEST',
+      /'binary_data_output' must be true or false/,
+    );
   });
 
   test('wantsBinaryOutput: the output’s own binary_data wins over binary_data_output', () => {

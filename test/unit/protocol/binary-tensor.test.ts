@@ -9,13 +9,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ServingError, type ErrorCode } from '../../../src/errors.js';
-import {
-  decodeBinaryTensorData,
-  decodeBytesElements,
-  encodeBinaryTensorData,
-  parseHeaderLength,
-  rawBinaryShape,
-} from '../../../src/protocol/binary-tensor.js';
+import { decodeBinaryTensorData, decodeBytesElements, encodeBinaryTensorData, parseHeaderLength, rawBinaryShape } from '../../../src/protocol/binary-tensor.js';
 import type { DataType, Tensor } from '../../../src/protocol/tensor.js';
 
 const MODEL = 'm';
@@ -32,7 +26,20 @@ function expectError(fn: () => unknown, code: ErrorCode, pattern: RegExp): void 
 
 /** Little-endian bytes of `values` for `dt`, written element by element with DataView. */
 function leBytes(dt: DataType, values: readonly (number | bigint)[]): Uint8Array {
-  const width: Record<string, number> = { BOOL: 1, UINT8: 1, INT8: 1, UINT16: 2, INT16: 2, FP16: 2, UINT32: 4, INT32: 4, FP32: 4, UINT64: 8, INT64: 8, FP64: 8 };
+  const width: Record<string, number> = {
+    BOOL: 1,
+    UINT8: 1,
+    INT8: 1,
+    UINT16: 2,
+    INT16: 2,
+    FP16: 2,
+    UINT32: 4,
+    INT32: 4,
+    FP32: 4,
+    UINT64: 8,
+    INT64: 8,
+    FP64: 8,
+  };
   const w = width[dt]!;
   const out = new Uint8Array(values.length * w);
   const view = new DataView(out.buffer);
@@ -109,7 +116,11 @@ describe('parseHeaderLength', () => {
 
   for (const raw of ['-1', '-123', 'abc', '', '1e3', '0x10', '3.5', '+4', '11', '99999999999999999999', '12abc']) {
     test(`'${raw}' is a 400 naming the header`, () => {
-      expectError(() => parseHeaderLength(raw, 10, 'Inference-Header-Content-Length', MODEL), 'INVALID_REQUEST', /Inference-Header-Content-Length must be an integer in \[0, 10\]/);
+      expectError(
+        () => parseHeaderLength(raw, 10, 'Inference-Header-Content-Length', MODEL),
+        'INVALID_REQUEST',
+        /Inference-Header-Content-Length must be an integer in \[0, 10\]/,
+      );
     });
   }
 });
@@ -136,7 +147,11 @@ describe('decodeBinaryTensorData: numeric datatypes', () => {
   });
 
   test('a size that does not match datatype × shape is INVALID_INPUT with both numbers', () => {
-    expectError(() => decodeBinaryTensorData(MODEL, 'x', 'FP32', [2, 3], new Uint8Array(20)), 'INVALID_INPUT', /input 'x': binary_data_size is 20 bytes but datatype FP32 with shape \[2,3\] needs 6 × 4 = 24 bytes/);
+    expectError(
+      () => decodeBinaryTensorData(MODEL, 'x', 'FP32', [2, 3], new Uint8Array(20)),
+      'INVALID_INPUT',
+      /input 'x': binary_data_size is 20 bytes but datatype FP32 with shape \[2,3\] needs 6 × 4 = 24 bytes/,
+    );
     expectError(() => decodeBinaryTensorData(MODEL, 'x', 'INT64', [1], new Uint8Array(9)), 'INVALID_INPUT', /needs 1 × 8 = 8 bytes/);
   });
 
@@ -181,7 +196,11 @@ describe('BYTES elements', () => {
   });
 
   test('more elements than 4-byte prefixes could fit is refused before allocating', () => {
-    expectError(() => decodeBinaryTensorData(MODEL, 's', 'BYTES', [1e12], new Uint8Array(8)), 'INVALID_INPUT', /1000000000000 BYTES elements need at least 4000000000000 bytes/);
+    expectError(
+      () => decodeBinaryTensorData(MODEL, 's', 'BYTES', [1e12], new Uint8Array(8)),
+      'INVALID_INPUT',
+      /1000000000000 BYTES elements need at least 4000000000000 bytes/,
+    );
   });
 
   test('bytes left over after the last element are INVALID_INPUT', () => {
@@ -201,7 +220,10 @@ describe('encodeBinaryTensorData', () => {
     const bytes = encodeBinaryTensorData(t);
     assert.equal(bytes.buffer, data.buffer);
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    assert.deepEqual([0, 4, 8].map((o) => view.getFloat32(o, true)), [1, -2, 0.5]);
+    assert.deepEqual(
+      [0, 4, 8].map((o) => view.getFloat32(o, true)),
+      [1, -2, 0.5],
+    );
   });
 
   test('BYTES tensors are framed with uint32 LE lengths (readable by the decoder)', () => {

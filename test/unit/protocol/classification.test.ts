@@ -31,19 +31,26 @@ describe('classify', () => {
       '1.000000:2',
       'nan:1',
     ]);
-    assert.deepEqual(classify('m', 'y', { datatype: 'INT64', shape: [2], data: new BigInt64Array([2n ** 60n, 3n]) }, 1, false, undefined).data, ['1152921504606846976:0']);
-    assert.deepEqual(classify('m', 'y', { datatype: 'FP16', shape: [2], data: new Uint16Array([0x3c00, 0x4000]) }, 1, false, ['one', 'two']).data, ['2.000000:1:two']);
+    assert.deepEqual(classify('m', 'y', { datatype: 'INT64', shape: [2], data: new BigInt64Array([2n ** 60n, 3n]) }, 1, false, undefined).data, [
+      '1152921504606846976:0',
+    ]);
+    assert.deepEqual(classify('m', 'y', { datatype: 'FP16', shape: [2], data: new Uint16Array([0x3c00, 0x4000]) }, 1, false, ['one', 'two']).data, [
+      '2.000000:1:two',
+    ]);
   });
 
   for (const datatype of ['BYTES', 'BOOL'] as const) {
     test(`${datatype} outputs cannot be classified`, () => {
       const data = datatype === 'BYTES' ? ['a'] : new Uint8Array([1]);
-      assert.throws(() => classify('m', 'y', { datatype, shape: [1], data }, 1, false, undefined), (err: unknown) => {
-        assert.ok(err instanceof ServingError);
-        assert.equal(err.code, 'INVALID_INPUT');
-        assert.match(err.message, /output 'y' is .*; classification needs a numeric output/);
-        return true;
-      });
+      assert.throws(
+        () => classify('m', 'y', { datatype, shape: [1], data }, 1, false, undefined),
+        (err: unknown) => {
+          assert.ok(err instanceof ServingError);
+          assert.equal(err.code, 'INVALID_INPUT');
+          assert.match(err.message, /output 'y' is .*; classification needs a numeric output/);
+          return true;
+        },
+      );
     });
   }
 });

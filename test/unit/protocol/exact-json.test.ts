@@ -4,7 +4,8 @@ import { MAX_EXACT_JSON_DEPTH, parseJsonExact } from '../../../src/protocol/exac
 
 describe('parseJsonExact', () => {
   it('reads integer literals beyond ±(2^53 − 1) as exact BigInts, everything else as JSON.parse does', () => {
-    const text = '{"a":[9007199254740993,-9223372036854775808,18446744073709551615,9007199254740991,1.5,0.8444218515250481,1e400,-0,"x\\"y\\u0041",true,false,null,{}],"b":{"c":[]}}';
+    const text =
+      '{"a":[9007199254740993,-9223372036854775808,18446744073709551615,9007199254740991,1.5,0.8444218515250481,1e400,-0,"x\\"y\\u0041",true,false,null,{}],"b":{"c":[]}}';
     const v = parseJsonExact(text) as { a: unknown[] };
     assert.deepEqual(v.a.slice(0, 3), [9007199254740993n, -9223372036854775808n, 18446744073709551615n]);
     const plain = JSON.parse(text) as { a: unknown[] };
@@ -14,12 +15,15 @@ describe('parseJsonExact', () => {
   });
 
   it('a long literal with a fraction or exponent stays a number (its digits are not an integer)', () => {
-    assert.deepEqual(parseJsonExact('[9007199254740993.0, 9.007199254740993e15, 12345678901234567e2]'), JSON.parse('[9007199254740993.0, 9.007199254740993e15, 12345678901234567e2]'));
+    assert.deepEqual(
+      parseJsonExact('[9007199254740993.0, 9.007199254740993e15, 12345678901234567e2]'),
+      JSON.parse('[9007199254740993.0, 9.007199254740993e15, 12345678901234567e2]'),
+    );
   });
 
   it('agrees with JSON.parse on generated documents', () => {
     let seed = 7;
-    const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
     const gen = (depth: number): unknown => {
       const r = rand();
       if (depth > 4 || r < 0.3) return [rand() * 1e6, Math.floor(rand() * 1e15), 'sé\n"q"', true, null][Math.floor(rand() * 5)];
@@ -39,7 +43,7 @@ describe('parseJsonExact', () => {
     assert.equal(({} as Record<string, unknown>)['polluted'], undefined);
   });
 
-  it('invalid text throws JSON.parse\'s SyntaxError', () => {
+  it("invalid text throws JSON.parse's SyntaxError", () => {
     for (const bad of ['[12345678901234567', '{"a":1,}', '[1,]', '"\u0001"', '', 'tru', '[1] x', '{"a" 1}']) {
       assert.throws(() => parseJsonExact(bad), SyntaxError, bad);
     }

@@ -96,7 +96,6 @@ describe('toFloat16Bits', () => {
   });
 });
 
-
 /**
  * Checks that `bits` is the round-to-nearest-even encoding of `x`: no neighbouring
  * magnitude is closer, and on a tie the mantissa is even.

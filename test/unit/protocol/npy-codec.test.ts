@@ -71,22 +71,33 @@ describe('decodeNpy', () => {
   });
 
   test('bool, uint8, int64 and fixed-width bytes', () => {
-    assert.deepEqual(Array.from(decodeNpy(MODEL, npyFile("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }", new Uint8Array([1, 0]))).data as Uint8Array), [1, 0]);
+    assert.deepEqual(
+      Array.from(decodeNpy(MODEL, npyFile("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }", new Uint8Array([1, 0]))).data as Uint8Array),
+      [1, 0],
+    );
     const i64 = Buffer.alloc(8);
     i64.writeBigInt64LE(-(2n ** 62n));
-    assert.deepEqual(Array.from(decodeNpy(MODEL, npyFile("{'descr': '<i8', 'fortran_order': False, 'shape': (1,), }", i64)).data as BigInt64Array), [-(2n ** 62n)]);
+    assert.deepEqual(Array.from(decodeNpy(MODEL, npyFile("{'descr': '<i8', 'fortran_order': False, 'shape': (1,), }", i64)).data as BigInt64Array), [
+      -(2n ** 62n),
+    ]);
     const s = decodeNpy(MODEL, npyFile("{'descr': '|S3', 'fortran_order': False, 'shape': (2,), }", Buffer.from('ab\0xyz', 'latin1')));
     assert.equal(s.datatype, 'BYTES');
     assert.deepEqual(s.data, ['ab', 'xyz']);
   });
 
   test('Fortran order is refused with the fix', () => {
-    expect400(() => decodeNpy(MODEL, npyFile("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", f32le([1, 2, 3, 4]))), /Fortran-order .* not supported; send a C-order array/);
+    expect400(
+      () => decodeNpy(MODEL, npyFile("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", f32le([1, 2, 3, 4]))),
+      /Fortran-order .* not supported; send a C-order array/,
+    );
   });
 
   for (const descr of ['<c8', '<U3', '|O', '<M8', '<f16', '<V4']) {
     test(`dtype '${descr}' is refused, naming it`, () => {
-      expect400(() => decodeNpy(MODEL, npyFile(`{'descr': '${descr}', 'fortran_order': False, 'shape': (1,), }`, new Uint8Array(16))), new RegExp(`unsupported dtype '${descr.replace(/[|]/g, '\\|')}'`));
+      expect400(
+        () => decodeNpy(MODEL, npyFile(`{'descr': '${descr}', 'fortran_order': False, 'shape': (1,), }`, new Uint8Array(16))),
+        new RegExp(`unsupported dtype '${descr.replace(/[|]/g, '\\|')}'`),
+      );
     });
   }
 
@@ -95,12 +106,21 @@ describe('decodeNpy', () => {
   });
 
   test('data shorter or longer than the shape needs', () => {
-    expect400(() => decodeNpy(MODEL, npyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", f32le([1, 2]))), /needs 12 bytes of data, but the body has 8/);
-    expect400(() => decodeNpy(MODEL, npyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", f32le([1, 2]))), /needs 4 bytes of data, but the body has 8/);
+    expect400(
+      () => decodeNpy(MODEL, npyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", f32le([1, 2]))),
+      /needs 12 bytes of data, but the body has 8/,
+    );
+    expect400(
+      () => decodeNpy(MODEL, npyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", f32le([1, 2]))),
+      /needs 4 bytes of data, but the body has 8/,
+    );
   });
 
   test('a shape whose element count overflows', () => {
-    expect400(() => decodeNpy(MODEL, npyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", f32le([1]))), /too many elements/);
+    expect400(
+      () => decodeNpy(MODEL, npyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", f32le([1]))),
+      /too many elements/,
+    );
   });
 
   test('malformed files: magic, version, header length, header text, keys', () => {

@@ -39,13 +39,34 @@ describe('detectTfServing', () => {
 
 describe('tfServingInputs', () => {
   test('row format, one input: the list is the batch', () => {
-    const t = tfServingInputs(MODEL, 'row', { instances: [[1, 2], [3, 4], [5, 6]] }, ONE).get('x')!;
+    const t = tfServingInputs(
+      MODEL,
+      'row',
+      {
+        instances: [
+          [1, 2],
+          [3, 4],
+          [5, 6],
+        ],
+      },
+      ONE,
+    ).get('x')!;
     assert.deepEqual(t.shape, [3, 2]);
     assert.deepEqual(Array.from(t.data as Float32Array), [1, 2, 3, 4, 5, 6]);
   });
 
   test('row format, named inputs: one column per input; b64 for BYTES', () => {
-    const m = tfServingInputs(MODEL, 'row', { instances: [{ a: [1, 2], b: 'x' }, { a: [3, 4], b: { b64: Buffer.from('yz').toString('base64') } }] }, TWO);
+    const m = tfServingInputs(
+      MODEL,
+      'row',
+      {
+        instances: [
+          { a: [1, 2], b: 'x' },
+          { a: [3, 4], b: { b64: Buffer.from('yz').toString('base64') } },
+        ],
+      },
+      TWO,
+    );
     assert.deepEqual(m.get('a')!.shape, [2, 2]);
     assert.deepEqual(Array.from(m.get('a')!.data as Int32Array), [1, 2, 3, 4]);
     assert.deepEqual(m.get('b')!.data, ['x', 'yz']);
@@ -59,7 +80,21 @@ describe('tfServingInputs', () => {
 
   test('ragged lists are a 400 that points at the entry', () => {
     expect400(() => tfServingInputs(MODEL, 'row', { instances: [[1, 2], [3]] }, ONE), /ragged values: value\[1\] has 1 entries where 2 entries are expected/);
-    expect400(() => tfServingInputs(MODEL, 'row', { instances: [[1, 2], [3, [4]]] }, ONE), /ragged values: value\[1\]\[1\] is a list/);
+    expect400(
+      () =>
+        tfServingInputs(
+          MODEL,
+          'row',
+          {
+            instances: [
+              [1, 2],
+              [3, [4]],
+            ],
+          },
+          ONE,
+        ),
+      /ragged values: value\[1\]\[1\] is a list/,
+    );
   });
 
   test('wrong leaf types, unknown inputs, missing names, several inputs without names', () => {
@@ -78,17 +113,39 @@ describe('encodeTfServingResponse', () => {
 
   test('row: predictions per instance; several outputs → an object per instance', () => {
     assert.equal(encodeTfServingResponse(MODEL, 'row', new Map([['y', y]])), '{"predictions":[[1,2],[3,"NaN"]]}');
-    assert.deepEqual(JSON.parse(encodeTfServingResponse(MODEL, 'row', new Map([['y', y], ['z', z]]))), {
-      predictions: [
-        { y: [1, 2], z: 1152921504606846976 },
-        { y: [3, 'NaN'], z: -1 },
-      ],
-    });
+    assert.deepEqual(
+      JSON.parse(
+        encodeTfServingResponse(
+          MODEL,
+          'row',
+          new Map([
+            ['y', y],
+            ['z', z],
+          ]),
+        ),
+      ),
+      {
+        predictions: [
+          { y: [1, 2], z: 1152921504606846976 },
+          { y: [3, 'NaN'], z: -1 },
+        ],
+      },
+    );
     assert.match(encodeTfServingResponse(MODEL, 'row', new Map([['z', z]])), /1152921504606846976/);
   });
 
   test('columnar: the whole tensors', () => {
     assert.equal(encodeTfServingResponse(MODEL, 'columnar', new Map([['y', y]])), '{"outputs":[[1,2],[3,"NaN"]]}');
-    assert.equal(encodeTfServingResponse(MODEL, 'columnar', new Map([['y', y], ['s', { datatype: 'BYTES', shape: [1], data: ['q"'] }]])), '{"outputs":{"y":[[1,2],[3,"NaN"]],"s":["q\\""]}}');
+    assert.equal(
+      encodeTfServingResponse(
+        MODEL,
+        'columnar',
+        new Map([
+          ['y', y],
+          ['s', { datatype: 'BYTES', shape: [1], data: ['q"'] }],
+        ]),
+      ),
+      '{"outputs":{"y":[[1,2],[3,"NaN"]],"s":["q\\""]}}',
+    );
   });
 });

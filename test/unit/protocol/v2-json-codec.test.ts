@@ -9,13 +9,7 @@ import { describe, test } from 'node:test';
 import { ServingError, type ErrorCode } from '../../../src/errors.js';
 import type { InferResponse } from '../../../src/protocol/infer-types.js';
 import type { DataType, Tensor, TensorData } from '../../../src/protocol/tensor.js';
-import {
-  decodeInferRequest,
-  decodeTensorData,
-  encodeInferResponse,
-  parseJsonBody,
-  tensorDataToJson,
-} from '../../../src/protocol/v2-json-codec.js';
+import { decodeInferRequest, decodeTensorData, encodeInferResponse, parseJsonBody, tensorDataToJson } from '../../../src/protocol/v2-json-codec.js';
 
 const MODEL = 'm';
 
@@ -174,25 +168,33 @@ describe('decodeInferRequest: datatypes', () => {
 
 describe('decodeInferRequest: data layout', () => {
   test('nested data is flattened row-major', () => {
-    const t = decodeX('INT32', [2, 3], [
-      [1, 2, 3],
-      [4, 5, 6],
-    ]);
+    const t = decodeX(
+      'INT32',
+      [2, 3],
+      [
+        [1, 2, 3],
+        [4, 5, 6],
+      ],
+    );
     assert.deepEqual(t.shape, [2, 3]);
     assert.deepEqual(plain(t.data), [1, 2, 3, 4, 5, 6]);
   });
 
   test('deeply nested 3-D data is flattened row-major', () => {
-    const t = decodeX('FP32', [2, 2, 2], [
+    const t = decodeX(
+      'FP32',
+      [2, 2, 2],
       [
-        [1, 2],
-        [3, 4],
+        [
+          [1, 2],
+          [3, 4],
+        ],
+        [
+          [5, 6],
+          [7, 8],
+        ],
       ],
-      [
-        [5, 6],
-        [7, 8],
-      ],
-    ]);
+    );
     assert.deepEqual(plain(t.data), [1, 2, 3, 4, 5, 6, 7, 8]);
   });
 
@@ -203,7 +205,14 @@ describe('decodeInferRequest: data layout', () => {
   });
 
   test('only the total element count is checked, not the nesting structure', () => {
-    const t = decodeX('INT32', [2, 3], [[1, 2], [3, 4, 5, 6]]);
+    const t = decodeX(
+      'INT32',
+      [2, 3],
+      [
+        [1, 2],
+        [3, 4, 5, 6],
+      ],
+    );
     assert.deepEqual(plain(t.data), [1, 2, 3, 4, 5, 6]);
   });
 
@@ -341,13 +350,7 @@ describe('decodeInferRequest: errors', () => {
   });
 
   test('a shape whose element count overflows', () => {
-    expectInputError(
-      'FP32',
-      [2 ** 40, 2 ** 40],
-      [1],
-      'INVALID_INPUT',
-      `input 'x': shape [1099511627776,1099511627776] has too many elements`,
-    );
+    expectInputError('FP32', [2 ** 40, 2 ** 40], [1], 'INVALID_INPUT', `input 'x': shape [1099511627776,1099511627776] has too many elements`);
   });
 
   test('data missing', () => {
@@ -451,13 +454,8 @@ function response(outputs: Array<[string, Tensor]>, id?: string): InferResponse 
 
 describe('encodeInferResponse', () => {
   test('exact text with id, model name and version (a string), shape and flat data', () => {
-    const text = encodeInferResponse(
-      response([['y', { datatype: 'FP32', shape: [2, 2], data: new Float32Array([1.5, -2, 0, 4]) }]], 'req-7'),
-    );
-    assert.equal(
-      text,
-      '{"id":"req-7","model_name":"m","model_version":"3","outputs":[{"name":"y","datatype":"FP32","shape":[2,2],"data":[1.5,-2,0,4]}]}',
-    );
+    const text = encodeInferResponse(response([['y', { datatype: 'FP32', shape: [2, 2], data: new Float32Array([1.5, -2, 0, 4]) }]], 'req-7'));
+    assert.equal(text, '{"id":"req-7","model_name":"m","model_version":"3","outputs":[{"name":"y","datatype":"FP32","shape":[2,2],"data":[1.5,-2,0,4]}]}');
     assert.deepEqual(JSON.parse(text), {
       id: 'req-7',
       model_name: 'm',
@@ -499,9 +497,7 @@ describe('encodeInferResponse', () => {
   });
 
   test('NaN and ±Infinity become the strings "NaN", "Infinity", "-Infinity"', () => {
-    const text = encodeInferResponse(
-      response([['y', { datatype: 'FP64', shape: [5], data: new Float64Array([NaN, Infinity, -Infinity, 1.5, -0.25]) }]]),
-    );
+    const text = encodeInferResponse(response([['y', { datatype: 'FP64', shape: [5], data: new Float64Array([NaN, Infinity, -Infinity, 1.5, -0.25]) }]]));
     assert.ok(text.includes('"data":["NaN","Infinity","-Infinity",1.5,-0.25]'), text);
     assert.deepEqual((JSON.parse(text) as { outputs: Array<{ data: unknown[] }> }).outputs[0]!.data, ['NaN', 'Infinity', '-Infinity', 1.5, -0.25]);
   });

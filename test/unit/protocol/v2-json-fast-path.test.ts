@@ -68,7 +68,7 @@ describe('v2 JSON: flat numeric data fast path', () => {
     assert.equal(v[2], -Infinity);
   });
 
-  test('bad values and wrong counts give the general path\'s exact errors', () => {
+  test("bad values and wrong counts give the general path's exact errors", () => {
     assert.equal(errorOf('INT8', [2], [1, 128]), "INVALID_INPUT: model 'm': input 'x': element 1 (128) is out of range for INT8");
     assert.equal(errorOf('UINT8', [2], [1, -1]), "INVALID_INPUT: model 'm': input 'x': element 1 (-1) is out of range for UINT8");
     assert.equal(errorOf('INT32', [2], [1, 2.5]), "INVALID_INPUT: model 'm': input 'x': element 1 is 2.5, expected an integer for datatype INT32");

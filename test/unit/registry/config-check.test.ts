@@ -84,9 +84,7 @@ describe('checkConfigAgainstGraph: agreement', () => {
 
   test('extra ONNX outputs that the config leaves out are allowed', () => {
     const cfg = config(0, [fp32('x', [2])], [fp32('y', [2])]);
-    assert.doesNotThrow(() =>
-      checkConfigAgainstGraph(cfg, { inputs: [g('x', 'FP32', [2])], outputs: [g('y', 'FP32', [2]), g('debug', 'FP32', [2])] }, 'lbl'),
-    );
+    assert.doesNotThrow(() => checkConfigAgainstGraph(cfg, { inputs: [g('x', 'FP32', [2])], outputs: [g('y', 'FP32', [2]), g('debug', 'FP32', [2])] }, 'lbl'));
   });
 });
 
@@ -134,7 +132,9 @@ describe('checkConfigAgainstGraph: problems', () => {
 
   test('a different fixed dimension names its index (batch dim counted)', () => {
     const cfg = config(8, [fp32('x', [4, 3])], [fp32('y', [2])]);
-    mismatch(cfg, { inputs: [g('x', 'FP32', [-1, 4, 5])], outputs: [g('y', 'FP32', [-1, 2])] }, ["input 'x': dimension 2 differs, config [-1,4,3] vs model [-1,4,5]"]);
+    mismatch(cfg, { inputs: [g('x', 'FP32', [-1, 4, 5])], outputs: [g('y', 'FP32', [-1, 2])] }, [
+      "input 'x': dimension 2 differs, config [-1,4,3] vs model [-1,4,5]",
+    ]);
   });
 
   test('config -1 where the model is fixed is not allowed (the config would accept shapes the model rejects)', () => {
@@ -144,12 +144,16 @@ describe('checkConfigAgainstGraph: problems', () => {
 
   test('a reshape that disagrees with the model is reported with the reshaped shape', () => {
     const cfg = config(8, [fp32('x', [12], { reshape: { shape: [3, 4] } })], [fp32('y', [1])]);
-    mismatch(cfg, { inputs: [g('x', 'FP32', [-1, 12])], outputs: [g('y', 'FP32', [-1, 1])] }, ["input 'x': rank differs, config [-1,3,4] vs model [-1,12] (max_batch_size > 0 adds a leading batch dimension)"]);
+    mismatch(cfg, { inputs: [g('x', 'FP32', [-1, 12])], outputs: [g('y', 'FP32', [-1, 1])] }, [
+      "input 'x': rank differs, config [-1,3,4] vs model [-1,12] (max_batch_size > 0 adds a leading batch dimension)",
+    ]);
   });
 
   test('an ONNX input missing from the config', () => {
     const cfg = config(0, [fp32('x', [2])], [fp32('y', [2])]);
-    mismatch(cfg, { inputs: [g('x', 'FP32', [2]), g('mask', 'BOOL', [2])], outputs: [g('y', 'FP32', [2])] }, ["ONNX model input 'mask' is missing from config.pbtxt"]);
+    mismatch(cfg, { inputs: [g('x', 'FP32', [2]), g('mask', 'BOOL', [2])], outputs: [g('y', 'FP32', [2])] }, [
+      "ONNX model input 'mask' is missing from config.pbtxt",
+    ]);
   });
 
   test('dtype and shape problems of one tensor are both reported; only the first shape problem per tensor', () => {

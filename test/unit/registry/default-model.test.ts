@@ -23,26 +23,41 @@ async function repo(t: TestContext, models: readonly string[], files: readonly s
   return root;
 }
 
-const MISSING = /^no target model: the X-Amzn-SageMaker-Target-Model header is missing and fake:\/\/models has no default model \((.*)\); send the header naming a model of the source, or set MME_DEFAULT_MODEL$/;
+const MISSING =
+  /^no target model: the X-Amzn-SageMaker-Target-Model header is missing and fake:\/\/models has no default model \((.*)\); send the header naming a model of the source, or set MME_DEFAULT_MODEL$/;
 
 describe('chooseDefaultModel', () => {
   test('MME_DEFAULT_MODEL naming a target of the source: that target (on a remote source, always)', async (t) => {
     const source = new FakeSource(['team/a.tar.gz']);
-    assert.deepEqual(await chooseDefaultModel({ source, defaultRoot: await repo(t, ['a']), defaultModel: './team/a.tar.gz' }), { kind: 'target', target: 'team/a.tar.gz' });
+    assert.deepEqual(await chooseDefaultModel({ source, defaultRoot: await repo(t, ['a']), defaultModel: './team/a.tar.gz' }), {
+      kind: 'target',
+      target: 'team/a.tar.gz',
+    });
     assert.deepEqual(await chooseDefaultModel({ source, defaultRoot: undefined, defaultModel: 'later.tar.gz' }), { kind: 'target', target: 'later.tar.gz' });
   });
 
   test('MME_DEFAULT_MODEL naming a model directory inside the root: the root, with that entry model', async (t) => {
     const root = await repo(t, ['a', 'b']);
-    assert.deepEqual(await chooseDefaultModel({ source: new FakeSource([]), defaultRoot: root, defaultModel: 'b' }), { kind: 'repository', dir: root, label: 'b', preferredEntry: 'b' });
+    assert.deepEqual(await chooseDefaultModel({ source: new FakeSource([]), defaultRoot: root, defaultModel: 'b' }), {
+      kind: 'repository',
+      dir: root,
+      label: 'b',
+      preferredEntry: 'b',
+    });
     const none = await chooseDefaultModel({ source: new FakeSource([]), defaultRoot: root, defaultModel: 'c' });
     assert.equal(none.kind, 'none');
-    if (none.kind === 'none') assert.ok(isServingError('MODEL_NOT_FOUND', /^default model 'c' \(MME_DEFAULT_MODEL\) not found in fake:\/\/models$/)(none.error));
+    if (none.kind === 'none')
+      assert.ok(isServingError('MODEL_NOT_FOUND', /^default model 'c' \(MME_DEFAULT_MODEL\) not found in fake:\/\/models$/)(none.error));
   });
 
   test('no setting: a root of one model (or one ensemble) is the default; a root of several, or of archives only, is none, saying the header is missing and why', async (t) => {
     const one = await repo(t, ['only']);
-    assert.deepEqual(await chooseDefaultModel({ source: new FakeSource([]), defaultRoot: one, defaultModel: undefined }), { kind: 'repository', dir: one, label: path.basename(one), preferredEntry: undefined });
+    assert.deepEqual(await chooseDefaultModel({ source: new FakeSource([]), defaultRoot: one, defaultModel: undefined }), {
+      kind: 'repository',
+      dir: one,
+      label: path.basename(one),
+      preferredEntry: undefined,
+    });
     const cases: [string, RegExp][] = [
       [await repo(t, ['a', 'b'], ['c.tar.gz']), /^it holds 2 models \(a, b\) and no single ensemble to choose$/],
       [await repo(t, [], ['x.tar.gz', 'y.tgz']), /^it is not a model repository$/],
@@ -60,7 +75,10 @@ describe('chooseDefaultModel', () => {
     // A root that is not there yet (a volume mounted later) is decided anew on the next request.
     const later = path.join(await tempDir(t), 'mounted-later');
     const fixture = registryFixture({ targets: [], registry: { defaultRoot: later } });
-    await assert.rejects(fixture.registry.resolve({ kind: 'default' }).acquire(), isServingError('MODEL_NOT_FOUND', /header is missing .*\(its root is not a directory\)/));
+    await assert.rejects(
+      fixture.registry.resolve({ kind: 'default' }).acquire(),
+      isServingError('MODEL_NOT_FOUND', /header is missing .*\(its root is not a directory\)/),
+    );
     await mkdir(path.join(later, 'only', '1'), { recursive: true });
     await writeFile(path.join(later, 'only', 'config.pbtxt'), 'name: "only"\n');
     (await fixture.registry.resolve({ kind: 'default' }).acquire()).release();

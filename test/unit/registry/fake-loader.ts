@@ -188,7 +188,13 @@ export interface RegistryFixture {
 
 /** A registry on fakes: each model reserves 10 bytes of a `budgetBytes` budget. */
 export function registryFixture(
-  options: { targets?: readonly string[]; budgetBytes?: number; waitMs?: number; bytesOf?: (label: string) => number; registry?: Partial<RegistryOptions> } = {},
+  options: {
+    targets?: readonly string[];
+    budgetBytes?: number;
+    waitMs?: number;
+    bytesOf?: (label: string) => number;
+    registry?: Partial<RegistryOptions>;
+  } = {},
 ): RegistryFixture {
   const logger = silentLogger();
   const metrics = createMetrics();

@@ -10,7 +10,16 @@ import { ManagedRecords, type ManagedRecord } from '../../../src/registry/manage
 import { SortedNames } from '../../../src/registry/sorted-names.js';
 
 function record(modelName: string): ManagedRecord {
-  return { modelName, url: `/opt/ml/models/${modelName}`, dir: `/opt/ml/models/${modelName}`, targetHeader: undefined, label: modelName, loadedAt: new Date(0), entryModel: modelName, versions: [1] };
+  return {
+    modelName,
+    url: `/opt/ml/models/${modelName}`,
+    dir: `/opt/ml/models/${modelName}`,
+    targetHeader: undefined,
+    label: modelName,
+    loadedAt: new Date(0),
+    entryModel: modelName,
+    versions: [1],
+  };
 }
 
 /** A shuffled insertion order: the index, not the order of arrival, sorts them. */
@@ -47,7 +56,10 @@ describe('GET /models costs the page', () => {
       assert.equal(new Set(seen).size, count, 'every model once');
       const bound = 100 + Math.ceil(Math.log2(count + 1));
       for (const v of visits) assert.ok(v <= bound, `a page of 100 of ${count} touched ${v} records (bound ${bound})`);
-      work.set(count, visits.reduce((a, b) => a + b, 0));
+      work.set(
+        count,
+        visits.reduce((a, b) => a + b, 0),
+      );
     }
     const ratio = work.get(2000)! / work.get(500)!;
     assert.ok(ratio <= 5, `a walk of 2,000 did ${ratio.toFixed(2)}x the work of 500 (${work.get(2000)} vs ${work.get(500)} records touched)`);

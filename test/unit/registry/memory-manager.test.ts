@@ -100,7 +100,10 @@ describe('MemoryManager', () => {
 
   it('a model larger than the whole budget is refused at once with both sizes', async () => {
     const { memory } = manager(1000);
-    await assert.rejects(memory.reserve('huge', 5000), isServingError('INSUFFICIENT_MEMORY', /model 'huge' needs about 5000 bytes of memory, more than the whole memory budget of 1000 bytes/));
+    await assert.rejects(
+      memory.reserve('huge', 5000),
+      isServingError('INSUFFICIENT_MEMORY', /model 'huge' needs about 5000 bytes of memory, more than the whole memory budget of 1000 bytes/),
+    );
     assert.equal(memory.usedBytes, 0);
   });
 
@@ -108,7 +111,13 @@ describe('MemoryManager', () => {
     const { memory } = manager(100, { waitMs: 30 });
     const a = await resident(memory, 'a', 100);
     a.inflight = 1;
-    await assert.rejects(memory.reserve('b', 50), isServingError('INSUFFICIENT_MEMORY', /model 'b' needs about 50 bytes but 100 of the 100-byte memory budget .* held by models with requests in flight or loading/));
+    await assert.rejects(
+      memory.reserve('b', 50),
+      isServingError(
+        'INSUFFICIENT_MEMORY',
+        /model 'b' needs about 50 bytes but 100 of the 100-byte memory budget .* held by models with requests in flight or loading/,
+      ),
+    );
     assert.equal(a.evicted, false);
   });
 

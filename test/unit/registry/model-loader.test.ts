@@ -29,10 +29,26 @@ interface Rig {
   readonly gates: Map<string, Promise<void>>;
 }
 
-function rig(options: { budget?: number; files?: number; grows?: (label: string) => number; books?: CopyBooking[]; measure?: () => number | undefined; concurrency?: number } = {}): Rig {
+function rig(
+  options: {
+    budget?: number;
+    files?: number;
+    grows?: (label: string) => number;
+    books?: CopyBooking[];
+    measure?: () => number | undefined;
+    concurrency?: number;
+  } = {},
+): Rig {
   const logger = silentLogger();
   const metrics = createMetrics();
-  const memory = new MemoryManager({ budgetBytes: options.budget ?? 100 * MIB, maxModels: undefined, waitMs: 50, logger, metrics, ...(options.measure ? { measure: options.measure } : {}) });
+  const memory = new MemoryManager({
+    budgetBytes: options.budget ?? 100 * MIB,
+    maxModels: undefined,
+    waitMs: 50,
+    logger,
+    metrics,
+    ...(options.measure ? { measure: options.measure } : {}),
+  });
   const files = options.files ?? 10 * MIB;
   const r: Rig = {
     memory,
@@ -226,7 +242,14 @@ describe('reconciliation of measured memory with the budget', () => {
   test('a model that grows after warm-up: idle models are evicted least recently used first until measured memory fits', async () => {
     let measured = 60 * MIB;
     const log: string[] = [];
-    const memory = new MemoryManager({ budgetBytes: 100 * MIB, maxModels: undefined, waitMs: 50, logger: silentLogger(), metrics: createMetrics(), measure: () => measured });
+    const memory = new MemoryManager({
+      budgetBytes: 100 * MIB,
+      maxModels: undefined,
+      waitMs: 50,
+      logger: silentLogger(),
+      metrics: createMetrics(),
+      measure: () => measured,
+    });
     const grants = [await memory.reserve('a', 20 * MIB), await memory.reserve('b', 20 * MIB), await memory.reserve('c', 20 * MIB)];
     const rs = ['a', 'b', 'c'].map((k) => resident(memory, k, 20 * MIB, log));
     for (const [i, r] of rs.entries()) r.evict = async () => void (log.push(r.key), grants[i]!.release(), (measured -= 20 * MIB));
@@ -242,7 +265,14 @@ describe('reconciliation of measured memory with the budget', () => {
   test('a load about to start makes room for itself in measured memory too', async () => {
     let measured = 90 * MIB;
     const log: string[] = [];
-    const memory = new MemoryManager({ budgetBytes: 100 * MIB, maxModels: undefined, waitMs: 50, logger: silentLogger(), metrics: createMetrics(), measure: () => measured });
+    const memory = new MemoryManager({
+      budgetBytes: 100 * MIB,
+      maxModels: undefined,
+      waitMs: 50,
+      logger: silentLogger(),
+      metrics: createMetrics(),
+      measure: () => measured,
+    });
     const old = await memory.reserve('old', 10 * MIB);
     const r = resident(memory, 'old', 10 * MIB, log);
     r.evict = async () => void (log.push('old'), old.release(), (measured -= 60 * MIB));
@@ -254,7 +284,14 @@ describe('reconciliation of measured memory with the budget', () => {
 
   test('a probe that lies high costs evictions of idle models, never a refused load', async () => {
     const log: string[] = [];
-    const memory = new MemoryManager({ budgetBytes: 100 * MIB, maxModels: undefined, waitMs: 50, logger: silentLogger(), metrics: createMetrics(), measure: () => 10_000 * MIB });
+    const memory = new MemoryManager({
+      budgetBytes: 100 * MIB,
+      maxModels: undefined,
+      waitMs: 50,
+      logger: silentLogger(),
+      metrics: createMetrics(),
+      measure: () => 10_000 * MIB,
+    });
     const first = await memory.reserve('a', 10 * MIB);
     resident(memory, 'a', 10 * MIB, log).evict = async () => void (log.push('a'), first.release());
     const second = await memory.reserve('b', 10 * MIB);
@@ -264,10 +301,26 @@ describe('reconciliation of measured memory with the budget', () => {
   });
 
   test('a probe that throws or reads NaN is ignored: reservations alone', async () => {
-    const memory = new MemoryManager({ budgetBytes: 100 * MIB, maxModels: undefined, waitMs: 50, logger: silentLogger(), metrics: createMetrics(), measure: () => { throw new Error('no /proc'); } });
+    const memory = new MemoryManager({
+      budgetBytes: 100 * MIB,
+      maxModels: undefined,
+      waitMs: 50,
+      logger: silentLogger(),
+      metrics: createMetrics(),
+      measure: () => {
+        throw new Error('no /proc');
+      },
+    });
     assert.equal(memory.measuredBytes(), undefined);
     (await memory.reserve('a', 10 * MIB)).release();
-    const nan = new MemoryManager({ budgetBytes: 100 * MIB, maxModels: undefined, waitMs: 50, logger: silentLogger(), metrics: createMetrics(), measure: () => Number.NaN });
+    const nan = new MemoryManager({
+      budgetBytes: 100 * MIB,
+      maxModels: undefined,
+      waitMs: 50,
+      logger: silentLogger(),
+      metrics: createMetrics(),
+      measure: () => Number.NaN,
+    });
     assert.equal(nan.measuredBytes(), undefined);
   });
 
@@ -288,8 +341,14 @@ describe('reconciliation of measured memory with the budget', () => {
 
 describe('GPU measurement', () => {
   test("the growth on the devices the package's sessions use; a missing reading is no measurement", () => {
-    const before = new Map([[0, 100], [1, 50]]);
-    const after = new Map([[0, 130], [1, 500]]);
+    const before = new Map([
+      [0, 100],
+      [1, 50],
+    ]);
+    const after = new Map([
+      [0, 130],
+      [1, 500],
+    ]);
     assert.equal(gpuDelta(before, after, new Set([0])), 30, 'device 1 is another model (or process) of no concern');
     assert.equal(gpuDelta(before, after, new Set([0, 1])), 480);
     assert.equal(gpuDelta(undefined, after, new Set([0])), undefined);

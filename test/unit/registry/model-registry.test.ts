@@ -73,7 +73,10 @@ describe('ModelRegistry: single flight and leases', () => {
     const lease = await registry.resolve({ kind: 'target', target: 'a' }).acquire();
     const pkg = await loader.calls[0]!.result;
     let unloaded = false;
-    const unloading = registry.resolve({ kind: 'target', target: 'a' }).unload().then(() => (unloaded = true));
+    const unloading = registry
+      .resolve({ kind: 'target', target: 'a' })
+      .unload()
+      .then(() => (unloaded = true));
     await settle();
     assert.equal(unloaded, false, 'a request still holds it');
     assert.equal(pkg.released(), false);
@@ -116,7 +119,10 @@ describe('ModelRegistry: eviction', () => {
     const a = await registry.resolve({ kind: 'target', target: 'a' }).acquire();
     const b = await registry.resolve({ kind: 'target', target: 'b' }).acquire();
     let loaded = false;
-    const c = registry.resolve({ kind: 'target', target: 'c' }).acquire().then((l) => ((loaded = true), l));
+    const c = registry
+      .resolve({ kind: 'target', target: 'c' })
+      .acquire()
+      .then((l) => ((loaded = true), l));
     await settle();
     assert.equal(loaded, false, 'waiting for memory held by requests');
     a.release();
@@ -124,7 +130,10 @@ describe('ModelRegistry: eviction', () => {
     assert.equal(registry.resolve({ kind: 'target', target: 'a' }).resident(), undefined, 'a was evicted once idle');
     const short = registryFixture({ budgetBytes: 10, waitMs: 20 });
     const held = await short.registry.resolve({ kind: 'target', target: 'a' }).acquire();
-    await assert.rejects(short.registry.resolve({ kind: 'target', target: 'b' }).acquire(), isServingError('INSUFFICIENT_MEMORY', /'b' needs about 10 bytes.*in flight/));
+    await assert.rejects(
+      short.registry.resolve({ kind: 'target', target: 'b' }).acquire(),
+      isServingError('INSUFFICIENT_MEMORY', /'b' needs about 10 bytes.*in flight/),
+    );
     held.release();
     lc.release();
     b.release();
@@ -197,7 +206,11 @@ describe('ModelRegistry: freshness', () => {
     const gate = deferred();
     const real = source.currentVersion.bind(source);
     source.currentVersion = async (t) => (checks++, await gate.promise, real(t));
-    const all = [registry.resolve({ kind: 'target', target: 'a' }).acquire(), registry.resolve({ kind: 'target', target: 'a' }).acquire(), registry.resolve({ kind: 'target', target: 'a' }).acquire()];
+    const all = [
+      registry.resolve({ kind: 'target', target: 'a' }).acquire(),
+      registry.resolve({ kind: 'target', target: 'a' }).acquire(),
+      registry.resolve({ kind: 'target', target: 'a' }).acquire(),
+    ];
     await settle();
     gate.resolve();
     for (const l of await Promise.all(all)) l.release();
@@ -251,24 +264,33 @@ describe('ModelRegistry: SageMaker-managed models', () => {
       [...registry.managed.all()].map((m) => m.modelName),
       ['m1', 'm2'],
     );
-    assert.equal((registry.managed.resident('m1')?.state === 'READY'), false, 'paged out to make room for m2');
+    assert.equal(registry.managed.resident('m1')?.state === 'READY', false, 'paged out to make room for m2');
     assert.equal(registry.managed.has('m1'), true, 'but still loaded for SageMaker');
     assert.deepEqual(registry.managed.versions('m1'), [1]);
     const lease = await registry.resolve({ kind: 'managed', name: 'm1', targetHeader: undefined }).acquire();
     assert.equal(loader.loadsOf('m1').length, 2, 'paged back in');
-    assert.equal((registry.managed.resident('m2')?.state === 'READY'), false);
+    assert.equal(registry.managed.resident('m2')?.state === 'READY', false);
     lease.release();
-    await assert.rejects(registry.resolve({ kind: 'managed', name: 'm2', targetHeader: 'other.tar.gz' }).acquire(), isServingError('TARGET_MISMATCH', /'other.tar.gz' does not match/));
+    await assert.rejects(
+      registry.resolve({ kind: 'managed', name: 'm2', targetHeader: 'other.tar.gz' }).acquire(),
+      isServingError('TARGET_MISMATCH', /'other.tar.gz' does not match/),
+    );
     await registry.resolve({ kind: 'managed', name: 'm1', targetHeader: undefined }).unload();
     assert.equal(registry.managed.has('m1'), false);
-    await assert.rejects(registry.resolve({ kind: 'managed', name: 'm1', targetHeader: undefined }).acquire(), isServingError('MODEL_NOT_FOUND', /'m1' is not loaded/));
+    await assert.rejects(
+      registry.resolve({ kind: 'managed', name: 'm1', targetHeader: undefined }).acquire(),
+      isServingError('MODEL_NOT_FOUND', /'m1' is not loaded/),
+    );
     assert.throws(() => registry.managed.describe('m1'), isServingError('MODEL_NOT_FOUND', /'m1'/));
   });
 
   test('urls outside an absolute model directory are refused naming the model', async () => {
     const { registry, loader } = registryFixture();
     for (const url of ['relative/dir', '/opt/../etc', '/proc/self', '/dev', '/']) {
-      await assert.rejects(registry.managed.register('x', url, undefined), isServingError('INVALID_REQUEST', /model 'x': url (must be an absolute path|must not contain '\.\.'|is the (system directory|filesystem root))/));
+      await assert.rejects(
+        registry.managed.register('x', url, undefined),
+        isServingError('INVALID_REQUEST', /model 'x': url (must be an absolute path|must not contain '\.\.'|is the (system directory|filesystem root))/),
+      );
     }
     assert.equal(loader.calls.length, 0);
   });
@@ -292,7 +314,10 @@ describe('ModelRegistry: SageMaker-managed models', () => {
     await assert.rejects(posting, isServingError('MODEL_NOT_FOUND', /'m' was unloaded \(DELETE \/models\/\{name\}\) while it was loading/));
     assert.equal(registry.managed.has('m'), false);
     assert.deepEqual([...registry.managed.all()], []);
-    await assert.rejects(registry.resolve({ kind: 'managed', name: 'm', targetHeader: undefined }).unload(), isServingError('MODEL_NOT_FOUND', /'m' is not loaded/));
+    await assert.rejects(
+      registry.resolve({ kind: 'managed', name: 'm', targetHeader: undefined }).unload(),
+      isServingError('MODEL_NOT_FOUND', /'m' is not loaded/),
+    );
   });
 
   test('a failed managed load is not listed', async (t) => {

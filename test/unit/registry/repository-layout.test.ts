@@ -158,7 +158,10 @@ describe('scanRepository: repository of models', () => {
     const root = await tree({ 'outer/resnet/config.pbtxt': ONNX_CONFIG, 'outer/resnet/1/model.onnx': 'x' });
     const layout = await scanRepository(root, 'archive-name', 'lbl');
     assert.equal(layout.root, path.join(root, 'outer'));
-    assert.deepEqual(layout.models.map((m) => m.name), ['resnet']);
+    assert.deepEqual(
+      layout.models.map((m) => m.name),
+      ['resnet'],
+    );
   });
 
   test('a missing root is MODEL_NOT_FOUND', async () => {
@@ -223,7 +226,7 @@ describe('chooseEntryModel', () => {
     assert.equal(chooseEntryModel(layoutOf(model('a', ONNX_CONFIG), ens, model('b')), 'lbl'), ens);
   });
 
-  test("the ensemble platform is recognised with single quotes and without spaces", () => {
+  test('the ensemble platform is recognised with single quotes and without spaces', () => {
     const ens1 = model('e1', "platform:'ensemble'");
     assert.equal(chooseEntryModel(layoutOf(model('a', ONNX_CONFIG), ens1), 'lbl'), ens1);
     const ens2 = model('e2', 'max_batch_size: 4\nplatform : "ensemble"\n');
@@ -234,7 +237,7 @@ describe('chooseEntryModel', () => {
     throwsWith(
       () => chooseEntryModel(layoutOf(model('a', 'platform: "ensemble_like"'), model('b', ONNX_CONFIG)), 'lbl'),
       'INVALID_MODEL',
-      "model 'lbl': cannot choose the entry model: it has 2 models (a, b) and no ensemble; package one model per archive, add exactly one ensemble (platform: \"ensemble\") that wires them, or set MME_DEFAULT_MODEL for the default model",
+      'model \'lbl\': cannot choose the entry model: it has 2 models (a, b) and no ensemble; package one model per archive, add exactly one ensemble (platform: "ensemble") that wires them, or set MME_DEFAULT_MODEL for the default model',
     );
   });
 
@@ -249,14 +252,18 @@ describe('chooseEntryModel', () => {
       'MODEL_NOT_FOUND',
       "model 'lbl': the package has no model named 'zz' (it has: a, b)",
     );
-    throwsWith(() => chooseEntryModel(layoutOf(model('only')), 'lbl', 'other'), 'MODEL_NOT_FOUND', "model 'lbl': the package has no model named 'other' (it has: only)");
+    throwsWith(
+      () => chooseEntryModel(layoutOf(model('only')), 'lbl', 'other'),
+      'MODEL_NOT_FOUND',
+      "model 'lbl': the package has no model named 'other' (it has: only)",
+    );
   });
 
   test('several models and no ensemble is INVALID_MODEL listing the models', () => {
     throwsWith(
       () => chooseEntryModel(layoutOf(model('a', ONNX_CONFIG), model('b'), model('c', ONNX_CONFIG)), 'lbl'),
       'INVALID_MODEL',
-      "model 'lbl': cannot choose the entry model: it has 3 models (a, b, c) and no ensemble; package one model per archive, add exactly one ensemble (platform: \"ensemble\") that wires them, or set MME_DEFAULT_MODEL for the default model",
+      'model \'lbl\': cannot choose the entry model: it has 3 models (a, b, c) and no ensemble; package one model per archive, add exactly one ensemble (platform: "ensemble") that wires them, or set MME_DEFAULT_MODEL for the default model',
     );
   });
 
@@ -264,7 +271,7 @@ describe('chooseEntryModel', () => {
     throwsWith(
       () => chooseEntryModel(layoutOf(model('e1', ENSEMBLE_CONFIG), model('m', ONNX_CONFIG), model('e2', ENSEMBLE_CONFIG)), 'lbl'),
       'INVALID_MODEL',
-      "model 'lbl': cannot choose the entry model: it has 2 ensembles (e1, e2); package one model per archive, add exactly one ensemble (platform: \"ensemble\") that wires them, or set MME_DEFAULT_MODEL for the default model",
+      'model \'lbl\': cannot choose the entry model: it has 2 ensembles (e1, e2); package one model per archive, add exactly one ensemble (platform: "ensemble") that wires them, or set MME_DEFAULT_MODEL for the default model',
     );
   });
 
@@ -277,7 +284,10 @@ describe('chooseEntryModel', () => {
       'post/1/model.onnx': 'x',
     });
     const layout = await scanRepository(root, 'fb', 'lbl');
-    assert.deepEqual(layout.models.map((m) => m.name), ['ens', 'post', 'pre']);
+    assert.deepEqual(
+      layout.models.map((m) => m.name),
+      ['ens', 'post', 'pre'],
+    );
     assert.equal(chooseEntryModel(layout, 'lbl').name, 'ens');
     assert.equal(chooseEntryModel(layout, 'lbl', 'post').dir, path.join(root, 'post'));
   });

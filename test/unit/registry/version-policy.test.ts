@@ -26,8 +26,7 @@ function throwsInvalidModel(fn: () => unknown, message: string): void {
   });
 }
 
-const NONE_AVAILABLE =
-  "model 'lbl': at least one version must be available under the version policy; add a numeric version directory such as 1/model.onnx";
+const NONE_AVAILABLE = "model 'lbl': at least one version must be available under the version policy; add a numeric version directory such as 1/model.onnx";
 
 describe('selectVersions: latest', () => {
   test('no policy (undefined, null) means latest 1: the highest version', () => {
@@ -67,23 +66,20 @@ describe('selectVersions: all', () => {
     assert.deepEqual(selectVersions([10, 1, 2], policy({ all: {} }), 'lbl'), [1, 2, 10]);
   });
 
-  test(
-    'an explicit empty version_policy {} selects every version',
-    () => {
-      const config = modelConfigFromJson(
-        {
-          name: 'm',
-          platform: 'onnxruntime_onnx',
-          version_policy: {},
-          input: [{ name: 'x', data_type: 'TYPE_FP32', dims: [1] }],
-          output: [{ name: 'y', data_type: 'TYPE_FP32', dims: [1] }],
-        },
-        { sourceName: 'm/config.pbtxt', directoryName: 'm' },
-      );
-      assert.deepEqual(config.versionPolicy, { kind: 'all' });
-      assert.deepEqual(selectVersions([1, 2, 3], config.versionPolicy, 'lbl'), [1, 2, 3]);
-    },
-  );
+  test('an explicit empty version_policy {} selects every version', () => {
+    const config = modelConfigFromJson(
+      {
+        name: 'm',
+        platform: 'onnxruntime_onnx',
+        version_policy: {},
+        input: [{ name: 'x', data_type: 'TYPE_FP32', dims: [1] }],
+        output: [{ name: 'y', data_type: 'TYPE_FP32', dims: [1] }],
+      },
+      { sourceName: 'm/config.pbtxt', directoryName: 'm' },
+    );
+    assert.deepEqual(config.versionPolicy, { kind: 'all' });
+    assert.deepEqual(selectVersions([1, 2, 3], config.versionPolicy, 'lbl'), [1, 2, 3]);
+  });
 
   test('all with no versions is INVALID_MODEL', () => {
     throwsInvalidModel(() => selectVersions([], policy({ all: {} }), 'lbl'), NONE_AVAILABLE);
@@ -101,7 +97,10 @@ describe('selectVersions: specific', () => {
       () => selectVersions([1, 2, 3], policy({ specific: { versions: [4, 1, 7] } }), 'lbl'),
       "model 'lbl': version_policy asks for version(s) 4, 7 but the package has 1, 2, 3",
     );
-    throwsInvalidModel(() => selectVersions([], policy({ specific: { versions: [1] } }), 'lbl'), "model 'lbl': version_policy asks for version(s) 1 but the package has none");
+    throwsInvalidModel(
+      () => selectVersions([], policy({ specific: { versions: [1] } }), 'lbl'),
+      "model 'lbl': version_policy asks for version(s) 1 but the package has none",
+    );
   });
 
   test('an empty or missing list selects nothing: INVALID_MODEL', () => {

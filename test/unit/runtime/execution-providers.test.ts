@@ -180,10 +180,10 @@ describe('isProviderLoadError', () => {
   test('model, runtime and memory errors are not provider-load errors', () => {
     const messages = [
       'Failed to load model because protobuf parsing failed.',
-      "Load model from /tmp/m.onnx failed:Protobuf parsing failed.",
-      'Non-zero status code returned while running Add node. Name:\'add\' Status Message: shape mismatch',
+      'Load model from /tmp/m.onnx failed:Protobuf parsing failed.',
+      "Non-zero status code returned while running Add node. Name:'add' Status Message: shape mismatch",
       '[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Failed to allocate memory for requested buffer of size 1024',
-      'input \'x\' is missing',
+      "input 'x' is missing",
       '',
     ];
     for (const m of messages) assert.equal(isProviderLoadError(new Error(m)), false, m);

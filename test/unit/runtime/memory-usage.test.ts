@@ -6,7 +6,14 @@
 import assert from 'node:assert/strict';
 import os from 'node:os';
 import { describe, it } from 'node:test';
-import { containerMemoryLimitBytes, gpuMemory, gpuProcessBytes, parseGpuProcessBytes, parseNvidiaSmi, processRssBytes } from '../../../src/runtime/memory-usage.js';
+import {
+  containerMemoryLimitBytes,
+  gpuMemory,
+  gpuProcessBytes,
+  parseGpuProcessBytes,
+  parseNvidiaSmi,
+  processRssBytes,
+} from '../../../src/runtime/memory-usage.js';
 import { ortSessionOptions, providerOption, tensorrtCacheEnvironment } from '../../../src/runtime/provider-options.js';
 
 function files(map: Record<string, string>): (f: string) => string {
@@ -61,7 +68,13 @@ describe('providerOption', () => {
     assert.deepEqual(providerOption('cpu', 0), { name: 'cpu' });
   });
   it('every session allocates its initializers outside the arena (a config entry the binding does forward)', () => {
-    const options = ortSessionOptions({ providers: ['cuda', 'cpu'], deviceId: 0, graphOptimizationLevel: 'all', intraOpThreads: undefined, interOpThreads: undefined });
+    const options = ortSessionOptions({
+      providers: ['cuda', 'cpu'],
+      deviceId: 0,
+      graphOptimizationLevel: 'all',
+      intraOpThreads: undefined,
+      interOpThreads: undefined,
+    });
     assert.deepEqual(options.extra, { session: { use_device_allocator_for_initializers: '1' } });
   });
   it("TensorRT's caches through the variables its provider reads; the operator's own values win", () => {
@@ -81,10 +94,22 @@ describe('GPU memory per process (nvidia-smi)', () => {
   });
   it('a device where the process has no context yet reads 0; an unknown UUID is ignored', () => {
     const m = parseGpuProcessBytes('GPU-zzz, 4242, 7\n', gpus, 4242);
-    assert.deepEqual([...m], [[0, 0], [1, 0]]);
+    assert.deepEqual(
+      [...m],
+      [
+        [0, 0],
+        [1, 0],
+      ],
+    );
   });
   it('the empty answer of a machine without compute apps', () => {
-    assert.deepEqual([...parseGpuProcessBytes('', gpus, 1)], [[0, 0], [1, 0]]);
+    assert.deepEqual(
+      [...parseGpuProcessBytes('', gpus, 1)],
+      [
+        [0, 0],
+        [1, 0],
+      ],
+    );
   });
   it('no driver: undefined, not an error', async () => {
     const m = await gpuProcessBytes(process.pid, 2000);

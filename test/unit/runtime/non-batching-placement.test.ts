@@ -41,13 +41,23 @@ function fakeSession(runUs: number, tripMs: number): ModelSession & { placed: st
   return s;
 }
 
-const tensors = (dims: number[]) => ({ inputs: [{ name: 'INPUT0', dataType: 'FP32' as const, dims }], outputs: [{ name: 'OUTPUT0', dataType: 'FP32' as const, dims }] });
+const tensors = (dims: number[]) => ({
+  inputs: [{ name: 'INPUT0', dataType: 'FP32' as const, dims }],
+  outputs: [{ name: 'OUTPUT0', dataType: 'FP32' as const, dims }],
+});
 const config = (maxBatchSize: number) =>
   parseModelConfig(configText({ maxBatchSize, ...tensors(maxBatchSize === 0 ? [1, 16] : [16]) }), { sourceName: 'm/config.pbtxt', directoryName: 'm' });
 const zeros = (): Map<string, Tensor> => new Map();
 
 async function place(maxBatchSize: number, session: ModelSession, onlyMaxRunUs = 15): Promise<void> {
-  await placeSessions(config(maxBatchSize), [{ version: 1, sessions: [session], fileBytes: async () => 1024 }], zeros, 'm', { mainThreadMaxRunUs: 1000, mainThreadOnlyMaxRunUs: onlyMaxRunUs }, silentLogger());
+  await placeSessions(
+    config(maxBatchSize),
+    [{ version: 1, sessions: [session], fileBytes: async () => 1024 }],
+    zeros,
+    'm',
+    { mainThreadMaxRunUs: 1000, mainThreadOnlyMaxRunUs: onlyMaxRunUs },
+    silentLogger(),
+  );
 }
 
 describe('placement of a model without a batch dimension', () => {

@@ -417,7 +417,8 @@ describe('a session with a main-thread copy (runtime/session-placement.ts)', () 
       ['INPUT1', { datatype: 'FP32', shape: [1, 4], data: Float32Array.from([1, 1, 1, 1]) }],
     ]);
   /** A worker session whose answer is recognisable: it never computes. */
-  const marker = (): Map<string, Tensor> => new Map<string, Tensor>([['OUTPUT0', { datatype: 'FP32', shape: [1, 4], data: Float32Array.from([-1, -1, -1, -1]) }]]);
+  const marker = (): Map<string, Tensor> =>
+    new Map<string, Tensor>([['OUTPUT0', { datatype: 'FP32', shape: [1, 4], data: Float32Array.from([-1, -1, -1, -1]) }]]);
 
   /** A booking that counts what it holds; `room` bytes may be granted. */
   const booking = (room = Number.POSITIVE_INFINITY) => {
@@ -506,7 +507,10 @@ describe('a session with a main-thread copy (runtime/session-placement.ts)', () 
       }
       const timed = await session.timeRuns(feeds(), ['OUTPUT0'], 3);
       assert.equal(timed.length, 3);
-      assert.ok(timed.every((us) => us > 0 && us < 1e6), String(timed));
+      assert.ok(
+        timed.every((us) => us > 0 && us < 1e6),
+        String(timed),
+      );
     } finally {
       await session.release();
     }
@@ -515,7 +519,10 @@ describe('a session with a main-thread copy (runtime/session-placement.ts)', () 
   test('a GPU session gets no main-thread copy', async () => {
     const { pool: fake } = fakePool(() => fakeSession(async () => marker()));
     const session = await createModelSession(addSubPath, options(fake, 'gpu', { providers: ['cuda'], warnings: [], deviceId: 0 }));
-    assert.throws(() => session.allowMainThreadCopy({ intraOpThreads: undefined, fileBytes: 1, book: booking(), copies: new MainThreadCopies(1) }), /only CPU sessions run on the main thread/);
+    assert.throws(
+      () => session.allowMainThreadCopy({ intraOpThreads: undefined, fileBytes: 1, book: booking(), copies: new MainThreadCopies(1) }),
+      /only CPU sessions run on the main thread/,
+    );
     assert.equal(session.copies, 1);
   });
 
@@ -527,11 +534,18 @@ describe('a session with a main-thread copy (runtime/session-placement.ts)', () 
     const [a, b, c] = sessions as [ModelSession, ModelSession, ModelSession];
     await giveCopy(a, copies, book);
     await giveCopy(b, copies, book);
-    assert.deepEqual(sessions.map((s) => s.copies), [2, 2, 1]);
+    assert.deepEqual(
+      sessions.map((s) => s.copies),
+      [2, 2, 1],
+    );
     assert.equal(book.held, 200);
     await a.run(feeds(), ['OUTPUT0'], LONE); // a is now more recent than b
     await giveCopy(c, copies, book);
-    assert.deepEqual(sessions.map((s) => s.copies), [2, 1, 2], 'b, the least recently run, lost its copy');
+    assert.deepEqual(
+      sessions.map((s) => s.copies),
+      [2, 1, 2],
+      'b, the least recently run, lost its copy',
+    );
     assert.equal(copies.size, 2);
     assert.equal(book.held, 200, "b's copy is no longer booked");
     await Promise.all(sessions.map((s) => s.release()));

@@ -46,7 +46,10 @@ test('calls in flight on a worker that throws fail with RUNTIME_UNAVAILABLE, the
   await assert.rejects(crash, isUnavailable);
   // At once, not after some timeout: the death itself rejects them.
   assert.ok(performance.now() - started < 5_000);
-  assert.deepEqual(lost.map((l) => l.index), [a.worker]);
+  assert.deepEqual(
+    lost.map((l) => l.index),
+    [a.worker],
+  );
   assert.match(lost[0]!.cause, /crashed: step fault/);
   // The dead worker's sessions are gone: calls on them fail the same way, release is a no-op.
   await assert.rejects(a.run(feed('ok'), []), isUnavailable);
@@ -57,7 +60,13 @@ test('calls in flight on a worker that throws fail with RUNTIME_UNAVAILABLE, the
   assert.deepEqual(await c.run(feed('ok'), []), new Map());
   assert.ok(pool.healthy);
   // The other worker never died: its call is still waiting (it is a 'hang'), not rejected.
-  const settled = await Promise.race([other.then(() => 'resolved', () => 'rejected'), new Promise((r) => setTimeout(() => r('pending'), 100))]);
+  const settled = await Promise.race([
+    other.then(
+      () => 'resolved',
+      () => 'rejected',
+    ),
+    new Promise((r) => setTimeout(() => r('pending'), 100)),
+  ]);
   assert.equal(settled, 'pending');
 });
 

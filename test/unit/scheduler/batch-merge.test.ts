@@ -41,7 +41,10 @@ describe('concatInputs / splitOutputs', () => {
       assert.deepEqual(x.shape, [6, 2]);
       assert.equal(x.datatype, datatype);
       assert.equal(x.data.constructor, requests[0]!.data.constructor, 'same array type as the requests');
-      assert.deepEqual(Array.from(x.data as ArrayLike<unknown>), requests.flatMap((t) => Array.from(t.data as ArrayLike<unknown>)));
+      assert.deepEqual(
+        Array.from(x.data as ArrayLike<unknown>),
+        requests.flatMap((t) => Array.from(t.data as ArrayLike<unknown>)),
+      );
       const back = splitOutputs(new Map([['X', x]]), [2, 1, 3], [['X'], ['X'], ['X']], 'm');
       back.forEach((m, i) => {
         const t = m.get('X')!;
@@ -110,13 +113,39 @@ describe('batchSignature and requestRows', () => {
       ]),
     );
     assert.equal(a, b);
-    assert.notEqual(a, batchSignature(new Map([['A', t('FP32', [1, 3])], ['B', t('FP32', [1, 2, 3])]])));
-    assert.notEqual(a, batchSignature(new Map([['A', t('FP64', [1, 3])], ['B', t('FP32', [1, 2, 2])]])));
+    assert.notEqual(
+      a,
+      batchSignature(
+        new Map([
+          ['A', t('FP32', [1, 3])],
+          ['B', t('FP32', [1, 2, 3])],
+        ]),
+      ),
+    );
+    assert.notEqual(
+      a,
+      batchSignature(
+        new Map([
+          ['A', t('FP64', [1, 3])],
+          ['B', t('FP32', [1, 2, 2])],
+        ]),
+      ),
+    );
     assert.notEqual(a, batchSignature(new Map([['A', t('FP32', [1, 3])]])));
   });
 
   test('rows: the shared first dim, within [1, max_batch_size]', () => {
-    assert.equal(requestRows(new Map([['A', t('FP32', [3, 2])], ['B', t('FP32', [3])]]), 4, 'm'), 3);
+    assert.equal(
+      requestRows(
+        new Map([
+          ['A', t('FP32', [3, 2])],
+          ['B', t('FP32', [3])],
+        ]),
+        4,
+        'm',
+      ),
+      3,
+    );
     assert.throws(() => requestRows(new Map([['A', t('FP32', [0, 2])]]), 4, 'm'), isServingError('INVALID_INPUT', /between 1 and 4.*got 0/));
     assert.throws(() => requestRows(new Map([['A', t('FP32', [])]]), 4, 'm'), isServingError('INVALID_INPUT', /input 'A' has shape \[\]/));
   });

@@ -33,7 +33,7 @@ describe('resolveBatchPolicy', () => {
     assert.equal(resolveBatchPolicy(batchingConfig(2), false, defaults).maxBatchSize, 2);
   });
 
-  test("the empty block ONNX auto-complete adds is not tuning: it still gets the server defaults", () => {
+  test('the empty block ONNX auto-complete adds is not tuning: it still gets the server defaults', () => {
     const p = resolveBatchPolicy(batchingConfig(8, 'dynamic_batching { }'), false, { ...DEFAULT_BATCHING, maxQueueDelayUs: 300 });
     assert.equal(p.source, 'default');
     assert.equal(p.maxQueueDelayUs, 300);
@@ -57,7 +57,10 @@ describe('resolveBatchPolicy', () => {
   });
 
   test('an empty preferred_batch_size means [max_batch_size]', () => {
-    assert.deepEqual(resolveBatchPolicy(batchingConfig(6, 'dynamic_batching { max_queue_delay_microseconds: 10 }'), true, DEFAULT_BATCHING).preferredBatchSizes, [6]);
+    assert.deepEqual(
+      resolveBatchPolicy(batchingConfig(6, 'dynamic_batching { max_queue_delay_microseconds: 10 }'), true, DEFAULT_BATCHING).preferredBatchSizes,
+      [6],
+    );
   });
 
   test('priority levels: per-level policies, the default level, others from default_queue_policy', () => {
@@ -123,7 +126,10 @@ describe('request parameters priority and timeout', () => {
   });
 
   test('anything else is INVALID_REQUEST naming the model and the parameter', () => {
-    assert.throws(() => scheduleOptionsFrom({ priority: -1 }, 'm'), isServingError('INVALID_REQUEST', /model 'm': request parameter 'priority' must be a non-negative integer, got -1/));
+    assert.throws(
+      () => scheduleOptionsFrom({ priority: -1 }, 'm'),
+      isServingError('INVALID_REQUEST', /model 'm': request parameter 'priority' must be a non-negative integer, got -1/),
+    );
     assert.throws(() => scheduleOptionsFrom({ timeout: '10' }, 'm'), isServingError('INVALID_REQUEST', /'timeout'.*got "10"/));
     assert.throws(() => scheduleOptionsFrom({ timeout: 1.5 }, 'm'), isServingError('INVALID_REQUEST', /'timeout'/));
   });

@@ -182,7 +182,13 @@ describe('the no-tuning default (max_batch_size > 0, no dynamic_batching block)'
 
   test('while a batch runs, requests read in separate callbacks of one I/O turn still form one batch in the free slot', async () => {
     const executor = new ManualExecutor();
-    const batcher = new DynamicBatcher({ model: 'm', policy: resolveBatchPolicy(batchingConfig(8), false, DEFAULT_BATCHING), instances: [executor], batchesPerInstance: 2, clock: new FakeClock() });
+    const batcher = new DynamicBatcher({
+      model: 'm',
+      policy: resolveBatchPolicy(batchingConfig(8), false, DEFAULT_BATCHING),
+      instances: [executor],
+      batchesPerInstance: 2,
+      clock: new FakeClock(),
+    });
     const first = send(batcher, rowsRequest(0, 1));
     await settle();
     assert.equal(executor.calls.length, 1, 'a lone request runs at once');
@@ -364,12 +370,18 @@ describe('what may share a batch', () => {
 
   test('a request with more rows than max_batch_size, or inputs that disagree on rows, is refused clearly', async () => {
     const { batcher, executor } = setup(batchingConfig(4));
-    await assert.rejects(batcher.schedule(rowsRequest(1, 5), ['OUTPUT0']), isServingError('INVALID_INPUT', /model 'm'.*batch-size must be between 1 and 4.*got 5/));
+    await assert.rejects(
+      batcher.schedule(rowsRequest(1, 5), ['OUTPUT0']),
+      isServingError('INVALID_INPUT', /model 'm'.*batch-size must be between 1 and 4.*got 5/),
+    );
     const mixed = new Map<string, Tensor>([
       ['INPUT0', { datatype: 'FP32', shape: [2, 1], data: new Float32Array(2) }],
       ['INPUT1', { datatype: 'FP32', shape: [3, 1], data: new Float32Array(3) }],
     ]);
-    await assert.rejects(batcher.schedule(mixed, ['OUTPUT0']), isServingError('INVALID_INPUT', /input 'INPUT1' batch size 3 does not match input 'INPUT0' batch size 2/));
+    await assert.rejects(
+      batcher.schedule(mixed, ['OUTPUT0']),
+      isServingError('INVALID_INPUT', /input 'INPUT1' batch size 3 does not match input 'INPUT0' batch size 2/),
+    );
     assert.equal(executor.calls.length, 0);
     assert.equal(batcher.queueLength, 0);
   });
@@ -411,7 +423,8 @@ describe('ordering and priorities', () => {
     send(batcher, rowsRequest(0, 1));
     await settle();
     const order: number[] = [];
-    const track = (id: number, options?: ScheduleOptions): void => void batcher.schedule(rowsRequest(id, 1), ['OUTPUT0'], undefined, options).then(() => order.push(id));
+    const track = (id: number, options?: ScheduleOptions): void =>
+      void batcher.schedule(rowsRequest(id, 1), ['OUTPUT0'], undefined, options).then(() => order.push(id));
     track(1);
     track(2, { priority: 9 });
     track(3, { priority: 1 });
@@ -488,7 +501,9 @@ describe('queue policy', () => {
   });
 
   test('allow_timeout_override: a request may shorten the timeout, not lengthen it; without it the request timeout is ignored', async () => {
-    const overridable = setup(batchingConfig(1, 'dynamic_batching { default_queue_policy { default_timeout_microseconds: 1000 allow_timeout_override: true } }'));
+    const overridable = setup(
+      batchingConfig(1, 'dynamic_batching { default_queue_policy { default_timeout_microseconds: 1000 allow_timeout_override: true } }'),
+    );
     send(overridable.batcher, rowsRequest(0, 1));
     await settle();
     const short = send(overridable.batcher, rowsRequest(1, 1), { timeoutUs: 200 });
@@ -523,14 +538,14 @@ describe('queue policy', () => {
     assert.equal(batcher.queueLength, 2);
     executor.call(0).finish();
     await settle();
-    assert.equal(executor.call(1).rows, 2, 'the cancelled request\'s 3 rows are not in the batch');
+    assert.equal(executor.call(1).rows, 2, "the cancelled request's 3 rows are not in the batch");
     executor.call(1).finish();
     await settle();
     assert.deepEqual(outputOf(a).data, expectedRows(1, 1));
     assert.deepEqual(outputOf(c).data, expectedRows(3, 1));
   });
 
-  test('one AbortSignal (through cancellationOf) queued in two models (an ensemble\'s steps) leaves both queues when it aborts', async () => {
+  test("one AbortSignal (through cancellationOf) queued in two models (an ensemble's steps) leaves both queues when it aborts", async () => {
     const first = setup(batchingConfig(8));
     const second = setup(batchingConfig(8));
     for (const s of [first, second]) send(s.batcher, rowsRequest(0, 1)); // occupy each instance
@@ -564,7 +579,10 @@ describe('queue policy', () => {
 
   test('a request cancelled before scheduling is refused at once', async () => {
     const { batcher, executor } = setup(batchingConfig(8));
-    await assert.rejects(batcher.schedule(rowsRequest(1, 1), ['OUTPUT0'], cancellationOf(AbortSignal.abort())), isServingError('CANCELLED', /before it was queued/));
+    await assert.rejects(
+      batcher.schedule(rowsRequest(1, 1), ['OUTPUT0'], cancellationOf(AbortSignal.abort())),
+      isServingError('CANCELLED', /before it was queued/),
+    );
     assert.equal(executor.calls.length, 0);
   });
 });
@@ -659,8 +677,16 @@ describe('failures and instances', () => {
     assert.equal(batcher.queueLength, 1);
     assert.deepEqual([a.calls.length, b.calls.length], [2, 2]);
     const firstValue = (inputs: ReadonlyMap<string, Tensor>): unknown => (inputs.get('INPUT0')!.data as Float32Array)[0];
-    assert.deepEqual(a.calls.map((c) => firstValue(c.inputs)), [firstValue(rowsRequest(0, 1)), firstValue(rowsRequest(2, 1))], 'requests 0 and 2 on instance A');
-    assert.deepEqual(b.calls.map((c) => firstValue(c.inputs)), [firstValue(rowsRequest(1, 1)), firstValue(rowsRequest(3, 1))], 'requests 1 and 3 on instance B');
+    assert.deepEqual(
+      a.calls.map((c) => firstValue(c.inputs)),
+      [firstValue(rowsRequest(0, 1)), firstValue(rowsRequest(2, 1))],
+      'requests 0 and 2 on instance A',
+    );
+    assert.deepEqual(
+      b.calls.map((c) => firstValue(c.inputs)),
+      [firstValue(rowsRequest(1, 1)), firstValue(rowsRequest(3, 1))],
+      'requests 1 and 3 on instance B',
+    );
     assert.equal(a.maxRunning, 2, 'two batches handed to one instance at once');
     b.call(0).finish();
     await settle();

@@ -89,7 +89,10 @@ describe('sequence batcher', () => {
     assert.equal(await value(b), 3);
     assert.equal(await value(c), 6);
     assert.deepEqual([...(await c).keys()], ['OUTPUT'], 'STATE_OUT never reaches the client');
-    assert.ok(executor.calls.every((call) => call.outputNames.includes('STATE_OUT')), 'the state output is always asked for');
+    assert.ok(
+      executor.calls.every((call) => call.outputNames.includes('STATE_OUT')),
+      'the state output is always asked for',
+    );
     assert.equal(stateBytes(), 0, 'the state is freed at the end');
   });
 
@@ -127,7 +130,10 @@ describe('sequence batcher', () => {
       await settle();
       assert.equal(executor.calls.length, 2, 'one request of the sequence at a time');
       assert.equal(warnings.length, 1, warnings.join('\n'));
-      assert.match(warnings[0]!, /sequence 5 for model 'm' has a conflict\. The previous sequence did not end before this sequence start\. Previous sequence will be terminated early\./);
+      assert.match(
+        warnings[0]!,
+        /sequence 5 for model 'm' has a conflict\. The previous sequence did not end before this sequence start\. Previous sequence will be terminated early\./,
+      );
       assert.ok(events.includes('end:restart'), events.join(','));
       assert.equal(batcher.liveSequences, 1, 'one sequence ended, one started');
       assert.equal(tracker.liveSequences, 1);
@@ -135,7 +141,7 @@ describe('sequence batcher', () => {
       assert.equal(await value(b), 11);
       await settle();
       executor.call(2).finish();
-      assert.equal(await value(c), 13, 'the old sequence\'s queued request ran on its state');
+      assert.equal(await value(c), 13, "the old sequence's queued request ran on its state");
       await settle();
       assert.deepEqual([...(executor.call(3).inputs.get('STATE')!.data as Float32Array)], [0], 'the restart runs on the initial state');
       executor.call(3).finish();
@@ -143,7 +149,7 @@ describe('sequence batcher', () => {
       await settle();
       executor.call(4).finish();
       assert.equal(await value(d), 101, 'the new sequence goes on from its own state');
-      assert.equal(stateBytes(), 4, 'one state held: the new sequence\'s');
+      assert.equal(stateBytes(), 4, "one state held: the new sequence's");
       const end = send(5, 1, { end: true });
       await settle();
       executor.call(5).finish();

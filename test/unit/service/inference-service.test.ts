@@ -42,7 +42,10 @@ describe('InferenceService with a fake loader', () => {
   test('a request that fails validation is refused before it runs, and releases its lease', async () => {
     const { service, registry, loader } = serviceFixture();
     const bad: InferRequest = { ...request([1]), inputs: new Map([['NOPE', { datatype: 'FP32', shape: [1, 1], data: Float32Array.from([1]) }]]) };
-    await assert.rejects(service.infer(service.resolve({ kind: 'target', target: 'a' }), () => bad, ctx), isServingError('INVALID_INPUT', /model 'a': unexpected inference input 'NOPE'/));
+    await assert.rejects(
+      service.infer(service.resolve({ kind: 'target', target: 'a' }), () => bad, ctx),
+      isServingError('INVALID_INPUT', /model 'a': unexpected inference input 'NOPE'/),
+    );
     const pkg = await loader.calls[0]!.result;
     assert.equal(pkg.scheduler.runs, 0);
     await registry.resolve({ kind: 'target', target: 'a' }).unload();
@@ -57,7 +60,10 @@ describe('InferenceService with a fake loader', () => {
     pkg.scheduler.gate = gate.promise;
     const first = service.infer(service.resolve({ kind: 'target', target: 'a' }), () => request([1]), ctx);
     await settle();
-    await assert.rejects(service.infer(service.resolve({ kind: 'target', target: 'a' }), () => request([1]), ctx), isServingError('OVERLOADED', /limit of 1 requests/));
+    await assert.rejects(
+      service.infer(service.resolve({ kind: 'target', target: 'a' }), () => request([1]), ctx),
+      isServingError('OVERLOADED', /limit of 1 requests/),
+    );
     gate.resolve();
     await first;
     await service.infer(service.resolve({ kind: 'target', target: 'a' }), () => request([1]), ctx);
@@ -68,8 +74,16 @@ describe('InferenceService with a fake loader', () => {
     const service = new InferenceService({ registry: fixture.registry, metrics: fixture.metrics, maxInflight: 8, maxQueueSize: 16 });
     const a = service.resolve({ kind: 'target', target: 'a' });
     assert.deepEqual(service.queueOf(a, 'a'), { key: 'source:a', model: 'a', queued: 0, limit: 16 }, 'not loaded: nothing waits in it yet');
-    assert.deepEqual(service.queueOf(undefined, '../x'), { key: 'unresolved:../x', model: '../x', queued: 0, limit: 16 }, 'a bad target is refused later, not here');
-    assert.notEqual(service.resolve({ kind: 'managed', name: 'a', targetHeader: undefined }).queueKey, a.queueKey, 'a model SageMaker loaded as a and the target a are two queues');
+    assert.deepEqual(
+      service.queueOf(undefined, '../x'),
+      { key: 'unresolved:../x', model: '../x', queued: 0, limit: 16 },
+      'a bad target is refused later, not here',
+    );
+    assert.notEqual(
+      service.resolve({ kind: 'managed', name: 'a', targetHeader: undefined }).queueKey,
+      a.queueKey,
+      'a model SageMaker loaded as a and the target a are two queues',
+    );
     let reached = 0;
     await service.infer(a, () => request([1]), { ...ctx, reachedModel: () => reached++ });
     assert.equal(reached, 1);
@@ -86,6 +100,9 @@ describe('InferenceService with a fake loader', () => {
     assert.deepEqual([...(answer.outputs.get('OUTPUT0')!.data as Float32Array)], [10]);
     assert.equal(loader.loadsOf('m').length, 1);
     await service.unload(service.resolve({ kind: 'managed', name: 'm', targetHeader: undefined }));
-    await assert.rejects(service.infer(service.resolve({ kind: 'managed', name: 'm', targetHeader: undefined }), () => request([5]), ctx), isServingError('MODEL_NOT_FOUND', /'m' is not loaded/));
+    await assert.rejects(
+      service.infer(service.resolve({ kind: 'managed', name: 'm', targetHeader: undefined }), () => request([5]), ctx),
+      isServingError('MODEL_NOT_FOUND', /'m' is not loaded/),
+    );
   });
 });

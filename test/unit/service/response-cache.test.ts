@@ -53,7 +53,16 @@ describe('ResponseCache keys', () => {
 });
 
 describe('ResponseCache storage', () => {
-  const out = (n: number) => new Map<string, Tensor>([['OUT', f32([1, n], Array.from({ length: n }, (_, i) => i))]]);
+  const out = (n: number) =>
+    new Map<string, Tensor>([
+      [
+        'OUT',
+        f32(
+          [1, n],
+          Array.from({ length: n }, (_, i) => i),
+        ),
+      ],
+    ]);
 
   test('a hit returns the stored tensors in a fresh map', () => {
     const cache = new ResponseCache(1 << 20);

@@ -82,7 +82,13 @@ describe('validateRequest: accepted requests', () => {
   });
 
   test('inputs in any order; requested outputs that exist are fine', () => {
-    const req = request([['ids', tensor('INT64', [2, 1])], ['x', tensor('FP32', [2, 4])]], ['z', 'y']);
+    const req = request(
+      [
+        ['ids', tensor('INT64', [2, 1])],
+        ['x', tensor('FP32', [2, 4])],
+      ],
+      ['z', 'y'],
+    );
     assert.equal(validateRequest(req, BATCHING, 'lbl'), 2);
   });
 
@@ -111,7 +117,10 @@ describe('validateRequest: rejected requests', () => {
 
   test('a datatype mismatch (Triton message)', () => {
     rejects(
-      request([['x', tensor('FP64', [2, 4])], ['ids', tensor('INT64', [2, 1])]]),
+      request([
+        ['x', tensor('FP64', [2, 4])],
+        ['ids', tensor('INT64', [2, 1])],
+      ]),
       BATCHING,
       "inference input 'x' data-type is 'FP64', but the model expects 'FP32'",
     );
@@ -120,11 +129,21 @@ describe('validateRequest: rejected requests', () => {
 
   test('a shape mismatch (Triton message): wrong dim, wrong rank, missing batch dim', () => {
     rejects(
-      request([['x', tensor('FP32', [2, 5])], ['ids', tensor('INT64', [2, 1])]]),
+      request([
+        ['x', tensor('FP32', [2, 5])],
+        ['ids', tensor('INT64', [2, 1])],
+      ]),
       BATCHING,
       "unexpected shape for input 'x'. Expected [-1,4], got [2,5]",
     );
-    rejects(request([['x', tensor('FP32', [4])], ['ids', tensor('INT64', [1, 1])]]), BATCHING, "unexpected shape for input 'x'. Expected [-1,4], got [4]");
+    rejects(
+      request([
+        ['x', tensor('FP32', [4])],
+        ['ids', tensor('INT64', [1, 1])],
+      ]),
+      BATCHING,
+      "unexpected shape for input 'x'. Expected [-1,4], got [4]",
+    );
     rejects(request([['img', tensor('UINT8', [1, 2, 5, 3])]]), FIXED, "unexpected shape for input 'img'. Expected [2,-1,3], got [1,2,5,3]");
     rejects(request([['img', tensor('UINT8', [3, 5, 3])]]), FIXED, "unexpected shape for input 'img'. Expected [2,-1,3], got [3,5,3]");
   });
@@ -136,7 +155,10 @@ describe('validateRequest: rejected requests', () => {
 
   test('inputs that disagree on the batch size', () => {
     rejects(
-      request([['x', tensor('FP32', [2, 4])], ['ids', tensor('INT64', [3, 1])]]),
+      request([
+        ['x', tensor('FP32', [2, 4])],
+        ['ids', tensor('INT64', [3, 1])],
+      ]),
       BATCHING,
       "input 'ids' batch size 3 does not match input 'x' batch size 2",
     );
@@ -144,7 +166,13 @@ describe('validateRequest: rejected requests', () => {
   });
 
   test('a requested output the model does not have', () => {
-    const req = request([['x', tensor('FP32', [1, 4])], ['ids', tensor('INT64', [1, 1])]], ['y', 'nope']);
+    const req = request(
+      [
+        ['x', tensor('FP32', [1, 4])],
+        ['ids', tensor('INT64', [1, 1])],
+      ],
+      ['y', 'nope'],
+    );
     rejects(req, BATCHING, "unexpected inference output 'nope'; the model's outputs are 'y', 'z'");
   });
 

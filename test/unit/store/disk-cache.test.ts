@@ -126,7 +126,10 @@ describe('DiskCache', () => {
         expectedBytes: archive.length,
         fill: (contentDir, storageBytes) => extractArchive(source, contentDir, { maxBytes: 1 << 30, maxEntries: 100, storageBytes }),
       }),
-      isServingError('INSUFFICIENT_STORAGE', /model 'm\.tar\.gz'.*more than the \d+ bytes of disk \(counted in blocks, as du does\) the disk cache can give it \(budget 4096 bytes/),
+      isServingError(
+        'INSUFFICIENT_STORAGE',
+        /model 'm\.tar\.gz'.*more than the \d+ bytes of disk \(counted in blocks, as du does\) the disk cache can give it \(budget 4096 bytes/,
+      ),
     );
     assert.deepEqual(await readdir(dir), [], 'no temporary directory and no entry left');
   });

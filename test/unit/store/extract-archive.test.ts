@@ -52,12 +52,7 @@ async function listTree(dir: string, prefix = ''): Promise<string[]> {
  * asserts the rejection, an empty cache, and an untouched sandbox (escapes
  * via `../` would land in a/b, a, or the sandbox root).
  */
-async function expectRejected(
-  archive: Buffer,
-  code: ErrorCode,
-  pattern: RegExp,
-  limits: ExtractLimits = LIMITS,
-): Promise<void> {
+async function expectRejected(archive: Buffer, code: ErrorCode, pattern: RegExp, limits: ExtractLimits = LIMITS): Promise<void> {
   const root = await sandbox();
   const cacheDir = path.join(root, 'a', 'b', 'cache');
   await mkdir(cacheDir, { recursive: true });
@@ -278,8 +273,7 @@ describe('extractArchive: corrupt archives', () => {
 
   it('rejects garbage bytes', () => expectRejected(randomBytes(4096), 'ARCHIVE_REJECTED', /^model archive is corrupt: /));
 
-  it('rejects gzip-compressed garbage', () =>
-    expectRejected(gzipSync(randomBytes(4096)), 'ARCHIVE_REJECTED', /^model archive is corrupt: /));
+  it('rejects gzip-compressed garbage', () => expectRejected(gzipSync(randomBytes(4096)), 'ARCHIVE_REJECTED', /^model archive is corrupt: /));
 
   it('reports a failing input stream as UPSTREAM_UNAVAILABLE', async () => {
     const { archive } = await tritonArchive();
@@ -325,18 +319,13 @@ describe('extractArchive: limits', () => {
     ));
 
   it('rejects too many entries', () =>
-    expectRejected(
-      tgz(Array.from({ length: 20 }, (_, i) => ({ name: `f${i}`, body: 'x' }))),
-      'ARCHIVE_REJECTED',
-      /more than 10 entries.*'f10'/,
-      small,
-    ));
+    expectRejected(tgz(Array.from({ length: 20 }, (_, i) => ({ name: `f${i}`, body: 'x' }))), 'ARCHIVE_REJECTED', /more than 10 entries.*'f10'/, small));
 
   it('accepts an archive exactly at the limits', async () => {
-    const { result } = await extractTo(
-      tgz(Array.from({ length: 10 }, (_, i) => ({ name: `f${i}`, body: Buffer.alloc(102_400) }))),
-      { maxBytes: 1_024_000, maxEntries: 10 },
-    );
+    const { result } = await extractTo(tgz(Array.from({ length: 10 }, (_, i) => ({ name: `f${i}`, body: Buffer.alloc(102_400) }))), {
+      maxBytes: 1_024_000,
+      maxEntries: 10,
+    });
     assert.equal(result.files, 10);
     assert.equal(result.bytes, 1_024_000);
   });
@@ -349,13 +338,18 @@ describe('extractArchive: compression ratio', () => {
   function sparse(bytes: number, share: number): Buffer {
     const data = Buffer.alloc(bytes);
     const noise = randomBytes(bytes);
-    for (let i = 0; i < bytes; i += 4) if ((noise[i]! / 256) < share) noise.copy(data, i, i, i + 4);
+    for (let i = 0; i < bytes; i += 4) if (noise[i]! / 256 < share) noise.copy(data, i, i, i + 4);
     return data;
   }
 
   it('refuses a bomb of many files (each under every byte limit) once the tar stream passes the grace, leaving nothing', async () => {
     const bomb = tgz(Array.from({ length: 6 }, (_, i) => ({ name: `bomb/1/part${i}.bin`, body: Buffer.alloc(8 * MIB) })));
-    await expectRejected(bomb, 'ARCHIVE_REJECTED', /expands more than 200:1 \(\d+ compressed bytes gave \d+ bytes of tar data\).*MME_ARCHIVE_MAX_RATIO/, limits);
+    await expectRejected(
+      bomb,
+      'ARCHIVE_REJECTED',
+      /expands more than 200:1 \(\d+ compressed bytes gave \d+ bytes of tar data\).*MME_ARCHIVE_MAX_RATIO/,
+      limits,
+    );
   });
 
   it('stops within a chunk of the grace: the bytes written are the grace, not the archive', async () => {
@@ -401,10 +395,7 @@ describe('extractArchive: cancellation', () => {
     const root = await sandbox();
     const controller = new AbortController();
     controller.abort();
-    await assert.rejects(
-      extractArchive(Readable.from([Buffer.alloc(10)]), root, LIMITS, controller.signal),
-      isServingError('CANCELLED', /cancelled/),
-    );
+    await assert.rejects(extractArchive(Readable.from([Buffer.alloc(10)]), root, LIMITS, controller.signal), isServingError('CANCELLED', /cancelled/));
   });
 
   it('stops a running extraction and leaves no cache entry', async () => {

@@ -14,14 +14,7 @@ import { pathToFileURL } from 'node:url';
 import { after, describe, it } from 'node:test';
 import * as tar from 'tar';
 import { ServingError } from '../../../src/errors.js';
-import {
-  cacheEntryName,
-  cleanCacheDir,
-  ENTRY_CONTENT_DIR,
-  ENTRY_METADATA_FILE,
-  publishDirectory,
-  readCacheEntry,
-} from '../../../src/store/cache-publish.js';
+import { cacheEntryName, cleanCacheDir, ENTRY_CONTENT_DIR, ENTRY_METADATA_FILE, publishDirectory, readCacheEntry } from '../../../src/store/cache-publish.js';
 import type { ExtractLimits } from '../../../src/store/extract-limits.js';
 import { LocalModelSource, type ExtractionEvent } from '../../../src/store/local-source.js';
 import { isServingError } from '../../support/serving-error.js';
@@ -49,8 +42,7 @@ async function fixture(limits: ExtractLimits = LIMITS): Promise<Fixture> {
   const cacheDir = path.join(base, 'cache');
   await mkdir(root);
   const extractions: ExtractionEvent[] = [];
-  const make = (): LocalModelSource =>
-    new LocalModelSource({ root, cacheDir, limits, onExtract: (event) => extractions.push(event) });
+  const make = (): LocalModelSource => new LocalModelSource({ root, cacheDir, limits, onExtract: (event) => extractions.push(event) });
   return { root, cacheDir, extractions, source: make(), restart: make };
 }
 
@@ -257,10 +249,7 @@ describe('LocalModelSource: restart', () => {
     await writeFile(path.join(f.cacheDir, 'README.txt'), 'not ours');
 
     const cleaned = await cleanCacheDir(f.cacheDir);
-    assert.deepEqual(
-      cleaned.removed.map((p) => path.basename(p)).sort(),
-      ['.tmp-abc123', incomplete].sort(),
-    );
+    assert.deepEqual(cleaned.removed.map((p) => path.basename(p)).sort(), ['.tmp-abc123', incomplete].sort());
     assert.deepEqual(cleaned.kept, [path.dirname(before.dir)]);
     assert.deepEqual((await readdir(f.cacheDir)).sort(), ['README.txt', path.basename(path.dirname(before.dir))].sort());
 
@@ -317,7 +306,10 @@ describe('LocalModelSource: list', () => {
     const source = new LocalModelSource({ root: f.root, cacheDir: path.join(f.root, 'cache'), limits: LIMITS });
     await writeArchive(f.root, 'a.tar.gz', tritonFiles());
     await source.localize('a.tar.gz');
-    assert.deepEqual((await source.list()).map((e) => e.target), ['a.tar.gz']);
+    assert.deepEqual(
+      (await source.list()).map((e) => e.target),
+      ['a.tar.gz'],
+    );
   });
 });
 
@@ -339,7 +331,7 @@ describe('publishDirectory', () => {
 
   it('removes the temp dir when the filler fails, and keeps its error', async () => {
     const f = await fixture();
-    const boom = new ServingError('INVALID_MODEL', 'model \'t\': bad');
+    const boom = new ServingError('INVALID_MODEL', "model 't': bad");
     await assert.rejects(
       publishDirectory({
         cacheDir: f.cacheDir,

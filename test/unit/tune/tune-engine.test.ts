@@ -93,7 +93,11 @@ describe('tune knobs', () => {
     assert.equal(config.parameters['execution_thread'], 'worker');
     assert.match(text, /num_versions: 2/, 'unrelated fields kept');
     assert.deepEqual(settingOf(out, 2), s, 'reads back as the setting written');
-    assert.equal(printTextFormat(applySetting(json, user, user), ModelConfigDescriptor), printTextFormat(json, ModelConfigDescriptor), 'no change, no difference');
+    assert.equal(
+      printTextFormat(applySetting(json, user, user), ModelConfigDescriptor),
+      printTextFormat(json, ModelConfigDescriptor),
+      'no change, no difference',
+    );
   });
 
   it("a candidate equal in effect to a setting is the same configuration: no intra_op_thread_count runs the server's thread count", () => {
@@ -103,7 +107,11 @@ describe('tune knobs', () => {
     const two = withValue(user, 'intraOpThreads', 2);
     assert.equal(effectKey(one, { intraOpThreads: 1 }), effectKey(user, { intraOpThreads: 1 }), 'threads 1 = the default where the server runs 1');
     assert.notEqual(effectKey(two, { intraOpThreads: 1 }), effectKey(user, { intraOpThreads: 1 }));
-    assert.notEqual(effectKey(one, { intraOpThreads: undefined }), effectKey(user, { intraOpThreads: undefined }), "onnxruntime's own default is not a number tune can name");
+    assert.notEqual(
+      effectKey(one, { intraOpThreads: undefined }),
+      effectKey(user, { intraOpThreads: undefined }),
+      "onnxruntime's own default is not a number tune can name",
+    );
   });
 
   it('a smaller max_batch_size keeps preferred sizes valid', () => {
@@ -113,17 +121,33 @@ describe('tune knobs', () => {
 
   it('searches batching knobs only for a batching model, instances up to the runtime workers', () => {
     const dims = searchSpace(user, { workers: 2, cores: 2, cpu: true, maxBatchCap: 64 });
-    assert.deepEqual(dims.map((d) => d.dimension), ['maxBatchSize', 'instances', 'delayUs', 'preferred', 'intraOpThreads', 'executionThread']);
+    assert.deepEqual(
+      dims.map((d) => d.dimension),
+      ['maxBatchSize', 'instances', 'delayUs', 'preferred', 'intraOpThreads', 'executionThread'],
+    );
     assert.deepEqual(dims.find((d) => d.dimension === 'instances')!.values, [1, 2]);
     const none = searchSpace({ ...user, maxBatchSize: 0 }, { workers: 4, cores: 4, cpu: false, maxBatchCap: 64 });
-    assert.deepEqual(none.map((d) => d.dimension), ['instances', 'intraOpThreads']);
+    assert.deepEqual(
+      none.map((d) => d.dimension),
+      ['instances', 'intraOpThreads'],
+    );
   });
 });
 
 describe('tune report helpers', () => {
   it('Pareto front: higher throughput at lower p99 only', () => {
-    const front = paretoFront([{ x: 1, y: 10 }, { x: 2, y: 5 }, { x: 3, y: 20 }, { x: 4, y: 15 }, { x: 5, y: 30 }]);
-    assert.deepEqual(front, [{ x: 1, y: 10 }, { x: 3, y: 20 }, { x: 5, y: 30 }]);
+    const front = paretoFront([
+      { x: 1, y: 10 },
+      { x: 2, y: 5 },
+      { x: 3, y: 20 },
+      { x: 4, y: 15 },
+      { x: 5, y: 30 },
+    ]);
+    assert.deepEqual(front, [
+      { x: 1, y: 10 },
+      { x: 3, y: 20 },
+      { x: 5, y: 30 },
+    ]);
   });
   it('unified diff', () => {
     const d = unifiedDiff('a\nb\nc\nd\n', 'a\nB\nc\nd\ne\n', 'old', 'new');
