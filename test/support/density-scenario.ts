@@ -157,6 +157,26 @@ export interface DensityFigures {
  * requests one after another, then read everything. `env`: the server's
  * settings beyond the model source (a budget large enough for all).
  */
+/**
+ * The process's figures once it has settled: its runtime workers start after
+ * the listening line (their threads, heaps and onnxruntime environments come
+ * over the next moments, later on a loaded machine), and what they add must
+ * count as idle, not as the first models' cost. Sampled until three samples in
+ * a row agree (threads equal, RSS within 1%), at most 15 s.
+ */
+async function settledFigures(pid: number): Promise<ProcFigures> {
+  const deadline = Date.now() + 15_000;
+  let last = await procFigures(pid);
+  let agreeing = 0;
+  while (agreeing < 2 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 250));
+    const next = await procFigures(pid);
+    agreeing = next.threads === last.threads && Math.abs(next.rssKb - last.rssKb) <= last.rssKb * 0.01 ? agreeing + 1 : 0;
+    last = next;
+  }
+  return last;
+}
+
 export async function measureDensity(
   root: string,
   names: readonly string[],
@@ -175,8 +195,7 @@ export async function measureDensity(
     options.checkout,
   );
   try {
-    await new Promise((r) => setTimeout(r, 300));
-    const idle = await procFigures(server.pid);
+    const idle = await settledFigures(server.pid);
     const statuses: Record<string, number> = {};
     const serve = async (batch: readonly string[]): Promise<void> => {
       for (let round = 0; round < (options.requestsEach ?? 1); round++) {
@@ -186,7 +205,7 @@ export async function measureDensity(
         }
       }
       // Past a normalisation of the bookings (every second while models are held).
-      await new Promise((r) => setTimeout(r, 1500));
+      await new Promise((r) => setTimeout(r, Number(process.env['DENSITY_SETTLE_MS'] ?? 1500)));
     };
     const halfCount = Math.floor(names.length / 2);
     await serve(names.slice(0, halfCount));
