@@ -205,7 +205,7 @@ export async function measureDensity(
         }
       }
       // Past a normalisation of the bookings (every second while models are held).
-      await new Promise((r) => setTimeout(r, Number(process.env['DENSITY_SETTLE_MS'] ?? 1500)));
+      await new Promise((r) => setTimeout(r, 1500));
     };
     const halfCount = Math.floor(names.length / 2);
     await serve(names.slice(0, halfCount));
