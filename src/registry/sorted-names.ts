@@ -25,18 +25,18 @@ export class SortedNames {
   }
 
   has(name: string): boolean {
-    const i = this.lowerBound(name).index;
+    const i = this.bound(name).index;
     return this.names[i] === name;
   }
 
   /** Adds `name` (a name already there is left alone). */
   add(name: string): void {
-    const { index } = this.lowerBound(name);
+    const { index } = this.bound(name);
     if (this.names[index] !== name) this.names.splice(index, 0, name);
   }
 
   delete(name: string): void {
-    const { index } = this.lowerBound(name);
+    const { index } = this.bound(name);
     if (this.names[index] === name) this.names.splice(index, 1);
   }
 
@@ -49,7 +49,7 @@ export class SortedNames {
     let from = 0;
     let visited = 0;
     if (after !== undefined) {
-      const found = this.upperBound(after);
+      const found = this.bound(after, true);
       from = found.index;
       visited = found.probes;
     }
@@ -62,29 +62,16 @@ export class SortedNames {
     return this.names[Symbol.iterator]();
   }
 
-  /** The first index whose name is ≥ `name`. */
-  private lowerBound(name: string): { index: number; probes: number } {
+  /** The first index whose name is ≥ `name` (lower bound), or > `name` with `past` (upper bound). */
+  private bound(name: string, past = false): { index: number; probes: number } {
     let lo = 0;
     let hi = this.names.length;
     let probes = 0;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
       probes++;
-      if (this.names[mid]! < name) lo = mid + 1;
-      else hi = mid;
-    }
-    return { index: lo, probes };
-  }
-
-  /** The first index whose name is > `name`. */
-  private upperBound(name: string): { index: number; probes: number } {
-    let lo = 0;
-    let hi = this.names.length;
-    let probes = 0;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      probes++;
-      if (this.names[mid]! <= name) lo = mid + 1;
+      const here = this.names[mid]!;
+      if (here < name || (past && here === name)) lo = mid + 1;
       else hi = mid;
     }
     return { index: lo, probes };
