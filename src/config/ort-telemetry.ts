@@ -15,19 +15,14 @@
  * the same variable with the same words.
  */
 
+import { parseBooleanSetting } from './boolean-setting.js';
+
 export const ORT_TELEMETRY_ENV = 'MME_ORT_TELEMETRY';
 export const ORT_DISABLE_ENV = 'ORT_DISABLE_TELEMETRY';
 
-const TRUE_WORDS: readonly string[] = ['true', '1', 'yes', 'on'];
-const FALSE_WORDS: readonly string[] = ['false', '0', 'no', 'off', ''];
-
 /** MME_ORT_TELEMETRY's value: true only when the operator asked for telemetry. Throws on a value that is not a boolean. */
 export function parseOrtTelemetry(raw: string | undefined): boolean {
-  if (raw === undefined) return false;
-  const v = raw.trim().toLowerCase();
-  if (TRUE_WORDS.includes(v)) return true;
-  if (FALSE_WORDS.includes(v)) return false;
-  throw new Error(`${ORT_TELEMETRY_ENV} must be true or false, got '${raw}'`);
+  return raw === undefined ? false : parseBooleanSetting(ORT_TELEMETRY_ENV, raw);
 }
 
 /**

@@ -12,6 +12,7 @@ import { ServingError } from '../errors.js';
 import { DEFAULT_MAX_ENTRIES, DEFAULT_MAX_RATIO } from './archive-limits.js';
 import { DEFAULT_CONFIG_MAX_BYTES } from './model-config-parse.js';
 import { environmentNotices, type EnvNotice } from './env-notices.js';
+import { parseBooleanSetting } from './boolean-setting.js';
 import { ORT_TELEMETRY_ENV, parseOrtTelemetry } from './ort-telemetry.js';
 import { isS3Uri, parseS3Uri } from './s3-uri.js';
 
@@ -186,13 +187,6 @@ function defaultWorkers(env: NodeJS.ProcessEnv): number {
   return Math.max(1, Math.min(MAX_DEFAULT_WORKERS, cpuCountOf(env)));
 }
 
-function bool(name: string, raw: string): boolean {
-  const v = raw.trim().toLowerCase();
-  if (['true', '1', 'yes', 'on'].includes(v)) return true;
-  if (['false', '0', 'no', 'off', ''].includes(v)) return false;
-  throw new Error(`${name} must be true or false, got '${raw}'`);
-}
-
 function localPath(name: string, raw: string): string {
   const v = raw.trim();
   if (v.startsWith('file:')) {
@@ -228,7 +222,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['SAGEMAKER_MULTI_MODEL'],
     defaultText: 'false',
     description: 'Set by SageMaker on multi-model endpoints; logged, the MME API is always on.',
-    parse: (raw) => (raw === undefined ? false : bool('SAGEMAKER_MULTI_MODEL', raw)),
+    parse: (raw) => (raw === undefined ? false : parseBooleanSetting('SAGEMAKER_MULTI_MODEL', raw)),
   },
   {
     key: 'bodyLimitBytes',
@@ -599,7 +593,7 @@ export const SETTINGS: readonly AnySetting[] = [
     defaultText: 'true',
     description:
       'Allow `backend: "js"` processing steps, whose `model.mjs` runs in a worker thread of the server process with the container\'s rights (files, network, environment): a worker thread is not a sandbox. `false`: packages with a js step are refused (501 `UNSUPPORTED`); built-in steps still load.',
-    parse: (raw) => (raw === undefined ? true : bool('MME_ALLOW_JS_BACKEND', raw)),
+    parse: (raw) => (raw === undefined ? true : parseBooleanSetting('MME_ALLOW_JS_BACKEND', raw)),
   },
   {
     key: 'jsStepTimeoutSeconds',
@@ -615,7 +609,7 @@ export const SETTINGS: readonly AnySetting[] = [
     defaultText: 'true',
     description:
       'Dynamic batching on or off server-wide. `false`: every request runs alone (each model still queues, bounded, and runs up to its instance count at once), e.g. to benchmark without batching.',
-    parse: (raw) => (raw === undefined ? true : bool('MME_DYNAMIC_BATCHING', raw)),
+    parse: (raw) => (raw === undefined ? true : parseBooleanSetting('MME_DYNAMIC_BATCHING', raw)),
   },
   {
     key: 'batchMaxDelayUs',
@@ -677,7 +671,7 @@ export const SETTINGS: readonly AnySetting[] = [
     defaultText: 'false',
     description:
       '`true`: one `request` line for every HTTP request at `info` (method, path, route, status, target, model, version, durationMs, reqId, traceId; about 300 bytes). `false`: only errors (a status of 400 or more; rejections also get their `request rejected`/`request failed` line) and slow requests (`MME_SLOW_REQUEST_MS`) get one, the rest at `debug`. `/ping` is always at `debug`. [Logs](metrics-and-logs.md#what-is-logged-per-request) has the cost.',
-    parse: (raw) => (raw === undefined ? false : bool('MME_ACCESS_LOG', raw)),
+    parse: (raw) => (raw === undefined ? false : parseBooleanSetting('MME_ACCESS_LOG', raw)),
   },
   {
     key: 'slowRequestMs',
@@ -781,7 +775,7 @@ export const SETTINGS: readonly AnySetting[] = [
     description:
       "Also serve ModelMesh's runtime SPI (`mmesh.ModelRuntime`: loadModel, unloadModel, modelSize, predictModelSize, runtimeStatus) on `MME_GRPC_PORT`, over the SageMaker-managed mode; needs `MME_GRPC_PORT`. Off by default: runtimeStatus unloads every managed model.",
     parse: (raw, env) => {
-      const on = raw === undefined ? false : bool('MME_MODEL_MESH', raw);
+      const on = raw === undefined ? false : parseBooleanSetting('MME_MODEL_MESH', raw);
       if (on && !env['MME_GRPC_PORT']?.trim()) throw new Error('MME_MODEL_MESH=true needs MME_GRPC_PORT (model-mesh talks to the runtime over gRPC)');
       return on;
     },
