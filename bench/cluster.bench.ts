@@ -24,7 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { packTarGz, sizedModel, writeModelDir } from '../examples/models/zoo.js';
 import { drive, freePort, loadsOf, startHaproxy, startInstance, type Balance, type Instance, type Outcome } from '../test/support/haproxy-fleet.js';
-import { S3RVER_CREDENTIALS, startLoopbackS3, type LoopbackS3 } from '../test/support/s3rver.js';
+import { s3rverEnv, startLoopbackS3, type LoopbackS3 } from '../test/support/s3rver.js';
 import { zipfTrace } from './lib/lru-trace.js';
 import { procStatusKb } from './lib/proc-memory.js';
 import { markdownTable, num, textTable, type BenchReport, type Table } from './lib/report.js';
@@ -70,10 +70,7 @@ function instanceEnv(root: string, s3: LoopbackS3, name: string, extra: Record<s
   return {
     MME_MODEL_SOURCE: 's3://models/cluster/',
     MME_CACHE_DIR: path.join(root, `cache-${name}`),
-    AWS_ENDPOINT_URL_S3: s3.endpoint,
-    AWS_REGION: 'us-east-1',
-    AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
-    AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
+    ...s3rverEnv(s3.endpoint),
     MME_RUNTIME_WORKERS: '1',
     MME_INTRA_OP_THREADS: '1',
     MME_MAX_LOADED_MODELS: String(settings.maxLoadedModels),

@@ -41,7 +41,7 @@ import {
   writeDensityModels,
   type DensityFigures,
 } from '../test/support/density-scenario.js';
-import { S3RVER_CREDENTIALS } from '../test/support/s3rver.js';
+import { s3rverEnv, S3RVER_CREDENTIALS } from '../test/support/s3rver.js';
 import { spawnChild } from './lib/child.js';
 import { simulateLru, Verdict, zipfTrace } from './lib/lru-trace.js';
 import { markdownTable, textTable, type BenchReport, type Table } from './lib/report.js';
@@ -205,10 +205,7 @@ async function coldLoads(
     }
     const env = {
       MME_MODEL_SOURCE: `s3://${BUCKET}/`,
-      AWS_ENDPOINT_URL_S3: endpoint,
-      AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
-      AWS_REGION: 'us-east-1',
+      ...s3rverEnv(endpoint),
       MME_MEMORY_BUDGET_BYTES: String(8 * 1024 ** 3),
     };
     const runs: ColdRun[] = [];

@@ -13,7 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import { addSub, packTarGz, seededRandom, writeModelDir } from '../../examples/models/zoo.js';
 import { readFile } from 'node:fs/promises';
 import { drive, freePort, haproxyBinary, loadsOf, sleep, startHaproxy, startInstance, type Haproxy, type Instance } from '../support/haproxy-fleet.js';
-import { S3RVER_CREDENTIALS, startLoopbackS3, type LoopbackS3 } from '../support/s3rver.js';
+import { s3rverEnv, startLoopbackS3, type LoopbackS3 } from '../support/s3rver.js';
 import { tempDir } from '../support/temp-dir.js';
 
 const ctx = {
@@ -63,10 +63,7 @@ before(async () => {
   env = (name) => ({
     MME_MODEL_SOURCE: 's3://models/fleet/',
     MME_CACHE_DIR: path.join(root, `cache-${name}`),
-    AWS_ENDPOINT_URL_S3: s3.endpoint,
-    AWS_REGION: 'us-east-1',
-    AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
-    AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
+    ...s3rverEnv(s3.endpoint),
     MME_RUNTIME_WORKERS: '1',
     MME_INTRA_OP_THREADS: '1',
   });

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { after, before, it } from 'node:test';
 import { packTarGz, scale, writeModelDir } from '../../examples/models/zoo.js';
 import { runCli } from '../support/cli.js';
-import { S3RVER_CREDENTIALS, startLoopbackS3, type LoopbackS3 } from '../support/s3rver.js';
+import { s3rverEnv, startLoopbackS3, type LoopbackS3 } from '../support/s3rver.js';
 import { startServe, type ServeProcess } from '../support/serve-process.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request } from '../support/test-server.js';
@@ -75,11 +75,8 @@ async function freshEnv(name: string, extra: Record<string, string> = {}): Promi
     HOME: home,
     ORT_DISABLE_TELEMETRY: undefined,
     MME_ORT_TELEMETRY: undefined,
-    AWS_ENDPOINT_URL_S3: s3.endpoint,
+    ...s3rverEnv(s3.endpoint),
     AWS_ENDPOINT_URL: undefined,
-    AWS_REGION: 'us-east-1',
-    AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
-    AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
     MME_MODEL_SOURCE: 's3://models/prefix/',
     MME_CACHE_DIR: path.join(root, name, 'cache'),
     ...extra,

@@ -20,6 +20,16 @@ export const S3rver = createRequire(import.meta.url)('s3rver') as S3rverConstruc
 
 export const S3RVER_CREDENTIALS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' };
 
+/** The environment a server process (or the CLI) needs to use the s3rver at `endpoint` through the real AWS SDK. */
+export function s3rverEnv(endpoint: string): Record<string, string> {
+  return {
+    AWS_ENDPOINT_URL_S3: endpoint,
+    AWS_REGION: 'us-east-1',
+    AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
+  };
+}
+
 export interface LoopbackS3 {
   readonly endpoint: string;
   upload(key: string, body: Buffer): Promise<void>;
