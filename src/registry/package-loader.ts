@@ -33,7 +33,8 @@ import { SequenceTracker } from '../scheduler/sequence-tracker.js';
 import type { Tensor } from '../protocol/tensor.js';
 import { chooseEntryModel, scanRepository, type ModelDirectory, type RepositoryLayout } from './repository-layout.js';
 import { providerHintsOf } from './provider-hints.js';
-import type { PlacementSettings } from '../runtime/session-placement.js';
+import { DEFAULT_PLACEMENT, mainThreadFirst, type PlacementSettings } from '../runtime/session-placement.js';
+import { filesBytes } from './package-size.js';
 import { selectVersions } from './version-policy.js';
 
 export interface LoadedPackage {
@@ -344,7 +345,18 @@ export class PackageBuilder {
     const loaded = new Map<number, LoadedVersion>();
     for (const version of versions) {
       const file = await modelFilePath(md, version, fileName, modelLabel);
-      const session = await createModelSession(file, sessionOptions);
+      // A small CPU model is created where placement will most likely keep it (runtime/session-placement.ts mainThreadFirst).
+      const first = mainThreadFirst(
+        this.deps.placement ?? DEFAULT_PLACEMENT,
+        {
+          executionThread: draft.parameters['execution_thread'],
+          firstProvider: providerChoice.providers[0],
+          instanceGroups: draft.instanceGroups.length,
+          ownIntraOpThreads: (draft.parameters['intra_op_thread_count'] ?? '') !== '',
+        },
+        await filesBytes(path.join(md.dir, String(version))),
+      );
+      const session = await createModelSession(file, first === undefined ? sessionOptions : { ...sessionOptions, mainThreadFirst: first });
       this.sessions.push(session);
       if (!config) {
         // Auto-complete from the first loaded version's graph, as Triton does.

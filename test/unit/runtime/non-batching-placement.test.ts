@@ -36,6 +36,7 @@ function fakeSession(runUs: number, tripMs: number): ModelSession & { placed: st
     moveToMainThread: async () => {
       s.placed = 'main only';
     },
+    moveToWorker: async () => {},
     release: async () => {},
   };
   return s;
