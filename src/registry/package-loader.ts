@@ -34,7 +34,7 @@ import type { Tensor } from '../protocol/tensor.js';
 import { chooseEntryModel, scanRepository, type ModelDirectory, type RepositoryLayout } from './repository-layout.js';
 import { providerHintsOf } from './provider-hints.js';
 import { DEFAULT_PLACEMENT, mainThreadFirst, type PlacementSettings } from '../runtime/session-placement.js';
-import { filesBytes } from './package-size.js';
+import { filesBytes, type FilesBytes } from './package-size.js';
 import { selectVersions } from './version-policy.js';
 
 export interface LoadedPackage {
@@ -124,6 +124,8 @@ export interface PackageLoadRequest {
    * model loader) and throws the signal's reason, releasing what it built.
    */
   readonly signal?: AbortSignal;
+  /** The load's memo of version directories' file bytes (registry/package-size.ts sizeMemo); omitted: each read walks the directory. */
+  readonly filesBytes?: FilesBytes;
 }
 
 /** The abort's reason when `signal` is aborted (what a load cancelled by an unload throws). */
@@ -182,6 +184,7 @@ export class PackageBuilder {
     private readonly deps: PackageLoadDeps,
     private readonly metrics?: TargetMetrics,
     private readonly signal?: AbortSignal,
+    private readonly sizeOf: FilesBytes = filesBytes,
   ) {
     this.tracker = deps.sequences ?? new SequenceTracker(DEFAULT_MAX_SEQUENCES);
   }
@@ -354,7 +357,7 @@ export class PackageBuilder {
           instanceGroups: draft.instanceGroups.length,
           ownIntraOpThreads: (draft.parameters['intra_op_thread_count'] ?? '') !== '',
         },
-        await filesBytes(path.join(md.dir, String(version))),
+        await this.sizeOf(path.join(md.dir, String(version))),
       );
       const session = await createModelSession(file, first === undefined ? sessionOptions : { ...sessionOptions, mainThreadFirst: first });
       this.sessions.push(session);
@@ -586,7 +589,7 @@ export async function loadPackage(request: PackageLoadRequest, deps: PackageLoad
       deps.configMaxBytes === undefined ? {} : { configMaxBytes: deps.configMaxBytes },
     );
     const entryDir = chooseEntryModel(layout, request.label, request.preferredEntry);
-    builder = new PackageBuilder(layout, request.label, deps, request.metrics, request.signal);
+    builder = new PackageBuilder(layout, request.label, deps, request.metrics, request.signal, request.filesBytes);
     const entry = await builder.load(entryDir);
     return builder.packaged(entry, layout.root);
   } catch (err) {
