@@ -393,8 +393,9 @@ export class PackageModelLoader implements ModelLoader {
   /**
    * The loads' readings, summed, can exceed what the process holds for
    * models: a load's reading also holds transients the allocator keeps and
-   * the next load reuses (the worker session a model run on the main thread
-   * only was probed in, freed after its reading), so 300 tiny models read
+   * the next load reuses (a session freed after its reading: the worker one
+   * of a model moved to the main thread, or the main-thread one of a small
+   * model created there first and moved to its worker), so 300 tiny models read
    * about 250 KB each where the process grew 80 KB a model. Where the sum of
    * the CPU packages' readings is above the process's model memory (memory-manager.ts
    * measuredBytes, less what main-thread copies are booked at), every
