@@ -278,9 +278,9 @@ export class PackageModelLoader implements ModelLoader {
       };
       const gpuBefore = probe.gpuBytes ? await probe.gpuBytes() : undefined;
       token = this.measurement.begin();
-      // Each version directory is walked once in this load (creation, placement and the booking all ask its bytes).
+      // Each version directory is walked once in this load (placement and the booking both ask its bytes).
       const sizeOf = sizeMemo();
-      pkg = await this.deps.loadPackage({ ...request, filesBytes: sizeOf });
+      pkg = await this.deps.loadPackage(request);
       stage('package');
       for (const model of pkg.models.values()) {
         throwIfAborted(signal);
@@ -393,9 +393,8 @@ export class PackageModelLoader implements ModelLoader {
   /**
    * The loads' readings, summed, can exceed what the process holds for
    * models: a load's reading also holds transients the allocator keeps and
-   * the next load reuses (a session freed after its reading: the worker one
-   * of a model moved to the main thread, or the main-thread one of a small
-   * model created there first and moved to its worker), so 300 tiny models read
+   * the next load reuses (the worker session a model run on the main thread
+   * only was probed in, freed after its reading), so 300 tiny models read
    * about 250 KB each where the process grew 80 KB a model. Where the sum of
    * the CPU packages' readings is above the process's model memory (memory-manager.ts
    * measuredBytes, less what main-thread copies are booked at), every

@@ -33,8 +33,7 @@ import { SequenceTracker } from '../scheduler/sequence-tracker.js';
 import type { Tensor } from '../protocol/tensor.js';
 import { chooseEntryModel, scanRepository, type ModelDirectory, type RepositoryLayout } from './repository-layout.js';
 import { providerHintsOf } from './provider-hints.js';
-import { DEFAULT_PLACEMENT, mainThreadFirst, type PlacementSettings } from '../runtime/session-placement.js';
-import { filesBytes, type FilesBytes } from './package-size.js';
+import type { PlacementSettings } from '../runtime/session-placement.js';
 import { selectVersions } from './version-policy.js';
 
 export interface LoadedPackage {
@@ -124,8 +123,6 @@ export interface PackageLoadRequest {
    * model loader) and throws the signal's reason, releasing what it built.
    */
   readonly signal?: AbortSignal;
-  /** The load's memo of version directories' file bytes (registry/package-size.ts sizeMemo); omitted: each read walks the directory. */
-  readonly filesBytes?: FilesBytes;
 }
 
 /** The abort's reason when `signal` is aborted (what a load cancelled by an unload throws). */
@@ -184,7 +181,6 @@ export class PackageBuilder {
     private readonly deps: PackageLoadDeps,
     private readonly metrics?: TargetMetrics,
     private readonly signal?: AbortSignal,
-    private readonly sizeOf: FilesBytes = filesBytes,
   ) {
     this.tracker = deps.sequences ?? new SequenceTracker(DEFAULT_MAX_SEQUENCES);
   }
@@ -348,18 +344,7 @@ export class PackageBuilder {
     const loaded = new Map<number, LoadedVersion>();
     for (const version of versions) {
       const file = await modelFilePath(md, version, fileName, modelLabel);
-      // A small CPU model is created where placement will most likely keep it (runtime/session-placement.ts mainThreadFirst).
-      const first = mainThreadFirst(
-        this.deps.placement ?? DEFAULT_PLACEMENT,
-        {
-          executionThread: draft.parameters['execution_thread'],
-          firstProvider: providerChoice.providers[0],
-          instanceGroups: draft.instanceGroups.length,
-          ownIntraOpThreads: (draft.parameters['intra_op_thread_count'] ?? '') !== '',
-        },
-        await this.sizeOf(path.join(md.dir, String(version))),
-      );
-      const session = await createModelSession(file, first === undefined ? sessionOptions : { ...sessionOptions, mainThreadFirst: first });
+      const session = await createModelSession(file, sessionOptions);
       this.sessions.push(session);
       if (!config) {
         // Auto-complete from the first loaded version's graph, as Triton does.
@@ -589,7 +574,7 @@ export async function loadPackage(request: PackageLoadRequest, deps: PackageLoad
       deps.configMaxBytes === undefined ? {} : { configMaxBytes: deps.configMaxBytes },
     );
     const entryDir = chooseEntryModel(layout, request.label, request.preferredEntry);
-    builder = new PackageBuilder(layout, request.label, deps, request.metrics, request.signal, request.filesBytes);
+    builder = new PackageBuilder(layout, request.label, deps, request.metrics, request.signal);
     const entry = await builder.load(entryDir);
     return builder.packaged(entry, layout.root);
   } catch (err) {

@@ -57,8 +57,8 @@ export type FilesBytes = (dir: string) => Promise<number>;
 
 /**
  * filesBytes, each directory walked once: one load asks for a version's bytes
- * to choose where its session is created, to place it and to book it, and an
- * extracted cache entry does not change while it is loaded.
+ * to place its session and to book it, and an extracted cache entry does not
+ * change while it is loaded.
  */
 export function sizeMemo(): FilesBytes {
   const known = new Map<string, Promise<number>>();

@@ -51,11 +51,6 @@ export interface ModelSession {
   allowMainThreadCopy(plan: CopyPlan): void;
   /** Create the session on the main thread, then release the worker's: every run is on the main thread. */
   moveToMainThread(intraOpThreads?: number): Promise<void>;
-  /**
-   * The reverse, for a session created on the main thread first (SessionOptions.mainThreadFirst) that
-   * placement keeps in a worker: create it in a runtime worker, then release the main thread's.
-   */
-  moveToWorker(): Promise<void>;
   release(): Promise<void>;
 }
 
@@ -111,15 +106,6 @@ export interface SessionOptions {
   readonly avoidWorkers?: ReadonlySet<number>;
   /** The server-wide quiet window (runtime/quiet-window.ts); omitted: busy means only this model's own load. */
   readonly quiet?: QuietWindow;
-  /**
-   * Create a CPU session on the main thread first, with these intra-op
-   * threads (undefined: the session's own), where placement will most likely
-   * keep it there only (registry/package-loader.ts decides, from the files'
-   * size): no worker session, no hop for its warm-up and probe runs, no second
-   * create. Placement moves it to a worker when its runs say otherwise
-   * (moveToWorker). Ignored when the first provider is not CPU.
-   */
-  readonly mainThreadFirst?: { readonly intraOpThreads: number | undefined };
 }
 
 /** Memory trouble as onnxruntime (CPU or CUDA) reports it; Triton's list, matched at the runtime boundary only. */
@@ -167,17 +153,11 @@ class PooledModelSession implements ModelSession, CopyHolder {
     session: PooledSession,
     readonly provider: ProviderName,
     private readonly model: string,
-    /** How it was created, to create it again on the main thread (or in a worker). */
-    private readonly origin: {
-      readonly path: string;
-      readonly options: CreateSessionOptions;
-      readonly pool: RuntimePool;
-      readonly avoid?: ReadonlySet<number>;
-    },
+    /** How it was created, to create it again on the main thread. */
+    private readonly origin: { readonly path: string; readonly options: CreateSessionOptions },
     private readonly quiet: QuietWindow | undefined,
   ) {
-    if (session.worker === MAIN_THREAD) this.onMain = { session, runs: 0, dropped: false };
-    else this.inWorker = session;
+    this.inWorker = session;
   }
 
   private get any(): PooledSession {
@@ -309,15 +289,6 @@ class PooledModelSession implements ModelSession, CopyHolder {
     void old?.release().catch(() => undefined);
   }
 
-  async moveToWorker(): Promise<void> {
-    const main = this.onMain;
-    if (this.inWorker !== undefined || main === undefined) return;
-    this.inWorker = await this.origin.pool.createSession(this.origin.path, this.origin.options, this.origin.avoid);
-    this.onMain = undefined;
-    // Placement runs before traffic: no run is on the main thread's session now.
-    await main.session.release();
-  }
-
   async release(): Promise<void> {
     if (this.released) return;
     this.released = true;
@@ -344,17 +315,8 @@ export async function createModelSession(modelPath: string, options: SessionOpti
         intraOpThreads: options.intraOpThreads,
         interOpThreads: options.interOpThreads,
       };
-      const provider = providers[0] ?? 'cpu';
-      const first = options.mainThreadFirst;
-      const session =
-        first !== undefined && provider === 'cpu'
-          ? await createMainThreadSession(
-              modelPath,
-              first.intraOpThreads === undefined ? createOptions : { ...createOptions, intraOpThreads: first.intraOpThreads },
-            )
-          : await options.pool.createSession(modelPath, createOptions, options.avoidWorkers);
-      const origin = { path: modelPath, options: createOptions, pool: options.pool, ...(options.avoidWorkers ? { avoid: options.avoidWorkers } : {}) };
-      return new PooledModelSession(session, provider, model, origin, options.quiet);
+      const session = await options.pool.createSession(modelPath, createOptions, options.avoidWorkers);
+      return new PooledModelSession(session, providers[0] ?? 'cpu', model, { path: modelPath, options: createOptions }, options.quiet);
     } catch (err) {
       const first = providers[0];
       if (first && first !== 'cpu' && isProviderLoadError(err)) {

@@ -49,7 +49,6 @@ import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Tensor } from '../protocol/tensor.js';
 import { MainThreadCopies } from './main-thread-copies.js';
-import { MAIN_THREAD } from './main-thread-session.js';
 import type { CopyBooking, ModelSession } from './onnx-session.js';
 
 export type ExecutionThread = 'auto' | 'main' | 'worker';
@@ -109,42 +108,6 @@ export const MAIN_THREAD_MAX_FILE_BYTES = 64 * 1024 * 1024;
 
 /** What a main-thread copy is booked at beyond its weights where no measurement says better (the per-session allowance of registry/package-size.ts). */
 export const MAIN_THREAD_COPY_ALLOWANCE_BYTES = 1024 * 1024;
-
-/**
- * Largest version directory a session is created on the main thread first
- * (mainThreadFirst). Such a model most likely runs in less than
- * MME_MAIN_THREAD_ONLY_MAX_RUN_US (a 16→4 model: ~1 KB, 6-8 µs a batch of
- * 8; a 64→64 layer of 16 KB is about there), where it ends on the main
- * thread only: created there at once, it skips the worker's session, the
- * probe's hops to it and the second create (on the 2-core bench box a tiny
- * model's load step took ~7 ms that way, ~1.3 ms for a raw create and first
- * run). A guess wrong the other way costs one main-thread create of at most
- * this many bytes (well under a millisecond of the event loop) before the
- * session moves to its worker.
- */
-export const MAIN_THREAD_FIRST_MAX_FILE_BYTES = 128 * 1024;
-
-/**
- * Whether a session is created on the main thread first, and with how many
- * intra-op threads (those main-thread-only placement gives it): `auto`
- * placement of a one-instance CPU model whose version files are at most
- * MAIN_THREAD_FIRST_MAX_FILE_BYTES, while main-thread-only placement is on.
- */
-export function mainThreadFirst(
-  settings: PlacementSettings,
-  model: {
-    readonly executionThread: string | undefined;
-    readonly firstProvider: string | undefined;
-    readonly instanceGroups: number;
-    readonly ownIntraOpThreads: boolean;
-  },
-  fileBytes: number,
-): { readonly intraOpThreads: number | undefined } | undefined {
-  const onlyMaxRunUs = Math.min(settings.mainThreadOnlyMaxRunUs ?? DEFAULT_MAIN_THREAD_ONLY_MAX_RUN_US, settings.mainThreadMaxRunUs);
-  const auto = model.executionThread === undefined || model.executionThread === '' || model.executionThread === 'auto';
-  if (!auto || onlyMaxRunUs <= 0 || model.firstProvider !== 'cpu' || model.instanceGroups > 0 || fileBytes > MAIN_THREAD_FIRST_MAX_FILE_BYTES) return undefined;
-  return { intraOpThreads: model.ownIntraOpThreads ? undefined : 1 };
-}
 
 /** Runs timed per probe: enough for a stable median, few enough to keep loads fast (each run is at most a few ms). */
 const PROBE_RUNS = 7;
@@ -283,128 +246,106 @@ export async function placeSessions(
         logger.warn({ model: label, version: version.version }, `execution_thread "main" ignored: ${why}; instances and GPU sessions run in runtime workers`);
       continue;
     }
-    // Created on the main thread first (mainThreadFirst): it stays there only if its runs say so, else it moves to its worker.
-    const mainFirst = choice === 'auto' && session.worker === MAIN_THREAD;
-    let keptOnMain = false;
-    try {
-      let runUs: number | undefined;
-      if (choice === 'auto') {
-        if (settings.mainThreadMaxRunUs <= 0) continue;
-        const feeds = probeFeeds(config, zeros);
-        if (feeds === undefined) continue;
-        if ((await version.fileBytes()) > MAIN_THREAD_MAX_FILE_BYTES) continue;
-        const settled = settings.mainThreadMaxRunUs * SETTLED_ABOVE;
-        // The implicit warm-up ran one row; the probe would run max_batch_size rows, which cost at least as much.
-        const oneRow = version.warmupRunUs;
-        if (oneRow !== undefined && oneRow > settings.mainThreadMaxRunUs * WARMUP_SETTLED_ABOVE) {
-          logger.debug(
-            { model: label, version: version.version, warmupRunUs: Math.round(oneRow), maxRunUs: settings.mainThreadMaxRunUs },
-            'session stays in its runtime worker (its warm-up run settles it)',
-          );
-          continue;
-        }
-        try {
-          if (oneRow !== undefined && oneRow * PROBE_RUNS <= PROBE_CAP_US) {
-            // The warm-up's one row was short enough: the PROBE_RUNS runs in one call (one hop to the worker, not two).
-            runUs = median(await session.timeRuns(feeds, outputs, PROBE_RUNS));
-          } else {
-            const [first = Number.POSITIVE_INFINITY] = await session.timeRuns(feeds, outputs, 1);
-            runUs = first;
-            if (first <= settled) {
-              // Bounded: at most PROBE_RUNS - 1 more runs of at most `settled` µs each, and at most PROBE_CAP_US in all.
-              const more = Math.max(2, Math.min(PROBE_RUNS - 1, Math.floor(PROBE_CAP_US / Math.max(1, first))));
-              runUs = median([first, ...(await session.timeRuns(feeds, outputs, more))]);
-            }
-          }
-          if (runUs <= onlyMaxRunUs * REFINE_BELOW) runUs = median(await session.timeRuns(feeds, outputs, REFINE_RUNS));
-        } catch (err) {
-          logger.debug(
-            { model: label, version: version.version, err: (err as Error).message },
-            'placement probe failed; the session stays in its runtime worker',
-          );
-          continue;
-        }
-        if (runUs > settings.mainThreadMaxRunUs) {
-          logger.debug(
-            { model: label, version: version.version, runUs: Math.round(runUs), maxRunUs: settings.mainThreadMaxRunUs },
-            'session stays in its runtime worker',
-          );
-          continue;
-        }
-      }
-      // A model without a batch dimension: the hop is paid per request (perRequestProbe).
-      let hopUs: number | undefined;
-      if (choice === 'auto' && config.maxBatchSize === 0 && runUs !== undefined && runUs > onlyMaxRunUs) {
-        // The hop is what this probe measures: from the worker, where a main-first session goes for it.
-        if (mainFirst) await session.moveToWorker();
-        try {
-          const probe = await perRequestProbe(session, probeFeeds(config, zeros)!, outputs);
-          if (probe.runUs <= onlyMaxRunUs || probe.runUs <= Math.min(probe.hopUs, onlyMaxRunUs * HOP_CAP_TIMES)) {
-            runUs = probe.runUs;
-            hopUs = probe.hopUs;
-          }
-        } catch (err) {
-          logger.debug({ model: label, version: version.version, err: (err as Error).message }, 'per-request probe failed; placement as measured');
-        }
-      }
-      // Cheaper than the hop: no worker copy at all. One intra-op thread (unless the model sets its own): a run
-      // this short gains nothing from more, and a pool's threads would spin beside the server under load.
-      const only = choice === 'main' || (runUs !== undefined && runUs <= onlyMaxRunUs) || hopUs !== undefined;
-      if (!only && copies.capacity === 0) continue;
-      try {
-        if (choice === 'main') await session.moveToMainThread();
-        else if (only) {
-          // A main-first session is there already (unless the per-request probe moved it to its worker).
-          await session.moveToMainThread(copyThreads === undefined ? undefined : 1);
-          keptOnMain = true;
-        } else {
-          await session.moveToWorker();
-          const fileBytes = await version.fileBytes();
-          const v = version.version;
-          const onError = (err: Error): void =>
-            logger.warn({ model: label, version: v, err: err.message }, 'could not create the main-thread copy; the session stays in its runtime worker');
-          session.allowMainThreadCopy({ intraOpThreads: copyThreads, fileBytes, book, copies, onError });
-        }
-      } catch (err) {
-        logger.warn(
-          { model: label, version: version.version, err: (err as Error).message },
-          'could not create the session on the main thread; it stays in its runtime worker',
+    let runUs: number | undefined;
+    if (choice === 'auto') {
+      if (settings.mainThreadMaxRunUs <= 0) continue;
+      const feeds = probeFeeds(config, zeros);
+      if (feeds === undefined) continue;
+      if ((await version.fileBytes()) > MAIN_THREAD_MAX_FILE_BYTES) continue;
+      const settled = settings.mainThreadMaxRunUs * SETTLED_ABOVE;
+      // The implicit warm-up ran one row; the probe would run max_batch_size rows, which cost at least as much.
+      const oneRow = version.warmupRunUs;
+      if (oneRow !== undefined && oneRow > settings.mainThreadMaxRunUs * WARMUP_SETTLED_ABOVE) {
+        logger.debug(
+          { model: label, version: version.version, warmupRunUs: Math.round(oneRow), maxRunUs: settings.mainThreadMaxRunUs },
+          'session stays in its runtime worker (its warm-up run settles it)',
         );
         continue;
       }
-      logger.info(
-        choice === 'main'
-          ? { model: label, version: version.version, placement: 'main thread only (execution_thread "main")' }
-          : only
-            ? {
-                model: label,
-                version: version.version,
-                placement: 'main thread only (a batch runs in less than a hop to a worker costs)',
-                runUs: Math.round(runUs ?? 0),
-                batch: Math.max(1, config.maxBatchSize),
-                ...(hopUs === undefined ? {} : { hopUs: Math.round(hopUs) }),
-              }
-            : {
-                model: label,
-                version: version.version,
-                placement: 'main thread when the server is quiet (a copy, once used, among the most recently used), worker when busy',
-                runUs: Math.round(runUs ?? 0),
-                batch: Math.max(1, config.maxBatchSize),
-                intraOpThreads: copyThreads ?? "the model's intra_op_thread_count",
-              },
-        'session placed',
-      );
-    } finally {
-      if (mainFirst && !keptOnMain) {
-        await session
-          .moveToWorker()
-          .catch((err: unknown) =>
-            logger.warn(
-              { model: label, version: version.version, err: (err as Error).message },
-              'could not create the session in a runtime worker; it stays on the main thread',
-            ),
-          );
+      try {
+        if (oneRow !== undefined && oneRow * PROBE_RUNS <= PROBE_CAP_US) {
+          // The warm-up's one row was short enough: the PROBE_RUNS runs in one call (one hop to the worker, not two).
+          runUs = median(await session.timeRuns(feeds, outputs, PROBE_RUNS));
+        } else {
+          const [first = Number.POSITIVE_INFINITY] = await session.timeRuns(feeds, outputs, 1);
+          runUs = first;
+          if (first <= settled) {
+            // Bounded: at most PROBE_RUNS - 1 more runs of at most `settled` µs each, and at most PROBE_CAP_US in all.
+            const more = Math.max(2, Math.min(PROBE_RUNS - 1, Math.floor(PROBE_CAP_US / Math.max(1, first))));
+            runUs = median([first, ...(await session.timeRuns(feeds, outputs, more))]);
+          }
+        }
+        if (runUs <= onlyMaxRunUs * REFINE_BELOW) runUs = median(await session.timeRuns(feeds, outputs, REFINE_RUNS));
+      } catch (err) {
+        logger.debug(
+          { model: label, version: version.version, err: (err as Error).message },
+          'placement probe failed; the session stays in its runtime worker',
+        );
+        continue;
+      }
+      if (runUs > settings.mainThreadMaxRunUs) {
+        logger.debug(
+          { model: label, version: version.version, runUs: Math.round(runUs), maxRunUs: settings.mainThreadMaxRunUs },
+          'session stays in its runtime worker',
+        );
+        continue;
       }
     }
+    // A model without a batch dimension: the hop is paid per request (perRequestProbe).
+    let hopUs: number | undefined;
+    if (choice === 'auto' && config.maxBatchSize === 0 && runUs !== undefined && runUs > onlyMaxRunUs) {
+      try {
+        const probe = await perRequestProbe(session, probeFeeds(config, zeros)!, outputs);
+        if (probe.runUs <= onlyMaxRunUs || probe.runUs <= Math.min(probe.hopUs, onlyMaxRunUs * HOP_CAP_TIMES)) {
+          runUs = probe.runUs;
+          hopUs = probe.hopUs;
+        }
+      } catch (err) {
+        logger.debug({ model: label, version: version.version, err: (err as Error).message }, 'per-request probe failed; placement as measured');
+      }
+    }
+    // Cheaper than the hop: no worker copy at all. One intra-op thread (unless the model sets its own): a run
+    // this short gains nothing from more, and a pool's threads would spin beside the server under load.
+    const only = choice === 'main' || (runUs !== undefined && runUs <= onlyMaxRunUs) || hopUs !== undefined;
+    if (!only && copies.capacity === 0) continue;
+    try {
+      if (choice === 'main') await session.moveToMainThread();
+      else if (only) await session.moveToMainThread(copyThreads === undefined ? undefined : 1);
+      else {
+        const fileBytes = await version.fileBytes();
+        const v = version.version;
+        const onError = (err: Error): void =>
+          logger.warn({ model: label, version: v, err: err.message }, 'could not create the main-thread copy; the session stays in its runtime worker');
+        session.allowMainThreadCopy({ intraOpThreads: copyThreads, fileBytes, book, copies, onError });
+      }
+    } catch (err) {
+      logger.warn(
+        { model: label, version: version.version, err: (err as Error).message },
+        'could not create the session on the main thread; it stays in its runtime worker',
+      );
+      continue;
+    }
+    logger.info(
+      choice === 'main'
+        ? { model: label, version: version.version, placement: 'main thread only (execution_thread "main")' }
+        : only
+          ? {
+              model: label,
+              version: version.version,
+              placement: 'main thread only (a batch runs in less than a hop to a worker costs)',
+              runUs: Math.round(runUs ?? 0),
+              batch: Math.max(1, config.maxBatchSize),
+              ...(hopUs === undefined ? {} : { hopUs: Math.round(hopUs) }),
+            }
+          : {
+              model: label,
+              version: version.version,
+              placement: 'main thread when the server is quiet (a copy, once used, among the most recently used), worker when busy',
+              runUs: Math.round(runUs ?? 0),
+              batch: Math.max(1, config.maxBatchSize),
+              intraOpThreads: copyThreads ?? "the model's intra_op_thread_count",
+            },
+      'session placed',
+    );
   }
 }

@@ -36,7 +36,6 @@ function fakeSession(runUs: number, tripMs: number): ModelSession & { placed: st
     moveToMainThread: async () => {
       s.placed = 'main only';
     },
-    moveToWorker: async () => {},
     release: async () => {},
   };
   return s;

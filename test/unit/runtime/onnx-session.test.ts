@@ -493,40 +493,6 @@ describe('a session with a main-thread copy (runtime/session-placement.ts)', () 
     await session.release();
   });
 
-  test('mainThreadFirst creates a small model on the main thread (no worker session); moveToWorker creates it in a worker and frees the main one', async () => {
-    let created = 0;
-    const { pool: fake, calls } = fakePool(() => {
-      created++;
-      return fakeSession(async () => marker());
-    });
-    const session = await createModelSession(addSubPath, { ...options(fake, 'm', CPU_ONLY), intraOpThreads: 3, mainThreadFirst: { intraOpThreads: 1 } });
-    assert.equal(created, 0, 'no worker session');
-    assert.equal(session.worker, -1);
-    assert.equal(session.copies, 1);
-    assert.deepEqual(values((await session.run(feeds(), ['OUTPUT0'], BUSY)).get('OUTPUT0')!.data), [2, 3, 4, 5]);
-    await session.moveToMainThread(1);
-    assert.equal(created, 0, 'already there: nothing created');
-    await session.moveToWorker();
-    assert.equal(created, 1);
-    assert.equal(calls[0]!.intraOpThreads, 3, "the worker session has the model's own threads");
-    assert.equal(session.worker, 0);
-    assert.equal(session.copies, 1, 'the main-thread session is gone');
-    assert.deepEqual(values((await session.run(feeds(), ['OUTPUT0'], BUSY)).get('OUTPUT0')!.data), [-1, -1, -1, -1], 'runs go to the worker');
-    await session.moveToWorker();
-    assert.equal(created, 1, 'idempotent');
-    await session.release();
-  });
-
-  test('mainThreadFirst is ignored for a GPU provider', async () => {
-    const { pool: fake } = fakePool(() => fakeSession(async () => marker()));
-    const session = await createModelSession(addSubPath, {
-      ...options(fake, 'g', { providers: ['cuda', 'cpu'], warnings: [], deviceId: 0 }),
-      mainThreadFirst: { intraOpThreads: 1 },
-    });
-    assert.equal(session.worker, 0);
-    await session.release();
-  });
-
   test('a real worker session and its main-thread copy agree; run errors name the model either way', async () => {
     const session = await createModelSession(addSubPath, options(pool, 'agree', CPU_ONLY));
     try {
