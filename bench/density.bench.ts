@@ -14,7 +14,9 @@
  *    DENSITY_COLD distinct tiny models requested once each at concurrency 1
  *    and 8 on a fresh server and cache: loads/s, p50/p99 latency, and at
  *    concurrency 1 the cold request ÷ the sum of its parts done step by step
- *    in this process (HEAD, GetObject to a file, extraction, session create, one run).
+ *    in this process (HEAD, GetObject to a file, extraction, session create, one run),
+ *    sampled between the cold requests (every n/50th), so both see the same
+ *    load on a shared machine.
  * 3. A Zipf(1.1) trace of DENSITY_ZIPF_REQUESTS requests at concurrency 4 over
  *    DENSITY_ZIPF_MODELS tiny models with MME_MAX_LOADED_MODELS =
  *    DENSITY_ZIPF_RESIDENT: hit and miss latencies (hit or miss as an exact
@@ -208,34 +210,10 @@ async function coldLoads(
       ...s3rverEnv(endpoint),
       MME_MEMORY_BUDGET_BYTES: String(8 * 1024 ** 3),
     };
-    const runs: ColdRun[] = [];
-    for (const concurrency of [1, 8]) {
-      const server = await startServeAt({ ...env, MME_CACHE_DIR: path.join(work, `cache-c${concurrency}`) }, checkout);
-      try {
-        const latencies: number[] = [];
-        let errors = 0;
-        let next = 0;
-        const started = performance.now();
-        await Promise.all(
-          Array.from({ length: concurrency }, async () => {
-            for (let i = next++; i < names.length; i = next++) {
-              const t = performance.now();
-              const status = await invokeTarget(server.url, `${names[i]!}.tar.gz`, FEATURES.tiny);
-              if (status === 200) latencies.push(performance.now() - t);
-              else errors++;
-            }
-          }),
-        );
-        const seconds = (performance.now() - started) / 1000;
-        const { p50, p99 } = latencySummary(Float64Array.from(latencies).sort());
-        runs.push({ concurrency, loads: latencies.length, loadsPerS: latencies.length / seconds, p50, p99, errors });
-      } finally {
-        await server.stop();
-      }
-    }
-    // The parts, step by step in this process, for a sample of the same models.
+    // The parts, step by step in this process, for a sample of the same models, taken between the cold requests at concurrency 1.
     const samples: { headMs: number; getMs: number; extractMs: number; createMs: number; runMs: number }[] = [];
-    for (const name of names.slice(0, Math.min(50, names.length))) {
+    const sampleEvery = Math.max(1, Math.ceil(names.length / 50));
+    const sampleParts = async (name: string): Promise<void> => {
       const dir = path.join(work, 'parts', name);
       await mkdir(dir, { recursive: true });
       let t = performance.now();
@@ -256,6 +234,38 @@ async function coldLoads(
       const runMs = performance.now() - t;
       await session.release();
       samples.push({ headMs, getMs, extractMs, createMs, runMs });
+    };
+    const runs: ColdRun[] = [];
+    for (const concurrency of [1, 8]) {
+      const server = await startServeAt({ ...env, MME_CACHE_DIR: path.join(work, `cache-c${concurrency}`) }, checkout);
+      try {
+        const latencies: number[] = [];
+        let errors = 0;
+        let sampling = 0;
+        let next = 0;
+        const started = performance.now();
+        await Promise.all(
+          Array.from({ length: concurrency }, async () => {
+            for (let i = next++; i < names.length; i = next++) {
+              const t = performance.now();
+              const status = await invokeTarget(server.url, `${names[i]!}.tar.gz`, FEATURES.tiny);
+              if (status === 200) latencies.push(performance.now() - t);
+              else errors++;
+              if (concurrency === 1 && i % sampleEvery === 0) {
+                const s = performance.now();
+                await sampleParts(names[i]!);
+                sampling += performance.now() - s;
+              }
+            }
+          }),
+        );
+        // Loads/s counts the server's time only, not the parts sampled in between.
+        const seconds = (performance.now() - started - sampling) / 1000;
+        const { p50, p99 } = latencySummary(Float64Array.from(latencies).sort());
+        runs.push({ concurrency, loads: latencies.length, loadsPerS: latencies.length / seconds, p50, p99, errors });
+      } finally {
+        await server.stop();
+      }
     }
     const m = (k: keyof (typeof samples)[number]): number => median(samples.map((s) => s[k]));
     const parts = { headMs: m('headMs'), getMs: m('getMs'), extractMs: m('extractMs'), createMs: m('createMs'), runMs: m('runMs') };

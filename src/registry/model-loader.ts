@@ -22,7 +22,7 @@ import { LoadMeasurement, type LoadFootprint } from './load-measurement.js';
 import { LoadSlots } from './load-slots.js';
 import type { MemoryManager, Reservation } from './memory-manager.js';
 import { loadPackage, throwIfAborted, type LoadedPackage, type PackageLoadDeps, type PackageLoadRequest } from './package-loader.js';
-import { filesBytes, loadedFootprint, predictPackageFootprint, SESSION_OVERHEAD_BYTES } from './package-size.js';
+import { filesBytes, loadedFootprint, predictPackageFootprint, SESSION_OVERHEAD_BYTES, sizeMemo, type FilesBytes } from './package-size.js';
 import { warmUpModel, zeroFeeds, type WarmupTimes } from './warmup.js';
 
 /** A package in memory with its share of the budget; what the registry holds per entry. */
@@ -106,11 +106,11 @@ export interface ModelLoaderDeps {
    * Decide where each session runs (runtime/session-placement.ts), knowing the warm-up's run times;
    * `book` books a main-thread copy in the model's reservation while it exists.
    */
-  readonly place: (model: LoadedModel, label: string, warmupRunUs: WarmupTimes | undefined, book: CopyBooking) => Promise<void>;
+  readonly place: (model: LoadedModel, label: string, warmupRunUs: WarmupTimes | undefined, book: CopyBooking, sizeOf?: FilesBytes) => Promise<void>;
   /** Budget bytes predicted from the package's files before loading, and the files' own bytes. */
   readonly predictFiles: (dir: string) => Promise<{ readonly predictedBytes: number; readonly fileBytes: number }>;
   /** What the package holds once loaded: the files of the versions served, once per session copy, and the session count. */
-  readonly footprint: (pkg: LoadedPackage) => Promise<LoadFootprint>;
+  readonly footprint: (pkg: LoadedPackage, sizeOf?: FilesBytes) => Promise<LoadFootprint>;
   readonly probe: MemoryProbe;
   /** Loads in their measured section at once (MME_LOAD_CONCURRENCY); default 1. */
   readonly concurrency?: number;
@@ -148,11 +148,12 @@ export function placeModel(
   warmupRunUs?: WarmupTimes,
   book?: CopyBooking,
   copies?: MainThreadCopies,
+  sizeOf: FilesBytes = filesBytes,
 ): Promise<void> {
   const versions = [...model.versions.values()].map((v) => ({
     version: v.version,
     sessions: v.sessions,
-    fileBytes: () => filesBytes(path.join(model.dir, String(v.version))),
+    fileBytes: () => sizeOf(path.join(model.dir, String(v.version))),
     warmupRunUs: warmupRunUs?.get(v.version),
   }));
   return placeSessions(model.config, versions, (rows) => zeroFeeds(model.config, rows), label, settings, logger, book, copies);
@@ -169,7 +170,7 @@ export function createModelLoader(options: ModelLoaderOptions): PackageModelLoad
     loadPackage: (request) =>
       loadPackage(request.seriesTarget === undefined ? request : { ...request, metrics: options.metrics.forTarget(request.seriesTarget) }, loadDeps),
     warmUp: (model, label) => warmUpModel(model, label, logger),
-    place: (model, label, warmupRunUs, book) => placeModel(model, label, placement, logger, warmupRunUs, book, copies),
+    place: (model, label, warmupRunUs, book, sizeOf) => placeModel(model, label, placement, logger, warmupRunUs, book, copies, sizeOf),
     predictFiles: predictPackageFootprint,
     footprint: loadedFootprint,
     ...(options.idleRssBytes === undefined ? {} : { processGrowth: () => processRssBytes() - options.idleRssBytes! }),
@@ -277,6 +278,8 @@ export class PackageModelLoader implements ModelLoader {
       };
       const gpuBefore = probe.gpuBytes ? await probe.gpuBytes() : undefined;
       token = this.measurement.begin();
+      // Each version directory is walked once in this load (placement and the booking both ask its bytes).
+      const sizeOf = sizeMemo();
       pkg = await this.deps.loadPackage(request);
       stage('package');
       for (const model of pkg.models.values()) {
@@ -284,11 +287,11 @@ export class PackageModelLoader implements ModelLoader {
         const warmupRunUs = await this.deps.warmUp(model, request.label);
         stage('warmup');
         throwIfAborted(signal);
-        await this.deps.place(model, request.label, warmupRunUs ?? undefined, book);
+        await this.deps.place(model, request.label, warmupRunUs ?? undefined, book, sizeOf);
         stage('place');
       }
       throwIfAborted(signal);
-      const footprint = await this.deps.footprint(pkg);
+      const footprint = await this.deps.footprint(pkg, sizeOf);
       stage('footprint');
       const own = this.measurement.end(token, footprint);
       const settled = token.settled;

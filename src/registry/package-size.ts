@@ -32,12 +32,12 @@ export async function predictPackageFootprint(dir: string): Promise<{ predictedB
  * plus a main-thread copy while it exists) holding its own weights. A
  * processing step (no session) holds its files once, whatever its instance count.
  */
-export async function loadedFootprint(pkg: LoadedPackage): Promise<LoadFootprint> {
+export async function loadedFootprint(pkg: LoadedPackage, sizeOf: FilesBytes = filesBytes): Promise<LoadFootprint> {
   let fileBytes = 0;
   let sessions = 0;
   for (const model of pkg.models.values()) {
     for (const version of model.versions.values()) {
-      const bytes = await filesBytes(path.join(model.dir, String(version.version)));
+      const bytes = await sizeOf(path.join(model.dir, String(version.version)));
       const copies = version.sessions.reduce((n, s) => n + s.copies, 0);
       fileBytes += version.sessions.length === 0 ? bytes : bytes * copies;
       sessions += copies;
@@ -50,6 +50,23 @@ export async function loadedFootprint(pkg: LoadedPackage): Promise<LoadFootprint
 export async function predictLoadedBytes(pkg: LoadedPackage): Promise<number> {
   const f = await loadedFootprint(pkg);
   return f.fileBytes + f.sessions * SESSION_OVERHEAD_BYTES;
+}
+
+/** How a load reads a version directory's file bytes (filesBytes, or a load's memo of it: sizeMemo). */
+export type FilesBytes = (dir: string) => Promise<number>;
+
+/**
+ * filesBytes, each directory walked once: one load asks for a version's bytes
+ * to place its session and to book it, and an extracted cache entry does not
+ * change while it is loaded.
+ */
+export function sizeMemo(): FilesBytes {
+  const known = new Map<string, Promise<number>>();
+  return (dir) => {
+    let bytes = known.get(dir);
+    if (bytes === undefined) known.set(dir, (bytes = filesBytes(dir)));
+    return bytes;
+  };
 }
 
 /** Bytes of the regular files under `dir` (a version directory: the model file and any external data). */

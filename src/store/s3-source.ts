@@ -36,6 +36,7 @@ import {
   HeadObjectCommand,
   ListObjectsV2Command,
   S3Client,
+  type GetObjectCommandOutput,
   type HeadObjectCommandOutput,
   type ListObjectsV2CommandOutput,
 } from '@aws-sdk/client-s3';
@@ -282,17 +283,32 @@ export class S3ModelSource implements ModelSource {
         { model: target, uri: found.uri, etag: found.etag, bytes: found.sizeBytes, attempt: attempt.number },
         'downloading model archive from S3',
       );
-      const result = await this.cache.publish({
-        target: cacheId,
-        model: target,
-        version: found.etag,
-        expectedBytes: found.sizeBytes,
-        fill: (contentDir, storageBytes) =>
-          this.download(found, contentDir, attempt, storageBytes, (bytes) => {
-            received += bytes;
-          }),
-      });
-      return { pin: result.pin, reused: result.reused, files: result.metadata.files };
+      // GetObject is sent now, so its round trip overlaps the cache's room-making and temporary directory
+      // (about a millisecond of file-system calls); the body is read only once the directory is ready.
+      const response = this.getObject(found, attempt);
+      let filled = false;
+      try {
+        const result = await this.cache.publish({
+          target: cacheId,
+          model: target,
+          version: found.etag,
+          expectedBytes: found.sizeBytes,
+          fill: (contentDir, storageBytes) => {
+            filled = true;
+            return this.download(found, response, contentDir, attempt, storageBytes, (bytes) => {
+              received += bytes;
+            });
+          },
+        });
+        return { pin: result.pin, reused: result.reused, files: result.metadata.files };
+      } finally {
+        // The cache refused the entry before reading it (no room): the response's body is closed unread.
+        if (!filled)
+          void response.then(
+            (r) => destroyBody(r.Body),
+            () => undefined,
+          );
+      }
     });
     if (!info) {
       published.pin.release();
@@ -352,17 +368,11 @@ export class S3ModelSource implements ModelSource {
     return undefined;
   }
 
-  /** GetObject (for exactly the ETag we cache it under) streamed into `contentDir`. */
-  private async download(
-    info: S3ObjectInfo,
-    contentDir: string,
-    attempt: Attempt,
-    storageBytes: number,
-    onBytes: (bytes: number) => void,
-  ): Promise<{ bytes: number; files: number }> {
+  /** GetObject for exactly the ETag we cache it under: its headers (the body is read by download). */
+  private getObject(info: S3ObjectInfo, attempt: Attempt): Promise<GetObjectCommandOutput> {
     const { target, key, uri } = info;
     const context = { target, action: `downloading ${uri}`, uri, bucket: this.bucket };
-    const response = await this.request(
+    const response = this.request(
       attempt,
       undefined,
       (abortSignal) =>
@@ -371,6 +381,22 @@ export class S3ModelSource implements ModelSource {
         }),
       (err) => s3Failure(err, context),
     );
+    // Awaited by download (or closed unread): never an unhandled rejection meanwhile.
+    response.catch(() => undefined);
+    return response;
+  }
+
+  /** The object's body (`pending`: its GetObject) streamed into `contentDir`. */
+  private async download(
+    info: S3ObjectInfo,
+    pending: Promise<GetObjectCommandOutput>,
+    contentDir: string,
+    attempt: Attempt,
+    storageBytes: number,
+    onBytes: (bytes: number) => void,
+  ): Promise<{ bytes: number; files: number }> {
+    const { target, uri } = info;
+    const response = await pending;
     const body: unknown = response.Body;
     if (!(body instanceof Readable)) {
       throw new ServingError('INTERNAL', `model '${target}': the S3 client returned no Node.js stream for ${uri}`, {
@@ -758,4 +784,9 @@ function isValidTarget(rel: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** Close a response body that will not be read (its connection goes back to the pool or is dropped). */
+function destroyBody(body: unknown): void {
+  if (body instanceof Readable && !body.destroyed) body.destroy();
 }
