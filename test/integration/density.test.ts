@@ -71,7 +71,7 @@ describe('density: each model costs about what onnxruntime costs', { skip: proce
       // A tiny model's load often reads 0 (the allocator reuses what earlier loads freed): 523-564 of 1,000 read above 0
       // in quiet runs, so a quarter is the floor that keeps the median meaningful; the totals below bound every model.
       assert.ok(sorted.length >= count / 4, `a quarter of the models at least have a measured figure above 0: ${figures}`);
-      assert.ok(sorted[Math.floor(count / 2)]! <= 1.5, `per model, reserved ≤ 1.5× measured (median): ${figures}`);
+      assert.ok(sorted[Math.floor(sorted.length / 2)]! <= 1.5, `per model, reserved ≤ 1.5× measured (median): ${figures}`);
       assert.ok(f.reservedBytes <= 1.5 * f.measuredBytes, `in all, reserved ≤ 1.5× measured: ${figures}`);
       const growthBytes = (f.server.loaded.rssKb - f.server.idle.rssKb) * 1024;
       assert.ok(f.reservedBytes <= 1.5 * growthBytes, `reserved ≤ 1.5× the RSS growth seen from /proc: ${figures}`);
