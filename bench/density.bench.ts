@@ -30,7 +30,7 @@ import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, HeadObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import ort from 'onnxruntime-node';
 import * as tar from 'tar';
 import { packTarGz } from '../examples/models/zoo.js';
@@ -43,7 +43,7 @@ import {
   writeDensityModels,
   type DensityFigures,
 } from '../test/support/density-scenario.js';
-import { s3rverEnv, S3RVER_CREDENTIALS } from '../test/support/s3rver.js';
+import { s3rverClient, s3rverEnv } from '../test/support/s3rver.js';
 import { spawnChild } from './lib/child.js';
 import { simulateLru, Verdict, zipfTrace } from './lib/lru-trace.js';
 import { markdownTable, textTable, type BenchReport, type Table } from './lib/report.js';
@@ -190,13 +190,7 @@ async function coldLoads(
 ): Promise<{ runs: ColdRun[]; parts: { headMs: number; getMs: number; extractMs: number; createMs: number; runMs: number; total: number } }> {
   const s3 = await spawnChild('s3rver', new URL('./lib/s3-server.js', import.meta.url), [BUCKET]);
   const endpoint = String(s3.hello['endpoint']);
-  const client = new S3Client({
-    endpoint,
-    region: 'us-east-1',
-    forcePathStyle: true,
-    credentials: S3RVER_CREDENTIALS,
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-  });
+  const client = s3rverClient(endpoint);
   try {
     const root = path.join(work, 'cold-models');
     const names = await writeDensityModels(root, 'tiny', n);

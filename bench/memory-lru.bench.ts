@@ -24,9 +24,9 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { configText, packTarGz, sizedModel, writeModelDir, ZOO_MAX_BATCH_SIZE } from '../examples/models/zoo.js';
-import { S3RVER_CREDENTIALS } from '../test/support/s3rver.js';
+import { s3rverClient, S3RVER_CREDENTIALS } from '../test/support/s3rver.js';
 import { childPort, spawnChild } from './lib/child.js';
 import { simulateLru, Verdict, zipfTrace, type LruSimulation } from './lib/lru-trace.js';
 import { procStatusKb, resetPeakRss, RssSampler } from './lib/proc-memory.js';
@@ -228,14 +228,7 @@ export async function run(): Promise<BenchReport> {
   const work = await mkdtemp(path.join(os.tmpdir(), 'onnx-mme-bench-lru-'));
   const s3 = await spawnChild('s3rver', new URL('./lib/s3-server.js', import.meta.url), [BUCKET]);
   const endpoint = String(s3.hello['endpoint']);
-  // WHEN_REQUIRED: no aws-chunked streaming checksums, which s3rver would store verbatim.
-  const client = new S3Client({
-    endpoint,
-    region: 'us-east-1',
-    forcePathStyle: true,
-    credentials: S3RVER_CREDENTIALS,
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-  });
+  const client = s3rverClient(endpoint);
   try {
     process.stderr.write(`  generating and uploading ${s.models} models (~${Math.round(s.modelBytes / 1000)} KB each)\n`);
     const upload = await uploadModels(s, client, work);

@@ -21,11 +21,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { randomFillSync } from 'node:crypto';
-import { GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import ort from 'onnxruntime-node';
 import * as tar from 'tar';
 import { packTarGz, scale, sizedModel, writeModelDir } from '../examples/models/zoo.js';
-import { S3RVER_CREDENTIALS } from '../test/support/s3rver.js';
+import { s3rverClient, S3RVER_CREDENTIALS } from '../test/support/s3rver.js';
 import { childPort, spawnChild, type BenchChild } from './lib/child.js';
 import { procStatusKb, resetPeakRss, RssSampler } from './lib/proc-memory.js';
 import { markdownTable, textTable, type BenchReport, type Table } from './lib/report.js';
@@ -49,14 +49,7 @@ export async function run(): Promise<BenchReport> {
   const work = await mkdtemp(path.join(os.tmpdir(), 'onnx-mme-bench-s3-'));
   const s3 = await spawnChild('s3rver', new URL('./lib/s3-server.js', import.meta.url), [BUCKET]);
   const endpoint = String(s3.hello['endpoint']);
-  // WHEN_REQUIRED: no aws-chunked streaming checksums, which s3rver would store verbatim.
-  const client = new S3Client({
-    endpoint,
-    region: 'us-east-1',
-    forcePathStyle: true,
-    credentials: S3RVER_CREDENTIALS,
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-  });
+  const client = s3rverClient(endpoint);
   try {
     process.stderr.write('  building and uploading the ~50 MB and ~300 MB tarballs\n');
     const coldArchive = await buildArchive(work, 'cold', async (dir) => writeModelDir(dir, 'cold', sizedModel(COLD_MODEL_BYTES)));

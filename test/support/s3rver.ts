@@ -20,6 +20,14 @@ export const S3rver = createRequire(import.meta.url)('s3rver') as S3rverConstruc
 
 export const S3RVER_CREDENTIALS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' };
 
+/**
+ * A client of the s3rver at `endpoint` for uploading test and bench objects.
+ * WHEN_REQUIRED: no aws-chunked streaming checksums, which s3rver would store verbatim.
+ */
+export function s3rverClient(endpoint: string): S3Client {
+  return new S3Client({ endpoint, region: 'us-east-1', forcePathStyle: true, credentials: S3RVER_CREDENTIALS, requestChecksumCalculation: 'WHEN_REQUIRED' });
+}
+
 /** The environment a server process (or the CLI) needs to use the s3rver at `endpoint` through the real AWS SDK. */
 export function s3rverEnv(endpoint: string): Record<string, string> {
   return {
