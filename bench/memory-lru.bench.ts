@@ -34,6 +34,7 @@ import { promSum, scrapeMetrics, type PromSample } from './lib/prom-text.js';
 import { markdownTable, num, textTable, type BenchReport, type Table } from './lib/report.js';
 import { latencySummary } from './lib/stats.js';
 import { replayTrace, type ReplayResult } from './lib/trace-replay.js';
+import { launcherEnv } from '../test/support/launcher.js';
 
 const BUCKET = 'bench';
 const MIB = 1024 * 1024;
@@ -246,10 +247,8 @@ export async function run(): Promise<BenchReport> {
       AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
       AWS_REGION: 'us-east-1',
       MME_CACHE_DIR: path.join(work, 'cache'),
-      // The allocator settings ./serve and the images apply (glibc reads them at process start); the operator's win.
-      MALLOC_ARENA_MAX: process.env['MALLOC_ARENA_MAX'] ?? '2',
-      MALLOC_MMAP_THRESHOLD_: process.env['MALLOC_MMAP_THRESHOLD_'] ?? '65536',
-      MALLOC_TRIM_THRESHOLD_: process.env['MALLOC_TRIM_THRESHOLD_'] ?? '131072',
+      // The settings the launcher (./serve, the images) gives the server process before node starts.
+      ...launcherEnv(process.env['NODE_OPTIONS']),
       ...(s.budget === 'count' ? { MME_MAX_LOADED_MODELS: String(s.capacity) } : { MME_MEMORY_BUDGET_BYTES: String(byteBudget) }),
     };
     const serverStarted = performance.now();

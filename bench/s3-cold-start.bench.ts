@@ -31,6 +31,7 @@ import { procStatusKb, resetPeakRss, RssSampler } from './lib/proc-memory.js';
 import { markdownTable, textTable, type BenchReport, type Table } from './lib/report.js';
 import { benchSettings } from './lib/settings.js';
 import { median } from './lib/stats.js';
+import { launcherEnv } from '../test/support/launcher.js';
 
 const BUCKET = 'bench';
 const MIB = 1024 * 1024;
@@ -180,7 +181,12 @@ async function sumOfParts(client: S3Client, work: string, i: number): Promise<Co
 async function startServer(work: string, env: Record<string, string>, name: string): Promise<BenchChild> {
   const cacheDir = path.join(work, `cache-${name}`);
   await rm(cacheDir, { recursive: true, force: true });
-  return spawnChild(`onnx-mme (${name})`, new URL('./lib/onnx-mme-server.js', import.meta.url), [], { ...env, MME_CACHE_DIR: cacheDir });
+  // The settings the launcher (./serve) gives the server process, then the run's own.
+  return spawnChild(`onnx-mme (${name})`, new URL('./lib/onnx-mme-server.js', import.meta.url), [], {
+    ...launcherEnv(process.env['NODE_OPTIONS']),
+    ...env,
+    MME_CACHE_DIR: cacheDir,
+  });
 }
 
 async function invoke(port: number, target: string): Promise<void> {

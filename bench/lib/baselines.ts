@@ -10,6 +10,7 @@
  * - raw-ort: session.run back to back in one process, the onnxruntime
  *   limit (raw-ort-loop.js).
  */
+import { launcherEnv } from '../../test/support/launcher.js';
 import { childPort, spawnChild, type BenchChild } from './child.js';
 
 export interface HttpTarget {
@@ -64,7 +65,9 @@ export async function startOnnxMme(
   name = 'onnx-mme',
   logFile?: string,
 ): Promise<OnnxMmeProcess> {
+  // The settings the launcher (./serve) gives the server process; `env` wins.
   const child = await spawnChild(name, new URL('./onnx-mme-server.js', import.meta.url), [], {
+    ...launcherEnv(process.env['NODE_OPTIONS']),
     ...env,
     MME_MODEL_SOURCE: modelSource,
     MME_CACHE_DIR: cacheDir,

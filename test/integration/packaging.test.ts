@@ -21,6 +21,7 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { addSub, writeModelDir } from '../../examples/models/zoo.js';
 import { copyParts, execForm, keyValues, readDockerfile, type Dockerfile, type Instruction, type Stage } from '../support/dockerfile.js';
+import { LAUNCHER_ENV, LAUNCHER_NODE_FLAGS } from '../support/launcher.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request } from '../support/test-server.js';
 
@@ -154,9 +155,9 @@ describe('container images', () => {
         new Map(links),
         new Map([
           [`${IMAGE_ROOT}/serve`, `${IMAGE_BIN}/serve`],
-          [`${IMAGE_ROOT}/dist/src/cli/onnx-mme.js`, `${IMAGE_BIN}/onnx-mme`],
+          [`${IMAGE_ROOT}/serve`, `${IMAGE_BIN}/onnx-mme`],
         ]),
-        `${file}: serve and onnx-mme on the PATH`,
+        `${file}: serve and onnx-mme on the PATH, both the launcher (its process-wide settings apply to either)`,
       );
       const labels = new Map(all(runtime, 'LABEL').flatMap((l) => [...keyValues(l.args)]));
       assert.equal(labels.get('com.amazonaws.sagemaker.capabilities.multi-models'), 'true', `${file}: multi-models label`);
@@ -251,7 +252,9 @@ describe('container images', () => {
       }
     }
     const imageEnv = Object.fromEntries(all(image.runtime, 'ENV').flatMap((e) => [...keyValues(e.args)]));
-    const envBase = { ...process.env, ...imageEnv, PATH: `${bin}${path.delimiter}${process.env['PATH'] ?? ''}` };
+    // Without this process's allocator and Node settings: the launcher must bring its own.
+    const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('MALLOC_') && k !== 'NODE_OPTIONS'));
+    const envBase = { ...inherited, ...imageEnv, PATH: `${bin}${path.delimiter}${process.env['PATH'] ?? ''}` };
 
     // A model source the way SageMaker mounts /opt/ml/model: the archive is made by the image's own CLI.
     const models = path.join(work, 'opt-ml-model');
@@ -298,6 +301,14 @@ describe('container images', () => {
     });
     const listening = lines.find((l) => l['msg'] === 'onnx-mme listening')!;
     assert.equal(listening['port'], port, 'SAGEMAKER_BIND_TO_PORT is honoured');
+    if (process.platform === 'linux') {
+      // The launcher exec'd node (Node is PID 1 in the image) with its process-wide settings: the allocator's and V8's young generation.
+      const environ = (await readFile(`/proc/${child.pid}/environ`, 'latin1')).split('\0');
+      for (const [k, v] of Object.entries(LAUNCHER_ENV)) assert.ok(environ.includes(`${k}=${v}`), `the server runs with ${k}=${v}`);
+      const argv = (await readFile(`/proc/${child.pid}/cmdline`, 'latin1')).split('\0');
+      for (const flag of LAUNCHER_NODE_FLAGS) assert.ok(argv.includes(flag), `the server runs with ${flag}: ${argv.join(' ')}`);
+      assert.ok(argv.some((a) => a.endsWith('dist/src/cli/onnx-mme.js')) && argv.includes('serve'), `the entrypoint runs the CLI's serve: ${argv.join(' ')}`);
+    }
     assert.equal(listening['multiModel'], true, 'SAGEMAKER_MULTI_MODEL=true is read');
     assert.equal(listening['cacheDir'], path.join(tmp, 'onnx-mme-cache'));
 

@@ -3,7 +3,8 @@
  * and bench/density.bench.ts: N generated models resident in a real server
  * started by `./serve` (the allocator settings users ship), one or two requests each,
  * against the same sessions in a plain onnxruntime-node process
- * (test/support/raw-sessions.ts) started with the same allocator settings.
+ * (test/support/raw-sessions.ts) started with the launcher's settings too
+ * (test/support/launcher.ts), so both sides allocate alike.
  * Resident set and threads come from /proc; reserved and measured bytes
  * from /metrics and the repository index. Linux only.
  */
@@ -12,15 +13,13 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { mlp, tiny, writeModelDir } from '../../examples/models/zoo.js';
+import { launcherEnv } from './launcher.js';
 import { freePort, repoRoot } from './memory-scenario.js';
 
 export type DensityKind = 'tiny' | 'mlp';
 
 /** Input features of each kind: tiny 16 → 4 (about 0.5 KB of weights), the MLP 256 → 512 → 256 → 16 (about 1 MB). */
 export const FEATURES: Readonly<Record<DensityKind, number>> = Object.freeze({ tiny: 16, mlp: 256 });
-
-/** Allocator settings as `./serve` applies them, given to the raw process too so both sides allocate alike. */
-export const ALLOCATOR_ENV = Object.freeze({ MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '65536', MALLOC_TRIM_THRESHOLD_: '131072' });
 
 /** Node told it has `cpus` CPUs (os.availableParallelism), as on a machine that size: the server's defaults follow. */
 export function cpusPreload(cpus: number): string {
@@ -106,7 +105,7 @@ export async function rawFigures(
   const entry = path.join(repoRoot(), 'dist', 'test', 'support', 'raw-sessions.js');
   const base: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('MALLOC_') && k !== 'NODE_OPTIONS') base[k] = v;
-  const proc = spawn(process.execPath, [entry, root, String(features)], { env: { ...base, ...ALLOCATOR_ENV }, stdio: ['pipe', 'pipe', 'inherit'] });
+  const proc = spawn(process.execPath, [entry, root, String(features)], { env: { ...base, ...launcherEnv() }, stdio: ['pipe', 'pipe', 'inherit'] });
   try {
     const line = await new Promise<string>((resolve, reject) => {
       const rl = createInterface({ input: proc.stdout! });
