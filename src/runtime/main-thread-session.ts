@@ -46,7 +46,7 @@ export async function createMainThreadSession(path: string, options: CreateSessi
       }
       return out;
     },
-    timeRuns: (feeds, outputNames, repeats) => timeOrtRuns(session, feedsOf(feeds), outputNames, repeats),
+    timeRuns: (feeds, outputNames, repeats, budgetUs) => timeOrtRuns(session, feedsOf(feeds), outputNames, repeats, budgetUs),
     release: async () => {
       if (released) return;
       released = true;

@@ -99,18 +99,26 @@ export function fromOrtTensor(t: ort.Tensor): Tensor {
   return { datatype, shape: t.dims.slice(), data: t.data as TensorData };
 }
 
-/** Durations (µs) of `repeats` runs, each measured around the run alone: session placement decides on them. */
+/**
+ * Durations (µs) of `repeats` runs, each measured around the run alone:
+ * session placement decides on them. Fewer once the runs have taken
+ * `budgetUs` together (at least one run).
+ */
 export async function timeOrtRuns(
   session: ort.InferenceSession,
   feeds: Record<string, ort.Tensor>,
   outputs: readonly string[],
   repeats: number,
+  budgetUs = Number.POSITIVE_INFINITY,
 ): Promise<number[]> {
   const runUs: number[] = [];
-  for (let i = 0; i < repeats; i++) {
+  let spentUs = 0;
+  for (let i = 0; i < repeats && spentUs < budgetUs; i++) {
     const t0 = performance.now();
     await session.run(feeds, outputs as string[]);
-    runUs.push((performance.now() - t0) * 1000);
+    const us = (performance.now() - t0) * 1000;
+    runUs.push(us);
+    spentUs += us;
   }
   return runUs;
 }

@@ -38,8 +38,12 @@ export interface ModelSession {
    * otherwise the main-thread copy runs, saving the thread hop.
    */
   run(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[], load?: RunLoad): Promise<Map<string, Tensor>>;
-  /** Durations (µs) of `repeats` runs, measured inside the worker (no message passing): what session placement decides on. */
-  timeRuns(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[], repeats: number): Promise<number[]>;
+  /**
+   * Durations (µs) of `repeats` runs, measured inside the worker (no message
+   * passing): what session placement decides on. Fewer once the runs took
+   * `budgetUs` together (at least one).
+   */
+  timeRuns(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[], repeats: number, budgetUs?: number): Promise<number[]>;
   /**
    * Allow a second copy on the main thread (CPU sessions only; see
    * runtime/main-thread-session.ts), used when the model is not busy. The
@@ -49,9 +53,22 @@ export interface ModelSession {
    * models need the room (runtime/main-thread-copies.ts).
    */
   allowMainThreadCopy(plan: CopyPlan): void;
-  /** Create the session on the main thread, then release the worker's: every run is on the main thread. */
-  moveToMainThread(intraOpThreads?: number): Promise<void>;
+  /**
+   * Create the session on the main thread, then release the worker's: every
+   * run is on the main thread. `afterNextRun`: not now but once the next run
+   * has answered (creating a session blocks the main thread for its create
+   * time, which a cold request need not wait for); until then runs stay in
+   * the worker, and a failure is told to `onError` and leaves it there.
+   */
+  moveToMainThread(options?: MoveOptions): Promise<void>;
   release(): Promise<void>;
+}
+
+export interface MoveOptions {
+  /** The main-thread session's intra-op threads; undefined: the session's own. */
+  readonly intraOpThreads?: number | undefined;
+  readonly afterNextRun?: boolean;
+  readonly onError?: (err: Error) => void;
 }
 
 /** How a main-thread copy is booked in the memory budget: grown while it exists, given back when dropped. */
@@ -148,6 +165,8 @@ class PooledModelSession implements ModelSession, CopyHolder {
   private making = false;
   /** What the copy that exists is booked at. */
   private copyBooked = 0;
+  /** A move to the main thread waiting for the next run to answer (moveToMainThread's `afterNextRun`). */
+  private pendingMove: MoveOptions | undefined;
 
   constructor(
     session: PooledSession,
@@ -207,12 +226,20 @@ class PooledModelSession implements ModelSession, CopyHolder {
         this.making = true;
         setImmediate(() => void this.makeCopy());
       }
+      const move = this.pendingMove;
+      if (move !== undefined) {
+        this.pendingMove = undefined;
+        setImmediate(() => {
+          if (this.released) return;
+          this.moveToMainThread({ intraOpThreads: move.intraOpThreads }).catch((err: unknown) => move.onError?.(err as Error));
+        });
+      }
     }
   }
 
-  async timeRuns(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[], repeats: number): Promise<number[]> {
+  async timeRuns(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[], repeats: number, budgetUs?: number): Promise<number[]> {
     try {
-      return await this.any.timeRuns(feeds, outputNames, repeats);
+      return await this.any.timeRuns(feeds, outputNames, repeats, budgetUs);
     } catch (err) {
       throw wrapRunError(this.model, err);
     }
@@ -274,11 +301,20 @@ class PooledModelSession implements ModelSession, CopyHolder {
     if (copy.runs === 0) void copy.session.release();
   }
 
-  async moveToMainThread(intraOpThreads?: number): Promise<void> {
+  async moveToMainThread(move: MoveOptions = {}): Promise<void> {
     if (this.onMain !== undefined && this.inWorker === undefined) return;
     if (this.provider !== 'cpu') throw new Error(`model '${this.model}': only CPU sessions run on the main thread (this one uses ${this.provider})`);
+    if (move.afterNextRun === true) {
+      this.pendingMove = move;
+      return;
+    }
+    const { intraOpThreads } = move;
     const options = intraOpThreads === undefined ? this.origin.options : { ...this.origin.options, intraOpThreads };
     const session = await createMainThreadSession(this.origin.path, options);
+    if (this.released) {
+      await session.release();
+      return;
+    }
     this.dropCopy();
     this.plan = undefined;
     this.onMain = { session, runs: 0, dropped: false };
@@ -292,6 +328,7 @@ class PooledModelSession implements ModelSession, CopyHolder {
   async release(): Promise<void> {
     if (this.released) return;
     this.released = true;
+    this.pendingMove = undefined;
     const copy = this.onMain;
     this.dropCopy();
     await Promise.all([this.inWorker?.release(), copy !== undefined && !copy.dropped ? copy.session.release() : undefined]);

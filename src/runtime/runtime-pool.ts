@@ -98,8 +98,8 @@ export interface PooledSession {
   readonly inputs: readonly OnnxIoInfo[];
   readonly outputs: readonly OnnxIoInfo[];
   run(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[]): Promise<Map<string, Tensor>>;
-  /** Run `repeats` times; each run's duration in µs, measured where the session lives (no message passing). */
-  timeRuns(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[], repeats: number): Promise<number[]>;
+  /** Run `repeats` times (fewer once they took `budgetUs` together); each run's duration in µs, measured where the session lives (no message passing). */
+  timeRuns(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[], repeats: number, budgetUs?: number): Promise<number[]>;
   release(): Promise<void>;
 }
 
@@ -198,8 +198,17 @@ export class RuntimePool {
         if (r.op !== 'run') throw new Error('runtime worker answered a run with the wrong reply');
         return fromTensorList(r.outputs);
       },
-      timeRuns: async (feeds, outputNames, repeats) => {
-        const r = unwrap(await worker.call({ op: 'time', session, feeds: toTensorList(feeds), outputs: outputNames, repeats }));
+      timeRuns: async (feeds, outputNames, repeats, budgetUs) => {
+        const r = unwrap(
+          await worker.call({
+            op: 'time',
+            session,
+            feeds: toTensorList(feeds),
+            outputs: outputNames,
+            repeats,
+            ...(budgetUs === undefined ? {} : { budgetUs }),
+          }),
+        );
         if (r.op !== 'time') throw new Error('runtime worker answered a time with the wrong reply');
         return [...r.runUs];
       },

@@ -127,14 +127,16 @@ const WARMUP_SETTLED_ABOVE = 100;
 /** Most time the probe's further runs may take together, after a first run that did not settle it. */
 const PROBE_CAP_US = 20_000;
 /**
- * A model that may be cheaper than the hop is timed again, longer: the first
- * dozen runs after a load are cold (tiny model: a median of 37 µs over the
- * first 7 runs, 8 µs from the 20th on), which is noise against a 1 ms limit
- * but not against MME_MAIN_THREAD_ONLY_MAX_RUN_US. Such runs are short, so
- * the second probe costs a few ms at most.
+ * A model that may be cheaper than the hop is timed longer: the first runs
+ * after a load are cold (tiny model: a median of 37 µs over the first 7 runs,
+ * 8 µs from the 20th on), which is noise against a 1 ms limit but not against
+ * MME_MAIN_THREAD_ONLY_MAX_RUN_US, so REFINE_RUNS runs after the first
+ * PROBE_RUNS decide. The median of 25 such runs read the same as of 50 (tiny
+ * model, 20 models: 17.6 and 17.5 µs at 8 rows on the 2-core bench box), at
+ * half the time.
  */
-const REFINE_RUNS = 50;
-/** The first probe's median below which the second one runs, as a multiple of the main-thread-only limit. */
+const REFINE_RUNS = 25;
+/** Runs up to this long, as a multiple of the main-thread-only limit, make a model small: timed with REFINE_RUNS more. */
 const REFINE_BELOW = 10;
 const PARAMETER = 'execution_thread';
 
@@ -263,19 +265,23 @@ export async function placeSessions(
         continue;
       }
       try {
-        if (oneRow !== undefined && oneRow * PROBE_RUNS <= PROBE_CAP_US) {
-          // The warm-up's one row was short enough: the PROBE_RUNS runs in one call (one hop to the worker, not two).
-          runUs = median(await session.timeRuns(feeds, outputs, PROBE_RUNS));
-        } else {
-          const [first = Number.POSITIVE_INFINITY] = await session.timeRuns(feeds, outputs, 1);
-          runUs = first;
+        // One call first, bounded by what a small model's runs take: a model whose runs stay under the refinement
+        // limit is timed in full there, PROBE_RUNS runs that are still cold and REFINE_RUNS after them that decide, in
+        // one hop to the worker (a tiny model's probe: 0.6 ms, where two calls of 7 and 50 runs took 1.3).
+        const smallUs = onlyMaxRunUs * REFINE_BELOW;
+        const total = PROBE_RUNS + REFINE_RUNS;
+        const runs = await session.timeRuns(feeds, outputs, smallUs > 0 ? total : 1, smallUs > 0 ? smallUs * total : undefined);
+        if (runs.length === total) runUs = median(runs.slice(PROBE_RUNS));
+        else {
+          // Not small: the median of PROBE_RUNS, unless the first run already settles it.
+          const first = runs[0] ?? Number.POSITIVE_INFINITY;
           if (first <= settled) {
-            // Bounded: at most PROBE_RUNS - 1 more runs of at most `settled` µs each, and at most PROBE_CAP_US in all.
-            const more = Math.max(2, Math.min(PROBE_RUNS - 1, Math.floor(PROBE_CAP_US / Math.max(1, first))));
-            runUs = median([first, ...(await session.timeRuns(feeds, outputs, more))]);
+            // Bounded: at most PROBE_RUNS runs of at most `settled` µs each, and at most PROBE_CAP_US in all after the first.
+            const wanted = 1 + Math.max(2, Math.min(PROBE_RUNS - 1, Math.floor(PROBE_CAP_US / Math.max(1, first))));
+            if (runs.length < wanted) runs.push(...(await session.timeRuns(feeds, outputs, wanted - runs.length)));
           }
+          runUs = median(runs);
         }
-        if (runUs <= onlyMaxRunUs * REFINE_BELOW) runUs = median(await session.timeRuns(feeds, outputs, REFINE_RUNS));
       } catch (err) {
         logger.debug(
           { model: label, version: version.version, err: (err as Error).message },
@@ -310,8 +316,16 @@ export async function placeSessions(
     if (!only && copies.capacity === 0) continue;
     try {
       if (choice === 'main') await session.moveToMainThread();
-      else if (only) await session.moveToMainThread(copyThreads === undefined ? undefined : 1);
-      else {
+      else if (only) {
+        // After its first answer: a cold request does not wait for the main thread's create (about 1 ms for a tiny model).
+        const v = version.version;
+        await session.moveToMainThread({
+          intraOpThreads: copyThreads === undefined ? undefined : 1,
+          afterNextRun: true,
+          onError: (err) =>
+            logger.warn({ model: label, version: v, err: err.message }, 'could not create the session on the main thread; it stays in its runtime worker'),
+        });
+      } else {
         const fileBytes = await version.fileBytes();
         const v = version.version;
         const onError = (err: Error): void =>

@@ -87,7 +87,7 @@ async function handle(msg: WorkerRequest): Promise<void> {
         return;
       }
       case 'time': {
-        const runUs = await timeOrtRuns(sessionOf(msg.session), ortFeedsOf(msg.feeds), msg.outputs, msg.repeats);
+        const runUs = await timeOrtRuns(sessionOf(msg.session), ortFeedsOf(msg.feeds), msg.outputs, msg.repeats, msg.budgetUs);
         parentPort!.postMessage({ id: msg.id, ok: true, op: 'time', runUs } satisfies WorkerReply);
         return;
       }

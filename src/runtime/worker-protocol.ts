@@ -58,7 +58,7 @@ export type WorkerRequest =
   | { readonly id: number; readonly op: 'reclaim' }
   /** Pay onnxruntime's fixed per-thread cost now (runtime/prime.ts). */
   | { readonly id: number; readonly op: 'prime'; readonly intraOpThreads: number | undefined }
-  /** Run `repeats` times and report each run's duration inside the worker (session placement measures with it). */
+  /** Run `repeats` times (fewer past `budgetUs` in all) and report each run's duration inside the worker (session placement measures with it). */
   | {
       readonly id: number;
       readonly op: 'time';
@@ -66,6 +66,7 @@ export type WorkerRequest =
       readonly feeds: TensorList;
       readonly outputs: readonly string[];
       readonly repeats: number;
+      readonly budgetUs?: number;
     };
 
 export interface WorkerError {

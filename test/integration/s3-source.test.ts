@@ -210,9 +210,11 @@ describe('S3ModelSource', () => {
     const { source, restart, downloads } = harness();
     const first = await source.localize('reuse.tar.gz');
     assert.equal(proxy.gets(key), 1);
+    assert.equal(proxy.heads(key), 0, 'nothing cached: the GetObject alone says what the object is, no HeadObject');
     const second = await source.localize('reuse.tar.gz');
     const third = await restart().localize('reuse.tar.gz');
     assert.equal(proxy.gets(key), 1, 'no GetObject for a cached ETag');
+    assert.equal(proxy.heads(key), 2, 'a cached copy is checked with one HeadObject per localization, also after a restart');
     assert.equal(second.dir, first.dir);
     assert.equal(third.dir, first.dir);
     assert.equal(third.version, first.version);
@@ -225,7 +227,7 @@ describe('S3ModelSource', () => {
     const { source, cacheDir, downloads } = harness();
     const results = await Promise.all(Array.from({ length: 16 }, () => source.localize('team/b.tar.gz')));
     assert.equal(proxy.gets(key), 1);
-    assert.equal(proxy.heads(key), 1);
+    assert.equal(proxy.heads(key), 0);
     assert.equal(downloads.length, 1);
     assert.equal(new Set(results.map((r) => r.dir)).size, 1);
     await assertTritonLayout(results[0]?.dir ?? '');
@@ -242,7 +244,8 @@ describe('S3ModelSource', () => {
     );
     await rejectsWith(source.localize('team/missing'), 'MODEL_NOT_FOUND', /s3:\/\/models\/prefix\/team\/missing\.tar\.gz/);
     assert.equal(await source.head('missing.tar.gz'), undefined);
-    assert.equal(proxy.gets(`${PREFIX}missing.tar.gz`), 0);
+    assert.equal(proxy.gets(`${PREFIX}missing.tar.gz`), 1, 'one GetObject, not retried');
+    assert.equal(proxy.gets(`${PREFIX}team/missing.tar.gz`) + proxy.gets(`${PREFIX}team/missing.tgz`), 2, 'one per candidate key');
     assert.deepEqual(await cacheContents(cacheDir), []);
     await rejectsWith(source.localize('../etc/passwd'), 'INVALID_TARGET');
   });
@@ -303,10 +306,10 @@ describe('S3ModelSource', () => {
   it('401/403 is ACCESS_DENIED without retries', async () => {
     const key = `${PREFIX}add_sub.tar.gz`;
     await upload(key, archive('add_sub'));
-    const before = proxy.heads(key);
+    const before = proxy.heads(key) + proxy.gets(key);
     const { source } = harness({ client: s3Client(proxy.url, { accessKeyId: 'WRONG', secretAccessKey: 'WRONG' }) });
     await rejectsWith(source.localize('add_sub.tar.gz'), 'ACCESS_DENIED', /add_sub\.tar\.gz/);
-    assert.equal(proxy.heads(key) - before, 1);
+    assert.equal(proxy.heads(key) + proxy.gets(key) - before, 1);
   });
 
   it('throttling (503 SlowDown) is retried with backoff, then succeeds', async () => {
@@ -316,8 +319,8 @@ describe('S3ModelSource', () => {
     proxy.failNext = 2;
     const local = await source.localize('throttled.tar.gz');
     await assertTritonLayout(local.dir);
-    assert.equal(proxy.heads(key), 3);
-    assert.equal(proxy.gets(key), 1);
+    assert.equal(proxy.heads(key), 0);
+    assert.equal(proxy.gets(key), 3, 'two throttled GetObjects, then the one that succeeds');
   });
 
   it('an unreachable store is UPSTREAM_UNAVAILABLE after the retries, within the bounded time', async () => {

@@ -126,8 +126,11 @@ describe('session placement', () => {
     assert.equal(first.status, 200, first.text);
     assert.deepEqual(first.body.outputs[0].data, [3, 6, 9, 12]);
     const session = sessionOf(s, 'cheap');
-    assert.equal(session.copies, 1, 'no worker copy: the weights are held once');
+    // Moved once its first answer is out (a cold request does not wait for the main thread's create).
+    const deadline = Date.now() + 10_000;
+    while (session.worker !== -1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
     assert.equal(session.worker, -1);
+    assert.equal(session.copies, 1, 'no worker copy: the weights are held once');
     const line = placed(s, 'cheap')[0];
     assert.ok(line, 'the placement is logged');
     assert.equal(line['placement'], 'main thread only (a batch runs in less than a hop to a worker costs)');
