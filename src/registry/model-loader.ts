@@ -108,7 +108,9 @@ export interface ModelLoaderDeps {
    */
   readonly place: (model: LoadedModel, label: string, warmupRunUs: WarmupTimes | undefined, book: CopyBooking, sizeOf?: FilesBytes) => Promise<void>;
   /** Budget bytes predicted from the package's files before loading, and the files' own bytes. */
-  readonly predictFiles: (dir: string) => Promise<{ readonly predictedBytes: number; readonly fileBytes: number }>;
+  readonly predictFiles: (
+    dir: string,
+  ) => Promise<{ readonly predictedBytes: number; readonly fileBytes: number; readonly dirBytes?: ReadonlyMap<string, number> }>;
   /** What the package holds once loaded: the files of the versions served, once per session copy, and the session count. */
   readonly footprint: (pkg: LoadedPackage, sizeOf?: FilesBytes) => Promise<LoadFootprint>;
   readonly probe: MemoryProbe;
@@ -255,7 +257,7 @@ export class PackageModelLoader implements ModelLoader {
       // Cancellation (the model was unloaded while it loads) is seen between stages: a stage that has started
       // (a session being created, a warm-up run) finishes, nothing after it starts, and all of it is released below.
       throwIfAborted(signal);
-      const { predictedBytes: predicted, fileBytes: files } = await this.deps.predictFiles(request.dir);
+      const { predictedBytes: predicted, fileBytes: files, dirBytes } = await this.deps.predictFiles(request.dir);
       stage('predict');
       throwIfAborted(signal);
       freeSlot = await this.slots.acquire(signal);
@@ -278,8 +280,8 @@ export class PackageModelLoader implements ModelLoader {
       };
       const gpuBefore = probe.gpuBytes ? await probe.gpuBytes() : undefined;
       token = this.measurement.begin();
-      // Each version directory is walked once in this load (placement and the booking both ask its bytes).
-      const sizeOf = sizeMemo();
+      // The package was walked once for the prediction: placement and the booking ask its version directories' bytes from that walk.
+      const sizeOf = sizeMemo(dirBytes);
       pkg = await this.deps.loadPackage(request);
       stage('package');
       for (const model of pkg.models.values()) {

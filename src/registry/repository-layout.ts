@@ -74,8 +74,8 @@ async function versionsIn(dir: string): Promise<number[]> {
 
 /** A directory is a model directory when it has config.pbtxt or a numeric version dir. */
 async function readModelDir(dir: string, name: string, label: string, maxBytes: number): Promise<ModelDirectory | undefined> {
-  const configText = await readConfig(dir, name, label, maxBytes);
-  const versions = await versionsIn(dir);
+  // Both at once: each is a few trips to libuv's pool, on every cold load.
+  const [configText, versions] = await Promise.all([readConfig(dir, name, label, maxBytes), versionsIn(dir)]);
   if (configText === undefined && versions.length === 0) return undefined;
   return { name, dir, configText, versions };
 }

@@ -152,10 +152,8 @@ export async function publishDirectory(options: PublishOptions): Promise<Publish
     const base = { target, version, createdAt: new Date().toISOString(), bytes: filled.bytes, files: filled.files ?? 0 };
     // Measured, not estimated: what the filesystem really allocated for the tree (the metadata file is one block more).
     const draft = `${JSON.stringify({ ...base, diskBytes: Number.MAX_SAFE_INTEGER })}\n`;
-    const metadata: CacheEntryMetadata = {
-      ...base,
-      diskBytes: (await measureDiskBytes(temp)) + chargeFile(Buffer.byteLength(draft), await blockBytesOf(temp)),
-    };
+    const [treeBytes, blockBytes] = await Promise.all([measureDiskBytes(temp), blockBytesOf(temp)]);
+    const metadata: CacheEntryMetadata = { ...base, diskBytes: treeBytes + chargeFile(Buffer.byteLength(draft), blockBytes) };
     await writeFile(path.join(temp, ENTRY_METADATA_FILE), `${JSON.stringify(metadata)}\n`, { flag: 'wx' });
 
     for (let attempt = 1; ; attempt++) {
