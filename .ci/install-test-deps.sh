@@ -15,5 +15,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-/usr/sbin/haproxy -v | head -n 1
-strace -V | head -n 1
+# sed reads to the end: head closes the pipe after one line, and with pipefail a tool
+# still writing then fails the script on SIGPIPE (exit 141).
+/usr/sbin/haproxy -v | sed -n 1p
+strace -V | sed -n 1p
