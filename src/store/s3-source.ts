@@ -405,6 +405,7 @@ export class S3ModelSource implements ModelSource {
         if (err instanceof ServingError && err.code === 'MODEL_NOT_FOUND') continue;
         throw err;
       }
+      listenEarly(response.Body);
       const etag = unquoteEtag(response.ETag);
       if (etag === undefined) {
         destroyBody(response.Body);
@@ -428,8 +429,11 @@ export class S3ModelSource implements ModelSource {
         }),
       (err) => s3Failure(err, context),
     );
-    // Awaited by download (or closed unread): never an unhandled rejection meanwhile.
-    response.catch(() => undefined);
+    // Awaited by download (or closed unread): never an unhandled rejection meanwhile, nor an unheard body error.
+    response.then(
+      (r) => listenEarly(r.Body),
+      () => undefined,
+    );
     return response;
   }
 
@@ -459,11 +463,26 @@ export class S3ModelSource implements ModelSource {
         }),
       );
     }
+    if (body.destroyed) {
+      // The connection closed while the body waited to be read (the cache was preparing its directory): a stream
+      // destroyed before anyone listened says so only here, piping it would wait for the idle timeout.
+      const cause = body.errored ?? undefined;
+      throw markRetryable(
+        new ServingError(
+          'UPSTREAM_UNAVAILABLE',
+          `model '${target}': downloading ${uri} failed: the connection closed before the body was read${cause ? ` (${messageOf(cause)})` : ''}`,
+          { model: target, ...(cause ? { cause } : {}) },
+        ),
+      );
+    }
     const meter = new DownloadMeter(response.ContentLength, this.idleTimeoutMs, this.minProgress, (bytes) => {
       attempt.progressed = true;
       this.downloaded += bytes;
       onBytes(bytes);
     });
+    // A cut before the extraction has attached to `meter` (it opens its files first) would otherwise leave the error
+    // unheard once `pipe` lets go of it: an uncaught exception. The extraction still sees it (meter.failure, a destroyed stream).
+    meter.on('error', () => undefined);
     // A trickle is not progress: the retry budget must not restart because a few bytes came.
     meter.once('slow', () => {
       attempt.progressed = false;
@@ -834,6 +853,15 @@ function isValidTarget(rel: string): boolean {
 }
 
 /** Close a response body that will not be read (its connection goes back to the pool or is dropped). */
+/**
+ * A body waits unread while the cache prepares its directory; a connection
+ * cut then errors it with no listener yet, which would be an uncaught
+ * exception. Heard here; download sees it as `destroyed` and `errored`.
+ */
+function listenEarly(body: unknown): void {
+  if (body instanceof Readable) body.on('error', () => undefined);
+}
+
 function destroyBody(body: unknown): void {
   if (body instanceof Readable && !body.destroyed) body.destroy();
 }
