@@ -39,7 +39,6 @@ import {
   ListObjectsV2Command,
   S3Client,
   type GetObjectCommandOutput,
-  type HeadObjectCommandOutput,
   type ListObjectsV2CommandOutput,
 } from '@aws-sdk/client-s3';
 import type { Logger } from 'pino';
@@ -362,27 +361,10 @@ export class S3ModelSource implements ModelSource {
 
   /** HeadObject on each candidate key; undefined when none exists. */
   private async headTarget(target: string, attempt: Attempt, signal: AbortSignal | undefined): Promise<S3ObjectInfo | undefined> {
-    for (const key of this.candidateKeys(target)) {
-      const uri = s3ObjectUri(this.bucket, key);
-      let head: HeadObjectCommandOutput;
-      try {
-        head = await this.request(
-          attempt,
-          signal,
-          (abortSignal) => this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }), { abortSignal }),
-          (err) => s3Failure(err, { target, action: `reading ${uri}`, uri, bucket: this.bucket }),
-        );
-      } catch (err) {
-        if (err instanceof ServingError && err.code === 'MODEL_NOT_FOUND') continue;
-        throw err;
-      }
-      const etag = unquoteEtag(head.ETag);
-      if (etag === undefined) {
-        throw new ServingError('UPSTREAM_UNAVAILABLE', `model '${target}': ${uri} has no ETag`, { model: target });
-      }
-      return { target, key, uri, etag, version: etag, sizeBytes: head.ContentLength, lastModified: head.LastModified };
-    }
-    return undefined;
+    const found = await this.firstCandidate(target, attempt, signal, 'reading', (key, abortSignal) =>
+      this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }), { abortSignal }),
+    );
+    return found?.info;
   }
 
   /**
@@ -390,25 +372,51 @@ export class S3ModelSource implements ModelSource {
    * they say of the object (the body is read by download); undefined when
    * none exists.
    */
-  private async getTarget(target: string, attempt: Attempt): Promise<{ info: S3ObjectInfo; response: GetObjectCommandOutput } | undefined> {
+  private getTarget(target: string, attempt: Attempt): Promise<{ info: S3ObjectInfo; response: GetObjectCommandOutput } | undefined> {
+    return this.firstCandidate(
+      target,
+      attempt,
+      undefined,
+      'downloading',
+      async (key, abortSignal) => {
+        const response = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }), { abortSignal });
+        listenEarly(response.Body);
+        return response;
+      },
+      (response) => destroyBody(response.Body),
+    );
+  }
+
+  /**
+   * `send` on each candidate key until one exists (a missing key is the next
+   * candidate's turn): the response and the object it describes; undefined
+   * when none exists. `discard` frees a response without an ETag.
+   */
+  private async firstCandidate<R extends { ETag?: string | undefined; ContentLength?: number | undefined; LastModified?: Date | undefined }>(
+    target: string,
+    attempt: Attempt,
+    signal: AbortSignal | undefined,
+    action: 'reading' | 'downloading',
+    send: (key: string, abortSignal: AbortSignal) => Promise<R>,
+    discard: (response: R) => void = () => undefined,
+  ): Promise<{ info: S3ObjectInfo; response: R } | undefined> {
     for (const key of this.candidateKeys(target)) {
       const uri = s3ObjectUri(this.bucket, key);
-      let response: GetObjectCommandOutput;
+      let response: R;
       try {
         response = await this.request(
           attempt,
-          undefined,
-          (abortSignal) => this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }), { abortSignal }),
-          (err) => s3Failure(err, { target, action: `downloading ${uri}`, uri, bucket: this.bucket }),
+          signal,
+          (abortSignal) => send(key, abortSignal),
+          (err) => s3Failure(err, { target, action: `${action} ${uri}`, uri, bucket: this.bucket }),
         );
       } catch (err) {
         if (err instanceof ServingError && err.code === 'MODEL_NOT_FOUND') continue;
         throw err;
       }
-      listenEarly(response.Body);
       const etag = unquoteEtag(response.ETag);
       if (etag === undefined) {
-        destroyBody(response.Body);
+        discard(response);
         throw new ServingError('UPSTREAM_UNAVAILABLE', `model '${target}': ${uri} has no ETag`, { model: target });
       }
       return { info: { target, key, uri, etag, version: etag, sizeBytes: response.ContentLength, lastModified: response.LastModified }, response };
