@@ -14,32 +14,7 @@ import { silentLogger } from '../../../src/observability/logger.js';
 import type { Tensor } from '../../../src/protocol/tensor.js';
 import type { ModelSession } from '../../../src/runtime/onnx-session.js';
 import { placeSessions } from '../../../src/runtime/session-placement.js';
-
-/** A CPU session whose runs take `runUs` (as the worker reports them) and whose answers come `tripMs` later. */
-function fakeSession(runUs: number, tripMs: number): ModelSession & { placed: string } {
-  const s = {
-    placed: 'worker',
-    worker: 0,
-    inputs: [],
-    outputs: [],
-    provider: 'cpu' as const,
-    deviceId: 0,
-    copies: 1,
-    run: () => Promise.reject(new Error('not run in this test')),
-    timeRuns: async (_f: ReadonlyMap<string, Tensor>, _o: readonly string[], repeats: number) => {
-      if (tripMs > 0) await new Promise((r) => setTimeout(r, tripMs));
-      return Array.from({ length: repeats }, () => runUs);
-    },
-    allowMainThreadCopy: () => {
-      s.placed = 'copy';
-    },
-    moveToMainThread: async () => {
-      s.placed = 'main only';
-    },
-    release: async () => {},
-  };
-  return s;
-}
+import { fakePlacedSession } from '../../support/fake-placed-session.js';
 
 const tensors = (dims: number[]) => ({
   inputs: [{ name: 'INPUT0', dataType: 'FP32' as const, dims }],
@@ -63,29 +38,29 @@ async function place(maxBatchSize: number, session: ModelSession, onlyMaxRunUs =
 describe('placement of a model without a batch dimension', () => {
   it('runs on the main thread only when its run costs less than the hop', async () => {
     // 40 µs runs, answers 2 ms later: the hop is far over the run.
-    const s = fakeSession(40, 2);
+    const s = fakePlacedSession(40, 2);
     await place(0, s);
     assert.equal(s.placed, 'main only');
   });
 
   it('a batching model with the same timings keeps its worker (and gets a copy)', async () => {
-    const s = fakeSession(40, 2);
+    const s = fakePlacedSession(40, 2);
     await place(8, s);
     assert.equal(s.placed, 'copy');
   });
 
   it('keeps its worker when the run is over 4× MME_MAIN_THREAD_ONLY_MAX_RUN_US, or that is 0', async () => {
-    const long = fakeSession(70, 2);
+    const long = fakePlacedSession(70, 2);
     await place(0, long);
     assert.equal(long.placed, 'copy');
-    const off = fakeSession(40, 2);
+    const off = fakePlacedSession(40, 2);
     await place(0, off, 0);
     assert.equal(off.placed, 'copy');
   });
 
   it('keeps its worker when the hop costs less than the run', async () => {
     // Answers at once: the round trip is the run's own time (well under 40 µs of hop).
-    const s = fakeSession(40, 0);
+    const s = fakePlacedSession(40, 0);
     await place(0, s);
     assert.equal(s.placed, 'copy');
   });

@@ -4,7 +4,8 @@
  * that decide), a model whose runs are past the small limit stops that call
  * within the small models' time and gets a median of a few runs, and a heavy
  * one runs once. A fake session stands for the worker: its runs take a fixed
- * time and it honours the call's time budget as the worker does.
+ * time and it honours the call's time budget as the worker does
+ * (test/support/fake-placed-session.ts).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -14,40 +15,7 @@ import { silentLogger } from '../../../src/observability/logger.js';
 import type { Tensor } from '../../../src/protocol/tensor.js';
 import type { ModelSession } from '../../../src/runtime/onnx-session.js';
 import { placeSessions } from '../../../src/runtime/session-placement.js';
-
-interface Probed extends ModelSession {
-  placed: 'worker' | 'copy' | 'main only';
-  readonly calls: number[];
-}
-
-/** A CPU session whose runs take `runUs` each; `calls` holds how many runs each timing call made. */
-function fakeSession(runUs: number): Probed {
-  const s: Probed = {
-    placed: 'worker',
-    calls: [],
-    worker: 0,
-    inputs: [],
-    outputs: [],
-    provider: 'cpu' as const,
-    deviceId: 0,
-    copies: 1,
-    run: () => Promise.reject(new Error('not run in this test')),
-    timeRuns: async (_f: ReadonlyMap<string, Tensor>, _o: readonly string[], repeats: number, budgetUs?: number) => {
-      const runs: number[] = [];
-      for (let spent = 0; runs.length < repeats && spent < (budgetUs ?? Number.POSITIVE_INFINITY); spent += runUs) runs.push(runUs);
-      s.calls.push(runs.length);
-      return runs;
-    },
-    allowMainThreadCopy: () => {
-      s.placed = 'copy';
-    },
-    moveToMainThread: async () => {
-      s.placed = 'main only';
-    },
-    release: async () => {},
-  };
-  return s;
-}
+import { fakePlacedSession } from '../../support/fake-placed-session.js';
 
 const config = parseModelConfig(
   configText({ maxBatchSize: 8, inputs: [{ name: 'INPUT0', dataType: 'FP32', dims: [16] }], outputs: [{ name: 'OUTPUT0', dataType: 'FP32', dims: [4] }] }),
@@ -67,14 +35,14 @@ async function place(session: ModelSession): Promise<void> {
 
 describe('placement probe', () => {
   it('a small model: one call to its worker, 7 cold runs and 25 that decide', async () => {
-    const s = fakeSession(8);
+    const s = fakePlacedSession(8);
     await place(s);
     assert.deepEqual(s.calls, [32]);
     assert.equal(s.placed, 'main only');
   });
 
   it('past the small limit: the call stops within what small models take, its median decides', async () => {
-    const s = fakeSession(300);
+    const s = fakePlacedSession(300);
     await place(s);
     // 25 runs of 150 µs (10× the 15 µs limit) and 7 more: 4.8 ms, 16 runs of 300 µs.
     assert.deepEqual(s.calls, [16]);
@@ -82,14 +50,14 @@ describe('placement probe', () => {
   });
 
   it('a slow model: a first run, then a few more within the cap', async () => {
-    const s = fakeSession(8_000);
+    const s = fakePlacedSession(8_000);
     await place(s);
     assert.deepEqual(s.calls, [1, 2], 'one run, then two more (20 ms of further runs at most)');
     assert.equal(s.placed, 'worker');
   });
 
   it('a heavy model: its first run settles it', async () => {
-    const s = fakeSession(60_000);
+    const s = fakePlacedSession(60_000);
     await place(s);
     assert.deepEqual(s.calls, [1]);
     assert.equal(s.placed, 'worker');
