@@ -5,23 +5,12 @@
  * (tritonclient's serialize_byte_tensor / ndarray.tobytes, and back). One copy
  * for the HTTP binary-extension tests and the gRPC raw_input_contents tests.
  */
+import { DATA_TYPE_INFO, type DataType } from '../../src/protocol/tensor.js';
+
 export type Value = number | bigint | boolean | string;
 
-const WIDTH: Readonly<Record<string, number>> = {
-  BOOL: 1,
-  UINT8: 1,
-  INT8: 1,
-  UINT16: 2,
-  INT16: 2,
-  FP16: 2,
-  BF16: 2,
-  UINT32: 4,
-  INT32: 4,
-  FP32: 4,
-  UINT64: 8,
-  INT64: 8,
-  FP64: 8,
-};
+/** Bytes per element: the server's own table (0 for BYTES, which is length-prefixed instead). */
+const width = (datatype: string): number => DATA_TYPE_INFO[datatype as DataType]!.byteSize;
 
 /** serialize_byte_tensor / ndarray.tobytes(): FP16 values are given as their 16-bit patterns. */
 export function rawBytes(datatype: string, values: readonly Value[]): Buffer {
@@ -35,7 +24,7 @@ export function rawBytes(datatype: string, values: readonly Value[]): Buffer {
       }),
     );
   }
-  const w = WIDTH[datatype]!;
+  const w = width(datatype);
   const out = Buffer.alloc(values.length * w);
   values.forEach((v, i) => {
     const o = i * w;
@@ -93,7 +82,7 @@ export function readRaw(datatype: string, bytes: Buffer): Value[] {
     }
     return out;
   }
-  const w = WIDTH[datatype]!;
+  const w = width(datatype);
   const out: Value[] = [];
   for (let o = 0; o < bytes.length; o += w) {
     switch (datatype) {
