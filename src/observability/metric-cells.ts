@@ -137,8 +137,8 @@ const MISSING = Symbol('missing label');
  */
 class CellTable<L extends string, C> {
   private root = new Map<string | symbol, unknown>();
-  /** Every cell, in creation order (the order series appear in a scrape). */
-  private all: C[] = [];
+  /** Every cell, in creation order (the order series appear in a scrape); a Set so that an unload removes its cells without visiting every other model's. */
+  private readonly all = new Set<C>();
 
   constructor(
     private readonly names: readonly L[],
@@ -169,7 +169,7 @@ class CellTable<L extends string, C> {
       }
       cell = this.make({ ...exported });
       level.set(key, cell);
-      this.all.push(cell);
+      this.all.add(cell);
     }
     return cell;
   }
@@ -190,7 +190,7 @@ class CellTable<L extends string, C> {
       else for (const child of (node as Map<unknown, unknown>).values()) walk(child, depth + 1);
     };
     walk(sub, 0);
-    this.all = this.all.filter((c) => !gone.has(c));
+    for (const c of gone) this.all.delete(c);
     return [...gone];
   }
 }
