@@ -81,7 +81,7 @@ export interface ServerConfig {
   readonly intraOpThreads: number | undefined;
   /** MME_LOAD_CONCURRENCY: model loads (session create, warm-up, placement) in progress at once; more wait their turn. */
   readonly loadConcurrency: number;
-  /** MME_MAIN_THREAD_COPIES: most main-thread session copies (beside a worker's) held at once, least recently used dropped first. */
+  /** MME_MAIN_THREAD_COPIES: most main-thread session copies (beside a worker's) held at once, going to the models that run most often (runtime/main-thread-copies.ts). */
   readonly mainThreadCopies: number;
   /** MME_MAIN_THREAD_MAX_RUN_US: CPU models whose largest batch runs at most this long (µs) run on the main thread; 0 = none unless a config asks. */
   readonly mainThreadMaxRunUs: number;
@@ -560,7 +560,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['MME_MAIN_THREAD_COPIES'],
     defaultText: '16',
     description:
-      "Most main-thread session copies held at once (the copy a small model gets beside its worker session for a lone request's latency, MME_MAIN_THREAD_MAX_RUN_US): the least recently used copy is dropped when a new one is needed, and each copy is counted in the memory budget. 0 = no copies (models that run on the main thread only are not counted: they hold one session).",
+      "Most main-thread session copies held at once (the copy a small model gets beside its worker session for a lone request's latency, MME_MAIN_THREAD_MAX_RUN_US): once they are all held, a model gets one only if it ran more often recently than the held model that ran least, which drops its copy; each copy is counted in the memory budget. 0 = no copies (models that run on the main thread only are not counted: they hold one session).",
     parse: (raw) => (raw === undefined ? 16 : int('MME_MAIN_THREAD_COPIES', raw, 0, 100_000)),
   },
   {

@@ -209,11 +209,13 @@ class PooledModelSession implements ModelSession, CopyHolder {
     const busy = this.quiet !== undefined ? this.quiet.busy(load) : ownLoadBusy(load);
     const copy = this.onMain !== undefined && (!busy || this.inWorker === undefined) ? this.onMain : undefined;
     let makeCopy = false;
-    if (copy !== undefined) {
-      copy.runs++;
-      if (this.inWorker !== undefined) this.plan?.copies.touch(this);
-    } else if (!busy && this.plan !== undefined && this.onMain === undefined && !this.making) {
-      makeCopy = ++this.quietRuns >= COPY_AFTER_QUIET_RUNS;
+    if (copy !== undefined) copy.runs++;
+    const plan = this.inWorker !== undefined ? this.plan : undefined;
+    if (plan !== undefined) {
+      plan.copies.ran(this);
+      // Only once the copy would get a place: a model the held ones outrun makes none (main-thread-copies.ts).
+      if (copy === undefined && !busy && this.onMain === undefined && !this.making)
+        makeCopy = ++this.quietRuns >= COPY_AFTER_QUIET_RUNS && plan.copies.wouldAdmit(this);
     }
     try {
       return await (copy?.session ?? this.any).run(feeds, outputNames);

@@ -22,7 +22,7 @@
  * worker alone, 19.4k with every batch on the main thread). A copy holds the
  * weights again and a thread pool of its own, so copies are bounded
  * (runtime/main-thread-copies.ts, MME_MAIN_THREAD_COPIES): made lazily once the model is
- * used while quiet, for the most recently used models only, each booked in
+ * used while quiet, for the models that run most often, each booked in
  * the memory budget while it exists (`book`).
  *
  * A model qualifies when it runs on CPU with one instance, its version
@@ -100,7 +100,7 @@ export const DEFAULT_PLACEMENT: PlacementSettings = Object.freeze({ mainThreadMa
  */
 export const MAIN_THREAD_MAX_INTRA_OP_THREADS = 2;
 
-/** MME_MAIN_THREAD_COPIES's default: copies of the most recently used small models held at once. */
+/** MME_MAIN_THREAD_COPIES's default: copies of small models held at once, by the models that run most often. */
 export const DEFAULT_MAIN_THREAD_COPIES = 16;
 
 /** Largest version directory (model file and external data) that gets a main-thread copy. */
@@ -354,7 +354,7 @@ export async function placeSessions(
           : {
               model: label,
               version: version.version,
-              placement: 'main thread when the server is quiet (a copy, once used, among the most recently used), worker when busy',
+              placement: 'main thread when the server is quiet (a copy, once used, among the most often used), worker when busy',
               runUs: Math.round(runUs ?? 0),
               batch: Math.max(1, config.maxBatchSize),
               intraOpThreads: copyThreads ?? "the model's intra_op_thread_count",

@@ -85,7 +85,7 @@ describe('session placement', () => {
     assert.ok(session.worker >= 0, 'the worker copy stays for busy batches');
     const line = placed(s, 'small')[0];
     assert.ok(line, 'the placement is logged');
-    assert.equal(line['placement'], 'main thread when the server is quiet (a copy, once used, among the most recently used), worker when busy');
+    assert.equal(line['placement'], 'main thread when the server is quiet (a copy, once used, among the most often used), worker when busy');
     assert.equal(line['intraOpThreads'], Math.min(2, os.availableParallelism()), 'the copy runs only while the server is quiet, on the cores (at most 2)');
     assert.equal(line['batch'], 8, 'measured at max_batch_size rows');
     assert.ok(typeof line['runUs'] === 'number' && line['runUs'] <= 1000, String(line['runUs']));

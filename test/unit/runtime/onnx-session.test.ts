@@ -558,7 +558,7 @@ describe('a session with a main-thread copy (runtime/session-placement.ts)', () 
     assert.equal(session.copies, 1);
   });
 
-  test('copies are bounded: the least recently used is dropped, and its booking given back', async () => {
+  test('copies are bounded: a model that ran more often takes the copy of the one that ran least, whose booking is given back', async () => {
     const { pool: fake } = fakePool(() => fakeSession(async () => marker()));
     const copies = new MainThreadCopies(2);
     const book = booking();
@@ -571,12 +571,19 @@ describe('a session with a main-thread copy (runtime/session-placement.ts)', () 
       [2, 2, 1],
     );
     assert.equal(book.held, 200);
-    await a.run(feeds(), ['OUTPUT0'], LONE); // a is now more recent than b
+    for (let i = 0; i < 3; i++) await a.run(feeds(), ['OUTPUT0'], LONE); // a: 5 runs, b: 2
     await giveCopy(c, copies, book);
     assert.deepEqual(
       sessions.map((s) => s.copies),
+      [2, 2, 1],
+      'c ran as often as b, the least used holder: no copy for it',
+    );
+    await c.run(feeds(), ['OUTPUT0'], LONE);
+    for (let i = 0; i < 20 && c.copies < 2; i++) await new Promise((r) => setTimeout(r, 5));
+    assert.deepEqual(
+      sessions.map((s) => s.copies),
       [2, 1, 2],
-      'b, the least recently run, lost its copy',
+      'c ran more often than b: b lost its copy to it',
     );
     assert.equal(copies.size, 2);
     assert.equal(book.held, 200, "b's copy is no longer booked");
