@@ -20,7 +20,8 @@
  * 3. A Zipf(1.1) trace of DENSITY_ZIPF_REQUESTS requests at concurrency 4 over
  *    DENSITY_ZIPF_MODELS tiny models with MME_MAX_LOADED_MODELS =
  *    DENSITY_ZIPF_RESIDENT: hit and miss latencies (hit or miss as an exact
- *    LRU of that size sees the trace).
+ *    LRU of that size sees the trace), and for the limit the same hits
+ *    replayed against a server holding every model, nothing loading.
  *
  * DENSITY_CHECKOUT runs another checkout's server (its `serve` and dist/),
  * for before/after figures. Defaults are the issue's scale; reduce them for a quick run.
@@ -157,6 +158,8 @@ export async function run(): Promise<BenchReport> {
         rows: [
           ['hits', String(z.hits.count), z.hits.p50.toFixed(2), z.hits.p99.toFixed(2)],
           ['misses', String(z.misses.count), z.misses.p50.toFixed(2), z.misses.p99.toFixed(2)],
+          ['the same hits, every model resident, nothing loading', String(z.hitsAlone.count), z.hitsAlone.p50.toFixed(2), z.hitsAlone.p99.toFixed(2)],
+          ['hits ÷ hits alone', '', f2(z.hits.p50 / z.hitsAlone.p50), f2(z.hits.p99 / z.hitsAlone.p99)],
           ['errors', String(z.errors), '', ''],
         ],
       });
@@ -270,45 +273,76 @@ async function coldLoads(
   }
 }
 
+interface LatencyFigures {
+  count: number;
+  p50: number;
+  p99: number;
+}
+
+/**
+ * The trace against a server holding `resident` models, then, for the
+ * limit, its hits alone against a server holding every model the trace
+ * uses, loaded before the replay: the same requests, the same concurrency,
+ * nothing loading. Hits during loads ÷ hits alone is what the loads cost
+ * the hits on top of the CPU the two share.
+ */
 async function zipfRun(
   work: string,
   models: number,
   resident: number,
   requests: number,
   checkout: string | undefined,
-): Promise<{ hits: { count: number; p50: number; p99: number }; misses: { count: number; p50: number; p99: number }; errors: number; hitRatio: number }> {
+): Promise<{ hits: LatencyFigures; misses: LatencyFigures; hitsAlone: LatencyFigures; errors: number; hitRatio: number }> {
   const root = path.join(work, 'zipf-models');
   const names = await writeDensityModels(root, 'tiny', models);
   const trace = zipfTrace({ models, requests, s: 1.1, seed: 28 });
   const sim = simulateLru(trace, resident);
-  const server = await startServeAt(
-    {
-      MME_MODEL_SOURCE: root,
-      MME_CACHE_DIR: path.join(work, 'zipf-cache'),
-      MME_MAX_LOADED_MODELS: String(resident),
-      MME_MEMORY_BUDGET_BYTES: String(8 * 1024 ** 3),
-    },
-    checkout,
-  );
-  try {
-    const hits: number[] = [];
-    const misses: number[] = [];
+  const summary = (xs: number[]): LatencyFigures => ({ count: xs.length, ...latencySummary(Float64Array.from(xs).sort()) });
+  const replay = async (url: string, indices: readonly number[], record: (i: number, ms: number) => void): Promise<number> => {
     let errors = 0;
     let next = 0;
     await Promise.all(
       Array.from({ length: 4 }, async () => {
-        for (let i = next++; i < trace.length; i = next++) {
+        for (let n = next++; n < indices.length; n = next++) {
+          const i = indices[n]!;
           const t = performance.now();
-          const status = await invokeTarget(server.url, names[trace[i]!]!, FEATURES.tiny);
-          const ms = performance.now() - t;
+          const status = await invokeTarget(url, names[trace[i]!]!, FEATURES.tiny);
           if (status !== 200) errors++;
-          else (sim.verdicts[i] === Verdict.Hit ? hits : misses).push(ms);
+          else record(i, performance.now() - t);
         }
       }),
     );
-    const summary = (xs: number[]) => ({ count: xs.length, ...latencySummary(Float64Array.from(xs).sort()) });
-    return { hits: summary(hits), misses: summary(misses), errors, hitRatio: sim.hitRatio };
+    return errors;
+  };
+  const start = (maxLoaded: number, cache: string) =>
+    startServeAt(
+      {
+        MME_MODEL_SOURCE: root,
+        MME_CACHE_DIR: path.join(work, cache),
+        MME_MAX_LOADED_MODELS: String(maxLoaded),
+        MME_MEMORY_BUDGET_BYTES: String(8 * 1024 ** 3),
+      },
+      checkout,
+    );
+  const all = Array.from(trace.keys());
+  const hits: number[] = [];
+  const misses: number[] = [];
+  let errors: number;
+  let server = await start(resident, 'zipf-cache');
+  try {
+    errors = await replay(server.url, all, (i, ms) => (sim.verdicts[i] === Verdict.Hit ? hits : misses).push(ms));
   } finally {
     await server.stop();
   }
+  const hitsAlone: number[] = [];
+  server = await start(models, 'zipf-cache-all');
+  try {
+    const firstOfEach = [...new Map(all.map((i) => [trace[i]!, i])).values()];
+    errors += await replay(server.url, firstOfEach, () => undefined);
+    const hitIndices = all.filter((i) => sim.verdicts[i] === Verdict.Hit);
+    errors += await replay(server.url, hitIndices, (_i, ms) => hitsAlone.push(ms));
+  } finally {
+    await server.stop();
+  }
+  return { hits: summary(hits), misses: summary(misses), hitsAlone: summary(hitsAlone), errors, hitRatio: sim.hitRatio };
 }
