@@ -126,6 +126,34 @@ describe('scanRepository: repository of models', () => {
     ]);
   });
 
+  test('a repository of many models: every one, in name order, a linked model directory followed and a link to a file ignored', async () => {
+    const entries: Record<string, string> = {};
+    for (let i = 0; i < 60; i++) entries[`m${String(i).padStart(2, '0')}/1/model.onnx`] = 'x';
+    const root = await tree(entries);
+    const elsewhere = await tree({ 'config.pbtxt': ONNX_CONFIG, '1/model.onnx': 'x' });
+    await symlink(elsewhere, path.join(root, 'linked'));
+    await writeFile(path.join(base, `file${counter}`), 'x');
+    await symlink(path.join(base, `file${counter}`), path.join(root, 'to-a-file'));
+    const layout = await scanRepository(root, 'fb', 'lbl');
+    assert.deepEqual(
+      layout.models.map((m) => m.name),
+      [...Array.from({ length: 60 }, (_, i) => `m${String(i).padStart(2, '0')}`), 'linked'].sort((a, b) => a.localeCompare(b)),
+    );
+    assert.equal(layout.models.find((m) => m.name === 'linked')?.configText, ONNX_CONFIG);
+  });
+
+  test('of several directories that cannot be read, the first by name is reported, as one by one would', async () => {
+    const entries: Record<string, string> = {};
+    for (let i = 0; i < 40; i++) entries[`m${String(i).padStart(2, '0')}/1/model.onnx`] = 'x';
+    for (const bad of ['m07', 'm31']) entries[`${bad}/config.pbtxt`] = `${'#'.repeat(64)}\n${ONNX_CONFIG}`;
+    const root = await tree(entries);
+    await assert.rejects(scanRepository(root, 'fb', 'lbl', { configMaxBytes: 32 }), (err: unknown) => {
+      assert.ok(err instanceof ServingError);
+      assert.match(err.message, /m07\/config\.pbtxt/);
+      return true;
+    });
+  });
+
   test('a repository wrapped in one more directory (tar -czf x.tar.gz repo/) is unwrapped', async () => {
     const root = await tree({
       'repo/a/config.pbtxt': ONNX_CONFIG,
