@@ -79,7 +79,11 @@ describe('memory budget', () => {
     assert.ok((await metric(s, 'onnx_mme_loaded_model_bytes')) <= budget);
     assert.equal(await metric(s, 'onnx_mme_memory_budget_bytes'), budget);
     const loaded = s.logs.find((l) => l['msg'] === 'model loaded' && l['model'] === 'm1');
-    assert.ok(Number(loaded?.['bytes']) >= 2_000_000, 'a load logs the bytes it counts');
+    // Booked at what was measured, never below half the estimate (registry/model-loader.ts bookingFor): in this
+    // process, memory the previous test's server gave back can be reused by the load and read low.
+    assert.ok(Number(loaded?.['predictedBytes']) >= 2_000_000, 'a load logs its prediction, the weights included');
+    assert.ok(Number(loaded?.['bytes']) >= Number(loaded?.['estimatedBytes']) / 2, 'a load logs the bytes it counts, at least half its estimate');
+    assert.ok(Number(loaded?.['estimatedBytes']) >= 2_000_000);
   });
 
   it('more distinct models requested at once than fit: all succeed, each answered by its own model', async () => {
