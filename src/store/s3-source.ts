@@ -860,7 +860,6 @@ function isValidTarget(rel: string): boolean {
   }
 }
 
-/** Close a response body that will not be read (its connection goes back to the pool or is dropped). */
 /**
  * A body waits unread while the cache prepares its directory; a connection
  * cut then errors it with no listener yet, which would be an uncaught
@@ -870,6 +869,7 @@ function listenEarly(body: unknown): void {
   if (body instanceof Readable) body.on('error', () => undefined);
 }
 
+/** Close a response body that will not be read (its connection goes back to the pool or is dropped). */
 function destroyBody(body: unknown): void {
   if (body instanceof Readable && !body.destroyed) body.destroy();
 }
