@@ -9,6 +9,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { ServingError } from './errors.js';
+import { routeGuard } from './http/access-guard.js';
 import type { Admission } from './http/admission.js';
 import { createInferenceFront } from './http/inference-front.js';
 import { openEnvelope, sendError, shutdownRefusal, type Envelope } from './http/request-envelope.js';
@@ -18,6 +19,7 @@ import { KNOWN_PATHS, register, ROUTES } from './http/route-table.js';
 import { v2Routes } from './http/v2-routes.js';
 import type { Logger } from './observability/logger.js';
 import type { Metrics } from './observability/metrics.js';
+import type { AccessPolicy } from './service/access-policy.js';
 import type { InferenceService } from './service/inference-service.js';
 
 export interface AppDeps {
@@ -41,6 +43,10 @@ export interface AppDeps {
   readonly unhealthy: () => string | undefined;
   /** Bytes in flight and inference work per event-loop turn, checked before a body is read. */
   readonly admission: Admission;
+  /** Who may call what (MME_HTTP_RESTRICTED_API, MME_MODEL_CONTROL): checked by every route before its body is read. */
+  readonly access: AccessPolicy;
+  /** MME_METRICS_PORT is set: /metrics is served there only, and the main port answers 404 for it. */
+  readonly metricsElsewhere?: boolean;
 }
 
 /** The server's request listener, and `listen` as express's app has it (an http.Server on this listener). */
@@ -93,7 +99,9 @@ export function createApp(deps: AppDeps): App {
     next();
   });
 
+  const guard = routeGuard(deps.access);
   const routeDeps = {
+    guard,
     service: deps.service,
     bodyLimitBytes: deps.bodyLimitBytes,
     defaultAccept: deps.defaultAccept,
@@ -105,7 +113,9 @@ export function createApp(deps: AppDeps): App {
   app.use(sagemakerRoutes(routeDeps));
   app.use(v2Routes(routeDeps));
 
-  register(app as unknown as express.Router, ROUTES.metrics, async (_req, res) => {
+  register(app as unknown as express.Router, ROUTES.metrics, guard, async (_req, res) => {
+    // A scraper port of its own keeps the series off the port clients reach.
+    if (deps.metricsElsewhere === true) throw new ServingError('ROUTE_NOT_FOUND', 'GET /metrics is served on the metrics port (MME_METRICS_PORT), not here');
     res.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
   });
 
@@ -124,7 +134,7 @@ export function createApp(deps: AppDeps): App {
     sendError(req, res, envelopeOf(res) ?? openEnvelope(req, res, deps, { path: req.path, routeOf: () => routeLabel(req) }), err);
   });
 
-  const front = createInferenceFront(deps, app) as App;
+  const front = createInferenceFront({ ...deps, guard }, app) as App;
   front.listen = (port, host, callback, limits) => {
     if (limits === undefined) return createServer(front).listen(port, host, callback);
     const server = createServer(

@@ -24,6 +24,8 @@ export const ERROR_CODES = [
   'TIMEOUT', // a deadline passed before the work was done
   'CANCELLED', // the client went away
   'ACCESS_DENIED', // the model store refused us
+  'API_RESTRICTED', // a restricted API group without its header (MME_HTTP_RESTRICTED_API, MME_GRPC_RESTRICTED_PROTOCOL)
+  'MODEL_CONTROL_DISABLED', // a load or unload while MME_MODEL_CONTROL is none
   'UPSTREAM_UNAVAILABLE', // the model store failed or could not be reached
   'RUNTIME_UNAVAILABLE', // the runtime worker holding the model died (replaced; retry)
   'SHUTTING_DOWN', // the server is draining after SIGTERM
@@ -83,6 +85,8 @@ const CLIENT_FAULTS: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'CANCELLED',
   'ROUTE_NOT_FOUND',
   'METHOD_NOT_ALLOWED',
+  'API_RESTRICTED',
+  'MODEL_CONTROL_DISABLED',
 ]);
 
 /**

@@ -24,6 +24,8 @@ import { detectHostCapabilities } from './runtime/execution-providers.js';
 import { MainThreadCopies } from './runtime/main-thread-copies.js';
 import { QuietWindow } from './runtime/quiet-window.js';
 import { DEATH_WINDOW_MS, RuntimePool } from './runtime/runtime-pool.js';
+import { tritonMetadataAliases } from './grpc/access.js';
+import { AccessPolicy } from './service/access-policy.js';
 import { InferenceService } from './service/inference-service.js';
 import { ResponseCache } from './service/response-cache.js';
 import { DiskCache } from './store/disk-cache.js';
@@ -102,6 +104,13 @@ export async function startServer(
     measure: () => modelMemoryBytes(idle),
   });
   memory.startReconciling(RECONCILE_INTERVAL_MS);
+  const httpAccess = new AccessPolicy({ modelControl: config.modelControl, restrictions: config.httpRestrictedApi, setting: 'MME_HTTP_RESTRICTED_API' });
+  const grpcAccess = new AccessPolicy({
+    modelControl: config.modelControl,
+    restrictions: config.grpcRestrictedProtocol,
+    setting: 'MME_GRPC_RESTRICTED_PROTOCOL',
+    aliases: tritonMetadataAliases,
+  });
   const registry = new ModelRegistry({
     source,
     // An S3 prefix is not a repository: without a header only MME_DEFAULT_MODEL (a target) can be served.
@@ -147,6 +156,8 @@ export async function startServer(
       ...(config.modelUrlRoots === undefined ? {} : { roots: config.modelUrlRoots }),
     },
     configMaxBytes: config.configMaxBytes,
+    // Model names are the model-repository group's: where a key guards it, an inference answer does not list them either.
+    listNames: ![...httpAccess.restrictedGroups, ...grpcAccess.restrictedGroups].includes('model-repository'),
   });
   const service = new InferenceService({
     registry,
@@ -185,6 +196,8 @@ export async function startServer(
     inflight,
     accessLog: config.accessLog,
     slowRequestMs: config.slowRequestMs,
+    access: httpAccess,
+    metricsElsewhere: config.metricsPort !== undefined,
   });
 
   const server = await new Promise<Server>((resolve, reject) => {
@@ -219,7 +232,7 @@ export async function startServer(
   let metricsServer: Server | undefined;
   let metricsPort: number | undefined;
   if (config.metricsPort !== undefined) {
-    const listener = createMetricsListener(metrics, logger);
+    const listener = createMetricsListener(metrics, logger, httpAccess);
     try {
       await new Promise<void>((resolve, reject) => {
         listener.once('error', reject);
@@ -254,6 +267,7 @@ export async function startServer(
         isShuttingDown: () => shuttingDown,
         isDraining: () => draining,
         inflight,
+        access: grpcAccess,
         modelMesh: config.modelMesh ? { capacityBytes: budget.bytes, maxLoadingConcurrency: Math.max(1, pool.size) } : undefined,
       });
     } catch (err) {
@@ -275,6 +289,12 @@ export async function startServer(
       source: source.description,
       cacheDir: config.cacheDir,
       multiModel: config.multiModel,
+      modelControl: config.modelControl.mode,
+      modelControlFrom: config.modelControl.reason,
+      modelUrlRoots: config.modelUrlRoots,
+      // Group names only: the values are never logged.
+      restrictedHttpApis: httpAccess.restrictedGroups,
+      ...(grpc === undefined ? {} : { restrictedGrpcProtocols: grpcAccess.restrictedGroups }),
       defaultModel: config.defaultModel,
       providers: config.executionProviders ?? 'auto',
       ortTelemetry: config.ortTelemetry,
@@ -296,6 +316,12 @@ export async function startServer(
       installedProviders: [...host.installed],
     },
     'onnx-mme listening',
+  );
+  logger.info(
+    { modelControl: config.modelControl.mode, modelControlFrom: config.modelControl.reason },
+    config.modelControl.mode === 'explicit'
+      ? `model control explicit (${config.modelControl.reason}): models are loaded and unloaded through the API, from directories under MME_MODEL_URL_ROOTS`
+      : `model control none (${config.modelControl.reason}): every load and unload API is refused; models of MME_MODEL_SOURCE load on first use (MME_MODEL_CONTROL=explicit turns the API on)`,
   );
   if (config.ortTelemetry) {
     logger.warn("MME_ORT_TELEMETRY=true: onnxruntime's telemetry is on; it stores events under $HOME/.cache/Microsoft and uploads them to Microsoft");

@@ -14,10 +14,19 @@ import { DEFAULT_CONFIG_MAX_BYTES } from './model-config-parse.js';
 import { environmentNotices, type EnvNotice } from './env-notices.js';
 import { parseBooleanSetting } from './boolean-setting.js';
 import { ORT_TELEMETRY_ENV, parseOrtTelemetry } from './ort-telemetry.js';
+import { METRICS_GROUP, parseRestrictions, TRITON_API_GROUPS, type Restriction } from './restricted-api.js';
 import { isS3Uri, parseS3Uri } from './s3-uri.js';
 
 export type ProviderName = 'tensorrt' | 'cuda' | 'cpu';
 export const PROVIDER_NAMES: readonly ProviderName[] = ['tensorrt', 'cuda', 'cpu'];
+
+export type ModelControlMode = 'none' | 'explicit';
+
+/** MME_MODEL_CONTROL, and why it is what it is (the start-up log says both). */
+export interface ModelControl {
+  readonly mode: ModelControlMode;
+  readonly reason: string;
+}
 
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
 
@@ -57,8 +66,14 @@ export interface ServerConfig {
   readonly logLevel: LogLevel;
   readonly archiveMaxBytes: number;
   readonly archiveMaxEntries: number;
-  /** MME_MODEL_URL_ROOTS: directories a POST /models url (a ModelMesh modelPath) must lie in, on its real path; undefined = any but the system trees. */
+  /** MME_MODEL_URL_ROOTS: directories a POST /models url (a ModelMesh modelPath) must lie in, on its real path; /opt/ml/models under SageMaker; undefined only where model control is `none`. */
   readonly modelUrlRoots: readonly string[] | undefined;
+  /** MME_MODEL_CONTROL: whether the load/unload APIs answer at all (service/access-policy.ts). */
+  readonly modelControl: ModelControl;
+  /** MME_HTTP_RESTRICTED_API: API groups answered only to callers sending a header (config/restricted-api.ts). */
+  readonly httpRestrictedApi: readonly Restriction[];
+  /** MME_GRPC_RESTRICTED_PROTOCOL: the same for gRPC, from call metadata. */
+  readonly grpcRestrictedProtocol: readonly Restriction[];
   /** MME_ARCHIVE_MAX_RATIO: decompressed:compressed bytes of one archive; 0 = unchecked. */
   readonly archiveMaxRatio: number;
   /** MME_CONFIG_MAX_BYTES: a larger config.pbtxt is refused (INVALID_MODEL) before it is read. */
@@ -202,6 +217,42 @@ function localPath(name: string, raw: string): string {
   return path.resolve(v);
 }
 
+/** Where SageMaker extracts the models it loads on a multi-model endpoint (its POST /models urls lie under it). */
+export const SAGEMAKER_MODEL_DIR = '/opt/ml/models';
+
+function sageMakerMultiModel(env: NodeJS.ProcessEnv): boolean {
+  const raw = env['SAGEMAKER_MULTI_MODEL'];
+  try {
+    return raw !== undefined && parseBooleanSetting('SAGEMAKER_MULTI_MODEL', raw);
+  } catch {
+    return false; // reported by its own setting
+  }
+}
+
+function modelMeshOn(env: NodeJS.ProcessEnv): boolean {
+  const raw = env['MME_MODEL_MESH'];
+  try {
+    return raw !== undefined && parseBooleanSetting('MME_MODEL_MESH', raw);
+  } catch {
+    return false;
+  }
+}
+
+/** MME_MODEL_CONTROL, else `explicit` where a platform drives the load API (SageMaker MME, ModelMesh), else `none`. */
+function modelControlOf(env: NodeJS.ProcessEnv): ModelControl {
+  const raw = env['MME_MODEL_CONTROL'];
+  if (raw !== undefined && raw.trim() !== '') {
+    const v = raw.trim().toLowerCase();
+    if (v !== 'none' && v !== 'explicit') {
+      throw new Error(`MME_MODEL_CONTROL must be 'none' or 'explicit' (Triton's 'poll' is not supported), got '${raw.slice(0, 60)}'`);
+    }
+    return Object.freeze({ mode: v, reason: `MME_MODEL_CONTROL=${v}` });
+  }
+  if (sageMakerMultiModel(env)) return Object.freeze({ mode: 'explicit', reason: 'SAGEMAKER_MULTI_MODEL=true (SageMaker drives POST /models)' });
+  if (modelMeshOn(env)) return Object.freeze({ mode: 'explicit', reason: 'MME_MODEL_MESH=true (model-mesh drives loadModel)' });
+  return Object.freeze({ mode: 'none', reason: 'the default off SageMaker and ModelMesh' });
+}
+
 export const SETTINGS: readonly AnySetting[] = [
   {
     key: 'host',
@@ -221,7 +272,8 @@ export const SETTINGS: readonly AnySetting[] = [
     key: 'multiModel',
     env: ['SAGEMAKER_MULTI_MODEL'],
     defaultText: 'false',
-    description: 'Set by SageMaker on multi-model endpoints; logged, the MME API is always on.',
+    description:
+      'Set by SageMaker on multi-model endpoints: `true` makes `MME_MODEL_CONTROL` default to `explicit` (SageMaker drives `POST /models` and `DELETE /models/{m}`) and `MME_MODEL_URL_ROOTS` to `/opt/ml/models`.',
     parse: (raw) => (raw === undefined ? false : parseBooleanSetting('SAGEMAKER_MULTI_MODEL', raw)),
   },
   {
@@ -414,13 +466,29 @@ export const SETTINGS: readonly AnySetting[] = [
     parse: (raw) => (raw === undefined ? DEFAULT_MAX_RATIO : int('MME_ARCHIVE_MAX_RATIO', raw, 0)),
   },
   {
+    key: 'modelControl',
+    env: ['MME_MODEL_CONTROL'],
+    defaultText: '`explicit` with `SAGEMAKER_MULTI_MODEL=true` or `MME_MODEL_MESH=true`, else `none`',
+    description:
+      "Triton's model control modes. `none`: every load and unload API (SageMaker `POST /models` and `DELETE /models/{m}`, `/v2/repository/models/{m}/load` and `/unload`, gRPC `RepositoryModelLoad`/`RepositoryModelUnload`, ModelMesh's `loadModel`/`unloadModel`) is refused with 403 `MODEL_CONTROL_DISABLED`; models of `MME_MODEL_SOURCE` still load on first use. `explicit`: those APIs answer; off SageMaker it needs `MME_MODEL_URL_ROOTS`. The start-up line `onnx-mme listening` says which mode and why ([security](security.md#model-control)).",
+    parse: (_raw, env) => modelControlOf(env),
+  },
+  {
     key: 'modelUrlRoots',
     env: ['MME_MODEL_URL_ROOTS'],
-    defaultText: '(any directory but the system trees)',
+    defaultText: '`/opt/ml/models` with `SAGEMAKER_MULTI_MODEL=true`, else none',
     description:
-      'Comma-separated absolute directories a SageMaker POST /models url (and a ModelMesh modelPath) must lie in, judged on its real path (e.g. /opt/ml/models); others get 400. Unset: any directory except /, the system trees and the cache (docs/sagemaker.md).',
-    parse: (raw) => {
-      if (raw === undefined || raw.trim() === '') return undefined;
+      'Comma-separated absolute directories a SageMaker `POST /models` url (and a ModelMesh modelPath) must lie in, judged on its real path. A url outside them gets one answer whatever is there (400 `INVALID_REQUEST`, the same message for a file, a missing path or a system directory). Required when `MME_MODEL_CONTROL=explicit` off SageMaker: the server refuses to start without it ([security](security.md#model-urls)).',
+    parse: (raw, env) => {
+      if (raw === undefined || raw.trim() === '') {
+        if (sageMakerMultiModel(env)) return Object.freeze([SAGEMAKER_MODEL_DIR]);
+        if (modelControlOf(env).mode === 'explicit') {
+          throw new Error(
+            'MME_MODEL_CONTROL=explicit (load and unload through the API) needs MME_MODEL_URL_ROOTS: the directories a POST /models url or a ModelMesh modelPath may name (e.g. /opt/ml/models)',
+          );
+        }
+        return undefined;
+      }
       const roots = raw
         .split(',')
         .map((r) => r.trim())
@@ -430,6 +498,23 @@ export const SETTINGS: readonly AnySetting[] = [
       }
       return Object.freeze(roots.map((r) => path.resolve(r)));
     },
+  },
+  {
+    key: 'httpRestrictedApi',
+    env: ['MME_HTTP_RESTRICTED_API'],
+    defaultText: '(none: no API needs a header)',
+    description:
+      "Triton's `--http-restricted-api`: `<API>[,<API>...]:<header>=<value>`, several separated by `;` (e.g. `model-repository:admin-key=s3cr3t;inference,metadata:infer-key=k1`). A request to a route of a named group without that header and value gets 403 `API_RESTRICTED`, before its body is read. Groups: Triton's (`health`, `metadata`, `inference`, `shared-memory`, `model-config`, `model-repository`, `statistics`, `trace`, `logging`) and `metrics` (ours: `/metrics`). `/ping` is never restricted ([security](security.md#restricted-apis)).",
+    parse: (raw) =>
+      raw === undefined || raw.trim() === '' ? Object.freeze([]) : parseRestrictions('MME_HTTP_RESTRICTED_API', raw, [...TRITON_API_GROUPS, METRICS_GROUP]),
+  },
+  {
+    key: 'grpcRestrictedProtocol',
+    env: ['MME_GRPC_RESTRICTED_PROTOCOL'],
+    defaultText: '(none: no RPC needs metadata)',
+    description:
+      "Triton's `--grpc-restricted-protocol`, for `MME_GRPC_PORT`: the same syntax and Triton's groups; the key is read from the call's metadata as `<header>` or Triton's `triton-grpc-protocol-<header>`. A call without it gets `PERMISSION_DENIED` (`API_RESTRICTED`). `grpc.health.v1` is never restricted ([security](security.md#restricted-apis)).",
+    parse: (raw) => (raw === undefined || raw.trim() === '' ? Object.freeze([]) : parseRestrictions('MME_GRPC_RESTRICTED_PROTOCOL', raw, TRITON_API_GROUPS)),
   },
   {
     key: 'configMaxBytes',
@@ -692,9 +777,9 @@ export const SETTINGS: readonly AnySetting[] = [
   {
     key: 'metricsPort',
     env: ['MME_METRICS_PORT'],
-    defaultText: '(none: /metrics on the main port only)',
+    defaultText: '(none: /metrics on the main port)',
     description:
-      'Also serve `GET /metrics` on this port (a separate listener, nothing else on it); must lie inside `SAGEMAKER_SAFE_PORT_RANGE` when that is set. 0 = any free port.',
+      'Serve `GET /metrics` on this port instead of the main one (a separate listener, nothing else on it; the main port then answers 404 for `/metrics`, so clients of the inference port cannot read the series); must lie inside `SAGEMAKER_SAFE_PORT_RANGE` when that is set. 0 = any free port.',
     parse: (raw, env) => {
       if (raw === undefined || raw.trim() === '') return undefined;
       const port = int('MME_METRICS_PORT', raw, 0, 65535);

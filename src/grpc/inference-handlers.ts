@@ -16,6 +16,8 @@ import type { Metrics } from '../observability/metrics.js';
 import type { InferenceService, InferOptions, ModelHandle } from '../service/inference-service.js';
 import { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../service/server-identity.js';
 import { decodeModelInferRequest, encodeModelInferResponse, type ModelInferRequestMessage, type ModelInferResponseMessage } from './infer-codec.js';
+import type { AccessPolicy } from '../service/access-policy.js';
+import { rpcRefusal } from './access.js';
 import { grpcErrorReply, statusName } from './status-codes.js';
 
 export interface HandlerDeps {
@@ -28,6 +30,8 @@ export interface HandlerDeps {
   readonly isDraining: () => boolean;
   /** Shared with the HTTP listener: the drain waits until no request of either is running. */
   readonly inflight: { count: number };
+  /** MME_GRPC_RESTRICTED_PROTOCOL and MME_MODEL_CONTROL, checked on every call before its request is used (grpc/access.ts). */
+  readonly access: AccessPolicy;
 }
 
 /** gRPC also serves the statistics extension (ModelStatistics). */
@@ -115,7 +119,11 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
         deps.inflight.count--;
       };
       Promise.resolve()
-        .then(() => run(call.request, ctx))
+        .then(() => {
+          const refused = rpcRefusal(deps.access, method, call.metadata);
+          if (refused !== undefined) throw refused;
+          return run(call.request, ctx);
+        })
         .then(
           (answer) => {
             end();
@@ -244,6 +252,15 @@ function streamInfer(
 ): void {
   const id = requestId(call.metadata);
   const logs = lazyLog(deps.logger, id);
+  const refused = rpcRefusal(deps.access, 'ModelStreamInfer', call.metadata);
+  if (refused !== undefined) {
+    // The whole stream is refused with the call's status, before any of its messages is read.
+    const reply = grpcErrorReply(refused);
+    logs.log.warn({ method: 'ModelStreamInfer', code: reply.error.code, err: reply.error.message }, 'grpc call rejected');
+    finish('ModelStreamInfer', statusName(reply.grpcError.code!));
+    call.emit('error', reply.grpcError);
+    return;
+  }
   const cancel = new CancelSource();
   const ctx: CallContext = {
     id,

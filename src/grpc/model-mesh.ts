@@ -16,14 +16,14 @@
  * managed model before it answers READY (a model-mesh restart must find the
  * runtime empty).
  */
-import { stat } from 'node:fs/promises';
-import path from 'node:path';
 import type { UntypedServiceImplementation, ServerUnaryCall, sendUnaryData } from '@grpc/grpc-js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { InferenceService } from '../service/inference-service.js';
 import { SERVER_VERSION } from '../service/server-identity.js';
+import type { AccessPolicy } from '../service/access-policy.js';
+import { rpcRefusal } from './access.js';
 import { grpcErrorReply, statusName } from './status-codes.js';
 
 export interface ModelMeshOptions {
@@ -35,6 +35,8 @@ export interface ModelMeshOptions {
   /** Loads model-mesh may run at once. */
   readonly maxLoadingConcurrency: number;
   readonly isShuttingDown: () => boolean;
+  /** MME_GRPC_RESTRICTED_PROTOCOL and MME_MODEL_CONTROL (grpc/access.ts). */
+  readonly access: AccessPolicy;
 }
 
 /** How long model-mesh waits for a load before giving up on it. */
@@ -57,14 +59,6 @@ function modelId(raw: string | undefined): string {
   return raw;
 }
 
-/** model-mesh's puller may hand over the model file itself; a package is its directory. */
-async function packageDir(modelPath: string, id: string): Promise<string> {
-  if (!path.isAbsolute(modelPath)) throw new ServingError('INVALID_REQUEST', `model '${id}': modelPath must be an absolute path`, { model: id });
-  const s = await stat(modelPath).catch(() => undefined);
-  if (s === undefined) throw new ServingError('MODEL_NOT_FOUND', `model '${id}': nothing at modelPath (${path.basename(modelPath)})`, { model: id });
-  return s.isDirectory() ? modelPath : path.dirname(modelPath);
-}
-
 export function modelMeshImplementation(options: ModelMeshOptions): UntypedServiceImplementation {
   const { service, metrics, logger } = options;
   /** Loads in progress by model id: an unload waits for the load it follows. */
@@ -72,18 +66,24 @@ export function modelMeshImplementation(options: ModelMeshOptions): UntypedServi
 
   const unary = <Req, Res>(method: string, run: (request: Req) => Promise<Res>) => {
     return (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>): void => {
-      run(call.request).then(
-        (answer) => {
-          metrics.grpcRequests.cell({ method, code: 'OK' }).inc();
-          callback(null, answer);
-        },
-        (err: unknown) => {
-          const reply = grpcErrorReply(err);
-          metrics.grpcRequests.cell({ method, code: statusName(reply.grpcError.code!) }).inc();
-          logger.warn({ method, code: reply.error.code, model: reply.error.model, err: reply.error.message }, 'model-mesh call failed');
-          callback(reply.grpcError);
-        },
-      );
+      Promise.resolve()
+        .then(() => {
+          const refused = rpcRefusal(options.access, method, call.metadata);
+          if (refused !== undefined) throw refused;
+          return run(call.request);
+        })
+        .then(
+          (answer) => {
+            metrics.grpcRequests.cell({ method, code: 'OK' }).inc();
+            callback(null, answer);
+          },
+          (err: unknown) => {
+            const reply = grpcErrorReply(err);
+            metrics.grpcRequests.cell({ method, code: statusName(reply.grpcError.code!) }).inc();
+            logger.warn({ method, code: reply.error.code, model: reply.error.model, err: reply.error.message }, 'model-mesh call failed');
+            callback(reply.grpcError);
+          },
+        );
     };
   };
 
@@ -94,7 +94,7 @@ export function modelMeshImplementation(options: ModelMeshOptions): UntypedServi
     if (options.isShuttingDown()) throw new ServingError('SHUTTING_DOWN', 'the server is shutting down');
     // Registered before the first await, so an unload that follows (model-mesh cancelled this load) always finds it.
     const attempt = (async () => {
-      const dir = await packageDir(r.modelPath, id);
+      const dir = await service.modelPathDir(id, r.modelPath);
       try {
         await service.registerModel(id, dir, undefined);
       } catch (err) {
@@ -130,7 +130,7 @@ export function modelMeshImplementation(options: ModelMeshOptions): UntypedServi
     }),
     predictModelSize: unary('mmesh.predictModelSize', async (r: LoadRequest) => {
       const id = modelId(r.modelId);
-      return { sizeInBytes: await service.predictModelBytes(id, await packageDir(r.modelPath, id)) };
+      return { sizeInBytes: await service.predictModelBytes(id, await service.modelPathDir(id, r.modelPath)) };
     }),
     modelSize: unary('mmesh.modelSize', async (r: { modelId: string }) => {
       const id = modelId(r.modelId);

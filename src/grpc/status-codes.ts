@@ -27,6 +27,9 @@ export function grpcStatusOf(code: ErrorCode): status {
     case 'MODEL_ALREADY_LOADED':
       return status.ALREADY_EXISTS;
     case 'ACCESS_DENIED':
+    // Triton answers a restricted protocol UNAVAILABLE, which clients retry; a missing key is not fixed by retrying.
+    case 'API_RESTRICTED':
+    case 'MODEL_CONTROL_DISABLED':
       return status.PERMISSION_DENIED;
     case 'PAYLOAD_TOO_LARGE':
     case 'INSUFFICIENT_MEMORY':

@@ -20,6 +20,8 @@ export function httpStatusOf(code: ErrorCode): number {
     case 'ARCHIVE_REJECTED':
       return 400;
     case 'ACCESS_DENIED':
+    case 'API_RESTRICTED':
+    case 'MODEL_CONTROL_DISABLED':
       return 403;
     case 'MODEL_NOT_FOUND':
     case 'ROUTE_NOT_FOUND':

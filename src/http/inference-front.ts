@@ -20,21 +20,27 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ModelHandle, ModelRef } from '../service/inference-service.js';
+import { closeUnlessSmallBody } from './access-guard.js';
 import { refLabel, serveInference, type InferRouteDeps } from './infer-route.js';
 import { invocationRef } from './invocation-target.js';
 import { canonicalModelPath } from './model-path.js';
-import { ROUTES } from './route-table.js';
+import { ROUTES, type RouteGuard, type RouteSpec } from './route-table.js';
 import type { RouteFamily } from './infer-exchange.js';
 import type { RequestTicket } from './admission.js';
 import { openEnvelope, pathOf, sendError, shutdownRefusal, type Envelope, type EnvelopeDeps } from './request-envelope.js';
 import { parseVersion } from './v2-routes.js';
 
-export interface InferenceFrontDeps extends InferRouteDeps, EnvelopeDeps {}
+export interface InferenceFrontDeps extends InferRouteDeps, EnvelopeDeps {
+  /** The access check of the route table's routes (http/access-guard.ts), the same one express's routes run behind. */
+  readonly guard: RouteGuard;
+}
 
 const TARGET_HEADER = 'x-amzn-sagemaker-target-model';
 
 /** A matched inference route: its metric label (express's pattern), family, and how to build the model reference. */
 export interface InferenceRouteMatch {
+  /** The route table's entry: its pattern is the metric label, its group the access check's. */
+  readonly spec: RouteSpec;
   readonly route: string;
   readonly family: RouteFamily;
   /** Throws a ServingError for a bad parameter (e.g. a version that is not a positive integer). */
@@ -59,12 +65,13 @@ function decodeSegment(raw: string): string | undefined {
 }
 
 const INVOCATIONS: InferenceRouteMatch = {
+  spec: ROUTES.invocations,
   route: ROUTES.invocations.path,
   family: 'sagemaker',
   resolve: (req) => ({ ref: invocationRef(req.headers), version: undefined }),
 };
 
-const ENDPOINT_INVOCATIONS: InferenceRouteMatch = { ...INVOCATIONS, route: ROUTES.endpointInvocations.path };
+const ENDPOINT_INVOCATIONS: InferenceRouteMatch = { ...INVOCATIONS, spec: ROUTES.endpointInvocations, route: ROUTES.endpointInvocations.path };
 
 /**
  * The inference route a canonical `POST` path names, or undefined (then
@@ -83,6 +90,7 @@ export function matchInferenceRoute(path: string): InferenceRouteMatch | undefin
     const name = decodeSegment(parts[2]!);
     if (name === undefined) return undefined;
     return {
+      spec: ROUTES.invokeModel,
       route: ROUTES.invokeModel.path,
       family: 'sagemaker',
       resolve: (req) => ({ ref: { kind: 'managed', name, targetHeader: header(req, TARGET_HEADER) }, version: undefined }),
@@ -92,11 +100,17 @@ export function matchInferenceRoute(path: string): InferenceRouteMatch | undefin
     const model = parts.length === 5 || (parts.length === 7 && parts[4] === 'versions') ? decodeSegment(parts[3]!) : undefined;
     if (model === undefined) return undefined;
     if (parts.length === 5) {
-      return { route: ROUTES.v2Infer.path, family: 'kserve', resolve: () => ({ ref: { kind: 'named', name: model }, version: undefined }) };
+      return {
+        spec: ROUTES.v2Infer,
+        route: ROUTES.v2Infer.path,
+        family: 'kserve',
+        resolve: () => ({ ref: { kind: 'named', name: model }, version: undefined }),
+      };
     }
     const rawVersion = decodeSegment(parts[5]!);
     if (rawVersion === undefined) return undefined;
     return {
+      spec: ROUTES.v2VersionInfer,
       route: ROUTES.v2VersionInfer.path,
       family: 'kserve',
       resolve: () => ({ ref: { kind: 'named', name: model }, version: parseVersion(rawVersion) }),
@@ -141,6 +155,12 @@ export function createInferenceFront(
       return;
     }
     envelope.route = match.route;
+    // Restricted groups and model control, before the target is resolved or a byte of the body read (service/access-policy.ts).
+    const denied = deps.guard(match.spec, req, res);
+    if (denied !== undefined) {
+      sendError(req, res, envelope, denied);
+      return;
+    }
     let resolved: ReturnType<InferenceRouteMatch['resolve']>;
     try {
       resolved = match.resolve(req, deps);
@@ -181,9 +201,6 @@ export function createInferenceFront(
   };
 }
 
-/** A body this small is read and dropped by node after a refusal, so the connection stays open for the client's next request. */
-const DRAINED_BODY_BYTES = 64 * 1024;
-
 /**
  * Refused before a byte of the body is read. A small declared body is left
  * for node to discard and the keep-alive connection is kept (a flood's
@@ -192,9 +209,6 @@ const DRAINED_BODY_BYTES = 64 * 1024;
  * wants.
  */
 function refuseUnread(req: IncomingMessage, res: ServerResponse, envelope: Envelope, err: unknown): void {
-  const raw = req.headers['content-length'];
-  const declared = raw === undefined ? 0 : Number(raw);
-  if (!(req.headers['transfer-encoding'] === undefined && Number.isSafeInteger(declared) && declared >= 0 && declared <= DRAINED_BODY_BYTES))
-    res.shouldKeepAlive = false;
+  closeUnlessSmallBody(req, res);
   sendError(req, res, envelope, err);
 }

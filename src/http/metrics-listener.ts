@@ -2,20 +2,24 @@
  * @module http/metrics-listener
  * The optional second listener (MME_METRICS_PORT) for Prometheus scrapers
  * that must not share the inference port: plain node:http, GET /metrics only,
- * the same per-instance registry as the main port's /metrics.
+ * the same per-instance registry (the main port then no longer serves it),
+ * behind the same access check (`metrics` in MME_HTTP_RESTRICTED_API).
  */
 import http from 'node:http';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
+import type { AccessPolicy } from '../service/access-policy.js';
+import { httpRefusal } from './access-guard.js';
 import { errorReply } from './error-response.js';
+import { ROUTES } from './route-table.js';
 
 function sendError(res: http.ServerResponse, err: ServingError): void {
   const reply = errorReply(err);
   res.writeHead(reply.status, { 'Content-Type': 'application/json; charset=utf-8' }).end(reply.body);
 }
 
-export function createMetricsListener(metrics: Metrics, logger: Logger): http.Server {
+export function createMetricsListener(metrics: Metrics, logger: Logger, access: AccessPolicy): http.Server {
   return http.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (path !== '/metrics') {
@@ -24,6 +28,12 @@ export function createMetricsListener(metrics: Metrics, logger: Logger): http.Se
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       sendError(res, new ServingError('METHOD_NOT_ALLOWED', `method ${req.method} is not allowed on /metrics`));
+      return;
+    }
+    const refused = httpRefusal(access, ROUTES.metrics, req, res);
+    if (refused !== undefined) {
+      logger.warn({ path, code: refused.code, err: refused.message }, 'request rejected');
+      sendError(res, refused);
       return;
     }
     metrics.registry.metrics().then(

@@ -11,10 +11,12 @@ import { checkModelName, checkTargetHeader, type ManagedModelInfo, type ModelRef
 import { serveInference, type InferRouteDeps } from './infer-route.js';
 import { invocationRef } from './invocation-target.js';
 import { readBody } from './read-body.js';
-import { register, ROUTES } from './route-table.js';
+import { register, ROUTES, type RouteGuard } from './route-table.js';
 import type { RequestContext } from './request-context.js';
 
 export interface RouteDeps extends InferRouteDeps {
+  /** The access check every route runs behind (http/access-guard.ts). */
+  readonly guard: RouteGuard;
   readonly context: (req: Request, res: Response) => RequestContext;
   /** Undefined while the server can serve; else why not (runtime workers that keep dying): /ping answers 503 with it. */
   readonly unhealthy: () => string | undefined;
@@ -93,13 +95,13 @@ export function sagemakerRoutes(deps: RouteDeps): Router {
     }
     sendJson(res, 503, JSON.stringify({ error: reason, code: 'RUNTIME_UNAVAILABLE' }));
   };
-  register(router, ROUTES.ping, ping);
-  register(router, ROUTES.pingPost, ping);
+  register(router, ROUTES.ping, deps.guard, ping);
+  register(router, ROUTES.pingPost, deps.guard, ping);
 
-  register(router, ROUTES.invocations, invocations);
-  register(router, ROUTES.endpointInvocations, invocations);
+  register(router, ROUTES.invocations, deps.guard, invocations);
+  register(router, ROUTES.endpointInvocations, deps.guard, invocations);
 
-  register(router, ROUTES.listModels, (req, res) => {
+  register(router, ROUTES.listModels, deps.guard, (req, res) => {
     const limit = parseLimit(req.query['limit']);
     const token = req.query['next_page_token'];
     const after = typeof token === 'string' && token !== '' ? decodeToken(token) : undefined;
@@ -109,7 +111,7 @@ export function sagemakerRoutes(deps: RouteDeps): Router {
     sendJson(res, 200, JSON.stringify(body));
   });
 
-  register(router, ROUTES.loadModel, async (req, res) => {
+  register(router, ROUTES.loadModel, deps.guard, async (req, res) => {
     const body = parseJsonBody(await readBody(req, deps.bodyLimitBytes), 'load');
     const b = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
     const name = b['model_name'];
@@ -126,11 +128,11 @@ export function sagemakerRoutes(deps: RouteDeps): Router {
     sendJson(res, 200, JSON.stringify({ status: `Model "${name}" loaded`, ...describe(info) }));
   });
 
-  register(router, ROUTES.describeModel, (req, res) => {
+  register(router, ROUTES.describeModel, deps.guard, (req, res) => {
     sendJson(res, 200, JSON.stringify(describe(service.describeModel(String(req.params['name'])))));
   });
 
-  register(router, ROUTES.unloadModel, async (req, res) => {
+  register(router, ROUTES.unloadModel, deps.guard, async (req, res) => {
     const name = String(req.params['name']);
     const ctx = deps.context(req, res);
     ctx.log.info({ model: name, targetModel: header(req, TARGET_HEADER) }, 'unload requested');
@@ -138,7 +140,7 @@ export function sagemakerRoutes(deps: RouteDeps): Router {
     sendJson(res, 200, JSON.stringify({ status: `Model "${name}" unloaded` }));
   });
 
-  register(router, ROUTES.invokeModel, async (req, res) => {
+  register(router, ROUTES.invokeModel, deps.guard, async (req, res) => {
     await invoke(req, res, { kind: 'managed', name: String(req.params['name']), targetHeader: header(req, TARGET_HEADER) });
   });
 

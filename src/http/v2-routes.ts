@@ -20,13 +20,15 @@ import type { ModelHandle, ModelRef } from '../service/inference-service.js';
 import { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../service/server-identity.js';
 import { serveInference, type InferRouteDeps } from './infer-route.js';
 import { readBody } from './read-body.js';
-import { register, ROUTES } from './route-table.js';
+import { register, ROUTES, type RouteGuard } from './route-table.js';
 import type { RequestContext } from './request-context.js';
 
 // One answer for HTTP and gRPC (service/server-identity.ts); re-exported for the HTTP layer's callers.
 export { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../service/server-identity.js';
 
 export interface V2RouteDeps extends InferRouteDeps {
+  /** The access check every route runs behind (http/access-guard.ts). */
+  readonly guard: RouteGuard;
   readonly context: (req: Request, res: Response) => RequestContext;
   /** True from SIGTERM on (the drain): ready answers no while requests are still served. */
   readonly isDraining: () => boolean;
@@ -69,30 +71,30 @@ export function v2Routes(deps: V2RouteDeps): Router {
   const refOf = (req: Request): ModelRef => ({ kind: 'named', name: String(req.params['model']) });
   const handleOf = (req: Request): ModelHandle => service.resolve(refOf(req));
 
-  register(router, ROUTES.v2Live, (_req, res) => {
+  register(router, ROUTES.v2Live, deps.guard, (_req, res) => {
     const reason = deps.unhealthy();
     if (reason === undefined) yes(res);
     else no(res, reason);
   });
-  register(router, ROUTES.v2Ready, (_req, res) => {
+  register(router, ROUTES.v2Ready, deps.guard, (_req, res) => {
     const reason = deps.isDraining() ? 'the server is shutting down' : deps.unhealthy();
     if (reason === undefined) yes(res);
     else no(res, reason);
   });
-  register(router, ROUTES.v2Server, (_req, res) => sendJson(res, 200, { name: SERVER_NAME, version: SERVER_VERSION, extensions: V2_EXTENSIONS }));
+  register(router, ROUTES.v2Server, deps.guard, (_req, res) => sendJson(res, 200, { name: SERVER_NAME, version: SERVER_VERSION, extensions: V2_EXTENSIONS }));
 
   // Before /v2/models/:model, which would take `stats` for a model name.
-  register(router, ROUTES.v2AllStats, (_req, res) => sendJson(res, 200, service.modelStatistics(undefined, undefined)));
+  register(router, ROUTES.v2AllStats, deps.guard, (_req, res) => sendJson(res, 200, service.modelStatistics(undefined, undefined)));
   const stats = (req: Request, res: Response): void => sendJson(res, 200, service.modelStatistics(handleOf(req), versionParam(req)));
-  register(router, ROUTES.v2Stats, stats);
-  register(router, ROUTES.v2VersionStats, stats);
+  register(router, ROUTES.v2Stats, deps.guard, stats);
+  register(router, ROUTES.v2VersionStats, deps.guard, stats);
 
   const metadata = async (req: Request, res: Response): Promise<void> => {
     const ctx = deps.context(req, res);
     sendJson(res, 200, await service.modelMetadata(handleOf(req), versionParam(req), ctx.cancel));
   };
-  register(router, ROUTES.v2Metadata, metadata);
-  register(router, ROUTES.v2VersionMetadata, metadata);
+  register(router, ROUTES.v2Metadata, deps.guard, metadata);
+  register(router, ROUTES.v2VersionMetadata, deps.guard, metadata);
 
   const ready = (req: Request, res: Response): void => {
     const name = String(req.params['model']);
@@ -104,24 +106,24 @@ export function v2Routes(deps: V2RouteDeps): Router {
         `model '${name}'${version === undefined ? '' : ` version ${version}`} is not ready (not loaded: it loads on its first inference or on POST /v2/repository/models/${name}/load)`,
       );
   };
-  register(router, ROUTES.v2ModelReady, ready);
-  register(router, ROUTES.v2VersionReady, ready);
+  register(router, ROUTES.v2ModelReady, deps.guard, ready);
+  register(router, ROUTES.v2VersionReady, deps.guard, ready);
 
   const infer = async (req: Request, res: Response): Promise<void> => {
     const version = versionParam(req);
     await serveInference(deps, req, res, deps.context(req, res), refOf(req), 'kserve', version);
   };
-  register(router, ROUTES.v2Infer, infer);
-  register(router, ROUTES.v2VersionInfer, infer);
+  register(router, ROUTES.v2Infer, deps.guard, infer);
+  register(router, ROUTES.v2VersionInfer, deps.guard, infer);
 
   const config = async (req: Request, res: Response): Promise<void> => {
     const ctx = deps.context(req, res);
     sendJson(res, 200, await service.modelConfig(handleOf(req), versionParam(req), ctx.cancel));
   };
-  register(router, ROUTES.v2Config, config);
-  register(router, ROUTES.v2VersionConfig, config);
+  register(router, ROUTES.v2Config, deps.guard, config);
+  register(router, ROUTES.v2VersionConfig, deps.guard, config);
 
-  register(router, ROUTES.repositoryIndex, async (req, res) => {
+  register(router, ROUTES.repositoryIndex, deps.guard, async (req, res) => {
     const body = await optionalJson(req, deps.bodyLimitBytes, 'repository');
     const readyOnly = body['ready'];
     if (readyOnly !== undefined && typeof readyOnly !== 'boolean')
@@ -145,7 +147,7 @@ export function v2Routes(deps: V2RouteDeps): Router {
     );
   });
 
-  register(router, ROUTES.repositoryLoad, async (req, res) => {
+  register(router, ROUTES.repositoryLoad, deps.guard, async (req, res) => {
     const name = String(req.params['model']);
     const body = await optionalJson(req, deps.bodyLimitBytes, name);
     const params = body['parameters'];
@@ -166,7 +168,7 @@ export function v2Routes(deps: V2RouteDeps): Router {
     yes(res);
   });
 
-  register(router, ROUTES.repositoryUnload, async (req, res) => {
+  register(router, ROUTES.repositoryUnload, deps.guard, async (req, res) => {
     const name = String(req.params['model']);
     await optionalJson(req, deps.bodyLimitBytes, name); // unload_dependents is always true here: a package's step models go with it
     const ctx = deps.context(req, res);

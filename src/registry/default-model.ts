@@ -37,6 +37,8 @@ export interface DefaultModelOptions {
   /** MME_DEFAULT_MODEL: a target of the source, or a model directory inside the root. */
   readonly defaultModel: string | undefined;
   readonly configMaxBytes?: number | undefined;
+  /** False: the answer without a default model says how many models the root holds, not their names (model-repository is restricted). */
+  readonly listNames?: boolean | undefined;
 }
 
 const HEADER = 'X-Amzn-SageMaker-Target-Model';
@@ -89,7 +91,8 @@ export async function chooseDefaultModel(options: DefaultModelOptions): Promise<
     chooseEntryModel(layout, label);
   } catch (err) {
     if (!(err instanceof ServingError) || err.code !== 'INVALID_MODEL') throw err;
-    return missing(`it holds ${names.length} models (${shortList(names)}) and no single ensemble to choose`);
+    const which = options.listNames === false ? '' : ` (${shortList(names)})`;
+    return missing(`it holds ${names.length} models${which} and no single ensemble to choose`);
   }
   return { kind: 'repository', dir: defaultRoot, label, preferredEntry: undefined };
 }

@@ -15,7 +15,7 @@ import type { Logger } from '../observability/logger.js';
 import { DEFAULT_EXTRACT_LIMITS } from '../store/extract-limits.js';
 import { KeySpace, memoryOf, type EntryHooks, type EntryKey, type Lease, type LiveEntry, type ModelLifecycle, type ResidentView } from './lifecycle.js';
 import { checkModelName, checkTargetHeader, info, ManagedRecords, type ManagedModelInfo, type ManagedRecord } from './managed-records.js';
-import { resolveManagedUrl, type ManagedUrlLimits } from './managed-url.js';
+import { modelPathDir, resolveManagedUrl, type ManagedUrlLimits } from './managed-url.js';
 import { loadAndRelease, type ModelHandle } from './model-handle.js';
 import { predictPackageBytes } from './package-size.js';
 import { flatModelName } from './repository-layout.js';
@@ -163,6 +163,11 @@ export class ManagedModels {
   async predictBytes(modelName: string, url: string): Promise<number> {
     const { dir } = await resolveManagedUrl(modelName, url, this.options.managedUrls ?? DEFAULT_MANAGED_URLS);
     return predictPackageBytes(dir);
+  }
+
+  /** ModelMesh's modelPath as a package directory, checked against MME_MODEL_URL_ROOTS before anything there is looked at. */
+  packageDirOf(modelName: string, modelPath: string): Promise<string> {
+    return modelPathDir(modelName, modelPath, this.options.managedUrls ?? DEFAULT_MANAGED_URLS);
   }
 
   /** One page of GET /models: up to `limit` models after the name `after`, by name, with their memory; costs the page. */

@@ -4,9 +4,13 @@
  * real path (fs.realpath), not the text: a symlink into /proc is as refused
  * as /proc itself. SageMaker always sends `/opt/ml/models/<hash>/model`; the
  * same container also loads local directories (docs/sagemaker.md), so any
- * directory is allowed except the filesystem root, the kernel's and the OS's
- * own trees, and the server's cache; MME_MODEL_URL_ROOTS narrows it to the
- * directories the operator names. Before the loader walks it, the
+ * directory inside MME_MODEL_URL_ROOTS is allowed (SageMaker's default:
+ * /opt/ml/models) except the filesystem root, the kernel's and the OS's own
+ * trees, and the server's cache. A url outside the roots gets one answer,
+ * decided before the filesystem is asked anything about it (and again on its
+ * real path, for links out of a root): whether something is there, a file, a
+ * directory or a system tree, is nobody's business outside the roots, so
+ * the answer cannot serve as an existence oracle. Before the loader walks it, the
  * directory's entries are counted (readdir only, links not followed) up to the
  * archive entry limit, and its symbolic links checked: a tree bigger than any
  * model package, or a link into a system directory, is refused with a 400 in
@@ -81,6 +85,18 @@ function refuse(modelName: string, problem: string): ServingError {
   return new ServingError('INVALID_REQUEST', `model '${modelName}': url ${problem}`, { model: modelName });
 }
 
+/** The one answer for anything outside the roots, whatever is there. */
+function outsideRoots(modelName: string): ServingError {
+  // Not named: they are host paths; the operator set them.
+  return refuse(modelName, 'lies outside the directories MME_MODEL_URL_ROOTS allows');
+}
+
+/** Each root as configured and as its real path (a root that is itself a link is matched either way). */
+async function rootForms(roots: readonly string[]): Promise<string[]> {
+  const real = await Promise.all(roots.map((r) => realpath(r).catch(() => r)));
+  return [...new Set([...roots, ...real])];
+}
+
 /** The text checks, before the filesystem is touched. */
 function lexical(modelName: string, url: string): string {
   if (url.length > MAX_URL_LENGTH) throw refuse(modelName, `is ${url.length} characters long, over the limit of ${MAX_URL_LENGTH}`);
@@ -96,28 +112,15 @@ function systemRefusal(modelName: string, root: string, via: string): ServingErr
 
 /**
  * The url checked and resolved, or the error to answer with: 400
- * INVALID_REQUEST (not absolute, `..`, a system directory or a link into one,
+ * INVALID_REQUEST (not absolute, `..`, outside the roots whatever is there;
+ * inside them: a system directory or a link into one,
  * the cache, not a directory), 404 MODEL_NOT_FOUND (nothing there), 403
  * ACCESS_DENIED (unreadable), 400 INVALID_MODEL (more entries than a package
  * may hold, a link inside it into a system directory).
  */
 export async function resolveManagedUrl(modelName: string, url: string, limits: ManagedUrlLimits): Promise<ManagedUrl> {
   const absolute = lexical(modelName, url);
-  const lexicalRoot = systemRootOf(absolute);
-  if (lexicalRoot !== undefined) throw systemRefusal(modelName, lexicalRoot, 'is');
-  let dir: string;
-  try {
-    dir = await realpath(absolute);
-  } catch (err) {
-    throw fsRefusal(modelName, err);
-  }
-  const realRoot = systemRootOf(dir);
-  if (realRoot !== undefined) throw systemRefusal(modelName, realRoot, 'resolves (through a symbolic link) into');
-  if (limits.roots !== undefined) {
-    const roots = await Promise.all(limits.roots.map((r) => realpath(r).catch(() => r)));
-    // Not named: they are host paths; the operator set them.
-    if (!roots.some((r) => isUnder(r, dir))) throw refuse(modelName, 'lies outside the directories MME_MODEL_URL_ROOTS allows');
-  }
+  const dir = await realPathInRoots(modelName, absolute, limits.roots);
   if (limits.cacheDir !== undefined) {
     const cache = await realpath(limits.cacheDir).catch(() => path.resolve(limits.cacheDir!));
     if (isUnder(cache, dir)) throw refuse(modelName, "lies inside the server's cache directory (MME_CACHE_DIR), which holds only what the server extracted");
@@ -131,6 +134,45 @@ export async function resolveManagedUrl(modelName: string, url: string, limits: 
   if (!isDirectory) throw refuse(modelName, 'is not a directory (it must be the directory SageMaker extracted the model archive into)');
   await checkTree(modelName, dir, limits.maxEntries);
   return { url: absolute, dir };
+}
+
+/**
+ * The real path of an absolute `p` inside the roots: outside them (by its
+ * text, then by its real path) the one refusal, before anything about what
+ * is there is looked at; inside, a system tree or nothing there is said.
+ */
+async function realPathInRoots(modelName: string, absolute: string, roots: readonly string[] | undefined): Promise<string> {
+  const allowed = roots === undefined ? undefined : await rootForms(roots);
+  if (allowed !== undefined && !allowed.some((r) => isUnder(r, absolute))) throw outsideRoots(modelName);
+  const lexicalRoot = systemRootOf(absolute);
+  if (lexicalRoot !== undefined) throw systemRefusal(modelName, lexicalRoot, 'is');
+  let dir: string;
+  try {
+    dir = await realpath(absolute);
+  } catch (err) {
+    throw fsRefusal(modelName, err);
+  }
+  if (allowed !== undefined && !allowed.some((r) => isUnder(r, dir))) throw outsideRoots(modelName);
+  const realRoot = systemRootOf(dir);
+  if (realRoot !== undefined) throw systemRefusal(modelName, realRoot, 'resolves (through a symbolic link) into');
+  return dir;
+}
+
+/**
+ * ModelMesh's modelPath: the package directory it names (model-mesh's puller
+ * may hand over the model file itself: then its directory), checked against
+ * the roots exactly as a POST /models url is, before anything is looked at.
+ */
+export async function modelPathDir(modelName: string, modelPath: string, limits: ManagedUrlLimits): Promise<string> {
+  const absolute = lexical(modelName, modelPath);
+  const real = await realPathInRoots(modelName, absolute, limits.roots);
+  let isDirectory: boolean;
+  try {
+    isDirectory = (await stat(real)).isDirectory();
+  } catch (err) {
+    throw fsRefusal(modelName, err);
+  }
+  return isDirectory ? absolute : path.dirname(absolute);
 }
 
 function errno(err: unknown): string | undefined {

@@ -49,6 +49,8 @@ export interface RegistryOptions {
   readonly managedUrls?: ManagedUrlLimits;
   /** MME_CONFIG_MAX_BYTES, for reading a SageMaker url's own config.pbtxt (the loads get it from the loader's deps). */
   readonly configMaxBytes?: number;
+  /** False where model names are restricted (the model-repository group): the no-default-model answer then lists none. Default true. */
+  readonly listNames?: boolean;
   /** Where time decides (revalidation, back-off, load waits); the system clock by default, a fake in unit tests. */
   readonly clock?: Clock;
 }
@@ -85,6 +87,7 @@ export class ModelRegistry {
       defaultRoot: options.defaultRoot,
       defaultModel: options.defaultModel,
       configMaxBytes: options.configMaxBytes,
+      listNames: options.listNames,
     });
   }
 

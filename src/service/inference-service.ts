@@ -341,6 +341,11 @@ export class InferenceService {
     return this.options.registry.managed.predictBytes(name, dir);
   }
 
+  /** ModelMesh's modelPath (a package directory or the model file in one) as the package directory, checked as a POST /models url is. */
+  modelPathDir(name: string, modelPath: string): Promise<string> {
+    return this.options.registry.managed.packageDirOf(name, modelPath);
+  }
+
   describeModel(name: string): ManagedModelInfo {
     return this.options.registry.managed.describe(name);
   }

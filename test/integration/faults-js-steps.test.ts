@@ -15,7 +15,7 @@ import { after, before, describe, it } from 'node:test';
 import { addSub, writeModelDir } from '../../examples/models/zoo.js';
 import { startServe, type ServeProcess } from '../support/serve-process.js';
 import { tempDir } from '../support/temp-dir.js';
-import { input, request, type JsonReply } from '../support/test-server.js';
+import { explicitControl, input, request, type JsonReply } from '../support/test-server.js';
 
 const ctx = {
   cleanups: [] as (() => Promise<void>)[],
@@ -70,7 +70,7 @@ before(async () => {
     await writeFile(path.join(models, name, 'config.pbtxt'), `name: "${name}"\n${step.config}`);
     await writeFile(path.join(models, name, '1', 'model.mjs'), step.mjs);
   }
-  server = await startServe({ MME_MODEL_SOURCE: models, MME_CACHE_DIR: path.join(root, 'cache'), MME_RUNTIME_WORKERS: '1' });
+  server = await startServe({ MME_MODEL_SOURCE: models, MME_CACHE_DIR: path.join(root, 'cache'), MME_RUNTIME_WORKERS: '1', ...explicitControl(root) });
   void server.exited.then((code) => (exitCode = code));
   ctx.after(() => server.kill());
 });

@@ -10,6 +10,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdir, readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { matmul, writeModelDir } from '../../examples/models/zoo.js';
@@ -129,7 +130,9 @@ export async function startServe(env: Readonly<Record<string, string>>, omit: re
   const port = await freePort();
   const childEnv: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('MME_') && !k.startsWith('MALLOC_')) childEnv[k] = v;
-  Object.assign(childEnv, { MME_HOST: '127.0.0.1', SAGEMAKER_BIND_TO_PORT: String(port), MME_LOG_LEVEL: 'warn', MME_DRAIN_SECONDS: '0' }, env);
+  // The scenarios load through POST /models and the v2 repository API: explicit control, urls under the temp directory.
+  const control = { MME_MODEL_CONTROL: 'explicit', MME_MODEL_URL_ROOTS: os.tmpdir() };
+  Object.assign(childEnv, { MME_HOST: '127.0.0.1', SAGEMAKER_BIND_TO_PORT: String(port), MME_LOG_LEVEL: 'warn', MME_DRAIN_SECONDS: '0' }, control, env);
   for (const k of omit) delete childEnv[k];
   const proc: ChildProcess = spawn(path.join(repoRoot(), 'serve'), [], { env: childEnv, stdio: ['ignore', 'ignore', 'pipe'] });
   let err = '';

@@ -4,6 +4,7 @@
  * loopback port with its own temp cache, a fresh metrics registry and a
  * logger that records JSON lines, so tests can assert on logs too.
  */
+import os from 'node:os';
 import { Writable } from 'node:stream';
 import { loadServerConfig } from '../../src/config/server-config.js';
 import { createLogger } from '../../src/observability/logger.js';
@@ -24,6 +25,16 @@ export interface TestServerOptions {
   readonly env?: Readonly<Record<string, string>>;
 }
 
+/**
+ * What a test needs to drive the load and unload APIs: explicit model control
+ * with the temp directory (where every test builds its model directories) as
+ * the only url root. The shipped default is `none`; tests of that default
+ * pass `MME_MODEL_CONTROL: 'none'` (or unset these) in `env`.
+ */
+export function explicitControl(root: string = os.tmpdir()): Record<string, string> {
+  return { MME_MODEL_CONTROL: 'explicit', MME_MODEL_URL_ROOTS: root };
+}
+
 export async function startTestServer(options: TestServerOptions): Promise<TestServer> {
   const config = loadServerConfig({
     MME_HOST: '127.0.0.1',
@@ -33,6 +44,7 @@ export async function startTestServer(options: TestServerOptions): Promise<TestS
     MME_LOG_LEVEL: 'debug',
     // No balancer in front: close() skips the drain period unless a test asks for one.
     MME_DRAIN_SECONDS: '0',
+    ...explicitControl(),
     ...options.env,
   });
   const logs: Record<string, unknown>[] = [];

@@ -49,7 +49,7 @@ describe('gRPC settings', () => {
 describe('MME_MODEL_MESH', () => {
   test('off by default; on only with MME_GRPC_PORT', () => {
     assert.equal(loadServerConfig(base).modelMesh, false);
-    assert.equal(loadServerConfig({ ...base, MME_GRPC_PORT: '8001', MME_MODEL_MESH: 'true' }).modelMesh, true);
+    assert.equal(loadServerConfig({ ...base, MME_GRPC_PORT: '8001', MME_MODEL_MESH: 'true', MME_MODEL_URL_ROOTS: '/models' }).modelMesh, true);
     assert.match(problem({ MME_MODEL_MESH: 'true' }), /MME_MODEL_MESH=true needs MME_GRPC_PORT/);
     assert.match(problem({ MME_GRPC_PORT: '8001', MME_MODEL_MESH: 'maybe' }), /MME_MODEL_MESH must be true or false/);
   });

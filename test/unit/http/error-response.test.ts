@@ -17,6 +17,8 @@ const EXPECTED_STATUS: Readonly<Record<ErrorCode, number>> = {
   INVALID_MODEL: 400,
   ARCHIVE_REJECTED: 400,
   ACCESS_DENIED: 403,
+  API_RESTRICTED: 403,
+  MODEL_CONTROL_DISABLED: 403,
   MODEL_NOT_FOUND: 404,
   ROUTE_NOT_FOUND: 404,
   METHOD_NOT_ALLOWED: 405,
@@ -43,7 +45,7 @@ function body(text: string): Record<string, unknown> {
 describe('httpStatusOf', () => {
   test('the expected table covers exactly ERROR_CODES', () => {
     assert.deepEqual(Object.keys(EXPECTED_STATUS).sort(), [...ERROR_CODES].sort());
-    assert.equal(ERROR_CODES.length, 24);
+    assert.equal(ERROR_CODES.length, 26);
   });
 
   for (const code of ERROR_CODES) {

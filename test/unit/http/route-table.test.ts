@@ -51,6 +51,7 @@ test('the express routers declare exactly the route table (the app adds /metrics
     isDraining: () => false,
     unhealthy: () => undefined,
     admission: new Admission({ maxInflightBytes: 1, maxQueued: 1 }),
+    guard: () => undefined,
   };
   const routes = [
     ...declared(sagemakerRoutes(deps) as unknown as { stack: Layer[] }),
@@ -69,6 +70,13 @@ test('docs/openapi.json documents exactly the route table, with the error body e
   assert.match(doc.openapi, /^3\./);
   const documented = Object.entries(doc.paths).flatMap(([p, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${p.replace(/\{([A-Za-z]+)\}/g, ':$1')}`));
   assert.deepEqual(documented.sort(), table);
+  // Each operation names its API group (MME_HTTP_RESTRICTED_API) and whether it loads or unloads (MME_MODEL_CONTROL), as the table does.
+  const access = Object.entries(doc.paths).flatMap(([p, ops]) =>
+    Object.entries(ops as Record<string, { 'x-api-group'?: string; 'x-model-control'?: boolean }>).map(
+      ([m, op]) => `${m.toUpperCase()} ${p.replace(/\{([A-Za-z]+)\}/g, ':$1')} ${op['x-api-group']}${op['x-model-control'] === true ? ' controls' : ''}`,
+    ),
+  );
+  assert.deepEqual(access.sort(), ROUTE_LIST.map((r) => `${r.method} ${r.path} ${r.group}${r.controls === true ? ' controls' : ''}`).sort());
   assert.deepEqual([...doc.components.schemas.Error.required].sort(), ['code', 'error', 'message']);
 });
 
