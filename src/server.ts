@@ -81,6 +81,12 @@ export async function startServer(
 ): Promise<RunningServer> {
   // Nothing silently ignored: a misspelt or foreign setting is named once, with what it probably meant.
   for (const n of config.environmentNotices) logger[n.level]({ env: n.name }, n.message);
+  logger.info(
+    { modelControl: config.modelControl.mode, modelControlFrom: config.modelControl.reason },
+    config.modelControl.mode === 'explicit'
+      ? `model control explicit (${config.modelControl.reason}): models are loaded and unloaded through the API, from directories under MME_MODEL_URL_ROOTS`
+      : `model control none (${config.modelControl.reason}): every load and unload API is refused; models of MME_MODEL_SOURCE load on first use (MME_MODEL_CONTROL=explicit turns the API on)`,
+  );
   await mkdir(config.cacheDir, { recursive: true });
   // Sweeps what a crash left half-written and indexes complete entries for reuse, before serving.
   const cache = new DiskCache({ dir: config.cacheDir, maxBytes: config.cacheMaxBytes, logger, metrics });
@@ -316,12 +322,6 @@ export async function startServer(
       installedProviders: [...host.installed],
     },
     'onnx-mme listening',
-  );
-  logger.info(
-    { modelControl: config.modelControl.mode, modelControlFrom: config.modelControl.reason },
-    config.modelControl.mode === 'explicit'
-      ? `model control explicit (${config.modelControl.reason}): models are loaded and unloaded through the API, from directories under MME_MODEL_URL_ROOTS`
-      : `model control none (${config.modelControl.reason}): every load and unload API is refused; models of MME_MODEL_SOURCE load on first use (MME_MODEL_CONTROL=explicit turns the API on)`,
   );
   if (config.ortTelemetry) {
     logger.warn("MME_ORT_TELEMETRY=true: onnxruntime's telemetry is on; it stores events under $HOME/.cache/Microsoft and uploads them to Microsoft");

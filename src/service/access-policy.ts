@@ -73,7 +73,8 @@ export class AccessPolicy {
       const guard = this.guards.get(target.group)!;
       return new ServingError(
         'API_RESTRICTED',
-        `This API is restricted, expecting header '${guard.header}' (${this.options.setting} guards the '${target.group}' group)`,
+        // Triton's words (HTTP: 'This API is restricted', gRPC: 'This protocol is restricted'), which its clients' users search for.
+        `This ${this.options.setting === 'MME_HTTP_RESTRICTED_API' ? 'API' : 'protocol'} is restricted, expecting header '${guard.header}' (${this.options.setting} guards the '${target.group}' group)`,
       );
     }
     if (target.controls === true && this.options.modelControl.mode !== 'explicit') {

@@ -165,7 +165,7 @@ describe('process metrics', () => {
 });
 
 describe('MME_METRICS_PORT', () => {
-  it('a second listener serves GET /metrics only; the main port keeps its own /metrics', async () => {
+  it('a second listener serves GET /metrics only; the main port then answers 404 for /metrics', async () => {
     const dir = await tempDir(ctx);
     const s = await startTestServer({ modelSource: fixture.root, cacheDir: path.join(dir, 'cache'), env: { MME_METRICS_PORT: '0' } });
     try {
@@ -174,7 +174,11 @@ describe('MME_METRICS_PORT', () => {
       await request(`${s.url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': 'add_sub.tar.gz' }, json: addSubBody });
       const side = await metricsText(`http://127.0.0.1:${port}`);
       assert.equal(sample(side, 'nv_inference_request_success', { model: 'add_sub', version: '1' }), 1);
-      assert.equal(sample(await metricsText(s.url), 'nv_inference_request_success', { model: 'add_sub', version: '1' }), 1);
+      // Scrapers have their port: clients of the main port cannot read the series.
+      const main = await request(`${s.url}/metrics`);
+      assert.equal(main.status, 404, main.text);
+      assert.equal(main.body.code, 'ROUTE_NOT_FOUND');
+      assert.match(main.body.error, /MME_METRICS_PORT/);
       const other = await request(`http://127.0.0.1:${port}/invocations`, { method: 'POST', json: addSubBody });
       assert.equal(other.status, 404);
       assert.equal(other.body.code, 'ROUTE_NOT_FOUND');

@@ -65,7 +65,13 @@ before(async () => {
   cacheDir = path.join(root, 'cache');
   await mkdir(sourceDir, { recursive: true });
   // A small entry limit, so a tree over it is cheap to build.
-  server = await startTestServer({ modelSource: sourceDir, cacheDir, env: { SAGEMAKER_MULTI_MODEL: 'true', MME_ARCHIVE_MAX_ENTRIES: String(MAX_ENTRIES) } });
+  // Roots as wide as '/': the system trees, the cache and the tree bounds below are walls of their own inside any root
+  // (what a url outside narrower roots gets is test/integration/access-control.test.ts's).
+  server = await startTestServer({
+    modelSource: sourceDir,
+    cacheDir,
+    env: { SAGEMAKER_MULTI_MODEL: 'true', MME_MODEL_URL_ROOTS: '/', MME_ARCHIVE_MAX_ENTRIES: String(MAX_ENTRIES) },
+  });
 });
 
 after(async () => {
