@@ -205,6 +205,10 @@ export async function runTune(options: TuneOptions): Promise<TuneResult> {
     'SAGEMAKER_BIND_TO_PORT',
     'MME_MODEL_SOURCE',
     'MME_CACHE_DIR',
+    'MME_MODEL_CONTROL',
+    'MME_MODEL_URL_ROOTS',
+    'MME_HTTP_RESTRICTED_API',
+    'MME_GRPC_RESTRICTED_PROTOCOL',
   ])
     delete env[owned];
   const config = loadServerConfig({
@@ -216,6 +220,9 @@ export async function runTune(options: TuneOptions): Promise<TuneResult> {
     MME_LOG_LEVEL: env['MME_LOG_LEVEL'] ?? 'info',
     // No balancer in front of tune's own loopback server: nothing to drain for.
     MME_DRAIN_SECONDS: '0',
+    // Tune loads and unloads each candidate through the v2 repository API of its own loopback server, from its work directory.
+    MME_MODEL_CONTROL: 'explicit',
+    MME_MODEL_URL_ROOTS: work,
   });
   const workers = config.runtimeWorkers;
   const cores = os.availableParallelism();
