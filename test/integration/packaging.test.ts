@@ -279,6 +279,8 @@ describe('container images', () => {
         SAGEMAKER_BIND_TO_PORT: String(port),
         SAGEMAKER_MULTI_MODEL: 'true',
         MME_MODEL_SOURCE: models,
+        // Standing in for /opt/ml/models, where SageMaker extracts what it loads (the roots' default under SageMaker).
+        MME_MODEL_URL_ROOTS: models,
         MME_HOST: '127.0.0.1',
         // MME_CACHE_DIR is left to its default (under TMPDIR), as in the image.
         TMPDIR: tmp,
@@ -310,6 +312,7 @@ describe('container images', () => {
       assert.ok(argv.some((a) => a.endsWith('dist/src/cli/onnx-mme.js')) && argv.includes('serve'), `the entrypoint runs the CLI's serve: ${argv.join(' ')}`);
     }
     assert.equal(listening['multiModel'], true, 'SAGEMAKER_MULTI_MODEL=true is read');
+    assert.equal(listening['modelControl'], 'explicit', 'SageMaker drives the load API');
     assert.equal(listening['cacheDir'], path.join(tmp, 'onnx-mme-cache'));
 
     const url = `http://127.0.0.1:${port}`;
