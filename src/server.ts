@@ -87,6 +87,12 @@ export async function startServer(
       ? `model control explicit (${config.modelControl.reason}): models are loaded and unloaded through the API, from directories under MME_MODEL_URL_ROOTS`
       : `model control none (${config.modelControl.reason}): every load and unload API is refused; models of MME_MODEL_SOURCE load on first use (MME_MODEL_CONTROL=explicit turns the API on)`,
   );
+  if (config.modelControl.mode === 'explicit' && !config.multiModel && !config.httpRestrictedApi.some((r) => r.groups.includes('model-repository'))) {
+    // Off SageMaker the port may be reachable by anything in the cluster: loading a model runs its code.
+    logger.warn(
+      'model control explicit without a key on the model-repository group: anyone who reaches the port may load models from MME_MODEL_URL_ROOTS (MME_HTTP_RESTRICTED_API=model-repository:<header>=<value> restricts it)',
+    );
+  }
   await mkdir(config.cacheDir, { recursive: true });
   // Sweeps what a crash left half-written and indexes complete entries for reuse, before serving.
   const cache = new DiskCache({ dir: config.cacheDir, maxBytes: config.cacheMaxBytes, logger, metrics });

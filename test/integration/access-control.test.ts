@@ -317,6 +317,13 @@ describe('explicit model control: urls outside MME_MODEL_URL_ROOTS get one answe
     '/',
   ];
 
+  it('says so at start-up, and warns that the load API is open to anyone reaching the port', () => {
+    const listening = server.lines.find((l) => l['msg'] === 'onnx-mme listening')!;
+    assert.equal(listening['modelControl'], 'explicit');
+    assert.equal(listening['modelControlFrom'], 'MME_MODEL_CONTROL=explicit');
+    assert.ok(server.lines.some((l) => l['level'] === 'warn' && /without a key on the model-repository group/.test(String(l['msg']))));
+  });
+
   it('POST /models: the same status, code and message for each, naming nothing inside', async () => {
     const answers = new Set<string>();
     for (const url of outside()) {
