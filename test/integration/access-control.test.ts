@@ -126,6 +126,8 @@ describe('model control none, restricted APIs: a client without the keys', () =>
       MME_CACHE_DIR: path.join(root, 'cache'),
       MME_GRPC_PORT: '0',
       MME_RUNTIME_WORKERS: '1',
+      // Every line the server can write, for the check that no key value is among them.
+      MME_LOG_LEVEL: 'debug',
       MME_HTTP_RESTRICTED_API: `model-repository:admin-key=${ADMIN};inference:infer-key=${INFER};metrics:scrape-key=${SCRAPE}`,
       MME_GRPC_RESTRICTED_PROTOCOL: `model-repository:admin-key=${ADMIN};inference:infer-key=${INFER}`,
       MME_MODEL_CONTROL: undefined,
