@@ -32,6 +32,8 @@ export function closeUnlessSmallBody(req: IncomingMessage, res: ServerResponse):
 
 /** The refusal of `req` to `target` under `policy`, or undefined. */
 export function httpRefusal(policy: AccessPolicy, target: AccessTarget, req: IncomingMessage, res: ServerResponse): ServingError | undefined {
+  // The common case (an unrestricted inference route) costs one map lookup, no closure.
+  if (!policy.restricts(target)) return undefined;
   const refused = policy.refusal(target, headerOf(req));
   if (refused !== undefined) closeUnlessSmallBody(req, res);
   return refused;

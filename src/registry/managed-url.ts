@@ -137,7 +137,7 @@ export async function resolveManagedUrl(modelName: string, url: string, limits: 
 }
 
 /**
- * The real path of an absolute `p` inside the roots: outside them (by its
+ * The real path of `absolute` inside the roots: outside them (by its
  * text, then by its real path) the one refusal, before anything about what
  * is there is looked at; inside, a system tree or nothing there is said.
  */

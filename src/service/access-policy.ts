@@ -67,6 +67,12 @@ export class AccessPolicy {
     return [...this.guards.keys()];
   }
 
+  /** False when nothing about `target` depends on the caller (no key, no model control): the check is then skipped. */
+  restricts(target: AccessTarget): boolean {
+    if (target.group === 'open') return false;
+    return this.guards.has(target.group) || (target.controls === true && this.options.modelControl.mode !== 'explicit');
+  }
+
   /** The refusal for this caller, or undefined when it may go on. */
   refusal(target: AccessTarget, header: HeaderReader): ServingError | undefined {
     if (target.group !== 'open' && !this.admits(target.group, header)) {

@@ -45,6 +45,12 @@ describe('AccessPolicy', () => {
     assert.equal(p.refusal({ group: 'metadata' }, headers({})), undefined);
     assert.equal(p.refusal({ group: 'open' }, headers({})), undefined);
     assert.deepEqual([...p.restrictedGroups].sort(), ['inference', 'model-repository']);
+    // What the HTTP guard skips without reading a header: only targets nothing restricts.
+    assert.deepEqual(
+      [{ group: 'metadata' }, { group: 'open' }, { group: 'inference' }, { group: 'metadata', controls: true }].map((t) => p.restricts(t as never)),
+      [false, false, true, false],
+    );
+    assert.equal(policy('none').restricts({ group: 'metadata', controls: true }), true);
   });
 
   test('model control none refuses loads and unloads, after the key', () => {
