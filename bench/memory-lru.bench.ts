@@ -247,6 +247,9 @@ export async function run(): Promise<BenchReport> {
       AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
       AWS_REGION: 'us-east-1',
       MME_CACHE_DIR: path.join(work, 'cache'),
+      // The replay unloads through the v2 repository API between phases.
+      MME_MODEL_CONTROL: 'explicit',
+      MME_MODEL_URL_ROOTS: work,
       // The settings the launcher (./serve, the images) gives the server process before node starts.
       ...launcherEnv(process.env['NODE_OPTIONS']),
       ...(s.budget === 'count' ? { MME_MAX_LOADED_MODELS: String(s.capacity) } : { MME_MEMORY_BUDGET_BYTES: String(byteBudget) }),
