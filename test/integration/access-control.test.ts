@@ -295,6 +295,8 @@ describe('explicit model control: urls outside MME_MODEL_URL_ROOTS get one answe
       MME_MODEL_URL_ROOTS: allowed,
       MME_GRPC_PORT: '0',
       MME_MODEL_MESH: 'true',
+      MME_METRICS_PORT: '0',
+      MME_HTTP_RESTRICTED_API: `metrics:scrape-key=${SCRAPE}`,
     });
     grpc = connect(grpcTarget(server));
   });
@@ -324,6 +326,18 @@ describe('explicit model control: urls outside MME_MODEL_URL_ROOTS get one answe
     assert.equal(listening['modelControl'], 'explicit');
     assert.equal(listening['modelControlFrom'], 'MME_MODEL_CONTROL=explicit');
     assert.ok(server.lines.some((l) => l['level'] === 'warn' && /without a key on the model-repository group/.test(String(l['msg']))));
+  });
+
+  it('/metrics lives on MME_METRICS_PORT only, behind its key there too', async () => {
+    const listening = server.lines.find((l) => l['msg'] === 'onnx-mme listening')!;
+    const side = `http://127.0.0.1:${listening['metricsPort'] as number}/metrics`;
+    assert.equal((await request(side)).status, 403);
+    assert.equal((await request(side, { headers: { 'scrape-key': WRONG } })).status, 403);
+    const ok = await request(side, { headers: { 'scrape-key': SCRAPE } });
+    assert.equal(ok.status, 200);
+    assert.match(ok.text, /onnx_mme_/);
+    assert.equal((await request(`${server.url}/metrics`, { headers: { 'scrape-key': SCRAPE } })).status, 404);
+    assert.ok(!JSON.stringify(server.lines).includes(SCRAPE));
   });
 
   it('POST /models: the same status, code and message for each, naming nothing inside', async () => {
