@@ -263,6 +263,21 @@ export class S3ModelSource implements ModelSource {
     return found.sort((a, b) => (a.target < b.target ? -1 : a.target > b.target ? 1 : 0));
   }
 
+  /**
+   * One ListObjectsV2 of at most one key under the prefix, in one attempt: start-up's check that the
+   * bucket and prefix answer (server.ts warns when not). Rejects with the ServingError a request would get.
+   */
+  async probe(signal: AbortSignal): Promise<void> {
+    const action = `listing ${this.description}`;
+    try {
+      await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, ...(this.prefix === '' ? {} : { Prefix: this.prefix }), MaxKeys: 1 }), {
+        abortSignal: signal,
+      });
+    } catch (err) {
+      throw s3Failure(err, { action, uri: this.description, bucket: this.bucket });
+    }
+  }
+
   private describeTarget(target: string): string {
     return `model '${target}' (${s3ObjectUri(this.bucket, this.prefix + target)})`;
   }
