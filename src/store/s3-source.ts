@@ -203,7 +203,26 @@ export class S3ModelSource implements ModelSource {
 
   async localize(rawTarget: string, signal?: AbortSignal): Promise<LocalModel> {
     const target = normalizeTarget(rawTarget);
-    return this.flights.run(target, target, signal, () => this.localizeObject(target));
+    return this.flights.run(target, target, signal, () => this.localizeObject(target).catch((err: unknown) => this.cachedWhileUnreachable(target, err)));
+  }
+
+  /**
+   * S3 cannot be reached (retries spent): a copy of the target already in the disk cache is served, the
+   * newest, with a warning; its version is checked again once S3 answers (revalidation). A denial, a
+   * missing object or a bad archive are answers, not outages: they stand.
+   */
+  private async cachedWhileUnreachable(target: string, err: unknown): Promise<PinnedResult> {
+    if (!(err instanceof ServingError) || err.code !== 'UPSTREAM_UNAVAILABLE') throw err;
+    for (const uri of this.candidateUris(target)) {
+      const pin = await this.cache.lookupNewest(uri);
+      if (pin === undefined) continue;
+      this.logger?.warn(
+        { model: target, uri, version: pin.entry.metadata.version, err: err.message },
+        'S3 cannot be reached: serving the copy in the disk cache',
+      );
+      return { pin, version: pin.entry.metadata.version };
+    }
+    throw err;
   }
 
   async canonicalTarget(rawTarget: string, signal?: AbortSignal): Promise<string> {

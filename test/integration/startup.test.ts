@@ -9,14 +9,17 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, describe, it } from 'node:test';
-import { tiny, writeModelDir } from '../../examples/models/zoo.js';
+import { packTarGz, tiny, writeModelDir } from '../../examples/models/zoo.js';
+import { s3rverEnv, startLoopbackS3 } from '../support/s3rver.js';
 import { repoRoot, startServe } from '../support/serve-process.js';
 import { tempDir } from '../support/temp-dir.js';
+import { startTestServer } from '../support/test-server.js';
+import { StartupError } from '../../src/errors.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 const ctx = { after: (fn: () => Promise<void>) => void cleanups.push(fn) };
@@ -95,6 +98,25 @@ describe('start-up failures: exit 2, one line naming the setting', () => {
       'SAGEMAKER_BIND_TO_PORT',
     );
     assert.match(String(line['msg']), new RegExp(`port ${port} is already in use .*EADDRINUSE`));
+  });
+
+  it('the gRPC and metrics ports in use name MME_GRPC_PORT and MME_METRICS_PORT (the same StartupError main.ts logs)', async () => {
+    const { root, models } = await modelDir();
+    const blocker = createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => blocker.close(() => resolve())));
+    const port = String((blocker.address() as { port: number }).port);
+    for (const setting of ['MME_GRPC_PORT', 'MME_METRICS_PORT']) {
+      await assert.rejects(
+        startTestServer({ modelSource: models, cacheDir: path.join(root, `cache-${setting}`), env: { [setting]: port } }),
+        (err: unknown) => {
+          assert.ok(err instanceof StartupError, String(err));
+          assert.equal(err.setting, setting);
+          assert.match(err.message, new RegExp(`port ${port} is already in use .*EADDRINUSE.*set ${setting} to a free port`));
+          return true;
+        },
+      );
+    }
   });
 
   it('bad settings: every variable named in `setting`, one line, on stdout with the other log lines', async () => {
@@ -223,21 +245,31 @@ describe('a started server', () => {
     assert.ok(lines.some((l) => l.includes('drain period cut short by a second signal')));
   });
 
-  it('an S3 source that does not answer: a warning naming MME_MODEL_SOURCE, the bucket and prefix; /ping answers', async () => {
+  it('an S3 source that does not answer: a warning naming MME_MODEL_SOURCE, the bucket and prefix; what the disk cache holds is served', async () => {
     const root = await tempDir(ctx);
-    // A port nothing listens on: the connection is refused at once.
-    const closed = createServer();
-    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
-    const port = (closed.address() as { port: number }).port;
-    await new Promise<void>((resolve) => closed.close(() => resolve()));
-    const child = await startServe({
-      MME_MODEL_SOURCE: 's3://no-bucket/some/prefix/',
-      AWS_ENDPOINT_URL_S3: `http://127.0.0.1:${port}`,
-      AWS_REGION: 'us-east-1',
-      AWS_ACCESS_KEY_ID: 'x',
-      AWS_SECRET_ACCESS_KEY: 'y',
-      MME_CACHE_DIR: path.join(root, 'cache'),
-    });
+    const s3 = await startLoopbackS3(['models']);
+    let s3Closed = false;
+    cleanups.push(async () => void (s3Closed || (await s3.close())));
+    await writeModelDir(path.join(root, 'work'), 'tiny', tiny());
+    await packTarGz(path.join(root, 'work'), path.join(root, 'tiny.tar.gz'));
+    await s3.upload('prefix/tiny.tar.gz', await readFile(path.join(root, 'tiny.tar.gz')));
+    const env = { MME_MODEL_SOURCE: 's3://models/prefix/', MME_CACHE_DIR: path.join(root, 'cache'), MME_DRAIN_SECONDS: '0' };
+    const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: new Array(16).fill(1) }] });
+    const invoke = (url: string): Promise<Response> =>
+      fetch(`${url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': 'tiny.tar.gz' }, body });
+
+    // While S3 answers, the model is downloaded into the disk cache.
+    const first = await startServe({ ...env, ...s3rverEnv(s3.endpoint) });
+    cleanups.push(() => first.kill());
+    const fresh = await invoke(first.url);
+    const answer = await fresh.text();
+    assert.equal(fresh.status, 200, answer);
+    await first.kill();
+
+    // Then S3 goes away: a restart warns at once and still serves the cached copy.
+    await s3.close();
+    s3Closed = true;
+    const child = await startServe({ ...env, ...s3rverEnv(s3.endpoint) });
     cleanups.push(() => child.kill());
     assert.equal((await fetch(`${child.url}/ping`)).status, 200);
     const deadline = Date.now() + 10_000;
@@ -245,9 +277,13 @@ describe('a started server', () => {
     const warning = child.lines.find((l) => l['setting'] === 'MME_MODEL_SOURCE');
     assert.ok(warning, 'a warning names MME_MODEL_SOURCE');
     assert.equal(warning['level'], 'warn');
-    assert.equal(warning['bucket'], 'no-bucket');
-    assert.equal(warning['prefix'], 'some/prefix/');
-    assert.match(String(warning['msg']), /MME_MODEL_SOURCE does not answer: listing s3:\/\/no-bucket\/some\/prefix\/ failed: .*ECONNREFUSED/);
+    assert.equal(warning['bucket'], 'models');
+    assert.equal(warning['prefix'], 'prefix/');
+    assert.match(String(warning['msg']), /MME_MODEL_SOURCE does not answer: listing s3:\/\/models\/prefix\/ failed: .*ECONNREFUSED/);
+    const cached = await invoke(child.url);
+    assert.equal(cached.status, 200, 'served from the disk cache');
+    assert.equal(await cached.text(), answer);
+    assert.ok(child.lines.some((l) => l['msg'] === 'S3 cannot be reached: serving the copy in the disk cache' && l['model'] === 'tiny.tar.gz'));
   });
 
   it('SageMaker multi-model endpoint, MME_MODEL_SOURCE unset: starts even without /opt/ml/model (SageMaker loads through /models)', async () => {
