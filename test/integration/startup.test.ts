@@ -100,7 +100,7 @@ describe('start-up failures: exit 2, one line naming the setting', () => {
     assert.match(String(line['msg']), new RegExp(`port ${port} is already in use .*EADDRINUSE`));
   });
 
-  it('the gRPC and metrics ports in use name MME_GRPC_PORT and MME_METRICS_PORT (the same StartupError main.ts logs)', async () => {
+  it('the gRPC and metrics ports in use name MME_GRPC_PORT and MME_METRICS_PORT, an address not of this host MME_HOST (the StartupError main.ts logs)', async () => {
     const { root, models } = await modelDir();
     const blocker = createServer();
     await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
@@ -117,6 +117,13 @@ describe('start-up failures: exit 2, one line naming the setting', () => {
         },
       );
     }
+    // An address this host does not have (TEST-NET-1, RFC 5737) names MME_HOST.
+    await assert.rejects(startTestServer({ modelSource: models, cacheDir: path.join(root, 'cache-host'), env: { MME_HOST: '192.0.2.1' } }), (err: unknown) => {
+      assert.ok(err instanceof StartupError, String(err));
+      assert.equal(err.setting, 'MME_HOST');
+      assert.match(err.message, /cannot listen on 192\.0\.2\.1 \(EADDRNOTAVAIL\): set MME_HOST/);
+      return true;
+    });
   });
 
   it('bad settings: every variable named in `setting`, one line, on stdout with the other log lines', async () => {
