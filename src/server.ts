@@ -84,26 +84,8 @@ export async function startServer(
   for (const n of config.environmentNotices) logger[n.level]({ env: n.name }, n.message);
   // Fail fast, before anything costly starts: a source or cache the operator named wrongly stops start-up naming the setting.
   const local = !isS3Uri(config.modelSource);
-  const sourcePresent = !local || (await checkLocalSource(config.modelSource, config.modelSourceOptional));
-  if (!sourcePresent) {
-    // Expected with the default on a SageMaker MME; a source the operator named and that is missing deserves a warning.
-    logger[config.modelSource === DEFAULT_MODEL_SOURCE ? 'info' : 'warn'](
-      { source: config.modelSource, setting: 'MME_MODEL_SOURCE' },
-      `no model source: ${config.modelSource} does not exist; with SAGEMAKER_MULTI_MODEL=true models come through POST /models (SageMaker loads them), so start-up goes on`,
-    );
-  }
-  await checkCacheDir(config.cacheDir);
-  // Sweeps what a crash left half-written and indexes complete entries for reuse, before serving.
-  const cache = new DiskCache({ dir: config.cacheDir, maxBytes: config.cacheMaxBytes, logger, metrics });
-  await cache.open().catch((err: unknown) => {
-    throw new StartupError(
-      'MME_CACHE_DIR',
-      `the cache directory ${config.cacheDir} cannot be used (${(err as Error).message}): set MME_CACHE_DIR to a writable directory`,
-      {
-        cause: err,
-      },
-    );
-  });
+  const sourcePresent = !local || (await localSourcePresent(config, logger));
+  const cache = await openCache(config, logger, metrics);
   const host = detectHostCapabilities();
   const pool = new RuntimePool(config.runtimeWorkers, { tensorrtCacheDir: path.join(config.cacheDir, '.tensorrt') });
   // onnxruntime's fixed per-thread cost, paid before the idle figure is taken (runtime/prime.ts).
@@ -427,6 +409,33 @@ export async function startServer(
     cutDrain();
   };
   return { server, port, metricsPort, grpcPort, registry, metrics, service, pool, shutdown, endDrain };
+}
+
+/**
+ * Whether the local source exists; one that is missing or unreadable stops start-up (StartupError)
+ * unless SageMaker loads the models (config.modelSourceOptional), which is logged.
+ */
+async function localSourcePresent(config: ServerConfig, logger: Logger): Promise<boolean> {
+  if (await checkLocalSource(config.modelSource, config.modelSourceOptional)) return true;
+  // Expected with the default on a SageMaker MME; a source the operator named and that is missing deserves a warning.
+  logger[config.modelSource === DEFAULT_MODEL_SOURCE ? 'info' : 'warn'](
+    { source: config.modelSource, setting: 'MME_MODEL_SOURCE' },
+    `no model source: ${config.modelSource} does not exist; with SAGEMAKER_MULTI_MODEL=true models come through POST /models (SageMaker loads them), so start-up goes on`,
+  );
+  return false;
+}
+
+/** The disk cache, writable and open: what a crash left half-written swept, complete entries indexed for reuse. */
+async function openCache(config: ServerConfig, logger: Logger, metrics: Metrics): Promise<DiskCache> {
+  await checkCacheDir(config.cacheDir);
+  const cache = new DiskCache({ dir: config.cacheDir, maxBytes: config.cacheMaxBytes, logger, metrics });
+  try {
+    await cache.open();
+  } catch (err) {
+    const why = `the cache directory ${config.cacheDir} cannot be used (${(err as Error).message}): set MME_CACHE_DIR to a writable directory`;
+    throw new StartupError('MME_CACHE_DIR', why, { cause: err });
+  }
+  return cache;
 }
 
 /** The drain line says how to skip it (main.ts: a second signal ends the drain period at once). */
