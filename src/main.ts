@@ -20,7 +20,7 @@ import { logFormatOf, loadServerConfig, type ServerConfig } from './config/serve
 import { parseServeArgs, SERVE_HELP } from './config/serve-args.js';
 import { ServingError, StartupError } from './errors.js';
 import { createLogger, serverDestination, type Logger } from './observability/logger.js';
-import { startServer, type RunningServer } from './server.js';
+import type { RunningServer } from './server.js';
 
 /** The backstop fires this long after the shutdown deadline, which shutdown itself keeps. */
 const SHUTDOWN_BACKSTOP_MARGIN_MS = 500;
@@ -98,6 +98,8 @@ async function main(): Promise<void> {
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
   try {
+    // Loaded once the command line and the settings are known good: --help and a refusal answer without loading onnxruntime.
+    const { startServer } = await import('./server.js');
     running = await startServer(config, logger);
   } catch (err) {
     if (err instanceof StartupError) return failStart(logger, err.setting, err.message);
