@@ -413,14 +413,14 @@ export async function startServer(
 
 /**
  * Whether the local source exists; one that is missing or unreadable stops start-up (StartupError)
- * unless SageMaker loads the models (config.modelSourceOptional), which is logged.
+ * unless a platform loads the models (config.modelSourceOptional), which is logged.
  */
 async function localSourcePresent(config: ServerConfig, logger: Logger): Promise<boolean> {
   if (await checkLocalSource(config.modelSource, config.modelSourceOptional)) return true;
-  // Expected with the default on a SageMaker MME; a source the operator named and that is missing deserves a warning.
+  // Expected with the default where a platform loads the models; a source the operator named and that is missing deserves a warning.
   logger[config.modelSource === DEFAULT_MODEL_SOURCE ? 'info' : 'warn'](
     { source: config.modelSource, setting: 'MME_MODEL_SOURCE' },
-    `no model source: ${config.modelSource} does not exist; with SAGEMAKER_MULTI_MODEL=true models come through POST /models (SageMaker loads them), so start-up goes on`,
+    `no model source: ${config.modelSource} does not exist; ${config.multiModel ? 'SageMaker loads models through POST /models (SAGEMAKER_MULTI_MODEL=true)' : 'model-mesh loads models through loadModel (MME_MODEL_MESH=true)'}, so start-up goes on`,
   );
   return false;
 }

@@ -139,9 +139,10 @@ export interface ServerConfig {
   /** MME_MODEL_MESH: also serve ModelMesh's runtime SPI (mmesh.ModelRuntime) on the gRPC port. */
   readonly modelMesh: boolean;
   /**
-   * A SageMaker multi-model endpoint (SAGEMAKER_MULTI_MODEL=true): SageMaker loads every model through
-   * POST /models, so a local source that does not exist (the default /opt/ml/model there) is logged and
-   * start-up goes on. Otherwise such a source stops start-up (server.ts).
+   * A platform loads the models through the load API: a SageMaker multi-model endpoint
+   * (SAGEMAKER_MULTI_MODEL=true, POST /models) or ModelMesh (MME_MODEL_MESH=true, loadModel). A local
+   * source that does not exist (the default /opt/ml/model there) is then logged and start-up goes on;
+   * otherwise such a source stops start-up (server.ts).
    */
   readonly modelSourceOptional: boolean;
   /** One per MME_* / SAGEMAKER_* variable no setting reads (config/env-notices.ts); logged once at start-up. */
@@ -267,7 +268,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['MME_MODEL_SOURCE'],
     defaultText: '/opt/ml/model',
     description:
-      'Where targets are resolved: `s3://bucket/prefix/`, or a local directory or file:// URL holding .tar.gz archives and/or model directories. A local directory that does not exist or cannot be read stops startup (exit 2), except on a SageMaker multi-model endpoint (`SAGEMAKER_MULTI_MODEL=true`), where models come through `POST /models`; an S3 prefix that cannot be listed gets a warning at startup.',
+      'Where targets are resolved: `s3://bucket/prefix/`, or a local directory or file:// URL holding .tar.gz archives and/or model directories. A local directory that does not exist or cannot be read stops startup (exit 2), except where a platform loads the models (`SAGEMAKER_MULTI_MODEL=true`: `POST /models`; `MME_MODEL_MESH=true`: `loadModel`); an S3 prefix that cannot be listed gets a warning at startup.',
     parse: (raw) => {
       const v = (raw ?? DEFAULT_MODEL_SOURCE).trim();
       if (!isS3Uri(v)) return localPath('MME_MODEL_SOURCE', v);
@@ -883,7 +884,7 @@ export function loadServerConfig(env: NodeJS.ProcessEnv = process.env): ServerCo
     // `settings`: the variables to change, for the one start-up line main.ts writes.
     throw new ServingError('INVALID_REQUEST', `invalid server configuration: ${problems.join('; ')}`, { details: { settings } });
   }
-  out['modelSourceOptional'] = out['multiModel'] === true;
+  out['modelSourceOptional'] = out['multiModel'] === true || out['modelMesh'] === true;
   // The port's stand-ins are checked by the port's own setting; they get no "not a setting" notice.
   out['environmentNotices'] = environmentNotices(env, [...KNOWN_ENV, ...PORT_STAND_INS]);
   return deepFreeze(out as unknown as ServerConfig);

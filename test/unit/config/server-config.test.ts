@@ -119,9 +119,10 @@ describe('loadServerConfig: each variable', () => {
     assert.equal(logFormatOf({ MME_LOG_FORMAT: 'text' }), 'json');
   });
 
-  test('modelSourceOptional: only on a SageMaker multi-model endpoint', () => {
+  test('modelSourceOptional: only where a platform loads the models (SageMaker MME, ModelMesh)', () => {
     assert.equal(load({}).modelSourceOptional, false);
     assert.equal(load({ SAGEMAKER_MULTI_MODEL: 'true' }).modelSourceOptional, true);
+    assert.equal(load({ MME_MODEL_MESH: 'true', MME_GRPC_PORT: '8001' }).modelSourceOptional, true);
   });
 
   test('MME_HOST: trimmed; blank means the default', () => {
