@@ -31,7 +31,7 @@ import { LocalModelSource } from './store/local-source.js';
 import type { ModelSource } from './store/model-source.js';
 import { S3ModelSource } from './store/s3-source.js';
 import { checkCacheDir, checkLocalSource } from './store/startup-checks.js';
-import { StartupError } from './errors.js';
+import { ServingError, StartupError } from './errors.js';
 import { listenFailure } from './config/listen-failure.js';
 import { startSummary } from './observability/start-summary.js';
 
@@ -455,9 +455,13 @@ function probeS3Source(source: S3ModelSource, logger: Logger): void {
     () => logger.debug({ source: source.description }, 'model source answers'),
     (err: unknown) => {
       const problem = signal.aborted ? `listing ${source.description} got no answer within ${S3_PROBE_TIMEOUT_MS / 1000} s` : (err as Error).message;
+      // A role with s3:GetObject alone (least privilege) is denied the listing and still loads models by name.
+      const denied = !signal.aborted && err instanceof ServingError && err.code === 'ACCESS_DENIED';
       logger.warn(
         { source: source.description, bucket: source.bucket, prefix: source.prefix, setting: 'MME_MODEL_SOURCE', err: problem },
-        `MME_MODEL_SOURCE does not answer: ${problem}. Check the bucket and prefix, the credentials and AWS_ENDPOINT_URL_S3; models not yet loaded cannot load until it answers`,
+        denied
+          ? `MME_MODEL_SOURCE cannot be listed: ${problem}. Models still load by name where s3:GetObject is allowed; the repository index needs s3:ListBucket on the prefix. Check the bucket and prefix and the credentials`
+          : `MME_MODEL_SOURCE does not answer: ${problem}. Check the bucket and prefix, the credentials and AWS_ENDPOINT_URL_S3; models not yet loaded cannot load until it answers`,
       );
     },
   );

@@ -8,6 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { createServer as createHttpServer } from 'node:http';
 import { existsSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
@@ -291,6 +292,28 @@ describe('a started server', () => {
     assert.equal(cached.status, 200, 'served from the disk cache');
     assert.equal(await cached.text(), answer);
     assert.ok(child.lines.some((l) => l['msg'] === 'S3 cannot be reached: serving the copy in the disk cache' && l['model'] === 'tiny.tar.gz'));
+  });
+
+  it('an S3 source that denies the listing (a role with s3:GetObject alone): a warning that says what still works', async () => {
+    const root = await tempDir(ctx);
+    // S3's own answer to a request the policy does not allow.
+    const denying = createHttpServer((_req, res) => {
+      res.writeHead(403, { 'Content-Type': 'application/xml' });
+      res.end('<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>');
+    });
+    await new Promise<void>((resolve) => denying.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => denying.close(() => resolve())));
+    const endpoint = `http://127.0.0.1:${(denying.address() as { port: number }).port}`;
+    const child = await startServe({ ...s3rverEnv(endpoint), MME_MODEL_SOURCE: 's3://models/prefix/', MME_CACHE_DIR: path.join(root, 'cache') });
+    cleanups.push(() => child.kill());
+    const deadline = Date.now() + 10_000;
+    while (!child.lines.some((l) => l['setting'] === 'MME_MODEL_SOURCE') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    const warning = child.lines.find((l) => l['setting'] === 'MME_MODEL_SOURCE');
+    assert.equal(warning?.['level'], 'warn');
+    assert.match(
+      String(warning['msg']),
+      /^MME_MODEL_SOURCE cannot be listed: access denied listing s3:\/\/models\/prefix\/.*Models still load by name where s3:GetObject is allowed; the repository index needs s3:ListBucket/,
+    );
   });
 
   it('SageMaker multi-model endpoint, MME_MODEL_SOURCE unset: starts even without /opt/ml/model (SageMaker loads through /models)', async () => {
