@@ -117,6 +117,23 @@ export function toServingError(err: unknown, model?: string): ServingError {
   });
 }
 
+/**
+ * A start-up failure the operator fixes by changing one setting (a port in
+ * use, a cache directory that cannot be written, a model source that does not
+ * exist): main.ts logs it as one line naming `setting`, without a stack, and
+ * exits 2. Never reaches a client (the server is not serving yet).
+ */
+export class StartupError extends Error {
+  /** The environment variable to change, e.g. `SAGEMAKER_BIND_TO_PORT`. */
+  readonly setting: string;
+
+  constructor(setting: string, message: string, options: { readonly cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'StartupError';
+    this.setting = setting;
+  }
+}
+
 /** Exhaustiveness guard for switches over closed unions. */
 export function assertNever(value: never): never {
   throw new Error(`unexpected value: ${String(value)}`);

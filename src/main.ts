@@ -6,25 +6,65 @@
  * which execs this file; Node is PID 1 there, so SIGTERM is ours to handle:
  * turn not ready while still serving (the drain), stop accepting, finish
  * in-flight requests, release sessions, exit well within SageMaker's 30 s.
+ *
+ * A start-up failure the operator can fix (a bad setting or argument, a port
+ * in use, a missing model source, an unwritable cache) is one log line naming
+ * the setting to change, and exit code 2; anything else is a bug: exit 1 with
+ * its stack.
  */
 // First: onnxruntime's telemetry is decided before onnxruntime-node loads (config/ort-env.ts).
 import './config/ort-env.js';
-import { loadServerConfig, type ServerConfig } from './config/server-config.js';
-import { createLogger } from './observability/logger.js';
-import { startServer, type RunningServer } from './server.js';
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { logFormatOf, loadServerConfig, type ServerConfig } from './config/server-config.js';
+import { parseServeArgs, SERVE_HELP } from './config/serve-args.js';
+import { ServingError, StartupError } from './errors.js';
+import { createLogger, serverDestination, type Logger } from './observability/logger.js';
+import type { RunningServer } from './server.js';
 
 /** The backstop fires this long after the shutdown deadline, which shutdown itself keeps. */
 const SHUTDOWN_BACKSTOP_MARGIN_MS = 500;
 
+/** Exit code of a start-up failure the operator fixes with a setting (docs/operations.md). */
+const EXIT_SETTING = 2;
+
+/** Run as `./serve` (this file is the entry script), not imported by `onnx-mme serve`, which parsed its own arguments. */
+function isEntryScript(): boolean {
+  const entry = process.argv[1];
+  if (entry === undefined) return false;
+  try {
+    return realpathSync(entry) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
+
+/** The one line of a failed start; exits once it is written (the promise never settles: callers return it). */
+function failStart(logger: Logger, setting: string | undefined, message: string, fields: Record<string, unknown> = {}): Promise<never> {
+  logger.fatal({ ...(setting === undefined ? {} : { setting }), exitCode: EXIT_SETTING, ...fields }, `onnx-mme cannot start: ${message}`);
+  return new Promise<never>(() => logger.flush(() => process.exit(EXIT_SETTING)));
+}
+
 async function main(): Promise<void> {
+  const color = process.stdout.isTTY === true;
+  // Before the settings load, failures are written in MME_LOG_FORMAT when that is valid itself.
+  const early = (): Logger => createLogger('info', serverDestination(logFormatOf(process.env), color));
+  if (isEntryScript()) {
+    const args = parseServeArgs(process.argv.slice(2));
+    if (args.kind === 'help') {
+      process.stdout.write(`${SERVE_HELP}\n`);
+      return;
+    }
+    if (args.kind === 'refused') return failStart(early(), args.setting, args.message, { args: args.args });
+  }
   let config: ServerConfig;
   try {
     config = loadServerConfig(process.env);
   } catch (err) {
-    process.stderr.write(`${(err as Error).message}\n`);
-    process.exit(2);
+    const settings = err instanceof ServingError ? (err.details?.['settings'] as string[] | undefined) : undefined;
+    return failStart(early(), settings?.join(', '), (err as Error).message);
   }
-  const logger = createLogger(config.logLevel);
+  const logger = createLogger(config.logLevel, serverDestination(config.logFormat, color));
   // Handlers go in before startup: a SIGTERM that arrives while models or the
   // socket are still being set up must still end in an orderly exit.
   let running: RunningServer | undefined;
@@ -57,7 +97,15 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
-  running = await startServer(config, logger);
+  try {
+    // Loaded once the command line and the settings are known good: --help and a refusal answer without loading onnxruntime.
+    const { startServer } = await import('./server.js');
+    running = await startServer(config, logger);
+  } catch (err) {
+    if (err instanceof StartupError) return failStart(logger, err.setting, err.message);
+    logger.fatal({ err }, 'onnx-mme failed to start (an unexpected failure: the stack says where)');
+    return new Promise<never>(() => logger.flush(() => process.exit(1)));
+  }
 }
 
 main().catch((err: unknown) => {

@@ -7,13 +7,12 @@
 import { cancellationOf } from './cancellation.js';
 import { SequenceTracker } from './scheduler/sequence-tracker.js';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { createApp } from './app.js';
 import { Admission } from './http/admission.js';
 import { createMetricsListener } from './http/metrics-listener.js';
 import { startGrpcListener, type GrpcListener } from './grpc/grpc-server.js';
-import type { ServerConfig } from './config/server-config.js';
+import { DEFAULT_MODEL_SOURCE, type ServerConfig } from './config/server-config.js';
 import type { Logger } from './observability/logger.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
 import { MemoryManager } from './registry/memory-manager.js';
@@ -33,6 +32,10 @@ import { isS3Uri } from './config/s3-uri.js';
 import { LocalModelSource } from './store/local-source.js';
 import type { ModelSource } from './store/model-source.js';
 import { S3ModelSource } from './store/s3-source.js';
+import { checkCacheDir, checkLocalSource } from './store/startup-checks.js';
+import { ServingError, StartupError } from './errors.js';
+import { listenFailure } from './config/listen-failure.js';
+import { startSummary } from './observability/start-summary.js';
 
 export interface RunningServer {
   readonly server: Server;
@@ -93,10 +96,10 @@ export async function startServer(
       'model control explicit without a key on the model-repository group: anyone who reaches the port may load models from MME_MODEL_URL_ROOTS (MME_HTTP_RESTRICTED_API=model-repository:<header>=<value> restricts it)',
     );
   }
-  await mkdir(config.cacheDir, { recursive: true });
-  // Sweeps what a crash left half-written and indexes complete entries for reuse, before serving.
-  const cache = new DiskCache({ dir: config.cacheDir, maxBytes: config.cacheMaxBytes, logger, metrics });
-  await cache.open();
+  // Fail fast, before anything costly starts: a source or cache the operator named wrongly stops start-up naming the setting.
+  const local = !isS3Uri(config.modelSource);
+  const sourcePresent = !local || (await localSourcePresent(config, logger));
+  const cache = await openCache(config, logger, metrics);
   const host = detectHostCapabilities();
   const pool = new RuntimePool(config.runtimeWorkers, { tensorrtCacheDir: path.join(config.cacheDir, '.tensorrt') });
   // onnxruntime's fixed per-thread cost, paid before the idle figure is taken (runtime/prime.ts).
@@ -222,6 +225,11 @@ export async function startServer(
       requestTimeoutMs: config.requestTimeoutMs,
     });
     s.once('error', reject);
+  }).catch(async (err: unknown) => {
+    // Nothing half-started: the workers go, and start-up fails naming the setting.
+    memory.stop();
+    await pool.close();
+    throw listenFailure(err, 'HTTP', 'SAGEMAKER_BIND_TO_PORT', config.host, config.port);
   });
   // Keep-alive longer than typical load balancers' idle timeout, so they close first.
   server.keepAliveTimeout = 65_000;
@@ -255,7 +263,7 @@ export async function startServer(
       await new Promise<void>((resolve) => server.close(() => resolve()));
       memory.stop();
       await pool.close();
-      throw err;
+      throw listenFailure(err, 'metrics', 'MME_METRICS_PORT', config.host, config.metricsPort);
     }
     metricsServer = listener;
     const a = listener.address();
@@ -286,8 +294,9 @@ export async function startServer(
       // Nothing half-started, as for the metrics listener.
       await new Promise<void>((resolve) => server.close(() => resolve()));
       if (metricsServer) await new Promise<void>((resolve) => metricsServer!.close(() => resolve()));
+      memory.stop();
       await pool.close();
-      throw err;
+      throw err instanceof StartupError ? err : listenFailure(err, 'gRPC', 'MME_GRPC_PORT', config.host, config.grpcPort);
     }
   }
   const grpcPort = grpc?.port;
@@ -329,6 +338,28 @@ export async function startServer(
     },
     'onnx-mme listening',
   );
+  // The same facts for a person: one line, bytes in MiB/GiB (the line above keeps raw counts for tools).
+  logger.info(
+    startSummary({
+      host: config.host,
+      port,
+      grpcPort,
+      grpcTls: grpc?.tls ?? false,
+      metricsPort,
+      source: source.description,
+      sourceKind: !sourcePresent ? 'absent' : local ? 'local' : 's3',
+      cacheDir: config.cacheDir,
+      cacheBytes: cache.maxBytes,
+      budgetBytes: budget.bytes,
+      budgetFrom: budget.from,
+      runtimeWorkers: pool.size,
+      providers: config.executionProviders ?? 'auto',
+      gpuVisible: host.gpuVisible,
+      logLevel: config.logLevel,
+      modelControl: config.modelControl,
+    }),
+  );
+  if (source instanceof S3ModelSource) probeS3Source(source, logger);
   if (config.ortTelemetry) {
     logger.warn("MME_ORT_TELEMETRY=true: onnxruntime's telemetry is on; it stores events under $HOME/.cache/Microsoft and uploads them to Microsoft");
   }
@@ -363,7 +394,10 @@ export async function startServer(
       if (config.drainMs > 0) {
         for (const res of answering) if (!res.headersSent) res.shouldKeepAlive = false;
         answering.clear();
-        logger.info({ reason, drainMs: config.drainMs, inflight: inflight.count, timeoutMs: config.shutdownTimeoutMs }, 'draining: not ready, still serving');
+        logger.info(
+          { reason, drainMs: config.drainMs, inflight: inflight.count, timeoutMs: config.shutdownTimeoutMs, hint: DRAIN_HINT },
+          'draining: not ready, still serving',
+        );
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, config.drainMs);
           cutDrain = () => {
@@ -408,6 +442,62 @@ export async function startServer(
     cutDrain();
   };
   return { server, port, metricsPort, grpcPort, registry, metrics, service, pool, shutdown, endDrain };
+}
+
+/**
+ * Whether the local source exists; one that is missing or unreadable stops start-up (StartupError)
+ * unless a platform loads the models (config.modelSourceOptional), which is logged.
+ */
+async function localSourcePresent(config: ServerConfig, logger: Logger): Promise<boolean> {
+  if (await checkLocalSource(config.modelSource, config.modelSourceOptional)) return true;
+  // Expected with the default where a platform loads the models; a source the operator named and that is missing deserves a warning.
+  logger[config.modelSource === DEFAULT_MODEL_SOURCE ? 'info' : 'warn'](
+    { source: config.modelSource, setting: 'MME_MODEL_SOURCE' },
+    `no model source: ${config.modelSource} does not exist; ${config.multiModel ? 'SageMaker loads models through POST /models (SAGEMAKER_MULTI_MODEL=true)' : 'model-mesh loads models through loadModel (MME_MODEL_MESH=true)'}, so start-up goes on`,
+  );
+  return false;
+}
+
+/** The disk cache, writable and open: what a crash left half-written swept, complete entries indexed for reuse. */
+async function openCache(config: ServerConfig, logger: Logger, metrics: Metrics): Promise<DiskCache> {
+  await checkCacheDir(config.cacheDir);
+  const cache = new DiskCache({ dir: config.cacheDir, maxBytes: config.cacheMaxBytes, logger, metrics });
+  try {
+    await cache.open();
+  } catch (err) {
+    const why = `the cache directory ${config.cacheDir} cannot be used (${(err as Error).message}): set MME_CACHE_DIR to a writable directory`;
+    throw new StartupError('MME_CACHE_DIR', why, { cause: err });
+  }
+  return cache;
+}
+
+/** The drain line says how to skip it (main.ts: a second signal ends the drain period at once). */
+const DRAIN_HINT = 'a second SIGTERM or SIGINT (Ctrl-C again) ends the drain now';
+
+/** How long start-up's check of an S3 source waits for its answer; it never holds up serving. */
+const S3_PROBE_TIMEOUT_MS = 5_000;
+
+/**
+ * An S3 source that denies or does not answer gets one warning at start naming the bucket and prefix
+ * and the problem, instead of the first request finding it. In the background: /ping and models
+ * already cached are served meanwhile, and a source that recovers needs no restart.
+ */
+function probeS3Source(source: S3ModelSource, logger: Logger): void {
+  const signal = AbortSignal.timeout(S3_PROBE_TIMEOUT_MS);
+  source.probe(signal).then(
+    () => logger.debug({ source: source.description }, 'model source answers'),
+    (err: unknown) => {
+      const problem = signal.aborted ? `listing ${source.description} got no answer within ${S3_PROBE_TIMEOUT_MS / 1000} s` : (err as Error).message;
+      // A role with s3:GetObject alone (least privilege) is denied the listing and still loads models by name.
+      const denied = !signal.aborted && err instanceof ServingError && err.code === 'ACCESS_DENIED';
+      logger.warn(
+        { source: source.description, bucket: source.bucket, prefix: source.prefix, setting: 'MME_MODEL_SOURCE', err: problem },
+        denied
+          ? `MME_MODEL_SOURCE cannot be listed: ${problem}. Models still load by name where s3:GetObject is allowed; the repository index needs s3:ListBucket on the prefix. Check the bucket and prefix and the credentials`
+          : `MME_MODEL_SOURCE does not answer: ${problem}. Check the bucket and prefix, the credentials and AWS_ENDPOINT_URL_S3; models not yet loaded cannot load until it answers`,
+      );
+    },
+  );
 }
 
 /** Default MME_MAX_INFLIGHT_BYTES: this share of the container's memory (the model budget takes 70%). */

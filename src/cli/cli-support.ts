@@ -95,17 +95,7 @@ export function readSettings<K extends keyof ServerConfig>(env: NodeJS.ProcessEn
   return out as Pick<ServerConfig, K>;
 }
 
-const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-
-export function formatBytes(bytes: number): string {
-  let v = bytes;
-  let i = 0;
-  while (v >= 1024 && i < UNITS.length - 1) {
-    v /= 1024;
-    i++;
-  }
-  return i === 0 ? `${bytes} B` : `${v.toFixed(v < 10 ? 2 : 1)} ${UNITS[i]}`;
-}
+export { formatBytes } from '../observability/format-bytes.js';
 
 export function write(stream: NodeJS.WritableStream, text: string): void {
   stream.write(text.endsWith('\n') ? text : `${text}\n`);

@@ -30,6 +30,18 @@ export interface ModelControl {
 
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
 
+export type LogFormat = 'json' | 'pretty';
+export const LOG_FORMATS: readonly LogFormat[] = ['json', 'pretty'];
+
+/**
+ * Names people reach for to set the port (Heroku's and Cloud Run's `PORT`, this server's own prefix).
+ * The port is SAGEMAKER_BIND_TO_PORT alone: one of these with another value stops start-up naming it.
+ */
+/** MME_MODEL_SOURCE's default: where SageMaker puts a single-model endpoint's ModelDataUrl. */
+export const DEFAULT_MODEL_SOURCE = '/opt/ml/model';
+
+export const PORT_STAND_INS: readonly string[] = ['PORT', 'MME_PORT'];
+
 export interface ServerConfig {
   readonly host: string;
   readonly port: number;
@@ -64,6 +76,8 @@ export interface ServerConfig {
   /** MME_ORT_TELEMETRY: onnxruntime's own telemetry left on (config/ort-env.ts applies it before onnxruntime loads). */
   readonly ortTelemetry: boolean;
   readonly logLevel: LogLevel;
+  /** MME_LOG_FORMAT: `json` (pino's lines, for collectors) or `pretty` (one readable line per entry, for a terminal). */
+  readonly logFormat: LogFormat;
   readonly archiveMaxBytes: number;
   readonly archiveMaxEntries: number;
   /** MME_MODEL_URL_ROOTS: directories a POST /models url (a ModelMesh modelPath) must lie in, on its real path; /opt/ml/models under SageMaker; undefined only where model control is `none`. */
@@ -139,6 +153,13 @@ export interface ServerConfig {
   readonly grpcTlsCaFile: string | undefined;
   /** MME_MODEL_MESH: also serve ModelMesh's runtime SPI (mmesh.ModelRuntime) on the gRPC port. */
   readonly modelMesh: boolean;
+  /**
+   * A platform loads the models through the load API: a SageMaker multi-model endpoint
+   * (SAGEMAKER_MULTI_MODEL=true, POST /models) or ModelMesh (MME_MODEL_MESH=true, loadModel). A local
+   * source that does not exist (the default /opt/ml/model there) is then logged and start-up goes on;
+   * otherwise such a source stops start-up (server.ts).
+   */
+  readonly modelSourceOptional: boolean;
   /** One per MME_* / SAGEMAKER_* variable no setting reads (config/env-notices.ts); logged once at start-up. */
   readonly environmentNotices: readonly EnvNotice[];
 }
@@ -266,7 +287,18 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['SAGEMAKER_BIND_TO_PORT'],
     defaultText: '8080',
     description: 'Port for every route (SageMaker sets it in pipelines and multi-container endpoints).',
-    parse: (raw) => (raw === undefined ? 8080 : int('SAGEMAKER_BIND_TO_PORT', raw, 0, 65535)),
+    parse: (raw, env) => {
+      const port = raw === undefined ? 8080 : int('SAGEMAKER_BIND_TO_PORT', raw, 0, 65535);
+      // PORT=8080 set by a platform agrees and changes nothing; any other value would be silently ignored.
+      for (const name of PORT_STAND_INS) {
+        const other = env[name]?.trim();
+        if (other === undefined || other === '' || (/^\d+$/.test(other) && Number(other) === port)) continue;
+        throw new Error(
+          `${name}=${other} is not read by this server: the port is SAGEMAKER_BIND_TO_PORT (${raw === undefined ? 'unset, so 8080' : port}); set SAGEMAKER_BIND_TO_PORT=${other} instead`,
+        );
+      }
+      return port;
+    },
   },
   {
     key: 'multiModel',
@@ -287,9 +319,10 @@ export const SETTINGS: readonly AnySetting[] = [
     key: 'modelSource',
     env: ['MME_MODEL_SOURCE'],
     defaultText: '/opt/ml/model',
-    description: 'Where targets are resolved: `s3://bucket/prefix/`, or a local directory or file:// URL holding .tar.gz archives and/or model directories.',
+    description:
+      'Where targets are resolved: `s3://bucket/prefix/`, or a local directory or file:// URL holding .tar.gz archives and/or model directories. A local directory that does not exist or cannot be read stops startup (exit 2), except where a platform loads the models (`SAGEMAKER_MULTI_MODEL=true`: `POST /models`; `MME_MODEL_MESH=true`: `loadModel`); an S3 prefix that cannot be listed gets a warning at startup.',
     parse: (raw) => {
-      const v = (raw ?? '/opt/ml/model').trim();
+      const v = (raw ?? DEFAULT_MODEL_SOURCE).trim();
       if (!isS3Uri(v)) return localPath('MME_MODEL_SOURCE', v);
       try {
         return parseS3Uri(v).uri;
@@ -441,6 +474,14 @@ export const SETTINGS: readonly AnySetting[] = [
       if (!(levels as readonly string[]).includes(v)) throw new Error(`MME_LOG_LEVEL: unknown level '${raw}'`);
       return v as LogLevel;
     },
+  },
+  {
+    key: 'logFormat',
+    env: ['MME_LOG_FORMAT'],
+    defaultText: 'json',
+    description:
+      '`json`: one pino JSON object per line on stdout (for log collectors; what containers should keep). `pretty`: one readable line per entry (time, level, message, then `key=value` fields), for a terminal; written by the main thread, like JSON (no extra thread).',
+    parse: (raw) => logFormatValue(raw),
   },
   {
     key: 'archiveMaxBytes',
@@ -881,6 +922,24 @@ export const SETTINGS: readonly AnySetting[] = [
   },
 ];
 
+function logFormatValue(raw: string | undefined): LogFormat {
+  const v = (raw ?? 'json').trim().toLowerCase() || 'json';
+  if (!(LOG_FORMATS as readonly string[]).includes(v)) throw new Error(`MME_LOG_FORMAT must be one of ${LOG_FORMATS.join(', ')}, got '${raw}'`);
+  return v as LogFormat;
+}
+
+/**
+ * The log format to report a configuration that failed to load in: MME_LOG_FORMAT when it is
+ * valid itself, else json (main.ts has no ServerConfig then, and still owes one line).
+ */
+export function logFormatOf(env: NodeJS.ProcessEnv): LogFormat {
+  try {
+    return logFormatValue(env['MME_LOG_FORMAT']);
+  } catch {
+    return 'json';
+  }
+}
+
 /** Every variable a setting reads. */
 export const KNOWN_ENV: readonly string[] = SETTINGS.flatMap((s) => s.env);
 
@@ -896,17 +955,22 @@ function deepFreeze<T>(value: T): T {
 export function loadServerConfig(env: NodeJS.ProcessEnv = process.env): ServerConfig {
   const out: Record<string, unknown> = {};
   const problems: string[] = [];
+  const settings: string[] = [];
   for (const setting of SETTINGS) {
     const name = setting.env.find((n) => env[n] !== undefined);
     try {
       out[setting.key] = setting.parse(name === undefined ? undefined : env[name], env);
     } catch (err) {
       problems.push(err instanceof Error ? err.message : String(err));
+      settings.push(name ?? setting.env[0]!);
     }
   }
   if (problems.length > 0) {
-    throw new ServingError('INVALID_REQUEST', `invalid server configuration: ${problems.join('; ')}`);
+    // `settings`: the variables to change, for the one start-up line main.ts writes.
+    throw new ServingError('INVALID_REQUEST', `invalid server configuration: ${problems.join('; ')}`, { details: { settings } });
   }
-  out['environmentNotices'] = environmentNotices(env, KNOWN_ENV);
+  out['modelSourceOptional'] = out['multiModel'] === true || out['modelMesh'] === true;
+  // The port's stand-ins are checked by the port's own setting; they get no "not a setting" notice.
+  out['environmentNotices'] = environmentNotices(env, [...KNOWN_ENV, ...PORT_STAND_INS]);
   return deepFreeze(out as unknown as ServerConfig);
 }

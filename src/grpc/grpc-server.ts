@@ -15,7 +15,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
-import { ServingError } from '../errors.js';
+import { StartupError } from '../errors.js';
 import { HealthState } from './health.js';
 import { inferenceImplementation, type HandlerDeps } from './inference-handlers.js';
 import { modelMeshImplementation } from './model-mesh.js';
@@ -47,22 +47,25 @@ export interface GrpcListener {
 
 async function credentials(tls: GrpcTlsFiles | undefined): Promise<ServerCredentials> {
   if (tls === undefined) return ServerCredentials.createInsecure();
-  const read = async (file: string, what: string): Promise<Buffer> => {
+  // A file that cannot be read or used stops start-up naming its setting (main.ts: one line, exit 2).
+  const read = async (file: string, what: string, setting: string): Promise<Buffer> => {
     try {
       return await readFile(file);
     } catch (err) {
-      throw new ServingError('INVALID_REQUEST', `gRPC TLS: cannot read the ${what} (${file}): ${(err as Error).message}`);
+      throw new StartupError(setting, `gRPC TLS: cannot read the ${what} (${file}): ${(err as Error).message}; set ${setting} to a readable PEM file`, {
+        cause: err,
+      });
     }
   };
   const [cert, key, ca] = await Promise.all([
-    read(tls.certFile, 'certificate (MME_GRPC_TLS_CERT)'),
-    read(tls.keyFile, 'key (MME_GRPC_TLS_KEY)'),
-    tls.caFile === undefined ? undefined : read(tls.caFile, 'client CA (MME_GRPC_TLS_CA)'),
+    read(tls.certFile, 'certificate (MME_GRPC_TLS_CERT)', 'MME_GRPC_TLS_CERT'),
+    read(tls.keyFile, 'key (MME_GRPC_TLS_KEY)', 'MME_GRPC_TLS_KEY'),
+    tls.caFile === undefined ? undefined : read(tls.caFile, 'client CA (MME_GRPC_TLS_CA)', 'MME_GRPC_TLS_CA'),
   ]);
   try {
     return ServerCredentials.createSsl(ca ?? null, [{ cert_chain: cert, private_key: key }], ca !== undefined);
   } catch (err) {
-    throw new ServingError('INVALID_REQUEST', `gRPC TLS: the certificate or key is not usable PEM: ${(err as Error).message}`);
+    throw new StartupError('MME_GRPC_TLS_CERT', `gRPC TLS: the certificate or key is not usable PEM: ${(err as Error).message}`, { cause: err });
   }
 }
 

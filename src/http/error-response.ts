@@ -80,5 +80,5 @@ export function errorReply(err: unknown, flavor: 'sagemaker' | 'kserve' = 'sagem
   const message = e.message.length > MAX_MESSAGE ? `${e.message.slice(0, MAX_MESSAGE - 3)}...` : e.message;
   const body: Record<string, unknown> = { error: message, code: e.code, message };
   if (e.details) body['details'] = e.details;
-  return { status: flavor === 'kserve' ? kserveStatusOf(e.code) : httpStatusOf(e.code), body: JSON.stringify(body), error: e };
+  return { status: flavor === 'kserve' ? kserveStatusOf(e.code) : httpStatusOf(e.code), body: `${JSON.stringify(body)}\n`, error: e };
 }

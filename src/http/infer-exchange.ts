@@ -357,10 +357,10 @@ export function prepareExchange(headers: IncomingHttpHeaders, body: Buffer, fami
         : { contentType: NPY_CONTENT_TYPE, headers: NO_HEADERS, body: encodeNpy(tensor) };
     }
     if (tfStyle !== undefined)
-      return { contentType: 'application/json', headers: NO_HEADERS, body: encodeTfServingResponse(response.modelName, tfStyle, response.outputs) };
+      return { contentType: 'application/json', headers: NO_HEADERS, body: `${encodeTfServingResponse(response.modelName, tfStyle, response.outputs)}\n` };
     let anyBinary = false;
     for (const name of response.outputs.keys()) if ((anyBinary = binaryOutput(name))) break;
-    if (!anyBinary) return { contentType: 'application/json', headers: NO_HEADERS, body: encodeInferResponse(response) };
+    if (!anyBinary) return { contentType: 'application/json', headers: NO_HEADERS, body: `${encodeInferResponse(response)}\n` };
     const encoded = encodeInferResponseBinary(response, binaryOutput);
     const json = Buffer.from(encoded.json, 'utf8');
     const headerLength = String(json.length);

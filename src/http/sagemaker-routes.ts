@@ -35,7 +35,7 @@ function header(req: Request, name: string): string | undefined {
 }
 
 function sendJson(res: Response, status: number, body: string): void {
-  res.status(status).type('application/json').send(body);
+  res.status(status).type('application/json').send(`${body}\n`);
 }
 
 function describe(m: ManagedModelInfo): Record<string, unknown> {

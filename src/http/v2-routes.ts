@@ -37,7 +37,10 @@ export interface V2RouteDeps extends InferRouteDeps {
 }
 
 function sendJson(res: Response, status: number, body: unknown): void {
-  res.status(status).type('application/json').send(JSON.stringify(body));
+  res
+    .status(status)
+    .type('application/json')
+    .send(`${JSON.stringify(body)}\n`);
 }
 
 /** Triton answers health and readiness with an empty 200, and 400 with an error body when the answer is no. */

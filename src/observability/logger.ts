@@ -5,7 +5,8 @@
  * user input as keys.
  */
 import { pino, type Logger, type DestinationStream } from 'pino';
-import type { LogLevel } from '../config/server-config.js';
+import type { LogFormat, LogLevel } from '../config/server-config.js';
+import { prettyDestination } from './pretty-log.js';
 
 export type { Logger };
 
@@ -41,6 +42,11 @@ export function roundDurations(fields: Record<string, unknown>): Record<string, 
  */
 export function logDestination(dest: number | string = 1): DestinationStream {
   return pino.destination({ dest, sync: false });
+}
+
+/** The server's stdout in MME_LOG_FORMAT's form; `color`: level names coloured (stdout is a terminal). */
+export function serverDestination(format: LogFormat, color = false): DestinationStream {
+  return format === 'pretty' ? prettyDestination(logDestination(1), color) : logDestination(1);
 }
 
 export function createLogger(level: LogLevel, destination?: DestinationStream): Logger {

@@ -214,6 +214,19 @@ export class DiskCache {
     return pin;
   }
 
+  /**
+   * The most recently used complete entry for this target, whatever its version, pinned: what is
+   * served when the source cannot say which version is current (S3 unreachable).
+   */
+  async lookupNewest(target: string): Promise<CachePin | undefined> {
+    await this.open();
+    let newest: Slot | undefined;
+    for (const slot of this.slots.values()) {
+      if (slot.metadata.target === target && !slot.retired && (newest === undefined || slot.lastUsed > newest.lastUsed)) newest = slot;
+    }
+    return newest === undefined ? undefined : this.lookup(target, newest.metadata.version);
+  }
+
   /** Another hold on an entry someone already pins (shares one localization among its callers). */
   addPin(pin: CachePin): CachePin {
     const slot = this.slots.get(path.basename(pin.entry.dir));

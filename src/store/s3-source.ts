@@ -203,7 +203,26 @@ export class S3ModelSource implements ModelSource {
 
   async localize(rawTarget: string, signal?: AbortSignal): Promise<LocalModel> {
     const target = normalizeTarget(rawTarget);
-    return this.flights.run(target, target, signal, () => this.localizeObject(target));
+    return this.flights.run(target, target, signal, () => this.localizeObject(target).catch((err: unknown) => this.cachedWhileUnreachable(target, err)));
+  }
+
+  /**
+   * S3 cannot be reached (retries spent): a copy of the target already in the disk cache is served, the
+   * newest, with a warning; its version is checked again once S3 answers (revalidation). A denial, a
+   * missing object or a bad archive are answers, not outages: they stand.
+   */
+  private async cachedWhileUnreachable(target: string, err: unknown): Promise<PinnedResult> {
+    if (!(err instanceof ServingError) || err.code !== 'UPSTREAM_UNAVAILABLE') throw err;
+    for (const uri of this.candidateUris(target)) {
+      const pin = await this.cache.lookupNewest(uri);
+      if (pin === undefined) continue;
+      this.logger?.warn(
+        { model: target, uri, version: pin.entry.metadata.version, err: err.message },
+        'S3 cannot be reached: serving the copy in the disk cache',
+      );
+      return { pin, version: pin.entry.metadata.version };
+    }
+    throw err;
   }
 
   async canonicalTarget(rawTarget: string, signal?: AbortSignal): Promise<string> {
@@ -261,6 +280,21 @@ export class S3ModelSource implements ModelSource {
       token = page.IsTruncated ? page.NextContinuationToken : undefined;
     } while (token !== undefined && token !== '');
     return found.sort((a, b) => (a.target < b.target ? -1 : a.target > b.target ? 1 : 0));
+  }
+
+  /**
+   * One ListObjectsV2 of at most one key under the prefix, in one attempt: start-up's check that the
+   * bucket and prefix answer (server.ts warns when not). Rejects with the ServingError a request would get.
+   */
+  async probe(signal: AbortSignal): Promise<void> {
+    const action = `listing ${this.description}`;
+    try {
+      await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, ...(this.prefix === '' ? {} : { Prefix: this.prefix }), MaxKeys: 1 }), {
+        abortSignal: signal,
+      });
+    } catch (err) {
+      throw s3Failure(err, { action, uri: this.description, bucket: this.bucket });
+    }
   }
 
   private describeTarget(target: string): string {

@@ -95,17 +95,17 @@ describe('serve as a process', () => {
     assert.equal(code, 0);
   });
 
-  it('a bad environment stops startup with every problem listed (exit 2)', async () => {
+  it('a bad environment stops startup with every problem listed (exit 2), in one log line on stdout', async () => {
     const proc = spawn(path.join(repoRoot, 'serve'), [], {
       env: { ...process.env, SAGEMAKER_BIND_TO_PORT: 'eighty', MME_EXECUTION_PROVIDERS: 'cuda,quantum' },
-      stdio: ['ignore', 'ignore', 'pipe'],
+      stdio: ['ignore', 'pipe', 'inherit'],
     });
-    let stderr = '';
-    proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-    const [code] = (await once(proc, 'exit')) as [number | null];
+    let stdout = '';
+    proc.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+    const [code] = (await once(proc, 'close')) as [number | null];
     assert.equal(code, 2);
-    assert.match(stderr, /SAGEMAKER_BIND_TO_PORT/);
-    assert.match(stderr, /unknown provider 'quantum'/);
+    assert.match(stdout, /SAGEMAKER_BIND_TO_PORT/);
+    assert.match(stdout, /unknown provider 'quantum'/);
   });
 });
 

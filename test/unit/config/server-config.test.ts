@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { loadServerConfig, PROVIDER_NAMES, SETTINGS, type ServerConfig } from '../../../src/config/server-config.js';
+import { loadServerConfig, logFormatOf, PROVIDER_NAMES, SETTINGS, type ServerConfig } from '../../../src/config/server-config.js';
 import { ServingError } from '../../../src/errors.js';
 
 const MIB = 1024 * 1024;
@@ -62,11 +62,12 @@ describe('loadServerConfig: defaults', () => {
 
   test('SETTINGS declares each ServerConfig key once, with at least one env name', () => {
     const keys = SETTINGS.map((s) => s.key);
-    // environmentNotices is derived from the whole environment (config/env-notices.ts), not a setting.
+    // environmentNotices is derived from the whole environment (config/env-notices.ts), modelSourceOptional from
+    // SAGEMAKER_MULTI_MODEL: neither is a setting of its own.
     assert.deepEqual(
       [...keys].sort(),
       Object.keys(load({}))
-        .filter((k) => k !== 'environmentNotices')
+        .filter((k) => k !== 'environmentNotices' && k !== 'modelSourceOptional')
         .sort(),
     );
     assert.equal(new Set(keys).size, keys.length);
@@ -86,6 +87,44 @@ describe('loadServerConfig: defaults', () => {
 });
 
 describe('loadServerConfig: each variable', () => {
+  test('PORT and MME_PORT: the same value as the port is accepted; another stops start-up naming SAGEMAKER_BIND_TO_PORT', () => {
+    assert.equal(load({ PORT: '8080' }).port, 8080, "a platform's PORT=8080 agrees with the default");
+    assert.equal(load({ SAGEMAKER_BIND_TO_PORT: '9000', MME_PORT: '9000' }).port, 9000);
+    expectProblem(
+      { PORT: '9000' },
+      'PORT=9000 is not read by this server: the port is SAGEMAKER_BIND_TO_PORT (unset, so 8080); set SAGEMAKER_BIND_TO_PORT=9000 instead',
+    );
+    expectProblem(
+      { SAGEMAKER_BIND_TO_PORT: '8081', MME_PORT: '9000' },
+      'MME_PORT=9000 is not read by this server: the port is SAGEMAKER_BIND_TO_PORT (8081); set SAGEMAKER_BIND_TO_PORT=9000 instead',
+    );
+    assert.deepEqual(load({ MME_PORT: '8080' }).environmentNotices, [], 'no "did you mean MME_HOST" for MME_PORT');
+  });
+
+  test('a configuration error names the variables to change in details.settings (main.ts logs them)', () => {
+    try {
+      load({ SAGEMAKER_BIND_TO_PORT: 'eighty', SAGEMAKER_TS_BATCH_SIZE: '0' });
+      assert.fail('no error');
+    } catch (err) {
+      assert.ok(err instanceof ServingError);
+      assert.deepEqual(err.details?.['settings'], ['SAGEMAKER_BIND_TO_PORT', 'SAGEMAKER_TS_BATCH_SIZE'], 'the name the operator set, alias included');
+    }
+  });
+
+  test('MME_LOG_FORMAT: json by default, pretty on request, anything else refused with the list', () => {
+    assert.equal(load({}).logFormat, 'json');
+    assert.equal(load({ MME_LOG_FORMAT: ' Pretty ' }).logFormat, 'pretty');
+    expectProblem({ MME_LOG_FORMAT: 'text' }, "MME_LOG_FORMAT must be one of json, pretty, got 'text'");
+    assert.equal(logFormatOf({ MME_LOG_FORMAT: 'pretty', MME_LOG_LEVEL: 'loud' }), 'pretty', 'a failed configuration is still reported in a valid format');
+    assert.equal(logFormatOf({ MME_LOG_FORMAT: 'text' }), 'json');
+  });
+
+  test('modelSourceOptional: only where a platform loads the models (SageMaker MME, ModelMesh)', () => {
+    assert.equal(load({}).modelSourceOptional, false);
+    assert.equal(load({ SAGEMAKER_MULTI_MODEL: 'true' }).modelSourceOptional, true);
+    assert.equal(load({ MME_MODEL_MESH: 'true', MME_GRPC_PORT: '8001' }).modelSourceOptional, true);
+  });
+
   test('MME_HOST: trimmed; blank means the default', () => {
     assert.equal(load({ MME_HOST: ' 127.0.0.1 ' }).host, '127.0.0.1');
     assert.equal(load({ MME_HOST: '   ' }).host, '0.0.0.0');

@@ -65,7 +65,8 @@ describe('errorReply', () => {
       const err = new ServingError(code, `something about ${code}`);
       const reply = errorReply(err);
       assert.equal(reply.status, EXPECTED_STATUS[code]);
-      assert.equal(reply.body, JSON.stringify({ error: `something about ${code}`, code, message: `something about ${code}` }));
+      // A newline ends it, as every JSON answer: curl's output does not run into the prompt.
+      assert.equal(reply.body, `${JSON.stringify({ error: `something about ${code}`, code, message: `something about ${code}` })}\n`);
       assert.equal(reply.error, err);
     });
   }

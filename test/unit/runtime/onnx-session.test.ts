@@ -25,6 +25,18 @@ import type { CreateSessionOptions } from '../../../src/runtime/worker-protocol.
 const CUDA_THEN_CPU: ProviderChoice = { providers: ['cuda', 'cpu'], warnings: [], deviceId: 0 };
 const CPU_ONLY: ProviderChoice = { providers: ['cpu'], warnings: [], deviceId: 0 };
 
+/**
+ * The tests that ask for CUDA on this CPU-only onnxruntime-node make onnxruntime print a red
+ * `Failed to load library …libonnxruntime_providers_shared.so` from native code (it cannot be
+ * captured or silenced from JavaScript without hiding real errors in production): this line, before
+ * each, says it is expected. Every other test asks for the CPU alone and prints nothing.
+ */
+function expectCudaLoadError(): void {
+  process.stderr.write(
+    '# expected: onnxruntime prints an error about libonnxruntime_providers_shared.so next (this test asks for CUDA on a CPU-only onnxruntime-node)\n',
+  );
+}
+
 /** A pino logger whose JSON lines land in `lines`. */
 function capturingLogger(): { logger: Logger; lines: Array<Record<string, unknown>> } {
   const lines: Array<Record<string, unknown>> = [];
@@ -66,6 +78,7 @@ after(async () => {
 describe('createModelSession with onnxruntime (this machine: no GPU, CPU-only build)', () => {
   test('providers [cuda, cpu] fall back to cpu, with one warning naming the model and cuda', async () => {
     const { logger, lines } = capturingLogger();
+    expectCudaLoadError();
     const session = await createModelSession(addSubPath, options(pool, 'add_sub', CUDA_THEN_CPU, logger));
     try {
       assert.equal(session.provider, 'cpu');
@@ -81,13 +94,14 @@ describe('createModelSession with onnxruntime (this machine: no GPU, CPU-only bu
   });
 
   test('providers [tensorrt, cuda, cpu] fall back to cpu as well', async () => {
+    expectCudaLoadError();
     const session = await createModelSession(addSubPath, options(pool, 'add_sub', { providers: ['tensorrt', 'cuda', 'cpu'], warnings: [], deviceId: 0 }));
     assert.equal(session.provider, 'cpu');
     await session.release();
   });
 
   test('inputs and outputs metadata: names, datatypes, symbolic batch dim as -1', async () => {
-    const session = await createModelSession(addSubPath, options(pool, 'add_sub', CUDA_THEN_CPU));
+    const session = await createModelSession(addSubPath, options(pool, 'add_sub', CPU_ONLY));
     try {
       assert.deepEqual(session.inputs, [
         { name: 'INPUT0', datatype: 'FP32', shape: [-1, 4] },
@@ -103,7 +117,7 @@ describe('createModelSession with onnxruntime (this machine: no GPU, CPU-only bu
   });
 
   test('run gives exact results, only for the requested outputs', async () => {
-    const session = await createModelSession(addSubPath, options(pool, 'add_sub', CUDA_THEN_CPU));
+    const session = await createModelSession(addSubPath, options(pool, 'add_sub', CPU_ONLY));
     try {
       const feeds = new Map<string, Tensor>([
         ['INPUT0', { datatype: 'FP32', shape: [2, 4], data: new Float32Array([1, 2, 3, 4, 0.5, -1, 100, 7]) }],
@@ -166,7 +180,7 @@ describe('createModelSession with onnxruntime (this machine: no GPU, CPU-only bu
     test(`identity ${dtype}: data comes back unchanged, as our Tensor type`, async () => {
       const file = path.join(dir, `identity_${dtype}.onnx`);
       await writeFile(file, identity(dtype, [4]).onnx);
-      const session = await createModelSession(file, options(pool, `identity_${dtype}`, CUDA_THEN_CPU));
+      const session = await createModelSession(file, options(pool, `identity_${dtype}`, CPU_ONLY));
       try {
         assert.equal(session.provider, 'cpu');
         assert.deepEqual(session.inputs, [{ name: 'INPUT0', datatype: dtype, shape: [-1, 4] }]);
@@ -229,6 +243,7 @@ describe('createModelSession with onnxruntime (this machine: no GPU, CPU-only bu
     const file = path.join(dir, 'broken.onnx');
     await writeFile(file, 'this is not an onnx model');
     for (const choice of [CUDA_THEN_CPU, CPU_ONLY]) {
+      if (choice === CUDA_THEN_CPU) expectCudaLoadError();
       await assert.rejects(createModelSession(file, options(pool, 'broken', choice)), (err: unknown) => {
         const e = expectServingError(err, 'INVALID_MODEL', 'broken');
         const inPackage = `${path.basename(dir)}/broken.onnx`;
