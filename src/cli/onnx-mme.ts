@@ -39,6 +39,10 @@ const COMMANDS: Readonly<Record<string, { readonly summary: string; load(): Prom
     summary: 'measure a model package under load with candidate configs on this machine and write the best config.pbtxt',
     load: async () => (await import('./tune.js')).tuneCommand,
   },
+  models: {
+    summary: 'list every model a running server knows, with state, memory, last use and the reason one is not loaded',
+    load: async () => (await import('./models.js')).modelsCommand,
+  },
   serve: {
     summary: 'run the server (what SageMaker starts with `docker run IMAGE serve`)',
     load: async () => (await import('./serve.js')).serveCommand,
