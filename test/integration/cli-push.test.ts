@@ -77,7 +77,10 @@ describe('onnx-mme push', () => {
 
   it('uploads a >10 MiB archive in 5 MiB parts with progress, prints the ETag; the server then serves it from S3', async () => {
     const size = (await stat(big)).size;
-    const r = await runCli(['push', big, 's3://models/prefix/', '--part-size', '5'], { env: { ...env, MME_MODEL_SOURCE: 's3://models/prefix/' } });
+    // --progress-interval 0: a plain line for every progress event (stderr is not a terminal here), whatever the upload's speed.
+    const r = await runCli(['push', big, 's3://models/prefix/', '--part-size', '5', '--progress-interval', '0'], {
+      env: { ...env, MME_MODEL_SOURCE: 's3://models/prefix/' },
+    });
     assert.equal(r.code, 0, r.stderr);
     const out = fields(r.stdout);
     assert.equal(out['uri'], 's3://models/prefix/big.tar.gz');
@@ -86,6 +89,10 @@ describe('onnx-mme push', () => {
     assert.equal(out['target'], 'big.tar.gz', 'the header value for a server reading MME_MODEL_SOURCE');
     assert.match(r.stderr, /validated: big\.tar\.gz/);
     assert.match(r.stderr, /uploading big\.tar\.gz \[#+\.*\] +\d+% .*\(part \d\)/, 'progress on stderr');
+    const progress = r.stderr.split('\n').filter((l) => l.startsWith('uploading big.tar.gz'));
+    assert.ok(progress.length >= 3, `a line per part at least: ${progress.length}`);
+    assert.match(progress.at(-1)!, / 100% /);
+    assert.ok(!r.stderr.includes('\r'), 'no terminal redraws in a log');
     assert.match(r.stderr, /in 3 parts/);
 
     const object = await head('prefix/big.tar.gz');
