@@ -46,8 +46,19 @@ export async function preflightPackage(dir: string, label: string, fallbackName:
   }
 }
 
-/** Every target of a local source under `root`, surveyed (`entries` from ModelSource.list(), in its order). */
+/** The name a source root that is itself one package (no targets inside) gets in the table: what answers requests without a target. */
+export const ROOT_PACKAGE = '(the source root: the default model)';
+
+/**
+ * Every target of a local source under `root`, surveyed (`entries` from
+ * ModelSource.list(), in its order); a root with no targets in it is checked
+ * as the one package it then is (SageMaker's single-model /opt/ml/model).
+ */
 export async function surveyLocalSource(root: string, entries: readonly SourceEntry[], options: ScanOptions = {}): Promise<SurveyRow[]> {
+  if (entries.length === 0) {
+    const reason = await preflightPackage(root, 'default', 'model', options);
+    return [reason === undefined ? { model: ROOT_PACKAGE, state: 'ready to load' } : { model: ROOT_PACKAGE, state: 'broken', reason }];
+  }
   const rows: SurveyRow[] = new Array<SurveyRow>(entries.length);
   let next = 0;
   const worker = async (): Promise<void> => {

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { addSub, writeModelDir, writeRepository } from '../../../examples/models/zoo.js';
 import { createLogger } from '../../../src/observability/logger.js';
-import { BROKEN_LINES_MAX, FULL_TABLE_MAX, logSurvey, surveyLocalSource, type SurveyRow } from '../../../src/registry/package-survey.js';
+import { BROKEN_LINES_MAX, FULL_TABLE_MAX, logSurvey, ROOT_PACKAGE, surveyLocalSource, type SurveyRow } from '../../../src/registry/package-survey.js';
 import { listModelTree } from '../../../src/store/local-source.js';
 import { tempDir } from '../../support/temp-dir.js';
 
@@ -39,6 +39,17 @@ describe('package survey', () => {
     assert.match(by.get('python')!.reason!, /backend 'python' is not supported/);
     assert.match(by.get('two')!.reason!, /cannot choose the entry model/);
     for (const r of rows) assert.ok(!(r.reason ?? '').includes(root), 'no host path');
+  });
+
+  it('a source root that is one model: checked as the default model it is', async (t) => {
+    const root = await tempDir(t);
+    await writeModelDir(root, 'm', addSub());
+    const one = path.join(root, 'm');
+    assert.deepEqual(await surveyLocalSource(one, await listModelTree(one)), [{ model: ROOT_PACKAGE, state: 'ready to load' }]);
+    await writeModelDir(root, 'n', { config: addSub().config! });
+    const broken = await surveyLocalSource(path.join(root, 'n'), []);
+    assert.equal(broken[0]!.state, 'broken');
+    assert.match(broken[0]!.reason!, /has no model\.onnx/);
   });
 
   it('a source of 2,000: the broken ones named, the rest counted, a bounded log', () => {
