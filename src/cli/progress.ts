@@ -78,3 +78,42 @@ export class ProgressBar {
     }
   }
 }
+
+/**
+ * A status line under a log, for work measured in steps rather than bytes
+ * (`onnx-mme perf`): on a terminal `status` redraws one line (a bar of the
+ * steps done and the latest news) and `log` prints a lasting line above it;
+ * elsewhere both print plain lines, as they come.
+ */
+export class StatusLine {
+  private shown = false;
+
+  constructor(private readonly stream: NodeJS.WritableStream & { isTTY?: boolean; columns?: number }) {}
+
+  /** `done` of `total` steps, and what is happening now. */
+  status(done: number, total: number, text: string): void {
+    if (!this.stream.isTTY) {
+      this.stream.write(`${text}\n`);
+      return;
+    }
+    const fraction = total > 0 ? Math.min(1, done / total) : 1;
+    const filled = Math.round(fraction * 20);
+    const line = `[${'#'.repeat(filled)}${'.'.repeat(20 - filled)}] ${done}/${total} ${text.trim()}`;
+    const width = this.stream.columns ?? 120;
+    this.stream.write(`\r\u001b[K${line.length > width - 1 ? line.slice(0, width - 1) : line}`);
+    this.shown = true;
+  }
+
+  /** A line that stays (the status line, if shown, is cleared first and redrawn by the next `status`). */
+  log(text: string): void {
+    if (this.shown) this.stream.write('\r\u001b[K');
+    this.shown = false;
+    this.stream.write(`${text}\n`);
+  }
+
+  /** Clears the status line (a terminal), so what follows starts on a clean line. */
+  end(): void {
+    if (this.shown) this.stream.write('\r\u001b[K');
+    this.shown = false;
+  }
+}
