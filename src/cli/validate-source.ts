@@ -6,10 +6,16 @@
  * package (cli/validate.ts), and summed up in one table: name, ok or the
  * first error, inputs and outputs of its entry model, and the memory the
  * server reserves when it loads it. The targets are the ones the server's
- * local source lists (store/local-source.ts listModelTree).
+ * local source lists (store/local-source.ts listModelTree). An s3:// prefix
+ * is read by the server's own S3 source (store/s3-source.ts: its listing,
+ * retries, download and safe extraction, into a temporary cache removed
+ * afterwards), so each archive is checked as the server would fetch it.
  */
-import { stat } from 'node:fs/promises';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
+import type { ServerConfig } from '../config/server-config.js';
+import { S3ModelSource } from '../store/s3-source.js';
 import { scanRepository, chooseEntryModel } from '../registry/repository-layout.js';
 import { listModelTree } from '../store/local-source.js';
 import { formatBytes } from './cli-support.js';
@@ -60,6 +66,63 @@ export async function validateSource(dir: string, validate: (input: string, labe
   return { source: dir, ok: targets.every((t) => t.ok), targets };
 }
 
+/** Validate every archive under an s3:// prefix, one at a time, each downloaded and extracted by the server's S3 source. */
+export async function validateS3Prefix(
+  uri: string,
+  settings: Pick<ServerConfig, 'awsRegion' | 's3Endpoint' | 'archiveMaxBytes' | 'archiveMaxEntries' | 'archiveMaxRatio'>,
+  validate: (dir: string, label: string) => Promise<ValidationReport>,
+): Promise<SourceValidation> {
+  const cacheDir = await mkdtemp(path.join(os.tmpdir(), 'onnx-mme-validate-s3-'));
+  const source = new S3ModelSource({
+    uri,
+    cacheDir,
+    limits: { maxBytes: settings.archiveMaxBytes, maxEntries: settings.archiveMaxEntries, maxRatio: settings.archiveMaxRatio },
+    ...(settings.awsRegion === undefined ? {} : { region: settings.awsRegion }),
+    ...(settings.s3Endpoint === undefined ? {} : { endpoint: settings.s3Endpoint }),
+  });
+  try {
+    const targets: (ValidationReport & { target: string })[] = [];
+    for (const t of await source.list()) {
+      let report: ValidationReport;
+      try {
+        const local = await source.localize(t.target);
+        try {
+          report = await validate(local.dir, t.target);
+        } finally {
+          local.release();
+        }
+      } catch (err) {
+        // A download or extraction the server would refuse (a hostile archive, a denied object): that target's problem.
+        const code = (err as { code?: string }).code;
+        report = failedReport(t.target, typeof code === 'string' ? code : 'INTERNAL', (err as Error).message);
+      }
+      targets.push({ ...report, target: t.target });
+    }
+    return { source: uri, ok: targets.every((t) => t.ok), targets };
+  } finally {
+    await rm(cacheDir, { recursive: true, force: true });
+  }
+}
+
+function failedReport(target: string, code: string, message: string): ValidationReport {
+  return {
+    input: target,
+    label: target,
+    kind: 'archive',
+    archiveBytes: undefined,
+    root: undefined,
+    singleModel: false,
+    entry: undefined,
+    models: [],
+    problems: [{ model: undefined, code: code as ValidationReport['problems'][number]['code'], message }],
+    notes: [],
+    fileBytes: 0,
+    predictedBytes: 0,
+    peakResidentBytes: 0,
+    ok: false,
+  };
+}
+
 function tensorList(list: readonly { name: string; datatype: string; shape: readonly number[] }[]): string {
   return list.map((t) => `${t.name} ${t.datatype}[${t.shape.join(',')}]`).join(', ') || '-';
 }
@@ -93,7 +156,7 @@ export function formatSourceReport(r: SourceValidation): string {
     r.targets.length === 0
       ? 'INVALID: no model found in the source'
       : broken.length === 0
-        ? `OK: the server will load each of the ${r.targets.length} models`
+        ? `OK: the server will load ${r.targets.length === 1 ? 'its one model' : `each of the ${r.targets.length} models`}`
         : `INVALID: ${broken.length} of ${r.targets.length} models would be refused when loaded`,
   );
   return lines.join('\n');

@@ -18,7 +18,8 @@ import type { HostCapabilities } from '../runtime/execution-providers.js';
 import { RuntimePool } from '../runtime/runtime-pool.js';
 import { EXIT_FAILED, EXIT_OK, formatBytes, parseCommandLine, readSettings, write, type CliCommand, type CliIo } from './cli-support.js';
 import { openPackage, type PackageInput } from './package-input.js';
-import { formatSourceReport, isSourceDirectory, validateSource } from './validate-source.js';
+import { formatSourceReport, isSourceDirectory, validateS3Prefix, validateSource } from './validate-source.js';
+import { isS3Uri } from '../config/s3-uri.js';
 
 export interface ValidationReport extends PackageCheck {
   readonly input: string;
@@ -167,7 +168,7 @@ export function formatReport(r: ValidationReport): string {
 export const validateCommand: CliCommand = {
   name: 'validate',
   help: `Usage: onnx-mme validate <dir|model.tar.gz> [--json] [--package]
-       onnx-mme validate <source dir> [--json]
+       onnx-mme validate <source dir|s3://bucket/prefix/> [--json]
 
 Runs the checks the server runs when it loads the package, with the server's
 own code: Triton layout and entry model, every config.pbtxt parsed, every ONNX
@@ -185,13 +186,17 @@ A directory the server would serve as MME_MODEL_SOURCE (several models and no
 ensemble to choose between them, or archives and model directories side by
 side) is validated model by model, each as above, and summed up in a table:
 model, ok or error, the entry model's inputs and outputs, memory reserved.
+An s3:// prefix is listed, and each archive under it downloaded and
+extracted by the server's own S3 source (into a temporary directory, removed
+afterwards) and validated the same way.
 
 Options:
   --json      print the report as JSON on stdout
   --package   check the directory as one package even when it looks like a source
   -h, --help  this help
 
-Environment (as the server): MME_ARCHIVE_MAX_BYTES, MME_ARCHIVE_MAX_ENTRIES, MME_ARCHIVE_MAX_RATIO, MME_CONFIG_MAX_BYTES.
+Environment (as the server): MME_ARCHIVE_MAX_BYTES, MME_ARCHIVE_MAX_ENTRIES, MME_ARCHIVE_MAX_RATIO, MME_CONFIG_MAX_BYTES;
+for s3://, AWS_REGION, AWS_ENDPOINT_URL_S3 and the AWS SDK's credential chain.
 
 Exit status: 0 valid (every model of a source), 1 problems found, 2 bad command line or input not found.`,
   async run(argv: readonly string[], io: CliIo): Promise<number> {
@@ -205,6 +210,12 @@ Exit status: 0 valid (every model of a source), 1 problems found, 2 bad command 
       return EXIT_OK;
     }
     const input = parsed.positionals[0]!;
+    if (isS3Uri(input)) {
+      const settings = readSettings(io.env, ['awsRegion', 's3Endpoint', 'archiveMaxBytes', 'archiveMaxEntries', 'archiveMaxRatio']);
+      const source = await validateS3Prefix(input, settings, (dir, label) => validatePackage(dir, io.env, label));
+      write(io.stdout, parsed.values['json'] === true ? JSON.stringify(source, null, 2) : formatSourceReport(source));
+      return source.ok && source.targets.length > 0 ? EXIT_OK : EXIT_FAILED;
+    }
     const { configMaxBytes } = readSettings(io.env, ['configMaxBytes']);
     if (parsed.values['package'] !== true && (await isSourceDirectory(input, configMaxBytes))) {
       const source = await validateSource(input, (dir, label) => validatePackage(dir, io.env, label));

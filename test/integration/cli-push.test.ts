@@ -156,6 +156,22 @@ describe('onnx-mme push', () => {
     assert.ok(await head('prefix/wrong.tar.gz'));
   });
 
+  it('validate s3://bucket/prefix/: every archive under it fetched as the server fetches it, one table; exit 1 for the broken one', async () => {
+    // What the tests above left under the prefix: big.tar.gz, team/renamed.tar.gz, and wrong.tar.gz (pushed with --no-validate).
+    const r = await runCli(['validate', 's3://models/prefix/'], { env });
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stdout, /^MODEL +RESULT +INPUTS +OUTPUTS +MEMORY$/m);
+    assert.match(r.stdout, /^big\.tar\.gz +ok +INPUT0 FP32\[-1,4\] +OUTPUT0 FP32\[-1,4\] +\d+\.\d+ MiB$/m);
+    assert.match(r.stdout, /^team\/renamed\.tar\.gz +ok /m);
+    assert.match(r.stdout, /^wrong\.tar\.gz +error \(\d problems?\)/m);
+    assert.match(r.stdout, /input 'NOPE' is in config\.pbtxt but not in the ONNX model/);
+    assert.match(r.stdout, /^INVALID: 1 of 3 models would be refused when loaded$/m);
+
+    const team = await runCli(['validate', 's3://models/prefix/team/'], { env });
+    assert.equal(team.code, 0, team.stdout + team.stderr);
+    assert.match(team.stdout, /^OK: the server will load its one model$/m);
+  });
+
   it('S3 errors and bad destinations: exit 1 with the reason, exit 2 for the command line', async () => {
     const noBucket = await runCli(['push', big, 's3://no-such-bucket/prefix/', '--no-validate'], { env });
     assert.equal(noBucket.code, 1);
