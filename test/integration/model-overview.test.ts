@@ -9,6 +9,7 @@
  *    version, state, reason); a model whose load failed gives the load's error
  *    as its reason (as Triton does) and in last_error; a loaded one its memory
  *    and last use; the SageMaker-loaded one is there too.
+ *  - gRPC's RepositoryIndex gives the same reason.
  *  - `onnx-mme models --url` prints that as a table, and exits 1 when the
  *    server cannot be reached.
  */
@@ -18,6 +19,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { addSub, packTarGz, writeModelDir } from '../../examples/models/zoo.js';
 import { runCli } from '../support/cli.js';
+import { call, connect } from '../support/grpc-client.js';
 import { startServe, type ServeProcess } from '../support/serve-process.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request } from '../support/test-server.js';
@@ -70,7 +72,7 @@ describe('every model in one place', () => {
     await writeModelDir(path.join(root, 'work'), 'packed', addSub());
     await packTarGz(path.join(root, 'work', 'packed'), path.join(source, 'packed.tar.gz'), { prefix: 'packed' });
     await writeModelDir(path.join(root, 'sagemaker'), 'model', addSub());
-    server = await startServe({ MME_MODEL_SOURCE: source, MME_CACHE_DIR: path.join(root, 'cache'), SAGEMAKER_MULTI_MODEL: 'true' });
+    server = await startServe({ MME_MODEL_SOURCE: source, MME_CACHE_DIR: path.join(root, 'cache'), SAGEMAKER_MULTI_MODEL: 'true', MME_GRPC_PORT: '0' });
     ctx.after(() => server.kill());
   });
 
@@ -120,6 +122,16 @@ describe('every model in one place', () => {
     assert.equal(bad.last_error?.message, bad.reason);
 
     assert.deepEqual({ state: rows.get('no_file')!.state, reason: rows.get('no_file')!.reason }, { state: 'UNAVAILABLE', reason: 'not loaded' });
+
+    // gRPC's RepositoryIndex: Triton's four fields, the same reason.
+    const grpcPort = server.lines.find((l) => l['msg'] === 'onnx-mme listening')!['grpcPort'] as number;
+    const clients = connect(`127.0.0.1:${grpcPort}`);
+    try {
+      const models = (await call(clients.inference, 'RepositoryIndex', { repository_name: '', ready: false })).response.models as IndexRow[];
+      assert.equal(models.find((m) => m.name === 'bad_config')?.reason, bad.reason);
+    } finally {
+      clients.close();
+    }
     assert.equal(rows.get('sm')!.state, 'READY');
 
     // Unloaded after a load: Triton's "unloaded".
