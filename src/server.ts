@@ -18,6 +18,7 @@ import { createMetrics, type Metrics } from './observability/metrics.js';
 import { MemoryManager } from './registry/memory-manager.js';
 import { createModelLoader } from './registry/model-loader.js';
 import { ModelRegistry } from './registry/model-registry.js';
+import { logSurvey, surveyLocalSource } from './registry/package-survey.js';
 import { gpuMemory, hostMemoryBytes, modelMemoryBytes, takeBaseline } from './runtime/memory-usage.js';
 import { detectHostCapabilities } from './runtime/execution-providers.js';
 import { MainThreadCopies } from './runtime/main-thread-copies.js';
@@ -374,6 +375,8 @@ export async function startServer(
     (err: unknown) =>
       logger.warn({ err: (err as Error).message }, 'could not choose the default model at start-up; the first request without a target tries again'),
   );
+  // Triton's model table for a local source: after listening and in the background, so /ping never waits for it.
+  if (!isS3Uri(config.modelSource)) surveySource(source, config, logger);
   const preloading = preload(config.preload, registry, logger);
 
   let stopping: Promise<void> | undefined;
@@ -523,6 +526,17 @@ async function beforeDeadline(work: Promise<unknown>, deadline: number): Promise
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** Every model of a local source with its state at start-up (registry/package-survey.ts); never rejects. */
+function surveySource(source: ModelSource, config: ServerConfig, logger: Logger): void {
+  source
+    .list()
+    .then((entries) => surveyLocalSource(config.modelSource, entries, { configMaxBytes: config.configMaxBytes }))
+    .then(
+      (rows) => logSurvey(rows, logger),
+      (err: unknown) => logger.warn({ err: (err as Error).message }, 'could not list the model source at start-up; models are checked when loaded'),
+    );
 }
 
 /** Most preloads in progress at once: enough to overlap downloads, few enough not to starve requests. */

@@ -16,7 +16,7 @@ import { versionText } from './version.js';
 /** Name → summary (for the overview, without loading the command) and loader. */
 const COMMANDS: Readonly<Record<string, { readonly summary: string; load(): Promise<CliCommand> }>> = {
   validate: {
-    summary: 'check a model directory or .tar.gz the way the server loads it; list every problem',
+    summary: 'check a model directory, .tar.gz, or a whole source (directory or s3:// prefix) the way the server loads it',
     load: async () => (await import('./validate.js')).validateCommand,
   },
   pack: {
@@ -39,6 +39,10 @@ const COMMANDS: Readonly<Record<string, { readonly summary: string; load(): Prom
     summary: 'measure a model package under load with candidate configs on this machine and write the best config.pbtxt',
     load: async () => (await import('./tune.js')).tuneCommand,
   },
+  models: {
+    summary: 'list every model a running server knows, with state, memory, last use and the reason one is not loaded',
+    load: async () => (await import('./models.js')).modelsCommand,
+  },
   serve: {
     summary: 'run the server (what SageMaker starts with `docker run IMAGE serve`)',
     load: async () => (await import('./serve.js')).serveCommand,
@@ -58,7 +62,8 @@ directory to a served model:
   onnx-mme validate mymodel/
   onnx-mme pack mymodel/ -o mymodel.tar.gz
   onnx-mme push mymodel.tar.gz s3://bucket/prefix/
-  onnx-mme invoke --url http://localhost:8080 --target mymodel.tar.gz --json request.json`;
+  onnx-mme invoke --url http://localhost:8080 --target mymodel.tar.gz --json request.json
+  onnx-mme models --url http://localhost:8080`;
 
 /** Runs one command line; the exit code, or undefined when the command keeps the process (serve). */
 async function runCli(argv: readonly string[], io: CliIo): Promise<number | undefined> {

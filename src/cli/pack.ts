@@ -13,9 +13,25 @@
  */
 import { mkdir, readdir, realpath, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { createWriteStream } from 'node:fs';
+import { Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createGzip } from 'node:zlib';
 import * as tar from 'tar';
-import { EXIT_FAILED, EXIT_OK, formatBytes, parseCommandLine, stringOption, UsageError, write, type CliCommand, type CliIo } from './cli-support.js';
+import {
+  EXIT_FAILED,
+  EXIT_OK,
+  formatBytes,
+  numberOption,
+  parseCommandLine,
+  stringOption,
+  UsageError,
+  write,
+  type CliCommand,
+  type CliIo,
+} from './cli-support.js';
 import { formatReport, validatePackage } from './validate.js';
+import { DEFAULT_PROGRESS_INTERVAL_MS, ProgressBar } from './progress.js';
 import { isArchiveName } from '../store/target-path.js';
 
 /** Fixed entry mtime: the same tree always packs to the same bytes. */
@@ -42,16 +58,39 @@ async function listTree(dir: string, rel: string, seen: Set<string>): Promise<st
   return out;
 }
 
-/** Write `root`'s tree into `outFile` (gzip), under `prefix/` when given. */
-export async function writeTarGz(root: string, outFile: string, prefix: string | undefined): Promise<number> {
+/** Bytes of the regular files among `entries` (paths under `root`), links followed: what packing reads. */
+async function entryBytes(root: string, entries: readonly string[]): Promise<number> {
+  let total = 0;
+  for (const e of entries) if (!e.endsWith('/')) total += (await stat(path.join(root, e))).size;
+  return total;
+}
+
+/**
+ * Write `root`'s tree into `outFile` (gzip), under `prefix/` when given.
+ * `onProgress` hears the tar bytes written so far against their total (file
+ * contents plus tar's headers and padding, roughly), as the gzip stream reads them.
+ */
+export async function writeTarGz(
+  root: string,
+  outFile: string,
+  prefix: string | undefined,
+  onProgress?: (done: number, total: number) => void,
+): Promise<number> {
   const entries = await listTree(root, '', new Set());
+  const total = (await entryBytes(root, entries)) + 512 * (entries.length + 3);
   const temp = `${outFile}.tmp-${process.pid}`;
   await mkdir(path.dirname(outFile), { recursive: true });
+  let done = 0;
+  const counter = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      done += chunk.length;
+      onProgress?.(Math.min(done, total), total);
+      cb(null, chunk);
+    },
+  });
   try {
-    await tar.create(
+    const pack = tar.create(
       {
-        gzip: { level: 9 },
-        file: temp,
         cwd: root,
         portable: true,
         follow: true,
@@ -61,6 +100,7 @@ export async function writeTarGz(root: string, outFile: string, prefix: string |
       },
       prefix === undefined ? entries : ['./', ...entries],
     );
+    await pipeline(pack, counter, createGzip({ level: 9 }), createWriteStream(temp));
     await rename(temp, outFile);
   } catch (err) {
     await rm(temp, { force: true });
@@ -83,13 +123,19 @@ as the files they point to. Nothing is written when validation fails.
 
 Options:
   -o, --output <file>  where to write (default: <dir name>.tar.gz in the current directory)
+  --progress-interval <s>  seconds between progress lines on stderr when it is not a terminal (default 5;
+                       a terminal gets a bar)
   -h, --help           this help
 
 Environment (as the server): MME_ARCHIVE_MAX_BYTES, MME_ARCHIVE_MAX_ENTRIES, MME_ARCHIVE_MAX_RATIO.
 
 Exit status: 0 written, 1 validation failed, 2 bad command line.`,
   async run(argv: readonly string[], io: CliIo): Promise<number> {
-    const parsed = parseCommandLine(argv, { output: { type: 'string', short: 'o' } }, { min: 1, max: 1, names: 'the model directory to pack' });
+    const parsed = parseCommandLine(
+      argv,
+      { output: { type: 'string', short: 'o' }, 'progress-interval': { type: 'string' } },
+      { min: 1, max: 1, names: 'the model directory to pack' },
+    );
     if (parsed.help) {
       write(io.stdout, this.help);
       return EXIT_OK;
@@ -110,7 +156,15 @@ Exit status: 0 written, 1 validation failed, 2 bad command line.`,
     }
     // A single model goes under its own name; a repository (possibly the one directory it wraps) as it is.
     const prefix = report.singleModel ? path.basename(report.root) : undefined;
-    const bytes = await writeTarGz(report.root, output, prefix);
+    const intervalMs = numberOption(parsed, 'progress-interval', DEFAULT_PROGRESS_INTERVAL_MS / 1000, 0) * 1000;
+    let bar: ProgressBar | undefined;
+    let tarBytes = 0;
+    const bytes = await writeTarGz(report.root, output, prefix, (done, total) => {
+      bar ??= new ProgressBar(io.stderr, total, `packing ${path.basename(output)}`, { intervalMs });
+      tarBytes = total;
+      bar.update(done);
+    });
+    bar?.finish(tarBytes);
     write(io.stderr, formatReport(report));
     const layout = prefix === undefined ? `${report.models.length} model directories at the root` : `model directory '${prefix}/' at the root`;
     write(io.stdout, `${output}  ${formatBytes(bytes)}  (${layout}; entry model '${report.entry ?? '?'}')`);

@@ -23,6 +23,7 @@ import {
   type CliIo,
   type Parsed,
 } from './cli-support.js';
+import { StatusLine } from './progress.js';
 
 const HELP = `Usage: onnx-mme perf <base-url> --model <name> [--target-model <t>] [--concurrency 1:64:x2 | --rate N] [--duration-s N] [--binary] [--json FILE] [--csv FILE] [--chart FILE.svg] [options]
 
@@ -65,7 +66,7 @@ Requests:
   --fill-dims N          every other -1 dim becomes N (default 1)
   --binary               send tensors with the binary extension (and ask for binary outputs)
 
-Output (progress goes to stderr):
+Output (progress goes to stderr: a redrawn status line on a terminal, a line per window otherwise):
   --json FILE            one object per step: concurrency, throughput_rps, p50_ms, p90_ms, p95_ms,
                          p99_ms, requests, errors, errors_by_status, server {...}, ...
   --csv FILE             the same as CSV
@@ -178,8 +179,26 @@ export function perfOptions(parsed: Parsed, io: CliIo): PerfOptions & { readonly
     inputData:
       inputData.length === 0 ? { kind: 'random' } : special.length === 1 ? { kind: special[0] as 'random' | 'zero' } : { kind: 'files', files: inputData },
     shape: { shapes: parseShapes(list(parsed, 'shape')), batchSize: intOption(parsed, 'batch-size', 1, 1), fillDims: intOption(parsed, 'fill-dims', 1, 0) },
-    progress: (line) => write(io.stderr, line),
+    progress: perfProgress(io, values.length),
     allowErrors: parsed.values['allow-errors'] === true,
+  };
+}
+
+/**
+ * perf-run's progress lines: the indented window lines become the status line
+ * (a bar of the steps done on a terminal; plain periodic lines elsewhere, one
+ * per window), every other line stays.
+ */
+function perfProgress(io: CliIo, steps: number): (line: string) => void {
+  const status = new StatusLine(io.stderr);
+  let done = 0;
+  return (line) => {
+    if (line.startsWith('  ')) {
+      status.status(done, steps, line);
+      return;
+    }
+    if (/^perf: (concurrency|rate) /.test(line)) done++;
+    status.log(line);
   };
 }
 

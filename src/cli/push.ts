@@ -29,7 +29,7 @@ import {
   type CliCommand,
   type CliIo,
 } from './cli-support.js';
-import { ProgressBar } from './progress.js';
+import { DEFAULT_PROGRESS_INTERVAL_MS, ProgressBar } from './progress.js';
 import { formatReport, validatePackage } from './validate.js';
 
 const MIB = 1024 * 1024;
@@ -88,13 +88,15 @@ export const pushCommand: CliCommand = {
 Validates the archive as 'onnx-mme validate' does (every problem is listed and
 nothing is uploaded when there is one), then uploads it with a multipart
 upload: parts go up in parallel and a failed upload is aborted, leaving no
-parts behind. A progress bar goes to stderr; the object's URI and ETag go to
-stdout. With a destination ending in '/', the object is named after the file.
+parts behind. Progress goes to stderr (a bar on a terminal; otherwise a line
+every --progress-interval seconds and one at the end); the object's URI and
+ETag go to stdout. With a destination ending in '/', the object is named after the file.
 
 Options:
   --part-size <MiB>    part size in MiB (default 8, at least 5; raised when the file would need more than 10000 parts)
   --concurrency <n>    parts uploaded at once (default 4)
   --no-validate        upload without validating first
+  --progress-interval <s>  seconds between progress lines when stderr is not a terminal (default 5)
   -h, --help           this help
 
 Environment (as the server):
@@ -108,7 +110,7 @@ Exit status: 0 uploaded, 1 validation or upload failed, 2 bad command line.`,
   async run(argv: readonly string[], io: CliIo): Promise<number> {
     const parsed = parseCommandLine(
       argv,
-      { 'part-size': { type: 'string' }, concurrency: { type: 'string' }, 'no-validate': { type: 'boolean' } },
+      { 'part-size': { type: 'string' }, concurrency: { type: 'string' }, 'no-validate': { type: 'boolean' }, 'progress-interval': { type: 'string' } },
       { min: 2, max: 2, names: 'the archive and the s3:// destination' },
     );
     if (parsed.help) {
@@ -138,7 +140,9 @@ Exit status: 0 uploaded, 1 validation or upload failed, 2 bad command line.`,
 
     const client = s3ClientFor(settings);
     const objectUri = s3ObjectUri(dest.bucket, dest.key);
-    const bar = new ProgressBar(io.stderr, info.size, `uploading ${path.basename(file)}`);
+    const bar = new ProgressBar(io.stderr, info.size, `uploading ${path.basename(file)}`, {
+      intervalMs: numberOption(parsed, 'progress-interval', DEFAULT_PROGRESS_INTERVAL_MS / 1000, 0) * 1000,
+    });
     const parts = new Set<number>();
     const upload = new Upload({
       client,

@@ -18,6 +18,8 @@ import type { HostCapabilities } from '../runtime/execution-providers.js';
 import { RuntimePool } from '../runtime/runtime-pool.js';
 import { EXIT_FAILED, EXIT_OK, formatBytes, parseCommandLine, readSettings, write, type CliCommand, type CliIo } from './cli-support.js';
 import { openPackage, type PackageInput } from './package-input.js';
+import { formatSourceReport, isSourceDirectory, validateS3Prefix, validateSource } from './validate-source.js';
+import { isS3Uri } from '../config/s3-uri.js';
 
 export interface ValidationReport extends PackageCheck {
   readonly input: string;
@@ -63,7 +65,7 @@ function warningSink(): { stream: Writable; notes: string[] } {
  * load it. Throws UsageError when `input` does not exist; problems with the
  * package, a corrupt archive included, are in the report.
  */
-export async function validatePackage(input: string, env: NodeJS.ProcessEnv): Promise<ValidationReport> {
+export async function validatePackage(input: string, env: NodeJS.ProcessEnv, label?: string): Promise<ValidationReport> {
   const settings = readSettings(env, ['archiveMaxBytes', 'archiveMaxEntries', 'archiveMaxRatio', 'configMaxBytes']);
   let pkg: PackageInput;
   try {
@@ -73,7 +75,7 @@ export async function validatePackage(input: string, env: NodeJS.ProcessEnv): Pr
     const problem: PackageProblem = { model: undefined, code: err.code, message: err.message };
     return {
       input,
-      label: path.basename(input),
+      label: label ?? path.basename(input),
       kind: 'archive',
       archiveBytes: await stat(input).then(
         (s) => s.size,
@@ -95,7 +97,7 @@ export async function validatePackage(input: string, env: NodeJS.ProcessEnv): Pr
   const pool = new RuntimePool(1);
   try {
     const check = await checkPackage(
-      { dir: pkg.dir, label: pkg.label, fallbackName: pkg.fallbackName },
+      { dir: pkg.dir, label: label ?? pkg.label, fallbackName: pkg.fallbackName },
       {
         pool,
         intraOpThreads: undefined,
@@ -109,7 +111,7 @@ export async function validatePackage(input: string, env: NodeJS.ProcessEnv): Pr
       ...check,
       notes: [...new Set([...check.notes, ...sink.notes])],
       input,
-      label: pkg.label,
+      label: label ?? pkg.label,
       kind: pkg.kind,
       archiveBytes: pkg.archiveBytes,
       peakResidentBytes: process.resourceUsage().maxRSS * 1024,
@@ -165,7 +167,8 @@ export function formatReport(r: ValidationReport): string {
 
 export const validateCommand: CliCommand = {
   name: 'validate',
-  help: `Usage: onnx-mme validate <dir|model.tar.gz> [--json]
+  help: `Usage: onnx-mme validate <dir|model.tar.gz> [--json] [--package]
+       onnx-mme validate <source dir|s3://bucket/prefix/> [--json]
 
 Runs the checks the server runs when it loads the package, with the server's
 own code: Triton layout and entry model, every config.pbtxt parsed, every ONNX
@@ -179,20 +182,47 @@ server's field table (docs/model-packages.md): a refused field is a problem, an
 ignored one is listed under its model as "ignored: <field> (why)". An archive is extracted with the server's safe extractor and limits.
 Every problem is listed, then the memory estimate.
 
+A directory the server would serve as MME_MODEL_SOURCE (several models and no
+ensemble to choose between them, or archives and model directories side by
+side) is validated model by model, each as above, and summed up in a table:
+model, ok or error, the entry model's inputs and outputs, memory reserved.
+An s3:// prefix is listed, and each archive under it downloaded and
+extracted by the server's own S3 source (into a temporary directory, removed
+afterwards) and validated the same way.
+
 Options:
   --json      print the report as JSON on stdout
+  --package   check the directory as one package even when it looks like a source
   -h, --help  this help
 
-Environment (as the server): MME_ARCHIVE_MAX_BYTES, MME_ARCHIVE_MAX_ENTRIES, MME_ARCHIVE_MAX_RATIO, MME_CONFIG_MAX_BYTES.
+Environment (as the server): MME_ARCHIVE_MAX_BYTES, MME_ARCHIVE_MAX_ENTRIES, MME_ARCHIVE_MAX_RATIO, MME_CONFIG_MAX_BYTES;
+for s3://, AWS_REGION, AWS_ENDPOINT_URL_S3 and the AWS SDK's credential chain.
 
-Exit status: 0 valid, 1 problems found, 2 bad command line or input not found.`,
+Exit status: 0 valid (every model of a source), 1 problems found, 2 bad command line or input not found.`,
   async run(argv: readonly string[], io: CliIo): Promise<number> {
-    const parsed = parseCommandLine(argv, { json: { type: 'boolean' } }, { min: 1, max: 1, names: 'the package to validate (a directory or .tar.gz)' });
+    const parsed = parseCommandLine(
+      argv,
+      { json: { type: 'boolean' }, package: { type: 'boolean' } },
+      { min: 1, max: 1, names: 'the package to validate (a directory or .tar.gz)' },
+    );
     if (parsed.help) {
       write(io.stdout, this.help);
       return EXIT_OK;
     }
-    const report = await validatePackage(parsed.positionals[0]!, io.env);
+    const input = parsed.positionals[0]!;
+    if (isS3Uri(input)) {
+      const settings = readSettings(io.env, ['awsRegion', 's3Endpoint', 'archiveMaxBytes', 'archiveMaxEntries', 'archiveMaxRatio']);
+      const source = await validateS3Prefix(input, settings, (dir, label) => validatePackage(dir, io.env, label));
+      write(io.stdout, parsed.values['json'] === true ? JSON.stringify(source, null, 2) : formatSourceReport(source));
+      return source.ok && source.targets.length > 0 ? EXIT_OK : EXIT_FAILED;
+    }
+    const { configMaxBytes } = readSettings(io.env, ['configMaxBytes']);
+    if (parsed.values['package'] !== true && (await isSourceDirectory(input, configMaxBytes))) {
+      const source = await validateSource(input, (dir, label) => validatePackage(dir, io.env, label));
+      write(io.stdout, parsed.values['json'] === true ? JSON.stringify(source, null, 2) : formatSourceReport(source));
+      return source.ok && source.targets.length > 0 ? EXIT_OK : EXIT_FAILED;
+    }
+    const report = await validatePackage(input, io.env);
     write(io.stdout, parsed.values['json'] === true ? JSON.stringify(report, null, 2) : formatReport(report));
     return report.ok ? EXIT_OK : EXIT_FAILED;
   },

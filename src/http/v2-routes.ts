@@ -146,6 +146,10 @@ export function v2Routes(deps: V2RouteDeps): Router {
         // While resident (docs/memory-and-caching.md): its share of the budget, and what its load measured.
         ...(r.reservedBytes === undefined ? {} : { reserved_bytes: r.reservedBytes }),
         ...(r.measuredBytes === undefined ? {} : { measured_bytes: r.measuredBytes }),
+        ...(r.lastUsedMs === undefined ? {} : { last_used: new Date(r.lastUsedMs).toISOString() }),
+        ...(r.lastError === undefined
+          ? {}
+          : { last_error: { code: r.lastError.code, message: r.lastError.message, at: new Date(r.lastError.atMs).toISOString() } }),
       })),
     );
   });

@@ -57,6 +57,8 @@ export interface ResidentView extends ModelMemory {
   readonly pkg: LoadedPackage | undefined;
   /** What the budget counts for it now (0 until loaded). */
   readonly bytes: number;
+  /** When a request last leased it (wall-clock epoch ms, for display); undefined when none has. */
+  readonly lastUsedMs: number | undefined;
 }
 
 export interface Lease {
@@ -111,6 +113,8 @@ interface Entry extends LiveEntry {
   pkg: LoadedPackage | undefined;
   loaded: LoadedModelPackage | undefined;
   inflight: number;
+  /** clock.nowUs() of its last lease. */
+  lastUsedUs: number | undefined;
   /** Requests waiting for its load to finish: it stays pinned until they hold their leases. */
   waiting: number;
   idle: (() => void) | undefined;
@@ -155,7 +159,9 @@ export class ModelLifecycle {
   /** A resident entry's state, package and memory, without loading anything. */
   view(key: EntryKey): ResidentView | undefined {
     const entry = this.entries.get(key);
-    return entry === undefined ? undefined : { state: entry.state, pkg: entry.pkg, bytes: entry.loaded?.bytes ?? 0, ...memoryOf(entry) };
+    if (entry === undefined) return undefined;
+    const lastUsedMs = entry.lastUsedUs === undefined ? undefined : Date.now() - (this.clock.nowUs() - entry.lastUsedUs) / 1000;
+    return { state: entry.state, pkg: entry.pkg, bytes: entry.loaded?.bytes ?? 0, lastUsedMs, ...memoryOf(entry) };
   }
 
   /**
@@ -297,6 +303,7 @@ export class ModelLifecycle {
       pkg: undefined,
       loaded: undefined,
       inflight: 0,
+      lastUsedUs: undefined,
       waiting: 0,
       idle: undefined,
       releases,
@@ -342,6 +349,7 @@ export class ModelLifecycle {
 
   private lease(entry: Entry, pkg: LoadedPackage): Lease {
     entry.inflight++;
+    entry.lastUsedUs = this.clock.nowUs();
     this.options.memory.touch(entry.key);
     let released = false;
     return {

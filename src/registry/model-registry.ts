@@ -22,6 +22,7 @@ import { DefaultModel, type DefaultChoice } from './default-model.js';
 import { ModelLifecycle, type EntryState } from './lifecycle.js';
 import { latestVersion, type LoadedModel } from './loaded-model.js';
 import { ManagedModels } from './managed-models.js';
+import type { LoadError } from './load-history.js';
 import type { ManagedUrlLimits } from './managed-url.js';
 import type { ModelHandle, ModelRef } from './model-handle.js';
 import type { MemoryManager } from './memory-manager.js';
@@ -68,6 +69,10 @@ export interface RepositoryIndexEntry {
   /** While resident: its share of the memory budget, and what its load was measured to add to the process. */
   readonly reservedBytes?: number | undefined;
   readonly measuredBytes?: number | undefined;
+  /** When a request last used it (wall-clock epoch ms), while resident. */
+  readonly lastUsedMs?: number | undefined;
+  /** Its last load's error (also its `reason` while it is not loaded), until a load succeeds. */
+  readonly lastError?: LoadError | undefined;
 }
 
 export class ModelRegistry {
@@ -134,20 +139,25 @@ export class ModelRegistry {
         sizeBytes: undefined,
         reservedBytes: m.reservedBytes,
         measuredBytes: m.measuredBytes,
+        lastUsedMs: m.resident?.lastUsedMs,
       });
     }
     for (const t of await this.sources.list()) {
       const resident = t.resident;
       const state = resident?.state;
+      const lastError = t.history?.lastError;
       rows.push({
         name: t.target,
         version: state === 'READY' ? versionOf(resident?.pkg) : undefined,
         state: state ?? 'UNAVAILABLE',
-        reason: state === undefined ? 'not loaded' : '',
+        // As Triton's index: a model whose load failed gives the load's error; one loaded before and since evicted or unloaded, "unloaded".
+        reason: state !== undefined ? '' : (lastError?.message ?? (t.history?.loadedOnce === true ? 'unloaded' : 'not loaded')),
         cached: t.cached,
         sizeBytes: t.sizeBytes,
         reservedBytes: resident?.reservedBytes,
         measuredBytes: resident?.measuredBytes,
+        lastUsedMs: resident?.lastUsedMs,
+        lastError,
       });
     }
     return rows;

@@ -165,6 +165,43 @@ async function modelFilePath(md: ModelDirectory, version: number, fileName: stri
   }
 }
 
+/** Refuse another framework before looking for a model.onnx it would not have (e.g. backend "python", platform "tensorrt_plan"). */
+function refuseOtherFramework(draft: ModelConfigDraft, modelLabel: string): void {
+  const { backend, platform } = draft;
+  if ((backend !== '' && backend !== 'onnxruntime') || (platform !== '' && platform !== 'onnxruntime_onnx')) {
+    throw new ServingError(
+      'INVALID_MODEL',
+      `model '${modelLabel}': platform '${platform || '(none)'}' backend '${backend || '(none)'}' is not supported; onnx-mme serves ${SUPPORTED_PLATFORMS}`,
+      { model: modelLabel },
+    );
+  }
+}
+
+/**
+ * The checks of a load that need no session (registry/package-survey.ts, the
+ * start-up survey of a local source): config.pbtxt parsed, the platform one
+ * onnx-mme serves, the versions the policy selects and their model files
+ * present, an ensemble's steps present in the package. Throws the error the
+ * load would.
+ */
+export async function preflightModel(layout: RepositoryLayout, md: ModelDirectory, label: string): Promise<void> {
+  const modelLabel = layout.singleModel ? label : `${label}/${md.name}`;
+  const draft = await parseModelConfigDraft(md.configText, { sourceName: `${md.name}/config.pbtxt`, directoryName: md.name });
+  if (draft.platform === 'ensemble') {
+    const names = new Set(layout.models.map((m) => m.name));
+    const missing = (finishModelConfig(draft).ensembleSteps ?? []).map((s) => s.modelName).filter((n) => !names.has(n));
+    if (missing.length > 0)
+      throw new ServingError('INVALID_MODEL', `model '${modelLabel}': ensemble steps name models the package lacks: ${[...new Set(missing)].join(', ')}`, {
+        model: modelLabel,
+      });
+    return;
+  }
+  if (stepBackendOf(draft) !== undefined) return;
+  refuseOtherFramework(draft, modelLabel);
+  const fileName = draft.defaultModelFilename || 'model.onnx';
+  for (const version of selectVersions(md.versions, draft.versionPolicy, modelLabel)) await modelFilePath(md, version, fileName, modelLabel);
+}
+
 /** Exported for registry/package-check (the `onnx-mme validate` collecting mode); the server only uses loadPackage. */
 export class PackageBuilder {
   private readonly models = new Map<string, LoadedModel>();
@@ -313,15 +350,7 @@ export class PackageBuilder {
 
   private async loadOnnx(md: ModelDirectory, draft: ModelConfigDraft): Promise<LoadedModel> {
     const modelLabel = this.layout.singleModel ? this.label : `${this.label}/${md.name}`;
-    // Refuse another framework before looking for a model.onnx it would not have (e.g. backend "python", platform "tensorrt_plan").
-    const { backend, platform } = draft;
-    if ((backend !== '' && backend !== 'onnxruntime') || (platform !== '' && platform !== 'onnxruntime_onnx')) {
-      throw new ServingError(
-        'INVALID_MODEL',
-        `model '${modelLabel}': platform '${platform || '(none)'}' backend '${backend || '(none)'}' is not supported; onnx-mme serves ${SUPPORTED_PLATFORMS}`,
-        { model: modelLabel },
-      );
-    }
+    refuseOtherFramework(draft, modelLabel);
     const versions = selectVersions(md.versions, draft.versionPolicy, modelLabel);
     const fileName = draft.defaultModelFilename || 'model.onnx';
     const providerChoice = chooseProviders(providerHintsOf(draft), this.deps.serverProviders, this.deps.host);

@@ -27,6 +27,7 @@ import { abortable } from '../store/abort.js';
 import type { LocalModel, ModelSource } from '../store/model-source.js';
 import { archiveStem, normalizeTarget } from '../store/target-path.js';
 import { FailedLoads } from './failed-loads.js';
+import { LoadHistory, type LoadRecord } from './load-history.js';
 import { KeySpace, type EntryKey, type Lease, type LiveEntry, type LoadContext, type ModelLifecycle, type ResidentView } from './lifecycle.js';
 import { loadAndRelease, residentReady, type ModelHandle } from './model-handle.js';
 import type { LoadedModelPackage } from './model-loader.js';
@@ -41,6 +42,8 @@ export interface RepositoryModel {
   readonly cached: boolean;
   /** Resident under its name or its archive stem; undefined when not loaded. */
   readonly resident: ResidentView | undefined;
+  /** Its last load's error, and whether it was ever loaded (registry/load-history.ts); undefined when never tried. */
+  readonly history: LoadRecord | undefined;
 }
 
 export interface SourceModelsOptions {
@@ -74,6 +77,8 @@ export class SourceModels {
   private readonly revalidateUs: number;
   /** Loads that failed because of the object itself, by canonical target. */
   private readonly failedLoads: FailedLoads;
+  /** The last load's outcome per canonical target, for the repository index. */
+  private readonly history = new LoadHistory();
   /** Normalised target → the canonical spelling of its object (ModelSource.canonicalTarget); bounded. */
   private readonly spellings = new Map<string, string>();
   /** The version check in flight per target in a failed load's back-off. */
@@ -140,7 +145,8 @@ export class SourceModels {
     const listed = await this.options.source.list();
     return listed.map((m) => {
       const resident = this.lifecycle.view(this.keys.key(m.target)) ?? this.lifecycle.view(this.keys.key(archiveStem(m.target)));
-      return { target: m.target, sizeBytes: m.sizeBytes, lastModified: m.lastModified?.toISOString(), cached: m.cached, resident };
+      const history = this.history.get(m.target) ?? this.history.get(archiveStem(m.target));
+      return { target: m.target, sizeBytes: m.sizeBytes, lastModified: m.lastModified?.toISOString(), cached: m.cached, resident, history };
     });
   }
 
@@ -160,8 +166,10 @@ export class SourceModels {
       const loaded = await ctx.load({ dir: local.dir, label: target, fallbackName: archiveBaseName(target), seriesTarget: target });
       this.freshness.set(ctx.entry, { local, checkedAtUs: this.clock.nowUs(), revalidating: undefined });
       this.failedLoads.forget(target);
+      this.history.loaded(target);
       return loaded;
     } catch (err) {
+      this.history.failed(target, err);
       if (FailedLoads.remembers(err))
         this.failedLoads.record(target, version ?? (await this.options.source.currentVersion(target).catch(() => undefined)), err);
       // Gone from the source: a spelling may now find another object (`x.tgz` after `x.tar.gz`).

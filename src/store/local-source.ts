@@ -52,6 +52,8 @@ export interface LocalModelSourceOptions {
 
 interface WalkContext {
   readonly realRoot: string;
+  readonly cached: (rel: string, version: string) => boolean;
+  readonly description: string;
   /** The real path of the cache dir, never listed. */
   readonly skip: string;
   readonly out: SourceEntry[];
@@ -124,9 +126,7 @@ export class LocalModelSource implements ModelSource {
     const realRoot = await this.realRoot();
     // A cache dir inside the root must not show up as models.
     const skip = await realpath(this.cacheDir).catch(() => this.cacheDir);
-    const found: SourceEntry[] = [];
-    await this.walk({ realRoot, skip, out: found }, realRoot, '', 1);
-    return found.sort((a, b) => (a.target < b.target ? -1 : a.target > b.target ? 1 : 0));
+    return listModelTree(realRoot, { skip, cached: (rel, version) => this.cache.has(rel, version), description: this.publicDescription });
   }
 
   private realRoot(): Promise<string> {
@@ -214,41 +214,70 @@ export class LocalModelSource implements ModelSource {
     await this.cache.retireOthers(rel, published.pin.entry.dir);
     return { pin: published.pin, version };
   }
+}
 
-  private async walk(walk: WalkContext, absDir: string, relDir: string, depth: number): Promise<void> {
-    const { realRoot, skip, out } = walk;
-    let dirents;
-    try {
-      dirents = await readdir(absDir, { withFileTypes: true });
-    } catch (err) {
-      if (relDir === '') {
-        const message = `cannot list ${this.publicDescription} (${errorCode(err) ?? messageOf(err)})`;
-        throw new ServingError('UPSTREAM_UNAVAILABLE', message, { cause: err });
-      }
-      return; // an unreadable sub-directory hides only itself
+export interface ModelTreeOptions {
+  /** A directory not to look into (the disk cache inside the root); a real path. */
+  readonly skip?: string;
+  /** Whether the disk cache holds this version of an archive; never, when omitted. */
+  readonly cached?: (rel: string, version: string) => boolean;
+  /** How messages name the root (never a host path); "the model source" when omitted. */
+  readonly description?: string;
+}
+
+/**
+ * The targets under a local directory, as a local source lists them: archives
+ * and model directories (a directory that looks like a model or a repository
+ * is one target; others are looked into, MAX_LIST_DEPTH deep), sorted. Also
+ * what `onnx-mme validate <source dir>` validates.
+ */
+export async function listModelTree(root: string, options: ModelTreeOptions = {}): Promise<SourceEntry[]> {
+  const realRoot = await realpath(root);
+  const found: SourceEntry[] = [];
+  const context: WalkContext = {
+    realRoot,
+    skip: options.skip ?? '',
+    out: found,
+    cached: options.cached ?? (() => false),
+    description: options.description ?? 'the model source',
+  };
+  await walk(context, realRoot, '', 1);
+  return found.sort((a, b) => (a.target < b.target ? -1 : a.target > b.target ? 1 : 0));
+}
+
+async function walk(ctx: WalkContext, absDir: string, relDir: string, depth: number): Promise<void> {
+  const { realRoot, skip, out } = ctx;
+  let dirents;
+  try {
+    dirents = await readdir(absDir, { withFileTypes: true });
+  } catch (err) {
+    if (relDir === '') {
+      const message = `cannot list ${ctx.description} (${errorCode(err) ?? messageOf(err)})`;
+      throw new ServingError('UPSTREAM_UNAVAILABLE', message, { cause: err });
     }
-    for (const dirent of dirents) {
-      if (dirent.name.startsWith('.')) continue; // hidden: .git, a cache dir inside the root, ...
-      const rel = relDir === '' ? dirent.name : `${relDir}/${dirent.name}`;
-      if (!isValidTarget(rel)) continue;
-      const abs = path.join(absDir, dirent.name);
-      let stats: Stats;
-      let real = abs;
-      try {
-        if (dirent.isSymbolicLink()) real = await realpath(abs);
-        if (!isInside(realRoot, real)) continue;
-        stats = await stat(abs);
-      } catch {
-        continue;
-      }
-      if (stats.isFile() && isArchiveName(dirent.name)) {
-        out.push({ target: rel, sizeBytes: stats.size, lastModified: stats.mtime, cached: this.cache.has(rel, archiveVersion(stats)) });
-      } else if (stats.isDirectory() && real !== skip) {
-        if (await looksLikeModel(abs)) {
-          out.push({ target: rel, sizeBytes: undefined, lastModified: stats.mtime, cached: true });
-        } else if (depth < MAX_LIST_DEPTH) {
-          await this.walk(walk, abs, rel, depth + 1);
-        }
+    return; // an unreadable sub-directory hides only itself
+  }
+  for (const dirent of dirents) {
+    if (dirent.name.startsWith('.')) continue; // hidden: .git, a cache dir inside the root, ...
+    const rel = relDir === '' ? dirent.name : `${relDir}/${dirent.name}`;
+    if (!isValidTarget(rel)) continue;
+    const abs = path.join(absDir, dirent.name);
+    let stats: Stats;
+    let real = abs;
+    try {
+      if (dirent.isSymbolicLink()) real = await realpath(abs);
+      if (!isInside(realRoot, real)) continue;
+      stats = await stat(abs);
+    } catch {
+      continue;
+    }
+    if (stats.isFile() && isArchiveName(dirent.name)) {
+      out.push({ target: rel, sizeBytes: stats.size, lastModified: stats.mtime, cached: ctx.cached(rel, archiveVersion(stats)) });
+    } else if (stats.isDirectory() && real !== skip) {
+      if (await looksLikeModel(abs)) {
+        out.push({ target: rel, sizeBytes: undefined, lastModified: stats.mtime, cached: true });
+      } else if (depth < MAX_LIST_DEPTH) {
+        await walk(ctx, abs, rel, depth + 1);
       }
     }
   }

@@ -9,7 +9,7 @@ import { copyFile, mkdir, readFile, stat, symlink } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import * as tar from 'tar';
-import { addSub, configText, ensembleRepository, writeModelDir, writeRepository } from '../../examples/models/zoo.js';
+import { addSub, configText, ensembleRepository, sizedModel, writeModelDir, writeRepository } from '../../examples/models/zoo.js';
 import { runCli } from '../support/cli.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer } from '../support/test-server.js';
@@ -138,6 +138,28 @@ describe('onnx-mme pack', () => {
     assert.match(r.stderr, /pack: nothing written/);
     await assert.rejects(stat(out), { code: 'ENOENT' });
     await assert.rejects(stat(`${out}.tmp-${process.pid}`), { code: 'ENOENT' });
+  });
+
+  it('progress on stderr: plain lines at the --progress-interval when stderr is not a terminal, ending at 100%', async () => {
+    await writeModelDir(work, 'big', sizedModel(8 * 1024 * 1024));
+    const out = path.join(work, 'big.tar.gz');
+    // Interval 0: a line per chunk the gzip stream reads, so the test does not depend on how fast packing is.
+    const r = await runCli(['pack', path.join(work, 'big'), '-o', out, '--progress-interval', '0']);
+    assert.equal(r.code, 0, r.stderr);
+    const percents = [...r.stderr.matchAll(/^packing big\.tar\.gz \[[#.]{30}\] +(\d+)% .*\/s/gm)].map((m) => Number(m[1]));
+    assert.ok(percents.length >= 3, `several progress lines, got ${percents.length}`);
+    assert.ok(
+      percents.every((p, i) => i === 0 || p >= percents[i - 1]!),
+      `percentages never go back: ${percents.join(',')}`,
+    );
+    assert.equal(percents.at(-1), 100);
+    assert.ok(!r.stderr.includes('\r'), 'no terminal redraws in a log');
+    // The default interval (5 s) keeps a log short: the first line and the last.
+    const quiet = await runCli(['pack', path.join(work, 'big'), '-o', out]);
+    const lines = quiet.stderr.split('\n').filter((l) => l.startsWith('packing '));
+    assert.ok(lines.length >= 1 && lines.length <= 4, `a short log: ${lines.length} lines`);
+    assert.match(lines.at(-1)!, / 100% /);
+    assert.equal((await runCli(['pack', path.join(work, 'big'), '-o', out, '--progress-interval', 'soon'])).code, 2);
   });
 
   it('usage errors: exit 2', async () => {

@@ -77,7 +77,10 @@ describe('onnx-mme push', () => {
 
   it('uploads a >10 MiB archive in 5 MiB parts with progress, prints the ETag; the server then serves it from S3', async () => {
     const size = (await stat(big)).size;
-    const r = await runCli(['push', big, 's3://models/prefix/', '--part-size', '5'], { env: { ...env, MME_MODEL_SOURCE: 's3://models/prefix/' } });
+    // --progress-interval 0: a plain line for every progress event (stderr is not a terminal here), whatever the upload's speed.
+    const r = await runCli(['push', big, 's3://models/prefix/', '--part-size', '5', '--progress-interval', '0'], {
+      env: { ...env, MME_MODEL_SOURCE: 's3://models/prefix/' },
+    });
     assert.equal(r.code, 0, r.stderr);
     const out = fields(r.stdout);
     assert.equal(out['uri'], 's3://models/prefix/big.tar.gz');
@@ -86,6 +89,10 @@ describe('onnx-mme push', () => {
     assert.equal(out['target'], 'big.tar.gz', 'the header value for a server reading MME_MODEL_SOURCE');
     assert.match(r.stderr, /validated: big\.tar\.gz/);
     assert.match(r.stderr, /uploading big\.tar\.gz \[#+\.*\] +\d+% .*\(part \d\)/, 'progress on stderr');
+    const progress = r.stderr.split('\n').filter((l) => l.startsWith('uploading big.tar.gz'));
+    assert.ok(progress.length >= 3, `a line per part at least: ${progress.length}`);
+    assert.match(progress.at(-1)!, / 100% /);
+    assert.ok(!r.stderr.includes('\r'), 'no terminal redraws in a log');
     assert.match(r.stderr, /in 3 parts/);
 
     const object = await head('prefix/big.tar.gz');
@@ -147,6 +154,22 @@ describe('onnx-mme push', () => {
     const forced = await runCli(['push', wrong, 's3://models/prefix/', '--no-validate'], { env });
     assert.equal(forced.code, 0, forced.stderr);
     assert.ok(await head('prefix/wrong.tar.gz'));
+  });
+
+  it('validate s3://bucket/prefix/: every archive under it fetched as the server fetches it, one table; exit 1 for the broken one', async () => {
+    // What the tests above left under the prefix: big.tar.gz, team/renamed.tar.gz, and wrong.tar.gz (pushed with --no-validate).
+    const r = await runCli(['validate', 's3://models/prefix/'], { env });
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stdout, /^MODEL +RESULT +INPUTS +OUTPUTS +MEMORY$/m);
+    assert.match(r.stdout, /^big\.tar\.gz +ok +INPUT0 FP32\[-1,4\] +OUTPUT0 FP32\[-1,4\] +\d+\.\d+ MiB$/m);
+    assert.match(r.stdout, /^team\/renamed\.tar\.gz +ok /m);
+    assert.match(r.stdout, /^wrong\.tar\.gz +error \(\d problems?\)/m);
+    assert.match(r.stdout, /input 'NOPE' is in config\.pbtxt but not in the ONNX model/);
+    assert.match(r.stdout, /^INVALID: 1 of 3 models would be refused when loaded$/m);
+
+    const team = await runCli(['validate', 's3://models/prefix/team/'], { env });
+    assert.equal(team.code, 0, team.stdout + team.stderr);
+    assert.match(team.stdout, /^OK: the server will load its one model$/m);
   });
 
   it('S3 errors and bad destinations: exit 1 with the reason, exit 2 for the command line', async () => {

@@ -215,8 +215,9 @@ describe('onnx-mme validate', () => {
     }
   });
 
-  it('two models and no ensemble: the entry model cannot be chosen', async () => {
-    const { code, report } = await validateJson(path.join(root, 'two_models'));
+  it('two models and no ensemble checked as one package (--package): the entry model cannot be chosen', async () => {
+    const r = await runCli(['validate', path.join(root, 'two_models'), '--json', '--package']);
+    const { code, report } = { code: r.code, report: JSON.parse(r.stdout) as JsonReport };
     assert.equal(code, 1);
     assert.match(report.problems[0]!.message, /cannot choose the entry model: it has 2 models \(a, b\) and no ensemble/);
     assert.deepEqual(
@@ -224,6 +225,38 @@ describe('onnx-mme validate', () => {
       ['a', 'b'],
       'the models themselves are still checked',
     );
+  });
+
+  it('a model source directory (2 good models, then 1 broken beside them): a table of every model, exit 0, then 1', async () => {
+    const sourceDir = path.join(root, 'source');
+    await writeRepository(sourceDir, { good_a: addSub(), good_b: addSub() });
+    const ok = await runCli(['validate', sourceDir]);
+    assert.equal(ok.code, 0, ok.stdout + ok.stderr);
+    const lines = ok.stdout.split('\n');
+    assert.match(lines[1]!, /^MODEL +RESULT +INPUTS +OUTPUTS +MEMORY$/);
+    assert.match(ok.stdout, /^good_a +ok +INPUT0 FP32\[-1,16\], INPUT1 FP32\[-1,16\] +OUTPUT0 FP32\[-1,16\], OUTPUT1 FP32\[-1,16\] +1\.\d+ MiB$/m);
+    assert.match(ok.stdout, /^good_b +ok /m);
+    assert.match(ok.stdout, /^OK: the server will load each of the 2 models$/m);
+    assert.doesNotMatch(ok.stdout, /MME_DEFAULT_MODEL|cannot choose/);
+
+    await writeModelDir(sourceDir, 'broken', { config: addSub().config! });
+    const bad = await runCli(['validate', sourceDir]);
+    assert.equal(bad.code, 1);
+    assert.match(bad.stdout, /^broken +error \(1 problem\) +- +- +-$/m);
+    assert.match(bad.stdout, /^good_a +ok /m);
+    assert.match(bad.stdout, /^ {2}error \[INVALID_MODEL\] broken: .*has no model\.onnx/m);
+    assert.match(bad.stdout, /^INVALID: 1 of 3 models would be refused when loaded$/m);
+
+    const json = JSON.parse((await runCli(['validate', sourceDir, '--json'])).stdout) as { ok: boolean; targets: { target: string; ok: boolean }[] };
+    assert.deepEqual(
+      json.targets.map((t) => [t.target, t.ok]),
+      [
+        ['broken', false],
+        ['good_a', true],
+        ['good_b', true],
+      ],
+    );
+    assert.equal(json.ok, false);
   });
 
   it('every problem of a repository in one run, each model once', async () => {
@@ -246,7 +279,7 @@ describe('onnx-mme validate', () => {
   it('usage: --help for every command, exit 2 for a bad command line or a missing input', async () => {
     const overview = await runCli(['--help']);
     assert.equal(overview.code, 0);
-    for (const command of ['validate', 'pack', 'push', 'invoke', 'serve']) {
+    for (const command of ['validate', 'pack', 'push', 'invoke', 'models', 'serve']) {
       assert.match(overview.stdout, new RegExp(`^  ${command} `, 'm'));
       const help = await runCli([command, '--help']);
       assert.equal(help.code, 0, command);
