@@ -8,7 +8,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { ServingError } from './errors.js';
+import { ServingError, type HostRedactor } from './errors.js';
 import type { Admission } from './http/admission.js';
 import { createInferenceFront } from './http/inference-front.js';
 import { openEnvelope, sendError, shutdownRefusal, type Envelope } from './http/request-envelope.js';
@@ -41,6 +41,8 @@ export interface AppDeps {
   readonly unhealthy: () => string | undefined;
   /** Bytes in flight and inference work per event-loop turn, checked before a body is read. */
   readonly admission: Admission;
+  /** Cuts the server's own paths, bucket and prefix out of error answers. */
+  readonly redactor?: HostRedactor;
 }
 
 /** The server's request listener, and `listen` as express's app has it (an http.Server on this listener). */

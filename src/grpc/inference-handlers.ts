@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Metadata, ServerDuplexStream, ServerUnaryCall, UntypedServiceImplementation, sendUnaryData } from '@grpc/grpc-js';
 import { CancelSource } from '../cancellation.js';
-import { ServingError } from '../errors.js';
+import { ServingError, type HostRedactor } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { InferenceService, InferOptions, ModelHandle } from '../service/inference-service.js';
@@ -28,6 +28,8 @@ export interface HandlerDeps {
   readonly isDraining: () => boolean;
   /** Shared with the HTTP listener: the drain waits until no request of either is running. */
   readonly inflight: { count: number };
+  /** Cuts the server's own paths, bucket and prefix out of error answers (errors.ts HostRedactor). */
+  readonly redactor?: HostRedactor;
 }
 
 /** gRPC also serves the statistics extension (ModelStatistics). */
@@ -76,7 +78,7 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
   const finish = (method: string, code: string): void => metrics.grpcRequests.cell({ method, code }).inc();
 
   const fail = (method: string, ctx: CallContext, err: unknown, started: number): ReturnType<typeof grpcErrorReply> => {
-    const reply = grpcErrorReply(err);
+    const reply = grpcErrorReply(err, deps.redactor);
     const code = statusName(reply.grpcError.code!);
     const fields = {
       method,
@@ -279,7 +281,7 @@ function streamInfer(
           if (!cancel.aborted) call.write({ error_message: '', infer_response: answer });
         },
         (err: unknown) => {
-          const reply = grpcErrorReply(err);
+          const reply = grpcErrorReply(err, deps.redactor);
           ctx.log.warn(
             { method: 'ModelStreamInfer', code: reply.error.code, model: reply.error.model, err: reply.error.message },
             'grpc stream inference failed',
