@@ -16,6 +16,7 @@ export const ERROR_CODES = [
   'MODEL_NOT_FOUND', // unknown model name or target
   'MODEL_ALREADY_LOADED', // SageMaker load of a name that is already loaded
   'PAYLOAD_TOO_LARGE', // body over the configured limit
+  'RESPONSE_TOO_LARGE', // an answer whose encoding could exceed MME_MAX_RESPONSE_BYTES
   'UNSUPPORTED_MEDIA_TYPE',
   'NOT_ACCEPTABLE',
   'INSUFFICIENT_MEMORY', // the memory budget cannot hold the model, or an allocation failed
@@ -78,6 +79,7 @@ const CLIENT_FAULTS: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'MODEL_NOT_FOUND',
   'MODEL_ALREADY_LOADED',
   'PAYLOAD_TOO_LARGE',
+  'RESPONSE_TOO_LARGE',
   'UNSUPPORTED_MEDIA_TYPE',
   'NOT_ACCEPTABLE',
   'CANCELLED',

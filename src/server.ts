@@ -127,6 +127,8 @@ export async function startServer(
     defaultRoot: isS3Uri(config.modelSource) ? undefined : config.modelSource,
     defaultModel: config.defaultModel,
     revalidateMs: config.revalidateMs,
+    missingTtlMs: config.missingTargetTtlMs,
+    missingLookupsPerSecond: config.missingTargetLookupsPerSecond,
     memory,
     loader: createModelLoader({
       memory,
@@ -172,6 +174,7 @@ export async function startServer(
     metrics,
     maxInflight: config.maxInflightRequests,
     maxQueueSize: config.maxQueueSize,
+    maxResponseBytes: config.maxResponseBytes,
     ...(config.responseCacheBytes > 0 ? { responseCache: new ResponseCache(config.responseCacheBytes) } : {}),
   });
   // Two phases after SIGTERM: `draining` (not ready, every request still served) from the signal on,

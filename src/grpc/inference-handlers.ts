@@ -16,6 +16,8 @@ import type { Metrics } from '../observability/metrics.js';
 import type { InferenceService, InferOptions, ModelHandle } from '../service/inference-service.js';
 import { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../service/server-identity.js';
 import { decodeModelInferRequest, encodeModelInferResponse, type ModelInferRequestMessage, type ModelInferResponseMessage } from './infer-codec.js';
+import type { InferResponse } from '../protocol/infer-types.js';
+import { binaryBytesBound } from '../protocol/response-size.js';
 import { grpcErrorReply, statusName } from './status-codes.js';
 
 export interface HandlerDeps {
@@ -57,6 +59,13 @@ function modelName(raw: string | undefined, field: string): string {
 
 function versionOf(raw: string | undefined): number | undefined {
   return raw === undefined || raw === '' ? undefined : parseVersion(raw);
+}
+
+/** A ModelInferResponse carries every output as raw bytes: its size is exact but for the message's own fields. */
+function grpcAnswerBound(response: InferResponse): number {
+  let bytes = 0;
+  for (const [name, t] of response.outputs) bytes += binaryBytesBound(name, t);
+  return bytes;
 }
 
 function refusedWhileDraining(deps: HandlerDeps): void {
@@ -151,6 +160,7 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
       { cancel: ctx.cancel, log: ctx.log },
       version === undefined ? LATEST : { version },
     );
+    service.checkAnswerSize(grpcAnswerBound(response), response.modelName);
     return encodeModelInferResponse(response);
   };
 

@@ -29,6 +29,7 @@ export function grpcStatusOf(code: ErrorCode): status {
     case 'ACCESS_DENIED':
       return status.PERMISSION_DENIED;
     case 'PAYLOAD_TOO_LARGE':
+    case 'RESPONSE_TOO_LARGE':
     case 'INSUFFICIENT_MEMORY':
     case 'INSUFFICIENT_STORAGE':
       return status.RESOURCE_EXHAUSTED;

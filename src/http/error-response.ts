@@ -18,6 +18,7 @@ export function httpStatusOf(code: ErrorCode): number {
     case 'TARGET_MISMATCH':
     case 'INVALID_MODEL':
     case 'ARCHIVE_REJECTED':
+    case 'RESPONSE_TOO_LARGE':
       return 400;
     case 'ACCESS_DENIED':
       return 403;

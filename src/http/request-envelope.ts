@@ -127,6 +127,12 @@ function modelFields(ctx: RequestContext): { target?: string; model?: string; ve
   return { ...(target === undefined ? {} : { target }), ...(model === undefined ? {} : { model }), ...(version === undefined ? {} : { version }) };
 }
 
+/** A refusal that says when to come back (details.retryAfterSeconds) says it in Retry-After too, where HTTP clients look. */
+function retryAfter(error: ServingError): { 'Retry-After'?: string } {
+  const seconds = error.details?.['retryAfterSeconds'];
+  return typeof seconds === 'number' && Number.isFinite(seconds) ? { 'Retry-After': String(Math.ceil(seconds)) } : {};
+}
+
 /** express and its parsers signal client errors (e.g. a malformed URL) with a 4xx `status`. */
 function fromFrameworkError(err: unknown): unknown {
   if (err instanceof ServingError || typeof err !== 'object' || err === null) return err;
@@ -166,6 +172,7 @@ export function sendError(req: IncomingMessage, res: ServerResponse, envelope: E
     ...(ctx.traceparent === undefined ? {} : { traceparent: ctx.traceparent }),
     'Content-Type': 'application/json; charset=utf-8',
     'Content-Length': Buffer.byteLength(reply.body),
+    ...retryAfter(reply.error),
   });
   res.end(reply.body);
 }

@@ -39,6 +39,9 @@ export interface RegistryOptions {
   readonly defaultModel: string | undefined;
   /** Revalidate a target of the source after this many ms; 0 = never. */
   readonly revalidateMs?: number;
+  /** How long a target the source does not hold is remembered, and how many such misses per second (registry/missing-targets.ts). */
+  readonly missingTtlMs?: number;
+  readonly missingLookupsPerSecond?: number;
   /** How a model is brought into memory and measured (registry/model-loader.ts createModelLoader; a fake in unit tests). */
   readonly loader: ModelLoader;
   /** The LRU the entries are tracked in (the loader reserves in the same manager). */
@@ -78,7 +81,15 @@ export class ModelRegistry {
   constructor(options: RegistryOptions) {
     const { logger, metrics, clock } = options;
     this.lifecycle = new ModelLifecycle({ loader: options.loader, memory: options.memory, logger, metrics, clock });
-    this.sources = new SourceModels(this.lifecycle, { source: options.source, revalidateMs: options.revalidateMs, logger, metrics, clock });
+    this.sources = new SourceModels(this.lifecycle, {
+      source: options.source,
+      revalidateMs: options.revalidateMs,
+      missingTtlMs: options.missingTtlMs,
+      missingLookupsPerSecond: options.missingLookupsPerSecond,
+      logger,
+      metrics,
+      clock,
+    });
     this.managed = new ManagedModels(this.lifecycle, { logger, managedUrls: options.managedUrls, configMaxBytes: options.configMaxBytes });
     this.defaultModel = new DefaultModel(this.lifecycle, this.sources, {
       source: options.source,

@@ -802,12 +802,12 @@ function describe(err: unknown, status: number | undefined): string {
   return parts.join(' ');
 }
 
-/** `tried`: the object names looked up, relative to the prefix (the bucket and prefix are the server's own). */
+/** `tried`: the object names looked up, relative to the prefix (the bucket and prefix are the server's own); `details.uris` keeps its name. */
 function notFound(target: string, tried: readonly string[]): ServingError {
   const where = tried.length === 1 ? `no object '${tried[0]}'` : `none of ${tried.map((t) => `'${t}'`).join(', ')} exists`;
   return new ServingError('MODEL_NOT_FOUND', `model '${target}' not found in the model source: ${where}`, {
     model: target,
-    details: { tried },
+    details: { uris: tried },
   });
 }
 
