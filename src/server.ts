@@ -129,6 +129,7 @@ export async function startServer(
     revalidateMs: config.revalidateMs,
     missingTtlMs: config.missingTargetTtlMs,
     missingLookupsPerSecond: config.missingTargetLookupsPerSecond,
+    progressIntervalMs: config.progressLogMs,
     memory,
     loader: createModelLoader({
       memory,

@@ -45,6 +45,8 @@ export interface ServerConfig {
   readonly missingTargetTtlMs: number;
   /** MME_MISSING_TARGET_LOOKUPS_PER_SECOND: source lookups that find nothing, per second (a burst of twice that); 0 = unbounded. */
   readonly missingTargetLookupsPerSecond: number;
+  /** MME_PROGRESS_LOG_SECONDS in ms: a model load (download, sessions, warm-up) logs its progress at this interval; 0 = never. */
+  readonly progressLogMs: number;
   /** MME_MAX_RESPONSE_BYTES: the largest answer body; an inference answer whose encoding could exceed it is refused before it is encoded. */
   readonly maxResponseBytes: number;
   /** Targets fetched and loaded in the background at startup. */
@@ -344,6 +346,19 @@ export const SETTINGS: readonly AnySetting[] = [
     description:
       'Source lookups that find nothing, per second on average (a burst of twice that): once spent, a request for a target the server does not know gets 429 with Retry-After until the bucket refills. Lookups that find their object cost nothing. 0 = no bound.',
     parse: (raw) => (raw === undefined ? 20 : int('MME_MISSING_TARGET_LOOKUPS_PER_SECOND', raw, 0, 100_000)),
+  },
+  {
+    key: 'progressLogMs',
+    env: ['MME_PROGRESS_LOG_SECONDS'],
+    defaultText: '5',
+    description:
+      'A model load still running after this many seconds logs `model load in progress` (phase; for a download its bytes, percent, rate and ETA), again at every interval; the repository index shows the same beside LOADING. 0 = no progress lines. Fractions allowed.',
+    parse: (raw) => {
+      if (raw === undefined) return 5_000;
+      const n = /^\s*\d+(\.\d+)?\s*$/.test(raw) ? Number(raw.trim()) : Number.NaN;
+      if (!Number.isFinite(n) || n > 3600) throw new Error(`MME_PROGRESS_LOG_SECONDS must be a number of seconds from 0 to 3600, got '${raw}'`);
+      return Math.round(n * 1000);
+    },
   },
   {
     key: 'maxResponseBytes',

@@ -110,7 +110,7 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
       deps.inflight.count++;
       const id = requestId(call.metadata);
       const logs = lazyLog(deps.logger, id);
-      const cancel = new CancelSource();
+      const cancel = new CancelSource(id);
       const ctx: CallContext = {
         id,
         cancel,
@@ -256,7 +256,7 @@ function streamInfer(
 ): void {
   const id = requestId(call.metadata);
   const logs = lazyLog(deps.logger, id);
-  const cancel = new CancelSource();
+  const cancel = new CancelSource(id);
   const ctx: CallContext = {
     id,
     cancel,

@@ -16,7 +16,7 @@
 import express, { type Request, type Response, type Router } from 'express';
 import { ServingError } from '../errors.js';
 import { parseJsonBody } from '../protocol/v2-json-codec.js';
-import type { ModelHandle, ModelRef } from '../service/inference-service.js';
+import type { LoadProgressView, ModelHandle, ModelRef } from '../service/inference-service.js';
 import { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../service/server-identity.js';
 import { serveInference, type InferRouteDeps } from './infer-route.js';
 import { readBody } from './read-body.js';
@@ -141,6 +141,8 @@ export function v2Routes(deps: V2RouteDeps): Router {
         // While resident (docs/memory-and-caching.md): its share of the budget, and what its load measured.
         ...(r.reservedBytes === undefined ? {} : { reserved_bytes: r.reservedBytes }),
         ...(r.measuredBytes === undefined ? {} : { measured_bytes: r.measuredBytes }),
+        // While LOADING: the phase, and the download's share done where S3 gave its size (`LOADING 43%`).
+        ...(r.progress === undefined ? {} : { progress: progressJson(r.progress) }),
       })),
     );
   });
@@ -176,4 +178,17 @@ export function v2Routes(deps: V2RouteDeps): Router {
   });
 
   return router;
+}
+
+/** A load's progress in the index's snake_case; fields the load does not know are left out. */
+function progressJson(p: LoadProgressView): Record<string, unknown> {
+  return {
+    phase: p.phase,
+    ...(p.fraction === undefined ? {} : { percent: Math.floor(p.fraction * 100) }),
+    ...(p.bytes === undefined ? {} : { bytes: p.bytes }),
+    ...(p.totalBytes === undefined ? {} : { total_bytes: p.totalBytes }),
+    ...(p.bytesPerSecond === undefined ? {} : { bytes_per_second: p.bytesPerSecond }),
+    ...(p.etaSeconds === undefined ? {} : { eta_seconds: p.etaSeconds }),
+    elapsed_ms: p.elapsedMs,
+  };
 }

@@ -13,6 +13,7 @@
  * (registry/model-handle.ts); the service uses the handle and never asks
  * which provenance it is.
  */
+import type { LoadProgressView } from './load-progress.js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -42,6 +43,8 @@ export interface RegistryOptions {
   /** How long a target the source does not hold is remembered, and how many such misses per second (registry/missing-targets.ts). */
   readonly missingTtlMs?: number;
   readonly missingLookupsPerSecond?: number;
+  /** A load logs its progress at this interval (ms; 0 = never), registry/load-progress.ts. */
+  readonly progressIntervalMs?: number;
   /** How a model is brought into memory and measured (registry/model-loader.ts createModelLoader; a fake in unit tests). */
   readonly loader: ModelLoader;
   /** The LRU the entries are tracked in (the loader reserves in the same manager). */
@@ -69,6 +72,8 @@ export interface RepositoryIndexEntry {
   /** While resident: its share of the memory budget, and what its load was measured to add to the process. */
   readonly reservedBytes?: number | undefined;
   readonly measuredBytes?: number | undefined;
+  /** While LOADING (a target of the model source): its phase and how far the download has come. */
+  readonly progress?: LoadProgressView | undefined;
 }
 
 export class ModelRegistry {
@@ -86,6 +91,7 @@ export class ModelRegistry {
       revalidateMs: options.revalidateMs,
       missingTtlMs: options.missingTtlMs,
       missingLookupsPerSecond: options.missingLookupsPerSecond,
+      progressIntervalMs: options.progressIntervalMs,
       logger,
       metrics,
       clock,
@@ -156,6 +162,7 @@ export class ModelRegistry {
         sizeBytes: t.sizeBytes,
         reservedBytes: resident?.reservedBytes,
         measuredBytes: resident?.measuredBytes,
+        progress: t.progress,
       });
     }
     return rows;

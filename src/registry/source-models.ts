@@ -30,6 +30,7 @@ import { abortable } from '../store/abort.js';
 import type { LocalModel, ModelSource } from '../store/model-source.js';
 import { archiveStem, normalizeTarget } from '../store/target-path.js';
 import { FailedLoads } from './failed-loads.js';
+import { LoadProgress, type LoadProgressView } from './load-progress.js';
 import { MissingTargets } from './missing-targets.js';
 import { KeySpace, type EntryKey, type Lease, type LiveEntry, type LoadContext, type ModelLifecycle, type ResidentView } from './lifecycle.js';
 import { loadAndRelease, residentReady, type ModelHandle } from './model-handle.js';
@@ -45,6 +46,8 @@ export interface RepositoryModel {
   readonly cached: boolean;
   /** Resident under its name or its archive stem; undefined when not loaded. */
   readonly resident: ResidentView | undefined;
+  /** While it loads: its phase and the download's progress (registry/load-progress.ts). */
+  readonly progress: LoadProgressView | undefined;
 }
 
 export interface SourceModelsOptions {
@@ -58,7 +61,11 @@ export interface SourceModelsOptions {
   readonly missingTtlMs?: number | undefined;
   /** MME_MISSING_TARGET_LOOKUPS_PER_SECOND (0 = no bound); default DEFAULT_MISSING_LOOKUPS_PER_SECOND. */
   readonly missingLookupsPerSecond?: number | undefined;
+  /** MME_PROGRESS_LOG_SECONDS in ms: a load logs `model load in progress` at this interval; 0 = never. Default DEFAULT_PROGRESS_INTERVAL_MS. */
+  readonly progressIntervalMs?: number | undefined;
 }
+
+export const DEFAULT_PROGRESS_INTERVAL_MS = 5_000;
 
 export const DEFAULT_MISSING_TTL_MS = 5_000;
 export const DEFAULT_MISSING_LOOKUPS_PER_SECOND = 20;
@@ -94,6 +101,8 @@ export class SourceModels {
   /** The version check in flight per target in a failed load's back-off. */
   private readonly versionChecks = new Map<string, Promise<string | undefined | null>>();
   private readonly freshness = new WeakMap<LiveEntry, Freshness>();
+  /** Loads in progress by canonical target (the repository index shows them). */
+  private readonly loading = new Map<string, LoadProgress>();
 
   constructor(
     private readonly lifecycle: ModelLifecycle,
@@ -130,7 +139,7 @@ export class SourceModels {
     const existing = this.lifecycle.find(key);
     if (existing?.state === 'READY' && this.isStale(existing)) await abortable(this.revalidate(existing), cancel?.signal, target);
     if (existing === undefined) await this.refuseRecentFailure(target, cancel);
-    return this.lifecycle.acquire(key, target, cancel, (ctx) => this.loadFromSource(target, ctx));
+    return this.lifecycle.acquire(key, target, cancel, (ctx) => this.loadFromSource(target, ctx, cancel?.requestId));
   }
 
   /** An explicit load: a remembered failure is forgotten, and a resident package with a step stopped for good is loaded afresh. */
@@ -165,7 +174,8 @@ export class SourceModels {
     const listed = await this.options.source.list();
     return listed.map((m) => {
       const resident = this.lifecycle.view(this.keys.key(m.target)) ?? this.lifecycle.view(this.keys.key(archiveStem(m.target)));
-      return { target: m.target, sizeBytes: m.sizeBytes, lastModified: m.lastModified?.toISOString(), cached: m.cached, resident };
+      const progress = resident?.state === 'LOADING' ? (this.loading.get(m.target) ?? this.loading.get(archiveStem(m.target)))?.view() : undefined;
+      return { target: m.target, sizeBytes: m.sizeBytes, lastModified: m.lastModified?.toISOString(), cached: m.cached, resident, progress };
     });
   }
 
@@ -175,9 +185,19 @@ export class SourceModels {
     return this.keys.key(this.spellings.get(target) ?? target);
   }
 
-  private async loadFromSource(target: string, ctx: LoadContext): Promise<LoadedModelPackage> {
+  private async loadFromSource(target: string, ctx: LoadContext, requestId: string | undefined): Promise<LoadedModelPackage> {
     // Not the caller's signal: the load is shared, one caller leaving must not fail the others.
     let version: string | undefined;
+    const { source, logger } = this.options;
+    const progress = new LoadProgress({
+      label: target,
+      requestId,
+      logger,
+      intervalMs: this.options.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS,
+      transfer: () => source.transferProgress?.(target),
+      firstPhase: source.transferProgress === undefined ? 'preparing files' : 'downloading',
+    }).start();
+    this.loading.set(target, progress);
     try {
       const remembered = this.missing.remembered(target);
       if (remembered !== undefined) throw remembered;
@@ -186,7 +206,13 @@ export class SourceModels {
       this.missing.foundObject(target);
       version = local.version;
       ctx.onRelease(() => local.release());
-      const loaded = await ctx.load({ dir: local.dir, label: target, fallbackName: archiveBaseName(target), seriesTarget: target });
+      const loaded = await ctx.load({
+        dir: local.dir,
+        label: target,
+        fallbackName: archiveBaseName(target),
+        seriesTarget: target,
+        onPhase: (phase) => progress.setPhase(phase),
+      });
       this.freshness.set(ctx.entry, { local, checkedAtUs: this.clock.nowUs(), revalidating: undefined });
       this.failedLoads.forget(target);
       return loaded;
@@ -199,6 +225,9 @@ export class SourceModels {
         for (const [k, v] of this.spellings) if (v === target) this.spellings.delete(k);
       }
       throw err;
+    } finally {
+      progress.stop();
+      if (this.loading.get(target) === progress) this.loading.delete(target);
     }
   }
 

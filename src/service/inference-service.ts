@@ -30,6 +30,7 @@ import { validateRequest } from './validate-request.js';
 
 // What the transports need of the registry's vocabulary, through the service (they never import the registry).
 export type { ManagedModelInfo, ModelHandle, ModelRef, RepositoryIndexEntry } from '../registry/model-registry.js';
+export type { LoadProgressView } from '../registry/load-progress.js';
 export { checkModelName, checkTargetHeader } from '../registry/managed-records.js';
 
 export interface InferContext {

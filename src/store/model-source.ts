@@ -6,6 +6,7 @@
  * into a local directory holding the extracted Triton-layout repository.
  * Only `store/` touches archives, the disk cache and remote stores.
  */
+import type { TransferSnapshot } from './transfer-progress.js';
 
 export interface LocalModel {
   /** The normalised target this directory was resolved from. */
@@ -65,4 +66,6 @@ export interface ModelSource {
   canonicalTarget?(target: string, signal?: AbortSignal): Promise<string>;
   /** Targets available in the source (archives and model directories). */
   list(): Promise<readonly SourceEntry[]>;
+  /** How far the download of `target` has come, while one runs (store/transfer-progress.ts); optional: a local source has none. */
+  transferProgress?(target: string): TransferSnapshot | undefined;
 }

@@ -54,6 +54,7 @@ import { parseS3Uri, s3ObjectUri } from '../config/s3-uri.js';
 import { archiveCandidates, isArchiveName, normalizeTarget } from './target-path.js';
 import { cancelled } from './abort.js';
 import { errorCode, messageOf } from './node-error.js';
+import { TransferProgress, type TransferSnapshot } from './transfer-progress.js';
 
 export interface S3RetryOptions {
   /** Most attempts per operation (1 = no retry). */
@@ -167,6 +168,8 @@ export class S3ModelSource implements ModelSource {
   /** In-flight localizations keyed by normalised target. */
   private readonly flights: PinnedFlights;
   private downloaded = 0;
+  /** The download running per target (the localization's current attempt). */
+  private readonly transfers = new Map<string, TransferProgress>();
 
   constructor(options: S3ModelSourceOptions) {
     const location = parseS3Uri(options.uri);
@@ -195,6 +198,10 @@ export class S3ModelSource implements ModelSource {
         // Our retry loop is the one policy, so the total time stays bounded.
         { maxAttempts: 1, requestHandler: { connectionTimeout: DEFAULT_CONNECTION_TIMEOUT_MS } },
       );
+  }
+
+  transferProgress(target: string): TransferSnapshot | undefined {
+    return this.transfers.get(target)?.snapshot();
   }
 
   /** Body bytes received from S3 since this source was created (every attempt). */
@@ -487,9 +494,12 @@ export class S3ModelSource implements ModelSource {
         ),
       );
     }
+    const progress = new TransferProgress(response.ContentLength);
+    this.transfers.set(target, progress);
     const meter = new DownloadMeter(response.ContentLength, this.idleTimeoutMs, this.minProgress, (bytes) => {
       attempt.progressed = true;
       this.downloaded += bytes;
+      progress.add(bytes);
       onBytes(bytes);
     });
     // A cut before the extraction has attached to `meter` (it opens its files first) would otherwise leave the error
@@ -523,6 +533,7 @@ export class S3ModelSource implements ModelSource {
       }
       throw err instanceof ServingError ? prefixed(err, target, '') : err;
     } finally {
+      if (this.transfers.get(target) === progress) this.transfers.delete(target);
       if (!meter.destroyed) meter.destroy();
       if (!body.readableEnded && !body.destroyed) body.destroy();
     }
