@@ -38,9 +38,9 @@ export interface ModelSource {
   /** Human-readable location for logs, e.g. `file:///models` or `s3://bucket/prefix/`. */
   readonly description: string;
   /**
-   * How messages that reach clients name the source: never a host path (a
-   * local source is "the model source"; an S3 source its s3:// URI, which the
-   * client's own SDK calls name too). Omitted: `description`.
+   * How messages that reach clients name the source: never a host path, a
+   * bucket or a prefix ("the model source", docs/security.md). Omitted:
+   * `description`.
    */
   readonly publicDescription?: string;
   /**

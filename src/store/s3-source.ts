@@ -154,6 +154,8 @@ const retryable = new WeakSet<ServingError>();
 
 export class S3ModelSource implements ModelSource {
   readonly description: string;
+  /** The bucket and prefix are the server's own: clients read "the model source". */
+  readonly publicDescription = 'the model source';
   readonly bucket: string;
   readonly prefix: string;
   private readonly client: S3Client;
