@@ -11,6 +11,9 @@
 import type { Logger } from '../observability/logger.js';
 import type { TransferSnapshot } from '../store/transfer-progress.js';
 
+/** MME_PROGRESS_LOG_SECONDS's default. */
+export const DEFAULT_PROGRESS_INTERVAL_MS = 5_000;
+
 export const LOAD_PHASES = [
   'preparing files',
   'downloading',
@@ -108,5 +111,32 @@ export class LoadProgress {
       },
       'model load in progress',
     );
+  }
+}
+
+/** The loads of one provenance in progress, by key: each runs with its progress lines, and the index reads their views. */
+export class LoadProgressBoard {
+  private readonly loads = new Map<string, LoadProgress>();
+
+  constructor(private readonly defaults: { readonly logger: Logger; readonly intervalMs: number }) {}
+
+  /** Runs `load` with a LoadProgress that logs until it settles; `view(key)` shows it meanwhile. */
+  async run<T>(
+    key: string,
+    options: Pick<LoadProgressOptions, 'label' | 'requestId' | 'firstPhase'> & { readonly transfer?: LoadProgressOptions['transfer'] },
+    load: (progress: LoadProgress) => Promise<T>,
+  ): Promise<T> {
+    const progress = new LoadProgress({ ...this.defaults, transfer: () => undefined, ...options }).start();
+    this.loads.set(key, progress);
+    try {
+      return await load(progress);
+    } finally {
+      progress.stop();
+      if (this.loads.get(key) === progress) this.loads.delete(key);
+    }
+  }
+
+  view(key: string): LoadProgressView | undefined {
+    return this.loads.get(key)?.view();
   }
 }

@@ -96,7 +96,12 @@ export class ModelRegistry {
       metrics,
       clock,
     });
-    this.managed = new ManagedModels(this.lifecycle, { logger, managedUrls: options.managedUrls, configMaxBytes: options.configMaxBytes });
+    this.managed = new ManagedModels(this.lifecycle, {
+      logger,
+      managedUrls: options.managedUrls,
+      configMaxBytes: options.configMaxBytes,
+      progressIntervalMs: options.progressIntervalMs,
+    });
     this.defaultModel = new DefaultModel(this.lifecycle, this.sources, {
       source: options.source,
       defaultRoot: options.defaultRoot,
@@ -148,6 +153,7 @@ export class ModelRegistry {
         sizeBytes: undefined,
         reservedBytes: m.reservedBytes,
         measuredBytes: m.measuredBytes,
+        progress: m.progress,
       });
     }
     for (const t of await this.sources.list()) {

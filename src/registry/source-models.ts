@@ -30,7 +30,7 @@ import { abortable } from '../store/abort.js';
 import type { LocalModel, ModelSource } from '../store/model-source.js';
 import { archiveStem, normalizeTarget } from '../store/target-path.js';
 import { FailedLoads } from './failed-loads.js';
-import { LoadProgress, type LoadProgressView } from './load-progress.js';
+import { DEFAULT_PROGRESS_INTERVAL_MS, LoadProgressBoard, type LoadPhase, type LoadProgressView } from './load-progress.js';
 import { MissingTargets } from './missing-targets.js';
 import { KeySpace, type EntryKey, type Lease, type LiveEntry, type LoadContext, type ModelLifecycle, type ResidentView } from './lifecycle.js';
 import { loadAndRelease, residentReady, type ModelHandle } from './model-handle.js';
@@ -64,8 +64,6 @@ export interface SourceModelsOptions {
   /** MME_PROGRESS_LOG_SECONDS in ms: a load logs `model load in progress` at this interval; 0 = never. Default DEFAULT_PROGRESS_INTERVAL_MS. */
   readonly progressIntervalMs?: number | undefined;
 }
-
-export const DEFAULT_PROGRESS_INTERVAL_MS = 5_000;
 
 export const DEFAULT_MISSING_TTL_MS = 5_000;
 export const DEFAULT_MISSING_LOOKUPS_PER_SECOND = 20;
@@ -102,7 +100,7 @@ export class SourceModels {
   private readonly versionChecks = new Map<string, Promise<string | undefined | null>>();
   private readonly freshness = new WeakMap<LiveEntry, Freshness>();
   /** Loads in progress by canonical target (the repository index shows them). */
-  private readonly loading = new Map<string, LoadProgress>();
+  private readonly loading: LoadProgressBoard;
 
   constructor(
     private readonly lifecycle: ModelLifecycle,
@@ -111,6 +109,7 @@ export class SourceModels {
     this.clock = options.clock ?? systemClock;
     this.revalidateUs = (options.revalidateMs ?? 0) * 1000;
     this.failedLoads = new FailedLoads({ now: () => this.clock.nowUs() / 1000 });
+    this.loading = new LoadProgressBoard({ logger: options.logger, intervalMs: options.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS });
     this.missing = new MissingTargets({
       ttlMs: options.missingTtlMs ?? DEFAULT_MISSING_TTL_MS,
       lookupsPerSecond: options.missingLookupsPerSecond ?? DEFAULT_MISSING_LOOKUPS_PER_SECOND,
@@ -174,9 +173,14 @@ export class SourceModels {
     const listed = await this.options.source.list();
     return listed.map((m) => {
       const resident = this.lifecycle.view(this.keys.key(m.target)) ?? this.lifecycle.view(this.keys.key(archiveStem(m.target)));
-      const progress = resident?.state === 'LOADING' ? (this.loading.get(m.target) ?? this.loading.get(archiveStem(m.target)))?.view() : undefined;
+      const progress = resident?.state === 'LOADING' ? (this.loading.view(m.target) ?? this.loading.view(archiveStem(m.target))) : undefined;
       return { target: m.target, sizeBytes: m.sizeBytes, lastModified: m.lastModified?.toISOString(), cached: m.cached, resident, progress };
     });
+  }
+
+  /** A load of a package of the source root itself (the default model of a repository): with its progress lines and phases. */
+  trackLoad<T>(label: string, requestId: string | undefined, load: (onPhase: (phase: LoadPhase) => void) => Promise<T>): Promise<T> {
+    return this.loading.run(label, { label, requestId, firstPhase: 'preparing files' }, (progress) => load((phase) => progress.setPhase(phase)));
   }
 
   // ---------------------------------------------------------------- internals
@@ -185,19 +189,23 @@ export class SourceModels {
     return this.keys.key(this.spellings.get(target) ?? target);
   }
 
-  private async loadFromSource(target: string, ctx: LoadContext, requestId: string | undefined): Promise<LoadedModelPackage> {
+  private loadFromSource(target: string, ctx: LoadContext, requestId: string | undefined): Promise<LoadedModelPackage> {
+    const { source } = this.options;
+    return this.loading.run(
+      target,
+      {
+        label: target,
+        requestId,
+        transfer: () => source.transferProgress?.(target),
+        firstPhase: source.transferProgress === undefined ? 'preparing files' : 'downloading',
+      },
+      (progress) => this.localizeAndLoad(target, ctx, (phase) => progress.setPhase(phase)),
+    );
+  }
+
+  private async localizeAndLoad(target: string, ctx: LoadContext, onPhase: (phase: LoadPhase) => void): Promise<LoadedModelPackage> {
     // Not the caller's signal: the load is shared, one caller leaving must not fail the others.
     let version: string | undefined;
-    const { source, logger } = this.options;
-    const progress = new LoadProgress({
-      label: target,
-      requestId,
-      logger,
-      intervalMs: this.options.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS,
-      transfer: () => source.transferProgress?.(target),
-      firstPhase: source.transferProgress === undefined ? 'preparing files' : 'downloading',
-    }).start();
-    this.loading.set(target, progress);
     try {
       const remembered = this.missing.remembered(target);
       if (remembered !== undefined) throw remembered;
@@ -206,13 +214,7 @@ export class SourceModels {
       this.missing.foundObject(target);
       version = local.version;
       ctx.onRelease(() => local.release());
-      const loaded = await ctx.load({
-        dir: local.dir,
-        label: target,
-        fallbackName: archiveBaseName(target),
-        seriesTarget: target,
-        onPhase: (phase) => progress.setPhase(phase),
-      });
+      const loaded = await ctx.load({ dir: local.dir, label: target, fallbackName: archiveBaseName(target), seriesTarget: target, onPhase });
       this.freshness.set(ctx.entry, { local, checkedAtUs: this.clock.nowUs(), revalidating: undefined });
       this.failedLoads.forget(target);
       return loaded;
@@ -225,9 +227,6 @@ export class SourceModels {
         for (const [k, v] of this.spellings) if (v === target) this.spellings.delete(k);
       }
       throw err;
-    } finally {
-      progress.stop();
-      if (this.loading.get(target) === progress) this.loading.delete(target);
     }
   }
 

@@ -132,3 +132,23 @@ it('a slow warm-up logs its phase at the interval', async () => {
     assert.equal(l['bytes'], undefined, 'no download figures outside the download');
   }
 });
+
+it('a SageMaker load (POST /models) of a slow model logs its phases too', async () => {
+  const root = path.join(work, 'managed');
+  const slow = slowModel({ rows: 2048, layers: 32 });
+  const config = `${slow.config}model_warmup [ { name: "heavy" batch_size: 1 count: 3 inputs { key: "INPUT0" value: { data_type: TYPE_FP32 dims: [ 1, 512 ] zero_data: true } } } ]\n`;
+  const dir = await writeModelDir(root, 'slowm', { onnx: slow.onnx, config });
+  const s = await startTestServer({
+    modelSource: path.join(work, 'local'),
+    cacheDir: path.join(work, 'cache-managed'),
+    env: { MME_PROGRESS_LOG_SECONDS: '0.1', SAGEMAKER_MULTI_MODEL: 'true', MME_MODEL_URL_ROOTS: root },
+  });
+  cleanups.push(() => s.close());
+  const r = await request(`${s.url}/models`, { method: 'POST', json: { model_name: 'slowm', url: dir } });
+  assert.equal(r.status, 200, r.text);
+  const lines = s.logs.filter((l) => l['msg'] === 'model load in progress' && l['model'] === 'slowm');
+  assert.ok(
+    lines.some((l) => l['phase'] === 'warming up'),
+    `progress lines: ${JSON.stringify(lines)}`,
+  );
+});
