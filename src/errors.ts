@@ -164,7 +164,8 @@ export class HostRedactor {
       rules.push({ pattern: new RegExp(String.raw`(?<=['"\`]|[Bb]ucket[ :=]+)${b}(?![\w.-])`, 'g'), replace: () => '<bucket>' });
       const bare = (prefix ?? '').replace(/^\/+|\/+$/g, '');
       // `prefix/team/a.tar.gz` (a key the SDK or a message wrote out) → `team/a.tar.gz`.
-      if (bare !== '') rules.push({ pattern: new RegExp(String.raw`(?<![\w.-])/?${escapeRegExp(bare)}/`, 'g'), replace: () => '' });
+      // Only where a key starts: `team/v1/x` keeps its `v1/` under a prefix `v1/`.
+      if (bare !== '') rules.push({ pattern: new RegExp(String.raw`(?<![\w./-])${escapeRegExp(bare)}/`, 'g'), replace: () => '' });
     }
     // Longest first: a cache directory inside the source root is cut as the cache, not the source.
     const roots = [...secrets.paths.map((p) => ({ p, cache: false })), ...(secrets.cacheDir === undefined ? [] : [{ p: secrets.cacheDir, cache: true }])]

@@ -25,6 +25,11 @@ it('cuts s3:// URIs to the object name, the quoted bucket and the prefix', () =>
   assert.equal(redactor.redact('listing s3://acme-models failed'), 'listing the model source failed');
 });
 
+it('cuts the prefix only where a key starts', () => {
+  const short = new HostRedactor({ paths: [], bucket: 'b', prefix: 'v1/' });
+  assert.equal(short.redact("model 'team/v1/x' not found; Key: v1/team/v1/x"), "model 'team/v1/x' not found; Key: team/v1/x");
+});
+
 it('leaves a bucket-like word that is not quoted or called a bucket', () => {
   const plain = new HostRedactor({ paths: [], bucket: 'models', prefix: '' });
   assert.equal(plain.redact('no models are loaded'), 'no models are loaded');
