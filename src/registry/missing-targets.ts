@@ -28,6 +28,8 @@ export interface MissingTargetsOptions {
   readonly maxEntries?: number;
   /** Monotonic milliseconds. */
   readonly now: () => number;
+  /** Counts each outcome (onnx_mme_missing_target_requests_total). */
+  readonly count?: (result: 'miss' | 'remembered' | 'refused') => void;
 }
 
 interface Miss {
@@ -64,6 +66,7 @@ export class MissingTargets {
       this.misses.delete(target);
       return undefined;
     }
+    this.options.count?.('remembered');
     return miss.error;
   }
 
@@ -72,6 +75,7 @@ export class MissingTargets {
     if (this.options.lookupsPerSecond <= 0 || this.found.has(target)) return;
     this.refill();
     if (this.tokens >= 1) return;
+    this.options.count?.('refused');
     const retryAfterSeconds = Math.max(1, Math.ceil((1 - this.tokens) / this.options.lookupsPerSecond));
     throw new ServingError(
       'OVERLOADED',
@@ -89,6 +93,7 @@ export class MissingTargets {
   record(target: string, error: ServingError): void {
     if (rememberedErrors.has(error)) return;
     rememberedErrors.add(error);
+    this.options.count?.('miss');
     if (this.options.lookupsPerSecond > 0) {
       this.refill();
       this.tokens = Math.max(this.tokens - 1, -this.burst);

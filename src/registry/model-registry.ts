@@ -50,7 +50,8 @@ export interface RegistryOptions {
   /** The LRU the entries are tracked in (the loader reserves in the same manager). */
   readonly memory: Pick<MemoryManager, 'track' | 'touch' | 'forget' | 'notify'>;
   readonly logger: Logger;
-  readonly metrics: Pick<Metrics, 'modelRevalidations' | 'modelLoadingWait' | 'modelCacheLookups' | 'loadedModels' | 'modelUnloadDuration'>;
+  readonly metrics: Pick<Metrics, 'modelRevalidations' | 'modelLoadingWait' | 'modelCacheLookups' | 'loadedModels' | 'modelUnloadDuration'> &
+    Partial<Pick<Metrics, 'missingTargets'>>;
   /** What a POST /models url may name (registry/managed-url.ts); default: the archive entry limit's default, no cache dir. */
   readonly managedUrls?: ManagedUrlLimits;
   /** MME_CONFIG_MAX_BYTES, for reading a SageMaker url's own config.pbtxt (the loads get it from the loader's deps). */

@@ -55,7 +55,7 @@ export interface SourceModelsOptions {
   /** Revalidate a target after this many ms; 0 or undefined = never. */
   readonly revalidateMs?: number | undefined;
   readonly logger: Logger;
-  readonly metrics: Pick<Metrics, 'modelRevalidations'>;
+  readonly metrics: Pick<Metrics, 'modelRevalidations'> & Partial<Pick<Metrics, 'missingTargets'>>;
   readonly clock?: Clock | undefined;
   /** MME_MISSING_TARGET_TTL_SECONDS in ms (0 = misses are not remembered); default DEFAULT_MISSING_TTL_MS. */
   readonly missingTtlMs?: number | undefined;
@@ -114,6 +114,7 @@ export class SourceModels {
       ttlMs: options.missingTtlMs ?? DEFAULT_MISSING_TTL_MS,
       lookupsPerSecond: options.missingLookupsPerSecond ?? DEFAULT_MISSING_LOOKUPS_PER_SECOND,
       now: () => this.clock.nowUs() / 1000,
+      count: (result) => options.metrics.missingTargets?.inc({ result }),
     });
   }
 

@@ -13,6 +13,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, it } from 'node:test';
 import { addSub, packTarGz, writeModelDir } from '../../examples/models/zoo.js';
+import { metricValue } from '../support/metric-value.js';
 import { S3Proxy } from '../support/s3-proxy.js';
 import { startLoopbackS3, S3RVER_CREDENTIALS, type LoopbackS3 } from '../support/s3rver.js';
 import { tempDir } from '../support/temp-dir.js';
@@ -88,6 +89,10 @@ it('50 requests for one missing key (with and without an archive suffix) cost at
     assert.ok(seconds < 10, `the 50 requests took ${seconds.toFixed(1)} s`);
     assert.ok(s3Requests(stem) <= 6, `${target}: ${s3Requests(stem)} S3 requests for 50 requests`);
   }
+  // Operators see what the misses cost: most of the 100 were answered from memory.
+  const remembered = (await metricValue(s.url, 'onnx_mme_missing_target_requests_total', { result: 'remembered' })) ?? 0;
+  const misses = (await metricValue(s.url, 'onnx_mme_missing_target_requests_total', { result: 'miss' })) ?? 0;
+  assert.ok(remembered >= 40 && misses >= 2 && misses <= 6, `remembered ${remembered}, miss ${misses}`);
 });
 
 it('an object uploaded under a remembered missing key is found once the TTL ends', async () => {
@@ -124,6 +129,7 @@ it('distinct missing keys are bounded per second: past the bucket 429 with Retry
   assert.ok(misses <= 2 * rate + Math.ceil(rate * seconds) + 1, `${misses} lookups in ${seconds.toFixed(1)} s`);
   assert.ok(s3Requests('spray/random-') <= misses + 1, `${s3Requests('spray/random-')} S3 requests for ${misses} misses`);
   assert.ok(refused, `no 429 among ${statuses.join(',')}`);
+  assert.equal(await metricValue(s.url, 'onnx_mme_missing_target_requests_total', { result: 'refused' }), statuses.filter((x) => x === 429).length);
   assert.equal(refused.body.code, 'OVERLOADED');
   assert.match(refused.body.error, /MME_MISSING_TARGET_LOOKUPS_PER_SECOND/);
   const retryAfter = Number(refused.headers.get('retry-after'));
