@@ -122,7 +122,12 @@ it('a slow warm-up logs its phase at the interval', async () => {
   await writeModelDir(root, 'slow', { onnx: slow.onnx, config });
   const s = await startTestServer({ modelSource: root, cacheDir: path.join(work, 'cache-local'), env: { MME_PROGRESS_LOG_SECONDS: '0.1' } });
   cleanups.push(() => s.close());
-  const r = await request(`${s.url}/v2/repository/models/slow/load`, { method: 'POST', json: {}, headers: { 'X-Request-Id': 'progress-req-2' } });
+  // Loaded on first use (no load API needed, whatever MME_MODEL_CONTROL allows).
+  const r = await request(`${s.url}/v2/models/slow/infer`, {
+    method: 'POST',
+    json: { inputs: [input('INPUT0', 'FP32', [1, 512], new Array(512).fill(0))] },
+    headers: { 'X-Request-Id': 'progress-req-2' },
+  });
   assert.equal(r.status, 200, r.text);
   const lines = s.logs.filter((l) => l['msg'] === 'model load in progress' && l['model'] === 'slow');
   const warming = lines.filter((l) => l['phase'] === 'warming up');
