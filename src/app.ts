@@ -8,8 +8,8 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { ServingError } from './errors.js';
 import { routeGuard } from './http/access-guard.js';
+import { ServingError, type HostRedactor } from './errors.js';
 import type { Admission } from './http/admission.js';
 import { createInferenceFront } from './http/inference-front.js';
 import { openEnvelope, sendError, shutdownRefusal, type Envelope } from './http/request-envelope.js';
@@ -47,6 +47,8 @@ export interface AppDeps {
   readonly access: AccessPolicy;
   /** MME_METRICS_PORT is set: /metrics is served there only, and the main port answers 404 for it. */
   readonly metricsElsewhere?: boolean;
+  /** Cuts the server's own paths, bucket and prefix out of error answers. */
+  readonly redactor?: HostRedactor;
 }
 
 /** The server's request listener, and `listen` as express's app has it (an http.Server on this listener). */

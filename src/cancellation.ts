@@ -24,11 +24,16 @@ export interface Cancellation {
   onCancel(fn: () => void): () => void;
   /** The same cancellation as an AbortSignal, for APIs that take one; made on first use. */
   readonly signal: AbortSignal;
+  /** The id of the request it belongs to, for the log lines of work the request starts (a model load); none for startup work. */
+  readonly requestId?: string | undefined;
 }
 
 /** The owner's side: a Cancellation and the `cancel()` that fires it. */
 export class CancelSource implements Cancellation {
   private cancelled = false;
+
+  constructor(readonly requestId?: string) {}
+
   /** Almost every request registers one callback (its batcher queue): kept in a field, a Set only from the second. */
   private first: (() => void) | undefined;
   private hooks: Set<() => void> | undefined;

@@ -16,6 +16,7 @@ export const ERROR_CODES = [
   'MODEL_NOT_FOUND', // unknown model name or target
   'MODEL_ALREADY_LOADED', // SageMaker load of a name that is already loaded
   'PAYLOAD_TOO_LARGE', // body over the configured limit
+  'RESPONSE_TOO_LARGE', // an answer whose encoding could exceed MME_MAX_RESPONSE_BYTES
   'UNSUPPORTED_MEDIA_TYPE',
   'NOT_ACCEPTABLE',
   'INSUFFICIENT_MEMORY', // the memory budget cannot hold the model, or an allocation failed
@@ -80,6 +81,7 @@ const CLIENT_FAULTS: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'MODEL_NOT_FOUND',
   'MODEL_ALREADY_LOADED',
   'PAYLOAD_TOO_LARGE',
+  'RESPONSE_TOO_LARGE',
   'UNSUPPORTED_MEDIA_TYPE',
   'NOT_ACCEPTABLE',
   'CANCELLED',
@@ -138,3 +140,93 @@ export class StartupError extends Error {
 export function assertNever(value: never): never {
   throw new Error(`unexpected value: ${String(value)}`);
 }
+
+/** What the server knows of its own host and store, never to be shown to a client (a ServerConfig's paths and S3 location). */
+export interface HostSecrets {
+  /** Absolute directories whose contents a client may know by their relative names: the model source root, SageMaker url roots. */
+  readonly paths: readonly string[];
+  /** The cache directory: its entry names are internal (`<cache>/<entry>/model/a/1/model.onnx` reads `a/1/model.onnx`). */
+  readonly cacheDir?: string | undefined;
+  /** The model source's S3 bucket and prefix (`prefix/`, may be empty), when it is in S3. */
+  readonly bucket?: string | undefined;
+  readonly prefix?: string | undefined;
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/**
+ * The last line of defence at the answer boundary (http/error-response.ts,
+ * grpc/status-codes.ts): a message that still names one of the server's own
+ * directories or its bucket and prefix has them cut out before a client sees
+ * it. `/srv/models/a/1/model.onnx` under the source root becomes
+ * `a/1/model.onnx`; a path under the cache directory (whose entry names are
+ * internal) becomes its last segment; `s3://bucket/prefix/a.tar.gz` becomes
+ * `a.tar.gz`. Messages are meant to be made right where they are created;
+ * this catches what a library (onnxruntime, Node, the AWS SDK) wrote into
+ * them. The unredacted text stays in the log line of the request.
+ */
+export class HostRedactor {
+  private readonly rules: readonly { readonly pattern: RegExp; readonly replace: (match: string, rest: string) => string }[];
+
+  constructor(secrets: HostSecrets) {
+    const rules: { pattern: RegExp; replace: (match: string, rest: string) => string }[] = [];
+    // The rest of a path up to a delimiter; a root followed by anything else (`/srv/models-old`) is another directory.
+    const tail = String.raw`((?:/[^\s'"\`,;:()\[\]{}]*)?)(?![^\s'"\`,;:()\[\]{}])`;
+    const { bucket, prefix } = secrets;
+    if (bucket !== undefined && bucket !== '') {
+      const b = escapeRegExp(bucket);
+      const p = escapeRegExp(prefix ?? '');
+      // `s3://bucket/prefix/team/a.tar.gz` → `team/a.tar.gz`; the bare bucket → "the model source".
+      rules.push({ pattern: new RegExp(String.raw`s3://${b}/${p}([^\s'"\`,;()\[\]{}]*)`, 'g'), replace: (_m, rest) => rest || 'the model source' });
+      rules.push({ pattern: new RegExp(String.raw`s3://${b}\b/?`, 'g'), replace: () => 'the model source' });
+      // The bucket's name where a message quotes it or calls it a bucket (a bare word like `models` is left alone).
+      rules.push({ pattern: new RegExp(String.raw`(?<=['"\`]|[Bb]ucket[ :=]+)${b}(?![\w.-])`, 'g'), replace: () => '<bucket>' });
+      const bare = (prefix ?? '').replace(/^\/+|\/+$/g, '');
+      // `prefix/team/a.tar.gz` (a key the SDK or a message wrote out) → `team/a.tar.gz`.
+      // Only where a key starts: `team/v1/x` keeps its `v1/` under a prefix `v1/`.
+      if (bare !== '') rules.push({ pattern: new RegExp(String.raw`(?<![\w./-])${escapeRegExp(bare)}/`, 'g'), replace: () => '' });
+    }
+    // Longest first: a cache directory inside the source root is cut as the cache, not the source.
+    const roots = [...secrets.paths.map((p) => ({ p, cache: false })), ...(secrets.cacheDir === undefined ? [] : [{ p: secrets.cacheDir, cache: true }])]
+      .map(({ p, cache }) => ({ root: p.replace(/\/+$/, ''), cache }))
+      .filter(({ root }) => root.startsWith('/'))
+      .sort((a, b) => b.root.length - a.root.length);
+    for (const { root, cache } of roots) {
+      rules.push({
+        pattern: new RegExp(`${escapeRegExp(root)}${tail}`, 'g'),
+        replace: (_m, rest) => {
+          const segments = rest.split('/').filter((s) => s !== '');
+          if (segments.length === 0) return '<server directory>';
+          if (!cache) return segments.join('/');
+          return segments[1] === 'model' && segments.length > 2 ? segments.slice(2).join('/') : segments[segments.length - 1]!;
+        },
+      });
+    }
+    this.rules = rules;
+  }
+
+  /** Every string in a details object redacted (details travel with the answer too). */
+  redactDetails(details: Readonly<Record<string, unknown>>): Record<string, unknown> {
+    const walk = (v: unknown): unknown =>
+      typeof v === 'string'
+        ? this.redact(v)
+        : Array.isArray(v)
+          ? v.map(walk)
+          : typeof v === 'object' && v !== null
+            ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, walk(x)]))
+            : v;
+    return walk(details) as Record<string, unknown>;
+  }
+
+  /** The message without the server's own paths, bucket and prefix. */
+  redact(message: string): string {
+    let out = message;
+    for (const rule of this.rules) out = out.replace(rule.pattern, (m: string, rest: string | undefined) => rule.replace(m, rest ?? ''));
+    return out;
+  }
+}
+
+/** A redactor that changes nothing (a server with no configured paths, unit tests). */
+export const NO_REDACTION: HostRedactor = new HostRedactor({ paths: [] });

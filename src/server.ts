@@ -7,6 +7,8 @@
 import { cancellationOf } from './cancellation.js';
 import { SequenceTracker } from './scheduler/sequence-tracker.js';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { realpathSync } from 'node:fs';
+import { HostRedactor } from './errors.js';
 import path from 'node:path';
 import { createApp } from './app.js';
 import { Admission } from './http/admission.js';
@@ -29,7 +31,7 @@ import { AccessPolicy } from './service/access-policy.js';
 import { InferenceService } from './service/inference-service.js';
 import { ResponseCache } from './service/response-cache.js';
 import { DiskCache } from './store/disk-cache.js';
-import { isS3Uri } from './config/s3-uri.js';
+import { isS3Uri, parseS3Uri } from './config/s3-uri.js';
 import { LocalModelSource } from './store/local-source.js';
 import type { ModelSource } from './store/model-source.js';
 import { S3ModelSource } from './store/s3-source.js';
@@ -57,6 +59,23 @@ export interface RunningServer {
   shutdown(reason: string): Promise<void>;
   /** Ends the drain period now (a second signal): the rest of the shutdown keeps its deadline. */
   endDrain(): void;
+}
+
+/** What no client answer may name: the source root and cache directory (as configured and as resolved), the bucket and prefix. */
+function hostRedactor(config: ServerConfig): HostRedactor {
+  const resolved = (p: string): string[] => {
+    try {
+      const real = realpathSync(p);
+      return real === p ? [p] : [p, real];
+    } catch {
+      return [p];
+    }
+  };
+  if (isS3Uri(config.modelSource)) {
+    const { bucket, prefix } = parseS3Uri(config.modelSource);
+    return new HostRedactor({ paths: [], cacheDir: config.cacheDir, bucket, prefix });
+  }
+  return new HostRedactor({ paths: resolved(config.modelSource), cacheDir: config.cacheDir });
 }
 
 function createModelSource(config: ServerConfig, logger: Logger, cache: DiskCache, metrics: Metrics): ModelSource {
@@ -133,6 +152,9 @@ export async function startServer(
     defaultRoot: isS3Uri(config.modelSource) ? undefined : config.modelSource,
     defaultModel: config.defaultModel,
     revalidateMs: config.revalidateMs,
+    missingTtlMs: config.missingTargetTtlMs,
+    missingLookupsPerSecond: config.missingTargetLookupsPerSecond,
+    progressIntervalMs: config.progressLogMs,
     memory,
     loader: createModelLoader({
       memory,
@@ -180,6 +202,7 @@ export async function startServer(
     metrics,
     maxInflight: config.maxInflightRequests,
     maxQueueSize: config.maxQueueSize,
+    maxResponseBytes: config.maxResponseBytes,
     ...(config.responseCacheBytes > 0 ? { responseCache: new ResponseCache(config.responseCacheBytes) } : {}),
   });
   // Two phases after SIGTERM: `draining` (not ready, every request still served) from the signal on,
@@ -197,6 +220,7 @@ export async function startServer(
     logger.error({ worker: index, cause, recentDeaths: pool.recentDeaths }, 'runtime worker died; replaced');
     registry.dropSessionsOn(index, cause);
   });
+  const redactor = hostRedactor(config);
   const unhealthy = (): string | undefined =>
     pool.healthy ? undefined : `runtime workers keep dying (${pool.recentDeaths} in the last ${DEATH_WINDOW_MS / 1000} s); this instance should be replaced`;
   const app = createApp({
@@ -214,6 +238,7 @@ export async function startServer(
     slowRequestMs: config.slowRequestMs,
     access: httpAccess,
     metricsElsewhere: config.metricsPort !== undefined,
+    redactor,
   });
 
   const server = await new Promise<Server>((resolve, reject) => {
@@ -289,6 +314,7 @@ export async function startServer(
         isDraining: () => draining,
         inflight,
         access: grpcAccess,
+        redactor,
         modelMesh: config.modelMesh ? { capacityBytes: budget.bytes, maxLoadingConcurrency: Math.max(1, pool.size) } : undefined,
       });
     } catch (err) {

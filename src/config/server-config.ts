@@ -62,6 +62,14 @@ export interface ServerConfig {
   readonly cacheMaxBytes: number | undefined;
   /** How long a loaded target is trusted before its source object is checked again; 0 = never. */
   readonly revalidateMs: number;
+  /** MME_MISSING_TARGET_TTL_SECONDS in ms: how long a target the source does not hold is answered 404 from memory; 0 = never remembered. */
+  readonly missingTargetTtlMs: number;
+  /** MME_MISSING_TARGET_LOOKUPS_PER_SECOND: source lookups that find nothing, per second (a burst of twice that); 0 = unbounded. */
+  readonly missingTargetLookupsPerSecond: number;
+  /** MME_PROGRESS_LOG_SECONDS in ms: a model load (download, sessions, warm-up) logs its progress at this interval; 0 = never. */
+  readonly progressLogMs: number;
+  /** MME_MAX_RESPONSE_BYTES: the largest answer body; an inference answer whose encoding could exceed it is refused before it is encoded. */
+  readonly maxResponseBytes: number;
   /** Targets fetched and loaded in the background at startup. */
   readonly preload: readonly string[];
   /** Memory budget for resident models; undefined = a share of the container's (or GPU's) memory. */
@@ -208,6 +216,16 @@ function int(name: string, raw: string, min: number, max = Number.MAX_SAFE_INTEG
     throw new Error(`${name} must be an integer in [${min}, ${max}], got '${raw}'`);
   }
   return n;
+}
+
+/** SAGEMAKER_MULTI_MODEL=true: SageMaker's limits apply (a malformed value is reported by its own setting). */
+function onSageMakerMme(env: NodeJS.ProcessEnv): boolean {
+  const raw = env['SAGEMAKER_MULTI_MODEL'];
+  try {
+    return raw !== undefined && parseBooleanSetting('SAGEMAKER_MULTI_MODEL', raw);
+  } catch {
+    return false;
+  }
 }
 
 /** MME_CPU_COUNT, else what Node sees (os.availableParallelism): every core-derived default starts here. */
@@ -391,6 +409,51 @@ export const SETTINGS: readonly AnySetting[] = [
       const n = /^\s*\d+(\.\d+)?\s*$/.test(raw) ? Number(raw.trim()) : Number.NaN;
       if (!Number.isFinite(n) || n < 0 || n > 31_536_000) throw new Error(`MME_REVALIDATE_SECONDS must be a number of seconds >= 0, got '${raw}'`);
       return Math.round(n * 1000);
+    },
+  },
+  {
+    key: 'missingTargetTtlMs',
+    env: ['MME_MISSING_TARGET_TTL_SECONDS'],
+    defaultText: '5',
+    description:
+      'How long a target the model source does not hold is answered 404 from memory, without asking the source again (at most 4096 remembered); once it ends, the next request asks the source, so an object uploaded meanwhile is found. 0 = ask on every request. Fractions allowed.',
+    parse: (raw) => {
+      if (raw === undefined) return 5_000;
+      const n = /^\s*\d+(\.\d+)?\s*$/.test(raw) ? Number(raw.trim()) : Number.NaN;
+      if (!Number.isFinite(n) || n > 3600) throw new Error(`MME_MISSING_TARGET_TTL_SECONDS must be a number of seconds from 0 to 3600, got '${raw}'`);
+      return Math.round(n * 1000);
+    },
+  },
+  {
+    key: 'missingTargetLookupsPerSecond',
+    env: ['MME_MISSING_TARGET_LOOKUPS_PER_SECOND'],
+    defaultText: '20',
+    description:
+      'Source lookups that find nothing, per second on average (a burst of twice that): once spent, a request for a target the server does not know gets 429 with Retry-After until the bucket refills. Lookups that find their object cost nothing. 0 = no bound.',
+    parse: (raw) => (raw === undefined ? 20 : int('MME_MISSING_TARGET_LOOKUPS_PER_SECOND', raw, 0, 100_000)),
+  },
+  {
+    key: 'progressLogMs',
+    env: ['MME_PROGRESS_LOG_SECONDS'],
+    defaultText: '5',
+    description:
+      'A model load still running after this many seconds logs `model load in progress` (phase; for a download its bytes, percent, rate and ETA), again at every interval; the repository index shows the same beside LOADING. 0 = no progress lines. Fractions allowed.',
+    parse: (raw) => {
+      if (raw === undefined) return 5_000;
+      const n = /^\s*\d+(\.\d+)?\s*$/.test(raw) ? Number(raw.trim()) : Number.NaN;
+      if (!Number.isFinite(n) || n > 3600) throw new Error(`MME_PROGRESS_LOG_SECONDS must be a number of seconds from 0 to 3600, got '${raw}'`);
+      return Math.round(n * 1000);
+    },
+  },
+  {
+    key: 'maxResponseBytes',
+    env: ['MME_MAX_RESPONSE_BYTES'],
+    defaultText: "6 MiB (SageMaker's real-time response limit) with SAGEMAKER_MULTI_MODEL=true; else 256 MiB",
+    description:
+      'Largest inference answer in bytes. The bound of the encoding the client asked for (JSON, CSV, TF Serving: a worst case per element by datatype; binary, .npy and gRPC: exact) is checked before anything is encoded, and an answer that could exceed it gets 400 RESPONSE_TOO_LARGE naming this setting.',
+    parse: (raw, env) => {
+      if (raw !== undefined && raw.trim() !== '') return int('MME_MAX_RESPONSE_BYTES', raw, 1024);
+      return onSageMakerMme(env) ? 6 * MIB : 256 * MIB;
     },
   },
   {

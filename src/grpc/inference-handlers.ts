@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Metadata, ServerDuplexStream, ServerUnaryCall, UntypedServiceImplementation, sendUnaryData } from '@grpc/grpc-js';
 import { CancelSource } from '../cancellation.js';
-import { ServingError } from '../errors.js';
+import { ServingError, type HostRedactor } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { InferenceService, InferOptions, ModelHandle } from '../service/inference-service.js';
@@ -18,6 +18,8 @@ import { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../ser
 import { decodeModelInferRequest, encodeModelInferResponse, type ModelInferRequestMessage, type ModelInferResponseMessage } from './infer-codec.js';
 import type { AccessPolicy } from '../service/access-policy.js';
 import { rpcRefusal } from './access.js';
+import type { InferResponse } from '../protocol/infer-types.js';
+import { binaryBytesBound } from '../protocol/response-size.js';
 import { grpcErrorReply, statusName } from './status-codes.js';
 
 export interface HandlerDeps {
@@ -32,6 +34,8 @@ export interface HandlerDeps {
   readonly inflight: { count: number };
   /** MME_GRPC_RESTRICTED_PROTOCOL and MME_MODEL_CONTROL, checked on every call before its request is used (grpc/access.ts). */
   readonly access: AccessPolicy;
+  /** Cuts the server's own paths, bucket and prefix out of error answers (errors.ts HostRedactor). */
+  readonly redactor?: HostRedactor;
 }
 
 /** gRPC also serves the statistics extension (ModelStatistics). */
@@ -61,6 +65,13 @@ function versionOf(raw: string | undefined): number | undefined {
   return raw === undefined || raw === '' ? undefined : parseVersion(raw);
 }
 
+/** A ModelInferResponse carries every output as raw bytes: its size is exact but for the message's own fields. */
+function grpcAnswerBound(response: InferResponse): number {
+  let bytes = 0;
+  for (const [name, t] of response.outputs) bytes += binaryBytesBound(name, t);
+  return bytes;
+}
+
 function refusedWhileDraining(deps: HandlerDeps): void {
   if (deps.isShuttingDown()) throw new ServingError('SHUTTING_DOWN', 'the server is shutting down; retry on another instance');
 }
@@ -80,7 +91,7 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
   const finish = (method: string, code: string): void => metrics.grpcRequests.cell({ method, code }).inc();
 
   const fail = (method: string, ctx: CallContext, err: unknown, started: number): ReturnType<typeof grpcErrorReply> => {
-    const reply = grpcErrorReply(err);
+    const reply = grpcErrorReply(err, deps.redactor);
     const code = statusName(reply.grpcError.code!);
     const fields = {
       method,
@@ -103,7 +114,7 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
       deps.inflight.count++;
       const id = requestId(call.metadata);
       const logs = lazyLog(deps.logger, id);
-      const cancel = new CancelSource();
+      const cancel = new CancelSource(id);
       const ctx: CallContext = {
         id,
         cancel,
@@ -157,6 +168,7 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
       { cancel: ctx.cancel, log: ctx.log },
       version === undefined ? LATEST : { version },
     );
+    service.checkAnswerSize(grpcAnswerBound(response), response.modelName);
     return encodeModelInferResponse(response);
   };
 
@@ -261,7 +273,7 @@ function streamInfer(
     call.emit('error', reply.grpcError);
     return;
   }
-  const cancel = new CancelSource();
+  const cancel = new CancelSource(id);
   const ctx: CallContext = {
     id,
     cancel,
@@ -296,7 +308,7 @@ function streamInfer(
           if (!cancel.aborted) call.write({ error_message: '', infer_response: answer });
         },
         (err: unknown) => {
-          const reply = grpcErrorReply(err);
+          const reply = grpcErrorReply(err, deps.redactor);
           ctx.log.warn(
             { method: 'ModelStreamInfer', code: reply.error.code, model: reply.error.model, err: reply.error.message },
             'grpc stream inference failed',

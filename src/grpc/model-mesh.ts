@@ -17,7 +17,7 @@
  * runtime empty).
  */
 import type { UntypedServiceImplementation, ServerUnaryCall, sendUnaryData } from '@grpc/grpc-js';
-import { ServingError } from '../errors.js';
+import { ServingError, type HostRedactor } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { InferenceService } from '../service/inference-service.js';
@@ -37,6 +37,7 @@ export interface ModelMeshOptions {
   readonly isShuttingDown: () => boolean;
   /** MME_GRPC_RESTRICTED_PROTOCOL and MME_MODEL_CONTROL (grpc/access.ts). */
   readonly access: AccessPolicy;
+  readonly redactor?: HostRedactor;
 }
 
 /** How long model-mesh waits for a load before giving up on it. */
@@ -78,7 +79,7 @@ export function modelMeshImplementation(options: ModelMeshOptions): UntypedServi
             callback(null, answer);
           },
           (err: unknown) => {
-            const reply = grpcErrorReply(err);
+            const reply = grpcErrorReply(err, options.redactor);
             metrics.grpcRequests.cell({ method, code: statusName(reply.grpcError.code!) }).inc();
             logger.warn({ method, code: reply.error.code, model: reply.error.model, err: reply.error.message }, 'model-mesh call failed');
             callback(reply.grpcError);

@@ -8,7 +8,7 @@
  * too, in the trailing metadata `onnx-mme-error-code`, for machines.
  */
 import { Metadata, status, type ServiceError } from '@grpc/grpc-js';
-import { assertNever, toServingError, type ErrorCode, type ServingError } from '../errors.js';
+import { assertNever, NO_REDACTION, toServingError, type ErrorCode, type HostRedactor, type ServingError } from '../errors.js';
 
 export function grpcStatusOf(code: ErrorCode): status {
   switch (code) {
@@ -32,6 +32,7 @@ export function grpcStatusOf(code: ErrorCode): status {
     case 'MODEL_CONTROL_DISABLED':
       return status.PERMISSION_DENIED;
     case 'PAYLOAD_TOO_LARGE':
+    case 'RESPONSE_TOO_LARGE':
     case 'INSUFFICIENT_MEMORY':
     case 'INSUFFICIENT_STORAGE':
       return status.RESOURCE_EXHAUSTED;
@@ -67,9 +68,11 @@ export interface GrpcErrorReply {
   readonly error: ServingError;
 }
 
-export function grpcErrorReply(err: unknown): GrpcErrorReply {
+/** As errorReply in http/error-response.ts: `details` redacted for the client, `error` whole for the log. */
+export function grpcErrorReply(err: unknown, redactor: HostRedactor = NO_REDACTION): GrpcErrorReply {
   const e = toServingError(err);
-  const message = e.message.length > MAX_MESSAGE ? `${e.message.slice(0, MAX_MESSAGE - 3)}...` : e.message;
+  const text = redactor.redact(e.message);
+  const message = text.length > MAX_MESSAGE ? `${text.slice(0, MAX_MESSAGE - 3)}...` : text;
   const metadata = new Metadata();
   metadata.set(ERROR_CODE_METADATA, e.code);
   return { grpcError: { code: grpcStatusOf(e.code), details: message, metadata }, error: e };

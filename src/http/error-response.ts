@@ -8,7 +8,7 @@
  * Messages are capped at 2048 characters because SageMaker forwards them to
  * clients as ModelError.OriginalMessage.
  */
-import { assertNever, toServingError, type ErrorCode, type ServingError } from '../errors.js';
+import { assertNever, NO_REDACTION, toServingError, type ErrorCode, type HostRedactor, type ServingError } from '../errors.js';
 
 export function httpStatusOf(code: ErrorCode): number {
   switch (code) {
@@ -18,6 +18,7 @@ export function httpStatusOf(code: ErrorCode): number {
     case 'TARGET_MISMATCH':
     case 'INVALID_MODEL':
     case 'ARCHIVE_REJECTED':
+    case 'RESPONSE_TOO_LARGE':
       return 400;
     case 'ACCESS_DENIED':
     case 'API_RESTRICTED':
@@ -75,10 +76,16 @@ export function kserveStatusOf(code: ErrorCode): number {
   return code === 'OVERLOADED' || code === 'TIMEOUT' ? 503 : httpStatusOf(code);
 }
 
-export function errorReply(err: unknown, flavor: 'sagemaker' | 'kserve' = 'sagemaker'): ErrorReply {
+/**
+ * The answer to an error. `redactor` cuts the server's own directories,
+ * bucket and prefix out of what the client reads (errors.ts HostRedactor);
+ * `error` keeps the full text for the request's log line.
+ */
+export function errorReply(err: unknown, flavor: 'sagemaker' | 'kserve' = 'sagemaker', redactor: HostRedactor = NO_REDACTION): ErrorReply {
   const e = toServingError(err);
-  const message = e.message.length > MAX_MESSAGE ? `${e.message.slice(0, MAX_MESSAGE - 3)}...` : e.message;
+  const text = redactor.redact(e.message);
+  const message = text.length > MAX_MESSAGE ? `${text.slice(0, MAX_MESSAGE - 3)}...` : text;
   const body: Record<string, unknown> = { error: message, code: e.code, message };
-  if (e.details) body['details'] = e.details;
+  if (e.details) body['details'] = redactor.redactDetails(e.details);
   return { status: flavor === 'kserve' ? kserveStatusOf(e.code) : httpStatusOf(e.code), body: `${JSON.stringify(body)}\n`, error: e };
 }

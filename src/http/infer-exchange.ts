@@ -30,6 +30,7 @@ import {
 import { CSV_CONTENT_TYPE, csvToTensor, encodeCsv, parseCsv, type CsvTable } from '../protocol/csv-codec.js';
 import type { InferRequest, InferResponse } from '../protocol/infer-types.js';
 import { decodeNpy, encodeNpy, NPY_CONTENT_TYPE, type NpyArray } from '../protocol/npy-codec.js';
+import { binaryBytesBound, npyBytesBound, textBytesBound } from '../protocol/response-size.js';
 import type { Tensor } from '../protocol/tensor.js';
 import { detectTfServing, encodeTfServingResponse, tfServingInputs, type TfStyle } from '../protocol/tfserving-codec.js';
 import { decodeInferRequest, encodeInferResponse, encodeInferResponseBinary, exactRetry, parseJsonBody, wantsBinaryOutput } from '../protocol/v2-json-codec.js';
@@ -261,6 +262,8 @@ export interface Exchange {
   readonly decodeTextBytes: number;
   /** About how many bytes of text `answer(response)` writes on the main thread (binary outputs cost next to nothing). */
   answerTextBytes(response: InferResponse): number;
+  /** The most bytes `answer(response)` can take, computed without encoding (protocol/response-size.ts). */
+  answerBytesBound(response: InferResponse): number;
 }
 
 /** Characters a number takes in a JSON or CSV answer, about (a float32 printed in full, e.g. 0.14285714924335480, with its separator). */
@@ -382,5 +385,20 @@ export function prepareExchange(headers: IncomingHttpHeaders, body: Buffer, fami
     return bytes;
   };
 
-  return { decode, answer, decodeTextBytes, answerTextBytes };
+  /** The most bytes `answer(response)` can write, before it writes any (MME_MAX_RESPONSE_BYTES): per output, in the form it will take. */
+  const answerBytesBound = (response: InferResponse): number => {
+    let bytes = 0;
+    for (const [name, t] of response.outputs) {
+      if (responseType === NPY_CONTENT_TYPE) bytes += npyBytesBound(name, t);
+      else if (tfStyle === undefined && responseType !== CSV_CONTENT_TYPE && binaryOutput(name))
+        bytes += binaryBytesBound(name, t) + textBytesBound(name, EMPTY);
+      else bytes += textBytesBound(name, t);
+    }
+    return bytes;
+  };
+
+  return { decode, answer, decodeTextBytes, answerTextBytes, answerBytesBound };
 }
+
+/** A binary output's JSON header entry costs what an empty tensor's text does. */
+const EMPTY: Tensor = Object.freeze({ datatype: 'UINT8', shape: Object.freeze([0]), data: new Uint8Array(0) });

@@ -139,6 +139,8 @@ export async function serveInference(
   const response = await deps.service.infer(model, exchange.decode, inferCtx, version === undefined ? LATEST : { version });
   ctx.model = response.modelName;
   ctx.modelVersion = response.modelVersion;
+  // Refused before a byte of it is encoded: the process holds the output tensors, never an oversized copy of them.
+  deps.service.checkAnswerSize(exchange.answerBytesBound(response), response.modelName);
   const answerTurn = deps.admission.textTurn(exchange.answerTextBytes(response));
   if (answerTurn !== undefined) await answerTurn;
   const answer = exchange.answer(response);

@@ -58,7 +58,7 @@ function headerValue(req: IncomingMessage, name: string): string | undefined {
 
 class HttpRequestContext implements RequestContext {
   readonly startedAt = process.hrtime.bigint();
-  readonly cancel = new CancelSource();
+  readonly cancel: CancelSource;
   target: string | undefined = undefined;
   model: string | undefined = undefined;
   modelVersion: string | undefined = undefined;
@@ -68,7 +68,9 @@ class HttpRequestContext implements RequestContext {
     readonly id: string,
     private readonly root: Logger,
     readonly traceparent: string | undefined,
-  ) {}
+  ) {
+    this.cancel = new CancelSource(id);
+  }
 
   get log(): Logger {
     if (this.child !== undefined) return this.child;

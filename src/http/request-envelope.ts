@@ -10,7 +10,7 @@
  * drift apart.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { ServingError } from '../errors.js';
+import { NO_REDACTION, ServingError, type HostRedactor } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { errorReply } from './error-response.js';
@@ -27,6 +27,8 @@ export interface EnvelopeDeps {
   readonly accessLog?: boolean;
   /** MME_SLOW_REQUEST_MS: a request that took at least this long gets its `request` line at warn, `slow: true`, whatever accessLog says. */
   readonly slowRequestMs?: number;
+  /** Cuts the server's own paths, bucket and prefix out of error answers (errors.ts HostRedactor); none by default. */
+  readonly redactor?: HostRedactor;
 }
 
 /** MME_SLOW_REQUEST_MS's default, for callers that do not pass one. */
@@ -41,6 +43,8 @@ export interface Envelope {
   route: string;
   /** sendError logged this request's failure (a `request rejected`/`request failed` line): its closing line is not owed as an error's. */
   errorLogged: boolean;
+  /** The deps' redactor, for sendError. */
+  readonly redactor: HostRedactor;
 }
 
 export interface OpenOptions {
@@ -104,7 +108,7 @@ export function openEnvelope(req: IncomingMessage, res: ServerResponse, deps: En
     },
     options.callerWritesId === true,
   );
-  envelope = { ctx, path, route: 'unmatched', errorLogged: false };
+  envelope = { ctx, path, route: 'unmatched', errorLogged: false, redactor: deps.redactor ?? NO_REDACTION };
   if (debug && !ping) ctx.log.debug({ method: req.method, path }, 'request received');
   return envelope;
 }
@@ -121,6 +125,12 @@ export function shutdownRefusal(req: IncomingMessage, path: string, deps: Envelo
 function modelFields(ctx: RequestContext): { target?: string; model?: string; version?: string } {
   const { target, model, modelVersion: version } = ctx;
   return { ...(target === undefined ? {} : { target }), ...(model === undefined ? {} : { model }), ...(version === undefined ? {} : { version }) };
+}
+
+/** A refusal that says when to come back (details.retryAfterSeconds) says it in Retry-After too, where HTTP clients look. */
+function retryAfter(error: ServingError): { 'Retry-After'?: string } {
+  const seconds = error.details?.['retryAfterSeconds'];
+  return typeof seconds === 'number' && Number.isFinite(seconds) ? { 'Retry-After': String(Math.ceil(seconds)) } : {};
 }
 
 /** express and its parsers signal client errors (e.g. a malformed URL) with a 4xx `status`. */
@@ -140,7 +150,7 @@ function fromFrameworkError(err: unknown): unknown {
  */
 export function sendError(req: IncomingMessage, res: ServerResponse, envelope: Envelope, err: unknown): void {
   const { ctx, path } = envelope;
-  const reply = errorReply(fromFrameworkError(err), path === '/v2' || path.startsWith('/v2/') ? 'kserve' : 'sagemaker');
+  const reply = errorReply(fromFrameworkError(err), path === '/v2' || path.startsWith('/v2/') ? 'kserve' : 'sagemaker', envelope.redactor);
   // The closing `request` line names the model too (the label the client used when it never resolved), unless that
   // label is the target, which `target` already carries: `model` holds only a model's own name.
   if (reply.error.model !== undefined && ctx.model === undefined && reply.error.model !== ctx.target) ctx.model = reply.error.model;
@@ -162,6 +172,7 @@ export function sendError(req: IncomingMessage, res: ServerResponse, envelope: E
     ...(ctx.traceparent === undefined ? {} : { traceparent: ctx.traceparent }),
     'Content-Type': 'application/json; charset=utf-8',
     'Content-Length': Buffer.byteLength(reply.body),
+    ...retryAfter(reply.error),
   });
   res.end(reply.body);
 }

@@ -16,7 +16,7 @@
 import express, { type Request, type Response, type Router } from 'express';
 import { ServingError } from '../errors.js';
 import { parseJsonBody } from '../protocol/v2-json-codec.js';
-import type { ModelHandle, ModelRef } from '../service/inference-service.js';
+import type { LoadProgressView, ModelHandle, ModelRef } from '../service/inference-service.js';
 import { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../service/server-identity.js';
 import { serveInference, type InferRouteDeps } from './infer-route.js';
 import { readBody } from './read-body.js';
@@ -150,6 +150,8 @@ export function v2Routes(deps: V2RouteDeps): Router {
         ...(r.lastError === undefined
           ? {}
           : { last_error: { code: r.lastError.code, message: r.lastError.message, at: new Date(r.lastError.atMs).toISOString() } }),
+        // While LOADING: the phase, and the download's share done where S3 gave its size (`LOADING 43%`).
+        ...(r.progress === undefined ? {} : { progress: progressJson(r.progress) }),
       })),
     );
   });
@@ -185,4 +187,17 @@ export function v2Routes(deps: V2RouteDeps): Router {
   });
 
   return router;
+}
+
+/** A load's progress in the index's snake_case; fields the load does not know are left out. */
+function progressJson(p: LoadProgressView): Record<string, unknown> {
+  return {
+    phase: p.phase,
+    ...(p.fraction === undefined ? {} : { percent: Math.floor(p.fraction * 100) }),
+    ...(p.bytes === undefined ? {} : { bytes: p.bytes }),
+    ...(p.totalBytes === undefined ? {} : { total_bytes: p.totalBytes }),
+    ...(p.bytesPerSecond === undefined ? {} : { bytes_per_second: p.bytesPerSecond }),
+    ...(p.etaSeconds === undefined ? {} : { eta_seconds: p.etaSeconds }),
+    elapsed_ms: p.elapsedMs,
+  };
 }

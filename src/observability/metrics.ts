@@ -156,6 +156,8 @@ export interface Metrics {
   readonly modelDownloads: Counter<'outcome'>;
   readonly modelDownloadBytes: Counter;
   readonly modelRevalidations: Counter<'result'>;
+  /** Requests for targets the source does not hold, by what they cost: registry/missing-targets.ts. */
+  readonly missingTargets: Counter<'result'>;
   readonly diskCacheBytes: Gauge;
   readonly diskCacheBudgetBytes: Gauge;
   readonly diskCacheEvictions: Counter;
@@ -488,6 +490,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     modelRevalidations: new Counter({
       name: 'onnx_mme_model_revalidations_total',
       help: 'Freshness checks of loaded models against the source: unchanged, changed (reloaded), deleted, error (kept serving the cached copy)',
+      labelNames: ['result'],
+      registers,
+    }),
+    missingTargets: new Counter({
+      name: 'onnx_mme_missing_target_requests_total',
+      help: 'Requests for targets the model source does not hold, by what they cost: miss (the source was asked), remembered (answered 404 from memory within MME_MISSING_TARGET_TTL_SECONDS), refused (429: the MME_MISSING_TARGET_LOOKUPS_PER_SECOND bucket was empty)',
       labelNames: ['result'],
       registers,
     }),

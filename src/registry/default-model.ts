@@ -154,13 +154,16 @@ export class DefaultModel {
         return this.sources.acquire(c.target, cancel);
       case 'repository':
         return this.lifecycle.acquire(this.key, c.label, cancel, (ctx) =>
-          ctx.load({
-            dir: c.dir,
-            label: c.label,
-            fallbackName: c.preferredEntry ?? 'model',
-            seriesTarget: c.label,
-            ...(c.preferredEntry === undefined ? {} : { preferredEntry: c.preferredEntry }),
-          }),
+          this.sources.trackLoad(c.label, cancel?.requestId, (onPhase) =>
+            ctx.load({
+              dir: c.dir,
+              label: c.label,
+              fallbackName: c.preferredEntry ?? 'model',
+              seriesTarget: c.label,
+              onPhase,
+              ...(c.preferredEntry === undefined ? {} : { preferredEntry: c.preferredEntry }),
+            }),
+          ),
         );
       case 'none':
         throw c.error;

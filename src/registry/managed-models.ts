@@ -9,6 +9,7 @@
  * first (then 409), a DELETE cancels a POST still loading. Entries, leases and
  * eviction are the lifecycle core's (registry/lifecycle.ts).
  */
+import { DEFAULT_PROGRESS_INTERVAL_MS, LoadProgressBoard, type LoadProgressView } from './load-progress.js';
 import type { Cancellation } from '../cancellation.js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
@@ -27,6 +28,8 @@ export interface ManagedModelsOptions {
   readonly managedUrls?: ManagedUrlLimits | undefined;
   /** MME_CONFIG_MAX_BYTES, for reading a url's own config.pbtxt (the loads get it from the loader's deps). */
   readonly configMaxBytes?: number | undefined;
+  /** A load logs `model load in progress` at this interval (ms; 0 = never): registry/load-progress.ts. */
+  readonly progressIntervalMs?: number | undefined;
 }
 
 /** One page of GET /models. */
@@ -58,11 +61,14 @@ export class ManagedModels {
   /** DELETE /models/{name} in progress, by model_name (already out of `records`, its memory not yet free). */
   private readonly unloads = new Map<string, Promise<void>>();
   private readonly hooks: EntryHooks;
+  /** Loads and page-ins in progress, by model name. */
+  private readonly loading: LoadProgressBoard;
 
   constructor(
     private readonly lifecycle: ModelLifecycle,
     private readonly options: ManagedModelsOptions,
   ) {
+    this.loading = new LoadProgressBoard({ logger: options.logger, intervalMs: options.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS });
     this.hooks = {
       onEvict: (entry) => options.logger.info({ model: entry.label }, 'paging out a SageMaker-managed model (it stays loaded for SageMaker)'),
     };
@@ -110,7 +116,10 @@ export class ManagedModels {
       this.keys.key(modelName),
       record.label,
       cancel,
-      (ctx) => ctx.load({ dir: record.dir, label: record.label, fallbackName, seriesTarget: modelName }),
+      (ctx) =>
+        this.loading.run(modelName, { label: record.label, requestId: cancel?.requestId, firstPhase: 'preparing files' }, (progress) =>
+          ctx.load({ dir: record.dir, label: record.label, fallbackName, seriesTarget: modelName, onPhase: (phase) => progress.setPhase(phase) }),
+        ),
       this.hooks,
     );
   }
@@ -178,8 +187,11 @@ export class ManagedModels {
   }
 
   /** Every model SageMaker loaded, by name (no sort: the order is kept). */
-  *all(): IterableIterator<ManagedModelInfo & { readonly versions: readonly number[]; readonly resident: ResidentView | undefined }> {
-    for (const r of this.records.all()) yield { ...this.describeRecord(r), versions: r.versions, resident: this.resident(r.modelName) };
+  *all(): IterableIterator<
+    ManagedModelInfo & { readonly versions: readonly number[]; readonly resident: ResidentView | undefined; readonly progress: LoadProgressView | undefined }
+  > {
+    for (const r of this.records.all())
+      yield { ...this.describeRecord(r), versions: r.versions, resident: this.resident(r.modelName), progress: this.loading.view(r.modelName) };
   }
 
   describe(modelName: string): ManagedModelInfo {
@@ -222,7 +234,15 @@ export class ManagedModels {
       const fallbackName =
         (await flatModelName(dir, configMaxBytes === undefined ? {} : { configMaxBytes })) ?? (targetHeader ? archiveBaseName(targetHeader) : modelName);
       throwIfCancelled();
-      const loading = this.lifecycle.startPinned(key, label, (ctx) => ctx.load({ dir, label, fallbackName, seriesTarget: modelName }), this.hooks);
+      const loading = this.lifecycle.startPinned(
+        key,
+        label,
+        (ctx) =>
+          this.loading.run(modelName, { label, requestId: undefined, firstPhase: 'preparing files' }, (progress) =>
+            ctx.load({ dir, label, fallbackName, seriesTarget: modelName, onPhase: (phase) => progress.setPhase(phase) }),
+          ),
+        this.hooks,
+      );
       entry = loading.entry;
       const pkg = await loading.done;
       if (cancelled !== undefined) {

@@ -260,8 +260,10 @@ export class PackageModelLoader implements ModelLoader {
       const { predictedBytes: predicted, fileBytes: files, dirBytes } = await this.deps.predictFiles(request.dir);
       stage('predict');
       throwIfAborted(signal);
+      request.onPhase?.('waiting for a load slot');
       freeSlot = await this.slots.acquire(signal);
       stage('slot');
+      request.onPhase?.('waiting for memory');
       reservation = await memory.reserve(request.label, loadPeakBytes(predicted, files), signal);
       stage('reserve');
       const held = reservation;
@@ -282,8 +284,10 @@ export class PackageModelLoader implements ModelLoader {
       token = this.measurement.begin();
       // The package was walked once for the prediction: placement and the booking ask its version directories' bytes from that walk.
       const sizeOf = sizeMemo(dirBytes);
+      request.onPhase?.('creating sessions');
       pkg = await this.deps.loadPackage(request);
       stage('package');
+      request.onPhase?.('warming up');
       for (const model of pkg.models.values()) {
         throwIfAborted(signal);
         const warmupRunUs = await this.deps.warmUp(model, request.label);
@@ -293,6 +297,7 @@ export class PackageModelLoader implements ModelLoader {
         stage('place');
       }
       throwIfAborted(signal);
+      request.onPhase?.('measuring');
       const footprint = await this.deps.footprint(pkg, sizeOf);
       stage('footprint');
       const own = this.measurement.end(token, footprint);

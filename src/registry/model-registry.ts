@@ -13,6 +13,7 @@
  * (registry/model-handle.ts); the service uses the handle and never asks
  * which provenance it is.
  */
+import type { LoadProgressView } from './load-progress.js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -40,12 +41,18 @@ export interface RegistryOptions {
   readonly defaultModel: string | undefined;
   /** Revalidate a target of the source after this many ms; 0 = never. */
   readonly revalidateMs?: number;
+  /** How long a target the source does not hold is remembered, and how many such misses per second (registry/missing-targets.ts). */
+  readonly missingTtlMs?: number;
+  readonly missingLookupsPerSecond?: number;
+  /** A load logs its progress at this interval (ms; 0 = never), registry/load-progress.ts. */
+  readonly progressIntervalMs?: number;
   /** How a model is brought into memory and measured (registry/model-loader.ts createModelLoader; a fake in unit tests). */
   readonly loader: ModelLoader;
   /** The LRU the entries are tracked in (the loader reserves in the same manager). */
   readonly memory: Pick<MemoryManager, 'track' | 'touch' | 'forget' | 'notify'>;
   readonly logger: Logger;
-  readonly metrics: Pick<Metrics, 'modelRevalidations' | 'modelLoadingWait' | 'modelCacheLookups' | 'loadedModels' | 'modelUnloadDuration'>;
+  readonly metrics: Pick<Metrics, 'modelRevalidations' | 'modelLoadingWait' | 'modelCacheLookups' | 'loadedModels' | 'modelUnloadDuration'> &
+    Partial<Pick<Metrics, 'missingTargets'>>;
   /** What a POST /models url may name (registry/managed-url.ts); default: the archive entry limit's default, no cache dir. */
   readonly managedUrls?: ManagedUrlLimits;
   /** MME_CONFIG_MAX_BYTES, for reading a SageMaker url's own config.pbtxt (the loads get it from the loader's deps). */
@@ -73,6 +80,8 @@ export interface RepositoryIndexEntry {
   readonly lastUsedMs?: number | undefined;
   /** Its last load's error (also its `reason` while it is not loaded), until a load succeeds. */
   readonly lastError?: LoadError | undefined;
+  /** While LOADING (a target of the model source): its phase and how far the download has come. */
+  readonly progress?: LoadProgressView | undefined;
 }
 
 export class ModelRegistry {
@@ -85,8 +94,22 @@ export class ModelRegistry {
   constructor(options: RegistryOptions) {
     const { logger, metrics, clock } = options;
     this.lifecycle = new ModelLifecycle({ loader: options.loader, memory: options.memory, logger, metrics, clock });
-    this.sources = new SourceModels(this.lifecycle, { source: options.source, revalidateMs: options.revalidateMs, logger, metrics, clock });
-    this.managed = new ManagedModels(this.lifecycle, { logger, managedUrls: options.managedUrls, configMaxBytes: options.configMaxBytes });
+    this.sources = new SourceModels(this.lifecycle, {
+      source: options.source,
+      revalidateMs: options.revalidateMs,
+      missingTtlMs: options.missingTtlMs,
+      missingLookupsPerSecond: options.missingLookupsPerSecond,
+      progressIntervalMs: options.progressIntervalMs,
+      logger,
+      metrics,
+      clock,
+    });
+    this.managed = new ManagedModels(this.lifecycle, {
+      logger,
+      managedUrls: options.managedUrls,
+      configMaxBytes: options.configMaxBytes,
+      progressIntervalMs: options.progressIntervalMs,
+    });
     this.defaultModel = new DefaultModel(this.lifecycle, this.sources, {
       source: options.source,
       defaultRoot: options.defaultRoot,
@@ -140,6 +163,7 @@ export class ModelRegistry {
         reservedBytes: m.reservedBytes,
         measuredBytes: m.measuredBytes,
         lastUsedMs: m.resident?.lastUsedMs,
+        progress: m.progress,
       });
     }
     for (const t of await this.sources.list()) {
@@ -158,6 +182,7 @@ export class ModelRegistry {
         measuredBytes: resident?.measuredBytes,
         lastUsedMs: resident?.lastUsedMs,
         lastError,
+        progress: t.progress,
       });
     }
     return rows;

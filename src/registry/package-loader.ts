@@ -5,6 +5,7 @@
  * each with sessions and schedulers, plus the execution plan. Loads are
  * all-or-nothing: on any failure every session created so far is released.
  */
+import type { LoadPhase } from './load-progress.js';
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { ignoredFieldMessage, ignoredParameterKeys } from '../config/field-support.js';
@@ -100,6 +101,8 @@ export const DEFAULT_MAX_SEQUENCES = 4096;
 
 export interface PackageLoadRequest {
   readonly dir: string;
+  /** Told as the load enters each phase (registry/load-progress.ts): the repository index and the progress lines show it. */
+  readonly onPhase?: (phase: LoadPhase) => void;
   /** Model/target name used in messages and logs. */
   readonly label: string;
   /** Name of a root-level model without a config name (e.g. the archive's base name). */

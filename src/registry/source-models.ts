@@ -9,6 +9,9 @@
  *    entry when they name one archive);
  *  - back-off: a load that failed because of the object is not retried until
  *    its window ends or the object changes (registry/failed-loads.ts);
+ *  - misses: a target the source does not hold is remembered for a short TTL,
+ *    and misses are paid from a bucket of lookups per second
+ *    (registry/missing-targets.ts); one lookup per spelling at a time;
  *  - freshness: after `revalidateMs` the next request asks the source for the
  *    object's current version (one HeadObject). A changed or deleted object
  *    detaches the entry: new requests load the new version (or get 404),
@@ -28,6 +31,8 @@ import type { LocalModel, ModelSource } from '../store/model-source.js';
 import { archiveStem, normalizeTarget } from '../store/target-path.js';
 import { FailedLoads } from './failed-loads.js';
 import { LoadHistory, type LoadRecord } from './load-history.js';
+import { DEFAULT_PROGRESS_INTERVAL_MS, LoadProgressBoard, type LoadPhase, type LoadProgressView } from './load-progress.js';
+import { MissingTargets } from './missing-targets.js';
 import { KeySpace, type EntryKey, type Lease, type LiveEntry, type LoadContext, type ModelLifecycle, type ResidentView } from './lifecycle.js';
 import { loadAndRelease, residentReady, type ModelHandle } from './model-handle.js';
 import type { LoadedModelPackage } from './model-loader.js';
@@ -44,6 +49,8 @@ export interface RepositoryModel {
   readonly resident: ResidentView | undefined;
   /** Its last load's error, and whether it was ever loaded (registry/load-history.ts); undefined when never tried. */
   readonly history: LoadRecord | undefined;
+  /** While it loads: its phase and the download's progress (registry/load-progress.ts). */
+  readonly progress: LoadProgressView | undefined;
 }
 
 export interface SourceModelsOptions {
@@ -51,9 +58,18 @@ export interface SourceModelsOptions {
   /** Revalidate a target after this many ms; 0 or undefined = never. */
   readonly revalidateMs?: number | undefined;
   readonly logger: Logger;
-  readonly metrics: Pick<Metrics, 'modelRevalidations'>;
+  readonly metrics: Pick<Metrics, 'modelRevalidations'> & Partial<Pick<Metrics, 'missingTargets'>>;
   readonly clock?: Clock | undefined;
+  /** MME_MISSING_TARGET_TTL_SECONDS in ms (0 = misses are not remembered); default DEFAULT_MISSING_TTL_MS. */
+  readonly missingTtlMs?: number | undefined;
+  /** MME_MISSING_TARGET_LOOKUPS_PER_SECOND (0 = no bound); default DEFAULT_MISSING_LOOKUPS_PER_SECOND. */
+  readonly missingLookupsPerSecond?: number | undefined;
+  /** MME_PROGRESS_LOG_SECONDS in ms: a load logs `model load in progress` at this interval; 0 = never. Default DEFAULT_PROGRESS_INTERVAL_MS. */
+  readonly progressIntervalMs?: number | undefined;
 }
+
+export const DEFAULT_MISSING_TTL_MS = 5_000;
+export const DEFAULT_MISSING_LOOKUPS_PER_SECOND = 20;
 
 /** Freshness of one loaded entry: the copy it was loaded from and when that was last confirmed current. */
 interface Freshness {
@@ -81,9 +97,15 @@ export class SourceModels {
   private readonly history = new LoadHistory();
   /** Normalised target → the canonical spelling of its object (ModelSource.canonicalTarget); bounded. */
   private readonly spellings = new Map<string, string>();
+  /** Targets the source does not hold, remembered for a short TTL; the bucket of lookups that miss. */
+  private readonly missing: MissingTargets;
+  /** The spelling lookup in flight per target: concurrent requests for a new spelling ask the source once. */
+  private readonly lookups = new Map<string, Promise<string>>();
   /** The version check in flight per target in a failed load's back-off. */
   private readonly versionChecks = new Map<string, Promise<string | undefined | null>>();
   private readonly freshness = new WeakMap<LiveEntry, Freshness>();
+  /** Loads in progress by canonical target (the repository index shows them). */
+  private readonly loading: LoadProgressBoard;
 
   constructor(
     private readonly lifecycle: ModelLifecycle,
@@ -92,6 +114,13 @@ export class SourceModels {
     this.clock = options.clock ?? systemClock;
     this.revalidateUs = (options.revalidateMs ?? 0) * 1000;
     this.failedLoads = new FailedLoads({ now: () => this.clock.nowUs() / 1000 });
+    this.loading = new LoadProgressBoard({ logger: options.logger, intervalMs: options.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS });
+    this.missing = new MissingTargets({
+      ttlMs: options.missingTtlMs ?? DEFAULT_MISSING_TTL_MS,
+      lookupsPerSecond: options.missingLookupsPerSecond ?? DEFAULT_MISSING_LOOKUPS_PER_SECOND,
+      now: () => this.clock.nowUs() / 1000,
+      count: (result) => options.metrics.missingTargets?.inc({ result }),
+    });
   }
 
   /** The handle of a target: normalised here, once (INVALID_TARGET for a target that could climb out of the source). */
@@ -108,17 +137,22 @@ export class SourceModels {
 
   /** Lease the package of a (normalised) target, loading it from the source on first use. */
   async acquire(normalized: string, cancel?: Cancellation): Promise<Lease> {
+    const remembered = this.missing.remembered(normalized);
+    if (remembered !== undefined) throw remembered;
     const target = await this.canonicalTarget(normalized, cancel);
     const key = this.keys.key(target);
     const existing = this.lifecycle.find(key);
     if (existing?.state === 'READY' && this.isStale(existing)) await abortable(this.revalidate(existing), cancel?.signal, target);
     if (existing === undefined) await this.refuseRecentFailure(target, cancel);
-    return this.lifecycle.acquire(key, target, cancel, (ctx) => this.loadFromSource(target, ctx));
+    return this.lifecycle.acquire(key, target, cancel, (ctx) => this.loadFromSource(target, ctx, cancel?.requestId));
   }
 
   /** An explicit load: a remembered failure is forgotten, and a resident package with a step stopped for good is loaded afresh. */
   async prepareExplicitLoad(target: string): Promise<void> {
-    this.failedLoads.forget(await this.canonicalTarget(target, undefined));
+    this.missing.forget(target);
+    const canonical = await this.canonicalTarget(target, undefined);
+    this.missing.forget(canonical);
+    this.failedLoads.forget(canonical);
     // As Triton reloads on load: a JS step that kept crashing gets a fresh start.
     const pkg = this.resident(target)?.pkg;
     if (pkg !== undefined && hasStoppedStep(pkg)) {
@@ -146,8 +180,14 @@ export class SourceModels {
     return listed.map((m) => {
       const resident = this.lifecycle.view(this.keys.key(m.target)) ?? this.lifecycle.view(this.keys.key(archiveStem(m.target)));
       const history = this.history.get(m.target) ?? this.history.get(archiveStem(m.target));
-      return { target: m.target, sizeBytes: m.sizeBytes, lastModified: m.lastModified?.toISOString(), cached: m.cached, resident, history };
+      const progress = resident?.state === 'LOADING' ? (this.loading.view(m.target) ?? this.loading.view(archiveStem(m.target))) : undefined;
+      return { target: m.target, sizeBytes: m.sizeBytes, lastModified: m.lastModified?.toISOString(), cached: m.cached, resident, history, progress };
     });
+  }
+
+  /** A load of a package of the source root itself (the default model of a repository): with its progress lines and phases. */
+  trackLoad<T>(label: string, requestId: string | undefined, load: (onPhase: (phase: LoadPhase) => void) => Promise<T>): Promise<T> {
+    return this.loading.run(label, { label, requestId, firstPhase: 'preparing files' }, (progress) => load((phase) => progress.setPhase(phase)));
   }
 
   // ---------------------------------------------------------------- internals
@@ -156,14 +196,32 @@ export class SourceModels {
     return this.keys.key(this.spellings.get(target) ?? target);
   }
 
-  private async loadFromSource(target: string, ctx: LoadContext): Promise<LoadedModelPackage> {
+  private loadFromSource(target: string, ctx: LoadContext, requestId: string | undefined): Promise<LoadedModelPackage> {
+    const { source } = this.options;
+    return this.loading.run(
+      target,
+      {
+        label: target,
+        requestId,
+        transfer: () => source.transferProgress?.(target),
+        firstPhase: source.transferProgress === undefined ? 'preparing files' : 'downloading',
+      },
+      (progress) => this.localizeAndLoad(target, ctx, (phase) => progress.setPhase(phase)),
+    );
+  }
+
+  private async localizeAndLoad(target: string, ctx: LoadContext, onPhase: (phase: LoadPhase) => void): Promise<LoadedModelPackage> {
     // Not the caller's signal: the load is shared, one caller leaving must not fail the others.
     let version: string | undefined;
     try {
+      const remembered = this.missing.remembered(target);
+      if (remembered !== undefined) throw remembered;
+      this.missing.admitLookup(target);
       const local = await this.options.source.localize(target);
+      this.missing.foundObject(target);
       version = local.version;
       ctx.onRelease(() => local.release());
-      const loaded = await ctx.load({ dir: local.dir, label: target, fallbackName: archiveBaseName(target), seriesTarget: target });
+      const loaded = await ctx.load({ dir: local.dir, label: target, fallbackName: archiveBaseName(target), seriesTarget: target, onPhase });
       this.freshness.set(ctx.entry, { local, checkedAtUs: this.clock.nowUs(), revalidating: undefined });
       this.failedLoads.forget(target);
       this.history.loaded(target);
@@ -173,7 +231,10 @@ export class SourceModels {
       if (FailedLoads.remembers(err))
         this.failedLoads.record(target, version ?? (await this.options.source.currentVersion(target).catch(() => undefined)), err);
       // Gone from the source: a spelling may now find another object (`x.tgz` after `x.tar.gz`).
-      if (err instanceof ServingError && err.code === 'MODEL_NOT_FOUND') for (const [k, v] of this.spellings) if (v === target) this.spellings.delete(k);
+      if (err instanceof ServingError && err.code === 'MODEL_NOT_FOUND' && err.model === target && !this.missing.isRemembered(err)) {
+        this.missing.record(target, err);
+        for (const [k, v] of this.spellings) if (v === target) this.spellings.delete(k);
+      }
       throw err;
     }
   }
@@ -188,10 +249,28 @@ export class SourceModels {
     if (known !== undefined) return known;
     const { source } = this.options;
     if (source.canonicalTarget === undefined || this.lifecycle.find(this.keys.key(target)) !== undefined) return target;
-    const canonical = await abortable(source.canonicalTarget(target), cancel?.signal, target);
-    if (this.spellings.size >= MAX_SPELLINGS) this.spellings.clear();
-    this.spellings.set(target, canonical);
-    return canonical;
+    let lookup = this.lookups.get(target);
+    if (lookup === undefined) {
+      this.missing.admitLookup(target);
+      lookup = source
+        .canonicalTarget(target)
+        .then(
+          (canonical) => {
+            if (this.spellings.size >= MAX_SPELLINGS) this.spellings.clear();
+            this.spellings.set(target, canonical);
+            return canonical;
+          },
+          (err: unknown) => {
+            if (err instanceof ServingError && err.code === 'MODEL_NOT_FOUND') this.missing.record(target, err);
+            throw err;
+          },
+        )
+        .finally(() => this.lookups.delete(target));
+      // Every waiter may have left (abortable): the outcome is still heard.
+      lookup.catch(() => undefined);
+      this.lookups.set(target, lookup);
+    }
+    return abortable(lookup, cancel?.signal, target);
   }
 
   /** Within a failed load's back-off the same error at once, unless the object changed (one version check at a time per target). */

@@ -162,7 +162,7 @@ async function fromFile(spec: WarmupInputConfig, shape: number[], file: string, 
   const info = DATA_TYPE_INFO[spec.dataType];
   if (!info.arrayType) throw new Error(`datatype ${spec.dataType} cannot be read from a file`);
   if (bytes.length !== n * info.byteSize)
-    throw new Error(`${file} is ${bytes.length} bytes; shape ${JSON.stringify(shape)} of ${spec.dataType} needs ${n * info.byteSize}`);
+    throw new Error(`warmup/${path.basename(file)} is ${bytes.length} bytes; shape ${JSON.stringify(shape)} of ${spec.dataType} needs ${n * info.byteSize}`);
   // Copy into an aligned buffer: the file's Buffer may start at any offset of a pooled ArrayBuffer.
   const aligned = new Uint8Array(bytes.length);
   aligned.set(bytes);

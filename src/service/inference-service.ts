@@ -30,6 +30,7 @@ import { validateRequest } from './validate-request.js';
 
 // What the transports need of the registry's vocabulary, through the service (they never import the registry).
 export type { ManagedModelInfo, ModelHandle, ModelRef, RepositoryIndexEntry } from '../registry/model-registry.js';
+export type { LoadProgressView } from '../registry/load-progress.js';
 export { checkModelName, checkTargetHeader } from '../registry/managed-records.js';
 
 export interface InferContext {
@@ -118,6 +119,8 @@ export interface InferenceServiceOptions {
   readonly maxQueueSize?: number;
   /** Serves models with `response_cache { enable: true }`; absent = no cache (MME_RESPONSE_CACHE_BYTES 0). */
   readonly responseCache?: ResponseCache;
+  /** MME_MAX_RESPONSE_BYTES: the largest answer; none when absent. */
+  readonly maxResponseBytes?: number;
 }
 
 let uncounted: TargetMetrics | undefined;
@@ -136,6 +139,21 @@ export class InferenceService {
 
   get inflightCount(): number {
     return this.inflight;
+  }
+
+  /**
+   * RESPONSE_TOO_LARGE when an answer of at most `boundBytes` (its encoding's
+   * bound, computed by the transport from the output tensors) could exceed
+   * MME_MAX_RESPONSE_BYTES. Called before the answer is encoded.
+   */
+  checkAnswerSize(boundBytes: number, model: string): void {
+    const cap = this.options.maxResponseBytes;
+    if (cap === undefined || boundBytes <= cap) return;
+    throw new ServingError(
+      'RESPONSE_TOO_LARGE',
+      `model '${model}': the answer could take up to ${boundBytes} bytes in the encoding asked for, over MME_MAX_RESPONSE_BYTES (${cap}); ask for fewer outputs, a smaller input, or a binary encoding`,
+      { model, details: { maxResponseBytes: cap, boundBytes } },
+    );
   }
 
   /**

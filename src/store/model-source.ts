@@ -6,6 +6,7 @@
  * into a local directory holding the extracted Triton-layout repository.
  * Only `store/` touches archives, the disk cache and remote stores.
  */
+import type { TransferSnapshot } from './transfer-progress.js';
 
 export interface LocalModel {
   /** The normalised target this directory was resolved from. */
@@ -37,9 +38,9 @@ export interface ModelSource {
   /** Human-readable location for logs, e.g. `file:///models` or `s3://bucket/prefix/`. */
   readonly description: string;
   /**
-   * How messages that reach clients name the source: never a host path (a
-   * local source is "the model source"; an S3 source its s3:// URI, which the
-   * client's own SDK calls name too). Omitted: `description`.
+   * How messages that reach clients name the source: never a host path, a
+   * bucket or a prefix ("the model source", docs/security.md). Omitted:
+   * `description`.
    */
   readonly publicDescription?: string;
   /**
@@ -65,4 +66,6 @@ export interface ModelSource {
   canonicalTarget?(target: string, signal?: AbortSignal): Promise<string>;
   /** Targets available in the source (archives and model directories). */
   list(): Promise<readonly SourceEntry[]>;
+  /** How far the download of `target` has come, while one runs (store/transfer-progress.ts); optional: a local source has none. */
+  transferProgress?(target: string): TransferSnapshot | undefined;
 }

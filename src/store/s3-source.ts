@@ -15,8 +15,9 @@
  * AbortSignal only stops that caller waiting (SageMaker retries a slow load, and
  * the retry must find the work done, not restarted).
  *
- * Failures: a missing object is MODEL_NOT_FOUND naming the target and the s3://
- * URI; 401/403 is ACCESS_DENIED; unreachable, 5xx, throttling, request timeouts
+ * Failures: a missing object is MODEL_NOT_FOUND naming the target and the
+ * object names tried (relative to the prefix: messages reach clients, and the
+ * bucket and prefix are the server's own; log lines carry the s3:// URI); 401/403 is ACCESS_DENIED; unreachable, 5xx, throttling, request timeouts
  * and a connection cut (or stalled) mid-stream are retried with exponential
  * backoff, at most `retry.attempts` attempts and at most `retry.maxTotalMs`
  * without progress, then UPSTREAM_UNAVAILABLE with the cause; corrupt or hostile
@@ -53,6 +54,7 @@ import { parseS3Uri, s3ObjectUri } from '../config/s3-uri.js';
 import { archiveCandidates, isArchiveName, normalizeTarget } from './target-path.js';
 import { cancelled } from './abort.js';
 import { errorCode, messageOf } from './node-error.js';
+import { TransferProgress, type TransferSnapshot } from './transfer-progress.js';
 
 export interface S3RetryOptions {
   /** Most attempts per operation (1 = no retry). */
@@ -152,6 +154,8 @@ const retryable = new WeakSet<ServingError>();
 
 export class S3ModelSource implements ModelSource {
   readonly description: string;
+  /** The bucket and prefix are the server's own: clients read "the model source". */
+  readonly publicDescription = 'the model source';
   readonly bucket: string;
   readonly prefix: string;
   private readonly client: S3Client;
@@ -166,6 +170,8 @@ export class S3ModelSource implements ModelSource {
   /** In-flight localizations keyed by normalised target. */
   private readonly flights: PinnedFlights;
   private downloaded = 0;
+  /** The download running per target (the localization's current attempt). */
+  private readonly transfers = new Map<string, TransferProgress>();
 
   constructor(options: S3ModelSourceOptions) {
     const location = parseS3Uri(options.uri);
@@ -194,6 +200,10 @@ export class S3ModelSource implements ModelSource {
         // Our retry loop is the one policy, so the total time stays bounded.
         { maxAttempts: 1, requestHandler: { connectionTimeout: DEFAULT_CONNECTION_TIMEOUT_MS } },
       );
+  }
+
+  transferProgress(target: string): TransferSnapshot | undefined {
+    return this.transfers.get(target)?.snapshot();
   }
 
   /** Body bytes received from S3 since this source was created (every attempt). */
@@ -229,7 +239,7 @@ export class S3ModelSource implements ModelSource {
     const target = normalizeTarget(rawTarget);
     if (isArchiveName(target)) return target;
     const info = await this.head(target, signal);
-    if (info === undefined) throw notFound(target, this.candidateUris(target));
+    if (info === undefined) throw notFound(target, archiveCandidates(target));
     return info.key.slice(this.prefix.length);
   }
 
@@ -256,7 +266,7 @@ export class S3ModelSource implements ModelSource {
     await this.cache.open();
     const found: SourceEntry[] = [];
     let token: string | undefined;
-    const what = `listing ${this.description}`;
+    const what = 'listing the model source';
     do {
       const continuation = token;
       const page = await this.withRetry(undefined, what, (attempt) =>
@@ -273,7 +283,7 @@ export class S3ModelSource implements ModelSource {
               }),
               { abortSignal },
             ),
-          (err) => s3Failure(err, { action: what, uri: this.description, bucket: this.bucket }),
+          (err) => s3Failure(err, { action: what, bucket: this.bucket }),
         ),
       );
       collect(page, this.prefix, found, (key, etag) => etag !== undefined && this.cache.has(s3ObjectUri(this.bucket, key), etag));
@@ -293,12 +303,12 @@ export class S3ModelSource implements ModelSource {
         abortSignal: signal,
       });
     } catch (err) {
-      throw s3Failure(err, { action, uri: this.description, bucket: this.bucket });
+      throw s3Failure(err, { action, bucket: this.bucket });
     }
   }
 
   private describeTarget(target: string): string {
-    return `model '${target}' (${s3ObjectUri(this.bucket, this.prefix + target)})`;
+    return `model '${target}'`;
   }
 
   private async localizeObject(target: string): Promise<PinnedResult> {
@@ -314,7 +324,7 @@ export class S3ModelSource implements ModelSource {
       if (this.candidateUris(target).some((uri) => this.cache.hasAny(uri))) {
         // A copy is cached: HeadObject says whether it is still current, and a current one costs no GetObject.
         const head = await this.headTarget(target, attempt, undefined);
-        if (!head) throw notFound(target, this.candidateUris(target));
+        if (!head) throw notFound(target, archiveCandidates(target));
         found = head;
         info = found;
         const cached = await this.cache.lookup(found.uri, found.etag);
@@ -326,7 +336,7 @@ export class S3ModelSource implements ModelSource {
         // Nothing of it cached: no HeadObject, the GetObject's own headers say what the object is (its ETag, its
         // size), one round trip less on every first load (4-5 ms of a ~20 ms cold request on loopback, more on S3).
         const got = await this.getTarget(target, attempt);
-        if (!got) throw notFound(target, this.candidateUris(target));
+        if (!got) throw notFound(target, archiveCandidates(target));
         found = got.info;
         info = found;
         response = Promise.resolve(got.response);
@@ -436,13 +446,14 @@ export class S3ModelSource implements ModelSource {
   ): Promise<{ info: S3ObjectInfo; response: R } | undefined> {
     for (const key of this.candidateKeys(target)) {
       const uri = s3ObjectUri(this.bucket, key);
+      const name = key.slice(this.prefix.length);
       let response: R;
       try {
         response = await this.request(
           attempt,
           signal,
           (abortSignal) => send(key, abortSignal),
-          (err) => s3Failure(err, { target, action: `${action} ${uri}`, uri, bucket: this.bucket }),
+          (err) => s3Failure(err, { target, action: `${action} '${name}'`, name, bucket: this.bucket }),
         );
       } catch (err) {
         if (err instanceof ServingError && err.code === 'MODEL_NOT_FOUND') continue;
@@ -451,7 +462,7 @@ export class S3ModelSource implements ModelSource {
       const etag = unquoteEtag(response.ETag);
       if (etag === undefined) {
         discard(response);
-        throw new ServingError('UPSTREAM_UNAVAILABLE', `model '${target}': ${uri} has no ETag`, { model: target });
+        throw new ServingError('UPSTREAM_UNAVAILABLE', `model '${target}': the object '${name}' has no ETag`, { model: target });
       }
       return { info: { target, key, uri, etag, version: etag, sizeBytes: response.ContentLength, lastModified: response.LastModified }, response };
     }
@@ -460,8 +471,9 @@ export class S3ModelSource implements ModelSource {
 
   /** GetObject for exactly the ETag we cache it under: its headers (the body is read by download). */
   private getObject(info: S3ObjectInfo, attempt: Attempt): Promise<GetObjectCommandOutput> {
-    const { target, key, uri } = info;
-    const context = { target, action: `downloading ${uri}`, uri, bucket: this.bucket };
+    const { target, key } = info;
+    const name = key.slice(this.prefix.length);
+    const context = { target, action: `downloading '${name}'`, name, bucket: this.bucket };
     const response = this.request(
       attempt,
       undefined,
@@ -488,11 +500,12 @@ export class S3ModelSource implements ModelSource {
     storageBytes: number,
     onBytes: (bytes: number) => void,
   ): Promise<{ bytes: number; files: number }> {
-    const { target, uri } = info;
+    const { target } = info;
+    const object = `'${info.key.slice(this.prefix.length)}'`;
     const response = await pending;
     const body: unknown = response.Body;
     if (!(body instanceof Readable)) {
-      throw new ServingError('INTERNAL', `model '${target}': the S3 client returned no Node.js stream for ${uri}`, {
+      throw new ServingError('INTERNAL', `model '${target}': the S3 client returned no Node.js stream for ${object}`, {
         model: target,
       });
     }
@@ -500,7 +513,7 @@ export class S3ModelSource implements ModelSource {
     if (etag !== undefined && etag !== info.etag) {
       body.destroy();
       throw markRetryable(
-        new ServingError('UPSTREAM_UNAVAILABLE', `model '${target}': ${uri} changed during the download`, {
+        new ServingError('UPSTREAM_UNAVAILABLE', `model '${target}': ${object} changed during the download`, {
           model: target,
         }),
       );
@@ -512,14 +525,17 @@ export class S3ModelSource implements ModelSource {
       throw markRetryable(
         new ServingError(
           'UPSTREAM_UNAVAILABLE',
-          `model '${target}': downloading ${uri} failed: the connection closed before the body was read${cause ? ` (${messageOf(cause)})` : ''}`,
+          `model '${target}': downloading ${object} failed: the connection closed before the body was read${cause ? ` (${messageOf(cause)})` : ''}`,
           { model: target, ...(cause ? { cause } : {}) },
         ),
       );
     }
+    const progress = new TransferProgress(response.ContentLength);
+    this.transfers.set(target, progress);
     const meter = new DownloadMeter(response.ContentLength, this.idleTimeoutMs, this.minProgress, (bytes) => {
       attempt.progressed = true;
       this.downloaded += bytes;
+      progress.add(bytes);
       onBytes(bytes);
     });
     // A cut before the extraction has attached to `meter` (it opens its files first) would otherwise leave the error
@@ -540,12 +556,12 @@ export class S3ModelSource implements ModelSource {
       return await extractArchive(meter, contentDir, { ...this.limits, storageBytes });
     } catch (err) {
       if (err instanceof ServingError && err.code === 'UPSTREAM_UNAVAILABLE') {
-        throw markRetryable(prefixed(err, target, `downloading ${uri} failed: `));
+        throw markRetryable(prefixed(err, target, `downloading ${object} failed: `));
       }
       if (meter.failure && !(err instanceof ServingError && err.code !== 'INTERNAL')) {
         // The stream broke first; whatever the extraction said is a consequence.
         throw markRetryable(
-          new ServingError('UPSTREAM_UNAVAILABLE', `model '${target}': downloading ${uri} failed: ${messageOf(meter.failure)}`, {
+          new ServingError('UPSTREAM_UNAVAILABLE', `model '${target}': downloading ${object} failed: ${messageOf(meter.failure)}`, {
             model: target,
             cause: meter.failure,
           }),
@@ -553,6 +569,7 @@ export class S3ModelSource implements ModelSource {
       }
       throw err instanceof ServingError ? prefixed(err, target, '') : err;
     } finally {
+      if (this.transfers.get(target) === progress) this.transfers.delete(target);
       if (!meter.destroyed) meter.destroy();
       if (!body.readableEnded && !body.destroyed) body.destroy();
     }
@@ -767,16 +784,17 @@ const NETWORK_CODES = new Set([
 
 interface FailureContext {
   readonly target?: string;
-  /** e.g. `downloading s3://b/k` */
+  /** e.g. `downloading 'team/a.tar.gz'` */
   readonly action: string;
-  readonly uri: string;
+  /** The object's name relative to the prefix. */
+  readonly name?: string;
   readonly bucket: string;
 }
 
 /** Maps an SDK or network error to a ServingError; transient ones are marked retryable. */
 function s3Failure(err: unknown, context: FailureContext): ServingError {
   if (err instanceof ServingError) return err;
-  const { target, action, uri, bucket } = context;
+  const { target, action, name: objectName, bucket } = context;
   const status = httpStatusOf(err);
   const name = err instanceof Error ? err.name : 'Error';
   const about = target === undefined ? '' : `model '${target}': `;
@@ -788,7 +806,7 @@ function s3Failure(err: unknown, context: FailureContext): ServingError {
   }
   if (NOT_FOUND_NAMES.has(name) || status === 404) {
     if (target === undefined) return new ServingError('UPSTREAM_UNAVAILABLE', `${action} failed: ${cause}`, options);
-    return new ServingError('MODEL_NOT_FOUND', `model '${target}' not found: no object ${uri}`, options);
+    return new ServingError('MODEL_NOT_FOUND', `model '${target}' not found in the model source: no object '${objectName ?? target}'`, options);
   }
   if (DENIED_NAMES.has(name) || status === 401 || status === 403) {
     return new ServingError('ACCESS_DENIED', `${about}access denied ${action}: ${cause}`, options);
@@ -831,11 +849,12 @@ function describe(err: unknown, status: number | undefined): string {
   return parts.join(' ');
 }
 
-function notFound(target: string, uris: readonly string[]): ServingError {
-  const where = uris.length === 1 ? `no object ${uris[0]}` : `none of ${uris.join(', ')} exists`;
-  return new ServingError('MODEL_NOT_FOUND', `model '${target}' not found: ${where}`, {
+/** `tried`: the object names looked up, relative to the prefix (the bucket and prefix are the server's own); `details.uris` keeps its name. */
+function notFound(target: string, tried: readonly string[]): ServingError {
+  const where = tried.length === 1 ? `no object '${tried[0]}'` : `none of ${tried.map((t) => `'${t}'`).join(', ')} exists`;
+  return new ServingError('MODEL_NOT_FOUND', `model '${target}' not found in the model source: ${where}`, {
     model: target,
-    details: { uris },
+    details: { uris: tried },
   });
 }
 

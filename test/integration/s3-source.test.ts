@@ -235,14 +235,14 @@ describe('S3ModelSource', () => {
     assert.equal(entries.length, 1, `one cache entry: ${entries.join(', ')}`);
   });
 
-  it('NoSuchKey is MODEL_NOT_FOUND naming the target and the s3 URI', async () => {
+  it('NoSuchKey is MODEL_NOT_FOUND naming the target and the object, never the bucket or prefix', async () => {
     const { source, cacheDir } = harness();
     await rejectsWith(
       source.localize('missing.tar.gz'),
       'MODEL_NOT_FOUND',
-      /model 'missing\.tar\.gz' not found: no object s3:\/\/models\/prefix\/missing\.tar\.gz/,
+      /model 'missing\.tar\.gz' not found in the model source: no object 'missing\.tar\.gz'$/,
     );
-    await rejectsWith(source.localize('team/missing'), 'MODEL_NOT_FOUND', /s3:\/\/models\/prefix\/team\/missing\.tar\.gz/);
+    await rejectsWith(source.localize('team/missing'), 'MODEL_NOT_FOUND', /none of 'team\/missing\.tar\.gz', 'team\/missing\.tgz' exists$/);
     assert.equal(await source.head('missing.tar.gz'), undefined);
     assert.equal(proxy.gets(`${PREFIX}missing.tar.gz`), 1, 'one GetObject, not retried');
     assert.equal(proxy.gets(`${PREFIX}team/missing.tar.gz`) + proxy.gets(`${PREFIX}team/missing.tgz`), 2, 'one per candidate key');

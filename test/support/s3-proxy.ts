@@ -22,6 +22,8 @@ export class S3Proxy {
   stallInsteadOfCut = false;
   /** The next N requests (any kind) get 503 SlowDown. */
   failNext = 0;
+  /** Requests for keys starting with this (after the bucket) get 403 AccessDenied, as a bucket policy denying them would. */
+  denyKeysStartingWith: string | undefined;
   /** The next N object GETs send their body `trickleBytes` every `trickleEveryMs` (4 B/s by default). */
   trickleNextGets = 0;
   trickleBytes = 4;
@@ -87,6 +89,12 @@ export class S3Proxy {
       req.resume();
       res.writeHead(503, { 'content-type': 'application/xml' });
       res.end('<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>');
+      return;
+    }
+    if (this.denyKeysStartingWith !== undefined && pathOf(url).startsWith(`/${this.bucket}/${this.denyKeysStartingWith}`)) {
+      req.resume();
+      res.writeHead(403, { 'content-type': 'application/xml' });
+      res.end(method === 'HEAD' ? undefined : '<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>');
       return;
     }
     const cut = method === 'GET' && isObjectRequest(this.bucket, url) && this.cutNextGets > 0;
@@ -157,4 +165,9 @@ function isObjectRequest(bucket: string, url: string, key?: string): boolean {
   if (url.includes('list-type=')) return false;
   if (key === undefined) return pathname.startsWith(`/${bucket}/`) && pathname.length > bucket.length + 2;
   return pathname === `/${bucket}/${key.split('/').map(encodeURIComponent).join('/')}`;
+}
+
+function pathOf(url: string): string {
+  const q = url.indexOf('?');
+  return decodeURIComponent(q < 0 ? url : url.slice(0, q));
 }

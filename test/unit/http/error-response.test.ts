@@ -25,6 +25,7 @@ const EXPECTED_STATUS: Readonly<Record<ErrorCode, number>> = {
   NOT_ACCEPTABLE: 406,
   MODEL_ALREADY_LOADED: 409,
   PAYLOAD_TOO_LARGE: 413,
+  RESPONSE_TOO_LARGE: 400,
   UNSUPPORTED_MEDIA_TYPE: 415,
   OVERLOADED: 429,
   CANCELLED: 499,
@@ -45,7 +46,7 @@ function body(text: string): Record<string, unknown> {
 describe('httpStatusOf', () => {
   test('the expected table covers exactly ERROR_CODES', () => {
     assert.deepEqual(Object.keys(EXPECTED_STATUS).sort(), [...ERROR_CODES].sort());
-    assert.equal(ERROR_CODES.length, 26);
+    assert.equal(ERROR_CODES.length, 27);
   });
 
   for (const code of ERROR_CODES) {
