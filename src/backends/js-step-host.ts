@@ -17,7 +17,7 @@
  * This file imports nothing but node: and its siblings copied beside it.
  */
 import net from 'node:net';
-import { encodeFrame, FrameReader } from './js-step-frames.js';
+import { encodeFrame, FrameReader, FrameWriter } from './js-step-frames.js';
 import { describeError, JS_STEP_TENSORS, UNHANDLED_REJECTION, type HostReply, type HostRequest, type JsHostData } from './js-step-protocol.js';
 
 interface JsModule {
@@ -30,13 +30,11 @@ interface JsModule {
 const CRASH_EXIT = 70;
 
 const channel = new net.Socket({ fd: 3, readable: true, writable: true });
+const writer = new FrameWriter(channel, JS_STEP_TENSORS);
 let ending = false;
 
 function post(reply: HostReply): void {
-  const buffers = encodeFrame(reply as unknown as Record<string, unknown>, JS_STEP_TENSORS);
-  channel.cork();
-  for (const b of buffers) channel.write(b);
-  channel.uncork();
+  writer.write(reply as unknown as Record<string, unknown>);
 }
 
 /** Report why the process ends, then end it (at once if the report cannot be written within a second). */

@@ -29,7 +29,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import type { Socket } from 'node:net';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
-import { encodeFrame, FrameReader } from './js-step-frames.js';
+import { FrameReader, FrameWriter } from './js-step-frames.js';
 import { JS_STEP_TENSORS, type HostReply, type HostRequest, type JsBatch, type JsHostData, type JsStepError } from './js-step-protocol.js';
 import type { Sandbox } from './js-step-sandbox.js';
 
@@ -101,6 +101,7 @@ class Instance {
   ended: Error | undefined;
   private onEnd: ((err: Error) => void) | undefined;
   private readonly channel: Socket;
+  private readonly writer: FrameWriter;
   private stderrTail = '';
 
   constructor(
@@ -116,6 +117,7 @@ class Instance {
       ...(sandbox.user ? { uid: sandbox.user.uid, gid: sandbox.user.gid } : {}),
     });
     this.channel = this.child.stdio[3] as Socket;
+    this.writer = new FrameWriter(this.channel, JS_STEP_TENSORS);
     const died = (cause: string): void => {
       if (this.ended) return;
       onDeath(this, cause);
@@ -184,10 +186,7 @@ class Instance {
 
   /** Write a request (throws when it cannot be encoded: a batch V8 cannot serialize). */
   send(request: HostRequest): void {
-    const buffers = encodeFrame(request as unknown as Record<string, unknown>, JS_STEP_TENSORS);
-    this.channel.cork();
-    for (const b of buffers) this.channel.write(b);
-    this.channel.uncork();
+    this.writer.write(request as unknown as Record<string, unknown>);
   }
 
   call(request: HostRequest): Promise<HostReply> {
