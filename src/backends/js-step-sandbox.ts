@@ -21,7 +21,7 @@
  *   mem nor signal the server, and the OS checks every file it opens.
  */
 import { execFileSync } from 'node:child_process';
-import { chmod, chown, copyFile, link, lstat, mkdir, mkdtemp, readdir, readlink, rm, symlink, writeFile } from 'node:fs/promises';
+import { chmod, chown, copyFile, link, lstat, mkdir, mkdtemp, readdir, readlink, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -90,6 +90,7 @@ export async function prepareSandbox(options: SandboxOptions): Promise<Sandbox> 
   const prlimit = findPrlimit();
   if (prlimit === null) throw new SandboxError('the memory bound of a js step needs prlimit (util-linux), which is not on PATH');
   const user = process.getuid?.() === 0 ? (options.user ?? DEFAULT_JS_STEP_USER) : undefined;
+  if (user) await checkReachable(os.tmpdir(), user);
   const root = await mkdtemp(path.join(os.tmpdir(), 'onnx-mme-js-'));
   try {
     await chmod(root, 0o711);
@@ -127,6 +128,20 @@ export async function prepareSandbox(options: SandboxOptions): Promise<Sandbox> 
   } catch (err) {
     await rm(root, { recursive: true, force: true });
     throw err;
+  }
+}
+
+/** The step's user must be able to enter every directory down to the temp dir, where its sandbox is made. */
+async function checkReachable(dir: string, user: StepUser): Promise<void> {
+  for (let d = path.resolve(dir); ; d = path.dirname(d)) {
+    const st = await stat(d);
+    const bit = st.uid === user.uid ? 0o100 : st.gid === user.gid ? 0o010 : 0o001;
+    if ((st.mode & bit) === 0) {
+      throw new SandboxError(
+        `the js step runs as uid ${user.uid} (MME_JS_STEP_USER), which cannot enter the temp directory (TMPDIR) where its sandbox is made; point TMPDIR at a directory others can traverse`,
+      );
+    }
+    if (d === path.dirname(d)) return;
   }
 }
 

@@ -56,6 +56,8 @@ export const ATTACKS = {
   worker: async () => attempt(async () => { const { Worker } = await import('node:worker_threads'); new Worker('1', { eval: true }); return 'started'; }),
   uid: () => attempt(() => String(process.getuid())),
   connect: () => attempt(() => new Promise((resolve, reject) => { const s = net.connect(${port}, '127.0.0.1', () => { s.end(); resolve('connected'); }); s.on('error', reject); })),
+  // Garbage on the channel to the server (its fd 3, written directly): the server must drop the process, not parse its way into trouble.
+  forge: () => { fs.writeSync(3, Buffer.from([255, 255, 255, 127, 1, 2, 3])); return new Promise(() => {}); },
 };
 const NAMES = Object.keys(ATTACKS);
 export async function execute({ inputs, rows }) {
@@ -79,6 +81,7 @@ const ATTACK_NAMES = [
   'worker',
   'uid',
   'connect',
+  'forge',
 ];
 
 const HOSTILE_CONFIG = `name: "hostile"
@@ -190,6 +193,14 @@ describe('a hostile js step', () => {
     assert.equal(await attack('connect'), 'ok: connected');
     for (let i = 0; i < 50 && connections === before; i++) await new Promise((r) => setTimeout(r, 20));
     assert.equal(connections, before + 1);
+    await assertServing();
+  });
+
+  it('cannot confuse the server with a forged frame: the process is dropped (500), restarted, and answers again', async () => {
+    const reply = await invoke('hostile', { inputs: [input('x', 'INT32', [1, 1], [ATTACK_NAMES.indexOf('forge')])] });
+    assert.equal(reply.status, 500, reply.text);
+    assert.match(reply.text, /model 'hostile': the js step crashed: it wrote a malformed message/);
+    assert.equal(await attack('write_scratch'), 'ok: x');
     await assertServing();
   });
 
