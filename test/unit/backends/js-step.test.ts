@@ -8,16 +8,21 @@
  * `code: 'INVALID_INPUT'` is a 400; returned tensors are checked against the
  * config; finalize runs at release; a module without execute, or any js step
  * when MME_ALLOW_JS_BACKEND is false, is refused at load. The step runs in a
- * worker thread of its own (js-step-host.ts): Maps, BYTES and INT64 cross it
- * intact, and a load past its deadline or crashing is a load error. Load and run
+ * process of its own (js-step-host.ts): Maps, BYTES and INT64 cross to it
+ * intact, a load past its deadline or crashing is a load error, and (as
+ * root) a package file its user could not read is one too. Load and run
  * errors name files within the package, never the host path of the cache.
  */
 import assert from 'node:assert/strict';
+import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, test } from 'node:test';
+import { loadStep, type LoadedStep } from '../../../src/backends/step-backend.js';
 import { parseModelConfig } from '../../../src/config/model-config.js';
 import { ServingError } from '../../../src/errors.js';
-import type { Tensor } from '../../../src/protocol/tensor.js';
 import { createLogger } from '../../../src/observability/logger.js';
+import type { Tensor } from '../../../src/protocol/tensor.js';
 import { DEFAULT_BATCHING, resolveBatchPolicy } from '../../../src/scheduler/batch-policy.js';
 import { DynamicBatcher } from '../../../src/scheduler/dynamic-batcher.js';
 import { f32, loadError, loadStepFromText, numbers } from './step-harness.js';
@@ -170,7 +175,7 @@ describe('js step', () => {
     }
   });
 
-  test('across the worker thread: a Map return, BYTES string arrays and INT64 BigInt64Arrays arrive intact, and the input tensors stay usable', async () => {
+  test('across to its process and back: a Map return, BYTES string arrays and INT64 BigInt64Arrays arrive intact, and the input tensors stay usable', async () => {
     const config = `
 backend: "js"
 max_batch_size: 4
@@ -280,5 +285,33 @@ export function execute({ inputs }) {
     }
     const bad = await loadError('js', `${CONFIG}parameters { key: "js_heap_limit_mb" value: { string_value: "8" } }\n`, { version: { 'model.mjs': MODEL } });
     assert.equal(bad.message, "model 'js': parameter js_heap_limit_mb must be a whole number of MiB from 16, got '8'");
+  });
+
+  test('a package file the step could not read as its own user is a load error naming the file and its mode (when the server is root)', async () => {
+    const root = await mkdtemp(path.join(os.tmpdir(), 'onnx-mme-step-'));
+    try {
+      const dir = path.join(root, 'js');
+      await mkdir(path.join(dir, '1'), { recursive: true });
+      await writeFile(path.join(dir, '1', 'model.mjs'), MODEL);
+      await chmod(path.join(dir, '1', 'model.mjs'), 0o600);
+      const config = parseModelConfig(CONFIG, { sourceName: 'js/config.pbtxt', directoryName: 'js' });
+      const load = (): Promise<LoadedStep> =>
+        loadStep({ config, modelDir: dir, versionDir: path.join(dir, '1'), version: 1, label: 'js', logger: createLogger('silent'), allowJs: true });
+      if (process.getuid?.() !== 0) {
+        // Not root: the step runs as this user, who can read it.
+        await (await load()).release();
+        return;
+      }
+      await assert.rejects(load(), (err: ServingError) => {
+        assert.equal(err.code, 'INVALID_MODEL');
+        assert.equal(
+          err.message,
+          "model 'js': its file '1/model.mjs' is not readable by others (mode 0600): the js step runs as another user and could not read it",
+        );
+        return true;
+      });
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
   });
 });
