@@ -614,7 +614,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['MME_JS_STEP_USER'],
     defaultText: '65534:65534',
     description:
-      "The user a js step's process runs as when the server runs as root, as `uid:gid` (or `uid`, the gid then the same number): it cannot read the server's /proc files nor signal it, and the OS checks every file it opens. Numbers, not names. Not used when the server is not root (the step then runs as the server's user). 1 to 4294967294 each: root (0) is refused.",
+      "The user a js step's process runs as when the server runs as root, as `uid:gid` (or `uid`, the gid then the same number): it cannot read the server's /proc files nor signal it, and the OS checks every file it opens. Numbers, not names. Not used when the server is not root (the step then runs as the server's user). In a container whose user namespace does not map that uid, set a mapped one. 1 to 4294967294 each: root (0) is refused.",
     parse: (raw) => parseStepUser(raw),
   },
   {
