@@ -154,7 +154,16 @@ export class FrameReader {
   private buffers: ArrayBuffer[] = [];
   private binIndex = 0;
 
-  constructor(private readonly places: TensorPlaces) {}
+  /**
+   * `maxFrameBytes`: the most a frame may hold, its tensors included; a
+   * larger one is refused before anything is allocated for it (the server
+   * reads a step's answers with it: a step cannot have sent more than its
+   * memory bound lets it hold).
+   */
+  constructor(
+    private readonly places: TensorPlaces,
+    private readonly maxFrameBytes = Number.POSITIVE_INFINITY,
+  ) {}
 
   push(chunk: Buffer): Record<string, unknown>[] {
     const done: Record<string, unknown>[] = [];
@@ -175,7 +184,7 @@ export class FrameReader {
   private advance(): Record<string, unknown> | undefined {
     if (this.stage === 'length') {
       const length = Buffer.from(this.target.buffer, this.target.byteOffset, 4).readUInt32LE(0);
-      if (length === 0 || length > MAX_HEADER_BYTES) throw new Error(`a frame header of ${length} bytes`);
+      if (length === 0 || length > MAX_HEADER_BYTES || length > this.maxFrameBytes) throw new Error(`a frame header of ${length} bytes`);
       this.stage = 'header';
       this.expect(new Uint8Array(length));
       return undefined;
@@ -189,6 +198,8 @@ export class FrameReader {
           throw new Error('a malformed tensor section');
         }
       }
+      const total = header.bins.reduce((sum, b) => sum + b.bytes, this.target.length);
+      if (total > this.maxFrameBytes) throw new Error(`a frame of ${total} bytes, over the ${this.maxFrameBytes} it may hold`);
       this.header = header;
       this.buffers = [];
       this.binIndex = 0;

@@ -55,6 +55,8 @@ export interface Sandbox {
   readonly args: readonly string[];
   readonly env: NodeJS.ProcessEnv;
   readonly user: StepUser | undefined;
+  /** The process's address-space limit (RLIMIT_AS). */
+  readonly memoryBoundBytes: number;
   /** Remove the directory (at unload). */
   remove(): Promise<void>;
 }
@@ -124,7 +126,16 @@ export async function prepareSandbox(options: SandboxOptions): Promise<Sandbox> 
       path.join(host, 'js-step-host.js'),
     ];
     const env: NodeJS.ProcessEnv = { MALLOC_ARENA_MAX: '1', ...(process.env['TZ'] === undefined ? {} : { TZ: process.env['TZ'] }) };
-    return { modelDir, scratchDir: scratch, command: prlimit, args, env, user, remove: () => rm(root, { recursive: true, force: true }) };
+    return {
+      modelDir,
+      scratchDir: scratch,
+      command: prlimit,
+      args,
+      env,
+      user,
+      memoryBoundBytes: limitBytes,
+      remove: () => rm(root, { recursive: true, force: true }),
+    };
   } catch (err) {
     await rm(root, { recursive: true, force: true });
     throw err;

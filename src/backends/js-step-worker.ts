@@ -141,7 +141,8 @@ class Instance {
         this.updateRef();
         p.resolve(reply);
       };
-      const reader = new FrameReader(JS_STEP_TENSORS);
+      // The step cannot have built an answer larger than its own memory bound: nothing larger is read.
+      const reader = new FrameReader(JS_STEP_TENSORS, sandbox.memoryBoundBytes);
       this.channel.on('data', (chunk: Buffer) => {
         let replies;
         try {

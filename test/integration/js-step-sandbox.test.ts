@@ -58,6 +58,15 @@ export const ATTACKS = {
   connect: () => attempt(() => new Promise((resolve, reject) => { const s = net.connect(${port}, '127.0.0.1', () => { s.end(); resolve('connected'); }); s.on('error', reject); })),
   // Garbage on the channel to the server (its fd 3, written directly): the server must drop the process, not parse its way into trouble.
   forge: () => { fs.writeSync(3, Buffer.from([255, 255, 255, 127, 1, 2, 3])); return new Promise(() => {}); },
+  // A well-formed frame announcing a 3 GB answer: the server must refuse it before allocating, not buffer it.
+  oversize: async () => {
+    const v8 = await import('node:v8');
+    const header = v8.serialize({ msg: { op: 'result', id: 1, ok: true, value: { report: { datatype: 'BYTES', shape: [1, 1], data: null } } }, bins: [{ key: 'report', type: 'Uint8Array', bytes: 3e9 }] });
+    const length = Buffer.alloc(4);
+    length.writeUInt32LE(header.length, 0);
+    fs.writeSync(3, Buffer.concat([length, header]));
+    return new Promise(() => {});
+  },
 };
 const NAMES = Object.keys(ATTACKS);
 export async function execute({ inputs, rows }) {
@@ -82,6 +91,7 @@ const ATTACK_NAMES = [
   'uid',
   'connect',
   'forge',
+  'oversize',
 ];
 
 const HOSTILE_CONFIG = `name: "hostile"
@@ -200,6 +210,16 @@ describe('a hostile js step', () => {
     const reply = await invoke('hostile', { inputs: [input('x', 'INT32', [1, 1], [ATTACK_NAMES.indexOf('forge')])] });
     assert.equal(reply.status, 500, reply.text);
     assert.match(reply.text, /model 'hostile': the js step crashed: it wrote a malformed message/);
+    assert.equal(await attack('write_scratch'), 'ok: x');
+    await assertServing();
+  });
+
+  it('cannot make the server buffer more than the step could hold: a frame announcing 3 GB is refused before anything is allocated', async () => {
+    const rssBefore = rssBytes(server.proc.pid!);
+    const reply = await invoke('hostile', { inputs: [input('x', 'INT32', [1, 1], [ATTACK_NAMES.indexOf('oversize')])] });
+    assert.equal(reply.status, 500, reply.text);
+    assert.match(reply.text, /the js step crashed: it wrote a malformed message \(a frame of \d+ bytes, over the \d+ it may hold\)/);
+    assert.ok(rssBytes(server.proc.pid!) - rssBefore < 256 * 1024 * 1024, 'the server did not allocate the announced answer');
     assert.equal(await attack('write_scratch'), 'ok: x');
     await assertServing();
   });
