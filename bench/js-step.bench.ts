@@ -1,21 +1,23 @@
 /**
  * @module bench/js-step
- * What running a `backend: "js"` step in a worker thread of its own costs
- * (issue 19 item 4): an identity step (y = x) called back to back through the
- * server's own loader (backends/loadStep: the batch copied into the worker,
- * execute() there, the output moved back and checked against the config),
- * against the limit, the same model.mjs imported into this thread and its
- * execute() awaited directly (no hop, no checks: what the step cost before it
- * was isolated, minus the output checks). For a 1×16 and a 1×1,048,576 FP32
- * tensor, one call at a time, and 8 at once (BENCH_JS_CONCURRENCY).
- *
- * No goal in the issue beyond "state the cost": the figures are reported,
- * and the worker's answer must equal the direct one.
+ * What running a `backend: "js"` step in a sandboxed process of its own costs
+ * (issue 36 item 4): an identity step (y = x) called back to back through the
+ * server's own loader (backends/loadStep: the batch written to the step's
+ * process as raw bytes, execute() there, the output read back and checked
+ * against the config), against two references measured in the same run:
+ * - "thread": the same model.mjs in a worker thread, the batch copied in and
+ *   the output's buffer transferred back (how steps ran before issue 36, less
+ *   the checks), so the goal ratios (≤ 2× for 1×16, ≤ 1.5× for 4 MiB) are
+ *   read from one run on one machine, whatever its load;
+ * - "direct": model.mjs imported into this thread, execute() awaited (no hop).
+ * For a 1×16 and a 1×1,048,576 FP32 tensor, one call at a time, and 8 at once
+ * (BENCH_JS_CONCURRENCY). The process's answer must equal the input.
  */
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
 import { loadStep } from '../src/backends/step-backend.js';
 import { parseModelConfig } from '../src/config/model-config.js';
 import { createLogger } from '../src/observability/logger.js';
@@ -31,11 +33,56 @@ const MODEL = `export function execute(batch) {
 }
 `;
 
+function loadavg(): string {
+  return os
+    .loadavg()
+    .slice(0, 2)
+    .map((l) => l.toFixed(2))
+    .join(', ');
+}
+
 function progress(message: string): void {
   process.stderr.write(`[js-step] ${message}\n`);
 }
 
 type Call = () => Promise<unknown>;
+
+/** The worker-thread reference: model.mjs in a worker, inputs copied in, outputs transferred back (one call at a time per id). */
+const THREAD_HOST = `
+const { parentPort, workerData } = require('node:worker_threads');
+const mod = import(workerData);
+parentPort.on('message', async ({ id, batch }) => {
+  const out = await (await mod).execute(batch);
+  parentPort.postMessage({ id, out }, Object.values(out).map((t) => t.data.buffer));
+});
+`;
+
+function threadStep(url: string): { call(batch: { inputs: Record<string, Tensor> }): Promise<unknown>; close(): Promise<number> } {
+  const worker = new Worker(THREAD_HOST, { eval: true, workerData: url });
+  const waiting = new Map<number, (v: unknown) => void>();
+  let next = 0;
+  worker.on('message', ({ id, out }: { id: number; out: unknown }) => {
+    waiting.get(id)?.(out);
+    waiting.delete(id);
+  });
+  return {
+    call(batch) {
+      const id = next++;
+      const inputs: Record<string, Tensor> = {};
+      const transfer: ArrayBuffer[] = [];
+      for (const [k, t] of Object.entries(batch.inputs)) {
+        const data = (t.data as Float32Array).slice();
+        transfer.push(data.buffer);
+        inputs[k] = { ...t, data };
+      }
+      return new Promise((resolve) => {
+        waiting.set(id, resolve);
+        worker.postMessage({ id, batch: { ...batch, inputs } }, transfer);
+      });
+    },
+    close: () => worker.terminate(),
+  };
+}
 
 /** Median µs per call over `repeats` timed rounds of about `seconds` each, `concurrency` calls in flight. */
 async function perCallUs(call: Call, concurrency: number, seconds: number, repeats: number): Promise<number> {
@@ -64,7 +111,7 @@ export async function run(): Promise<BenchReport> {
   const seconds = Math.max(0.5, settings.durationS / 3);
   const work = await mkdtemp(path.join(os.tmpdir(), 'onnx-mme-bench-js-'));
   const rows: string[][] = [];
-  const data: Record<string, { direct: number; worker: number }> = {};
+  const data: Record<string, { direct: number; thread: number; process: number }> = {};
   try {
     for (const size of SIZES) {
       const dir = path.join(work, `identity${size}`);
@@ -85,17 +132,36 @@ export async function run(): Promise<BenchReport> {
       const x = Float32Array.from({ length: size }, (_, i) => i % 251);
       const inputs = new Map<string, Tensor>([['x', { datatype: 'FP32', shape: [1, size], data: x }]]);
       const batch = { inputs: Object.fromEntries(inputs), outputs: ['y'], rows: 1 };
+      const thread = threadStep(pathToFileURL(path.join(dir, '1', 'model.mjs')).href);
       try {
-        const viaWorker = (await step.execute(inputs, ['y'])).get('y')!.data as Float32Array;
-        if (viaWorker.length !== size || viaWorker.some((v, i) => v !== x[i])) throw new Error('the worker answered something else than the input');
+        const viaProcess = (await step.execute(inputs, ['y'])).get('y')!.data as Float32Array;
+        if (viaProcess.length !== size || viaProcess.some((v, i) => v !== x[i])) throw new Error("the step's process answered something else than the input");
         for (const conc of concurrency) {
           const d = await perCallUs(async () => direct.execute(batch), conc, seconds, settings.repeats);
-          const w = await perCallUs(() => step.execute(inputs, ['y']), conc, seconds, settings.repeats);
-          data[`${size}/${conc}`] = { direct: d, worker: w };
-          progress(`1×${size} c=${conc}: direct ${num(d)} µs, worker ${num(w)} µs`);
-          rows.push([`1×${size.toLocaleString('en-US')} FP32`, String(conc), num(d), num(w), num(w - d), ratio(w, d)]);
+          // Interleaved: thread, process, thread, process; the medians of each.
+          const t: number[] = [];
+          const p: number[] = [];
+          for (let k = 0; k < 2; k++) {
+            t.push(await perCallUs(() => thread.call(batch), conc, seconds, settings.repeats));
+            p.push(await perCallUs(() => step.execute(inputs, ['y']), conc, seconds, settings.repeats));
+          }
+          const tm = median(t);
+          const pm = median(p);
+          data[`${size}/${conc}`] = { direct: d, thread: tm, process: pm };
+          progress(`1×${size} c=${conc}: direct ${num(d)} µs, thread ${num(tm)} µs, process ${num(pm)} µs (${ratio(pm, tm)} of the thread); load ${loadavg()}`);
+          rows.push([
+            `1×${size.toLocaleString('en-US')} FP32`,
+            String(conc),
+            num(d),
+            num(tm),
+            num(pm),
+            ratio(pm, tm),
+            size === 16 ? '≤ 2×' : '≤ 1.5×',
+            loadavg(),
+          ]);
         }
       } finally {
+        await thread.close();
         await step.release();
       }
     }
@@ -103,16 +169,18 @@ export async function run(): Promise<BenchReport> {
     await rm(work, { recursive: true, force: true });
   }
   const table: Table = {
-    headers: ['tensor', 'in flight', 'direct µs/call', 'worker µs/call', 'added µs', 'worker / direct'],
+    headers: ['tensor', 'in flight', 'direct µs/call', 'thread µs/call', 'process µs/call', 'process / thread', 'goal', 'loadavg (1, 5 min)'],
     rows,
   };
   const note =
     `Identity js step; "direct" = model.mjs imported into this thread, execute() awaited (no hop, no checks); ` +
-    `"worker" = the server's loadStep: copy into the step's worker, execute() there, output buffer transferred back, checked against the config. ` +
-    `Medians of ${settings.repeats} round(s) of ${num(seconds)} s per cell.`;
+    `"thread" = model.mjs in a worker thread, input copied in, output transferred back (steps before issue 36, less the checks); ` +
+    `"process" = the server's loadStep: the step's sandboxed process, tensors as raw bytes over a socket pair, output checked against the config. ` +
+    `Medians of ${settings.repeats} round(s) of ${num(seconds)} s per cell (thread and process: two interleaved runs each). ` +
+    `The goal column is issue 36's (process / thread).`;
   return {
     name: 'js-step',
-    title: 'JS step isolation: a worker thread per step vs calling execute() in process',
+    title: 'JS step isolation: a sandboxed process per step vs a worker thread vs calling execute() in process',
     settings: { ...settings, concurrency, seconds },
     text: `${textTable(table)}\n${note}`,
     markdown: `${markdownTable(table)}\n\n${note}`,

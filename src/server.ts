@@ -179,6 +179,7 @@ export async function startServer(
         },
         allowJsBackend: config.allowJsBackend,
         jsStepTimeoutSeconds: config.jsStepTimeoutSeconds,
+        jsStepUser: config.jsStepUser,
         placement: { mainThreadMaxRunUs: config.mainThreadMaxRunUs, mainThreadOnlyMaxRunUs: config.mainThreadOnlyMaxRunUs, cpuCount: config.cpuCount },
         quiet: new QuietWindow(),
         sequences: new SequenceTracker(config.maxSequences),

@@ -1,16 +1,24 @@
 /**
  * @module backends/js-step-host
- * The worker thread one loaded js step version runs in (js-step-worker.ts
- * starts it): imports the user's model.mjs, checks its exports, runs
- * initialize(), then execute() per batch and finalize() at unload, and posts
- * the results back. The step's own faults stay here: an exception thrown from
- * a timer or an unhandled rejection ends this thread, not the server (the
- * main thread sees the worker's 'error' event and replaces it), and an
- * endless loop blocks only this thread (the main thread's deadline
- * terminates it).
+ * The process one loaded js step version runs in (js-step-worker.ts starts it
+ * through js-step-sandbox.ts): reads its `init` message from fd 3, imports the
+ * user's model.mjs, checks its exports, runs initialize(), then execute() per
+ * batch and finalize() at unload, and writes the results back on fd 3.
+ *
+ * The step's own faults end this process, not the server: an exception thrown
+ * from a timer or an unhandled rejection is reported (`crash`) and the
+ * process exits; an endless loop blocks only this process (the server's
+ * deadline kills it); memory over its bound fails the allocation, and an
+ * allocation failure that escapes execute() ends the process the same way.
+ *
+ * Before the user's module is imported, process.kill and its raw form are
+ * removed: with the server's uid (a server not run as root) they are the
+ * only way left to signal it. The uid change is the wall; this is a fence.
+ * This file imports nothing but node: and its siblings copied beside it.
  */
-import { parentPort, workerData } from 'node:worker_threads';
-import { describeError, UNHANDLED_REJECTION, type HostReply, type HostRequest, type JsHostData } from './js-step-protocol.js';
+import net from 'node:net';
+import { encodeFrame, FrameReader, FrameWriter } from './js-step-frames.js';
+import { describeError, JS_STEP_TENSORS, UNHANDLED_REJECTION, type HostReply, type HostRequest, type JsHostData } from './js-step-protocol.js';
 
 interface JsModule {
   readonly initialize?: (args: unknown) => unknown;
@@ -18,36 +26,52 @@ interface JsModule {
   readonly finalize?: () => unknown;
 }
 
-const data = workerData as JsHostData;
-const port = parentPort!;
+/** The exit code of a process that reported its crash (the server reads the report, not the code). */
+const CRASH_EXIT = 70;
 
-// Node's default would end the thread too, but with a generic message; say what it was.
-process.on('unhandledRejection', (reason) => {
-  const err = new Error(`an unhandled promise rejection: ${describeError(reason).message}`);
-  err.name = UNHANDLED_REJECTION;
-  throw err;
+const channel = new net.Socket({ fd: 3, readable: true, writable: true });
+const writer = new FrameWriter(channel, JS_STEP_TENSORS);
+let ending = false;
+
+function post(reply: HostReply): void {
+  writer.write(reply as unknown as Record<string, unknown>);
+}
+
+/** Report why the process ends, then end it (at once if the report cannot be written within a second). */
+function crash(cause: string): void {
+  if (ending) return;
+  ending = true;
+  channel.write(Buffer.concat(encodeFrame({ op: 'crash', cause }, JS_STEP_TENSORS)), () => process.exit(CRASH_EXIT));
+  setTimeout(() => process.exit(CRASH_EXIT), 1000).unref();
+}
+
+function isOutOfMemory(err: unknown): boolean {
+  return err instanceof RangeError && /allocation failed|out of memory|Invalid array buffer length/i.test(err.message);
+}
+
+process.on('uncaughtException', (err) => {
+  if (err.name === UNHANDLED_REJECTION) crash(err.message);
+  else if (isOutOfMemory(err)) crash(`it ran out of memory: ${err.message}`);
+  else crash(`an uncaught exception: ${describeError(err).message}`);
 });
+process.on('unhandledRejection', (reason) => {
+  crash(`an unhandled promise rejection: ${describeError(reason).message}`);
+});
+// The server is gone (or closed the channel): nothing will ask for anything again.
+channel.on('end', () => process.exit(0));
+channel.on('error', () => process.exit(0));
 
-function post(reply: HostReply, transfer: ArrayBuffer[] = []): void {
-  port.postMessage(reply, transfer);
+for (const name of ['kill', '_kill'] as const) {
+  Object.defineProperty(process, name, {
+    value: () => {
+      throw Object.assign(new Error(`process.${name === '_kill' ? 'kill' : name} is not available to a js step`), { code: 'ERR_ACCESS_DENIED' });
+    },
+    writable: false,
+    configurable: false,
+  });
 }
 
-/**
- * The buffers of returned typed arrays that can move instead of being copied:
- * a buffer the array spans whole (a view of a larger one would hand over
- * bytes it does not own), each once, never a SharedArrayBuffer.
- */
-function transferables(value: unknown): ArrayBuffer[] {
-  const buffers = new Set<ArrayBuffer>();
-  const tensors = value instanceof Map ? [...value.values()] : value !== null && typeof value === 'object' ? Object.values(value) : [];
-  for (const t of tensors) {
-    const d = (t as { data?: unknown } | null)?.data;
-    if (ArrayBuffer.isView(d) && d.buffer instanceof ArrayBuffer && d.byteOffset === 0 && d.byteLength === d.buffer.byteLength) buffers.add(d.buffer);
-  }
-  return [...buffers];
-}
-
-async function load(): Promise<JsModule | undefined> {
+async function load(data: JsHostData): Promise<JsModule | undefined> {
   let mod: JsModule;
   try {
     mod = (await import(data.url)) as JsModule;
@@ -76,30 +100,37 @@ async function load(): Promise<JsModule | undefined> {
   return mod;
 }
 
-const loaded = load();
-void loaded.then((mod) => {
-  if (mod) post({ op: 'ready' });
-});
+async function execute(mod: JsModule, id: number, batch: unknown): Promise<void> {
+  let value: unknown;
+  try {
+    value = await mod.execute!(batch);
+  } catch (err) {
+    if (isOutOfMemory(err)) return crash(`it ran out of memory: ${(err as Error).message}`);
+    post({ op: 'result', id, ok: false, what: 'execute() failed', error: describeError(err) });
+    return;
+  }
+  try {
+    post({ op: 'result', id, ok: true, value });
+  } catch (err) {
+    if (isOutOfMemory(err)) return crash(`it ran out of memory: ${(err as Error).message}`);
+    // A function, a symbol, …: nothing the server could read anyway.
+    post({ op: 'result', id, ok: false, what: 'execute() returned a value that cannot leave its process', error: describeError(err) });
+  }
+}
 
-port.on('message', (request: HostRequest) => {
-  void loaded.then(async (mod) => {
+let loaded: Promise<JsModule | undefined> | undefined;
+
+function handle(request: HostRequest): void {
+  if (request.op === 'init') {
+    loaded ??= load(request.data).then((mod) => {
+      if (mod) post({ op: 'ready' });
+      return mod;
+    });
+    return;
+  }
+  void loaded?.then(async (mod) => {
     if (!mod) return;
-    if (request.op === 'execute') {
-      let value: unknown;
-      try {
-        value = await mod.execute!(request.batch);
-      } catch (err) {
-        post({ op: 'result', id: request.id, ok: false, what: 'execute() failed', error: describeError(err) });
-        return;
-      }
-      try {
-        post({ op: 'result', id: request.id, ok: true, value }, transferables(value));
-      } catch (err) {
-        // A function, a class instance with private state, …: nothing the server could read anyway.
-        post({ op: 'result', id: request.id, ok: false, what: 'execute() returned a value that cannot leave its worker thread', error: describeError(err) });
-      }
-      return;
-    }
+    if (request.op === 'execute') return execute(mod, request.id, request.batch);
     let error;
     try {
       await mod.finalize?.();
@@ -108,4 +139,19 @@ port.on('message', (request: HostRequest) => {
     }
     post({ op: 'finalized', id: request.id, error });
   });
+}
+
+post({ op: 'online' });
+const reader = new FrameReader(JS_STEP_TENSORS);
+channel.on('data', (chunk: Buffer) => {
+  let requests;
+  try {
+    requests = reader.push(chunk);
+  } catch (err) {
+    crash(
+      isOutOfMemory(err) ? `it ran out of memory receiving a batch: ${(err as Error).message}` : `a broken message from the server: ${(err as Error).message}`,
+    );
+    return;
+  }
+  for (const r of requests) handle(r as unknown as HostRequest);
 });

@@ -1,11 +1,11 @@
 /**
  * @module backends/js-step-protocol
- * Messages between a js step's worker thread (js-step-host.ts) and the main
- * thread (js-step-worker.ts). Tensors cross as structured clones: typed arrays
- * (BigInt64Array included), string arrays and Maps survive it. Inputs are
- * copied into the worker (a request's tensors may be read again after a
- * batch, see runtime-pool.ts); what execute() returns is handed over, its
- * typed arrays' buffers transferred rather than copied.
+ * Messages between a js step's process (js-step-host.ts) and the server
+ * (js-step-worker.ts), framed by js-step-frames.ts: typed arrays (BigInt64Array
+ * included) travel as raw bytes, string arrays, Maps and the rest as V8's
+ * structured serialization writes them. The request's own tensors are
+ * written as they are (never changed, a failed batch may re-run them);
+ * what arrives on either side is a fresh copy.
  */
 
 /** What a worker starts with: the module to import and initialize()'s argument. */
@@ -20,6 +20,8 @@ export interface JsHostData {
     readonly modelDir: string;
     readonly versionDir: string;
     readonly version: number;
+    /** The one directory the step may write (its cwd). */
+    readonly scratchDir: string;
   };
 }
 
@@ -35,18 +37,47 @@ export interface JsBatch {
   readonly rows: number;
 }
 
-export type HostRequest = { readonly op: 'execute'; readonly id: number; readonly batch: JsBatch } | { readonly op: 'finalize'; readonly id: number };
+export type HostRequest =
+  /** The first message: what to import and initialize() with. */
+  | { readonly op: 'init'; readonly data: JsHostData }
+  | { readonly op: 'execute'; readonly id: number; readonly batch: JsBatch }
+  | { readonly op: 'finalize'; readonly id: number };
 
 export type HostReply =
+  /** The process runs (its own start-up done; the step's load deadline counts from here). */
+  | { readonly op: 'online' }
   /** import + checks + initialize() done. */
   | { readonly op: 'ready' }
   /** The module could not be loaded: `what` says which part ("model.mjs cannot be imported", "initialize() failed", …). */
   | { readonly op: 'load-failed'; readonly what: string; readonly error: JsStepError | undefined }
   | { readonly op: 'result'; readonly id: number; readonly ok: true; readonly value: unknown }
   | { readonly op: 'result'; readonly id: number; readonly ok: false; readonly what: string; readonly error: JsStepError }
-  | { readonly op: 'finalized'; readonly id: number; readonly error: JsStepError | undefined };
+  | { readonly op: 'finalized'; readonly id: number; readonly error: JsStepError | undefined }
+  /** The process is ending on the step's fault: `cause` says which ("an uncaught exception: …"). */
+  | { readonly op: 'crash'; readonly cause: string };
 
-/** Marks an unhandled rejection rethrown by the host, so the main thread can say which it was. */
+/** Where each message keeps its tensors (js-step-frames.ts lifts their typed arrays into sections). */
+export function tensorsOf(msg: Record<string, unknown>): Map<unknown, unknown> | Record<string, unknown> | undefined {
+  if (msg['op'] === 'execute') return (msg['batch'] as { inputs: Record<string, unknown> }).inputs;
+  if (msg['op'] === 'result' && msg['ok'] === true) {
+    const v = msg['value'];
+    if (v instanceof Map) return v;
+    if (v !== null && typeof v === 'object' && !Array.isArray(v)) return v as Record<string, unknown>;
+  }
+  return undefined;
+}
+
+/** `msg` with other tensors where tensorsOf found its own (a shallow copy: `msg` is not changed). */
+export function withTensors(msg: Record<string, unknown>, tensors: Map<unknown, unknown> | Record<string, unknown>): Record<string, unknown> {
+  if (msg['op'] === 'execute') return { ...msg, batch: { ...(msg['batch'] as object), inputs: tensors } };
+  if (msg['op'] === 'result') return { ...msg, value: tensors };
+  return msg;
+}
+
+/** The frame codec's view of this protocol. */
+export const JS_STEP_TENSORS = { tensorsOf, withTensors };
+
+/** Marks an unhandled rejection rethrown by the host, so it can say which it was. */
 export const UNHANDLED_REJECTION = 'UnhandledRejection';
 
 export function describeError(err: unknown): JsStepError {

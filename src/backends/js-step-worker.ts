@@ -1,33 +1,37 @@
 /**
  * @module backends/js-step-worker
- * The main thread's side of a js step's worker thread (js-step-host.ts): one
- * worker per loaded step version, supervised.
+ * The server's side of a js step's process (js-step-host.ts, run in the
+ * sandbox of js-step-sandbox.ts): one process (the step's "worker") per
+ * loaded step version, supervised.
  *
  * - Every call has a deadline (`timeoutMs`: import + initialize(), each
- *   execute(), finalize()). A call past it terminates the worker: that is the
- *   only way to stop an endless loop. The call fails with TIMEOUT (504).
- * - A worker that dies (an exception thrown from a timer, an unhandled
- *   rejection, process.exit(), its heap limit: `js_heap_limit_mb`, node's
- *   default otherwise) fails the calls in flight on it with INTERNAL naming
- *   the model and the error.
- * - Either way the worker is replaced at once (a fresh import + initialize());
+ *   execute(), finalize()). A call past it kills the process (SIGKILL): that
+ *   is the only way to stop an endless loop. The call fails with TIMEOUT (504).
+ * - A process that dies (an exception thrown from a timer, an unhandled
+ *   rejection, process.exit(), its heap limit `js_heap_limit_mb`, its memory
+ *   bound) fails the calls in flight on it with INTERNAL naming the model and
+ *   the cause.
+ * - Either way the process is replaced at once (a fresh import + initialize());
  *   calls in flight that were not the culprit (another batch on the same
- *   worker) fail with RUNTIME_UNAVAILABLE (503, retry), calls that arrive
- *   meanwhile wait for the new worker.
+ *   process) fail with RUNTIME_UNAVAILABLE (503, retry), calls that arrive
+ *   meanwhile wait for the new one.
  * - MAX_FAULTS such faults in a row (no call answered between them) within
  *   FAULT_WINDOW_MS fail the step for good: every call then gets the same
  *   error at once (INTERNAL, "... crashed or timed out N times in a row;
- *   load the model again"), and no worker is started again until the model
+ *   load the model again"), and no process is started again until the model
  *   is loaded again. A step that keeps crashing is broken, not unlucky, and
  *   restarting it for ever would cost every request a restart.
  * - A call that throws (execute() rejects) is not a fault: the step answered.
  */
 // First: onnxruntime's telemetry is decided before onnxruntime-node loads (config/ort-env.ts).
 import '../config/ort-env.js';
-import { Worker } from 'node:worker_threads';
+import { spawn, type ChildProcess } from 'node:child_process';
+import type { Socket } from 'node:net';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
-import { UNHANDLED_REJECTION, type HostReply, type HostRequest, type JsBatch, type JsHostData, type JsStepError } from './js-step-protocol.js';
+import { FrameReader, FrameWriter } from './js-step-frames.js';
+import { JS_STEP_TENSORS, type HostReply, type HostRequest, type JsBatch, type JsHostData, type JsStepError } from './js-step-protocol.js';
+import type { Sandbox } from './js-step-sandbox.js';
 
 /** Faults in a row at which the step is failed until it is loaded again. */
 export const MAX_FAULTS = 5;
@@ -41,10 +45,10 @@ export interface JsStepWorkerOptions {
   /** The deadline of each call (initialize, execute, finalize). */
   readonly timeoutMs: number;
   readonly logger: Logger;
-  /** Where the host module is (tests may point at another); js-step-host.js beside this file by default. */
-  readonly hostUrl?: URL;
-  /** The worker's V8 heap limit (resourceLimits.maxOldGenerationSizeMb); undefined = node's default. */
-  readonly heapLimitMb?: number;
+  /** Where and how the process runs (js-step-sandbox.ts). */
+  readonly sandbox: Sandbox;
+  /** Its V8 heap limit, which its sandbox's memory bound is sized from (messages name it). */
+  readonly heapLimitMb: number;
   readonly maxFaults?: number;
   readonly faultWindowMs?: number;
 }
@@ -78,57 +82,95 @@ function seconds(ms: number): string {
   return `${Number((ms / 1000).toFixed(3))} s`;
 }
 
-/** One worker thread and the calls waiting on it. */
+/** The stderr a dead process leaves tells a full heap from other ends. */
+function exitCause(code: number | null, signal: NodeJS.Signals | null, stderr: string, heapLimitMb: number): string {
+  if (/JavaScript heap out of memory|Reached heap limit/.test(stderr)) return `its heap is full (js_heap_limit_mb ${heapLimitMb})`;
+  if (/out of memory/i.test(stderr)) return `it ran out of memory (js_heap_limit_mb ${heapLimitMb} bounds its heap and typed arrays together)`;
+  if (signal !== null) return `its process was killed by ${signal}`;
+  return `its process exited with code ${code}`;
+}
+
+/** One step process and the calls waiting on it. */
 class Instance {
-  readonly worker: Worker;
+  readonly child: ChildProcess;
   readonly ready: Promise<void>;
+  /** Resolves when the process runs (its start-up is not the step's time). */
+  readonly online: Promise<void>;
   readonly pending = new Map<number, Pending>();
-  /** Why it stopped (set once, before it is terminated). */
+  /** Why it stopped (set once, before it is killed). */
   ended: Error | undefined;
   private onEnd: ((err: Error) => void) | undefined;
+  private readonly channel: Socket;
+  private readonly writer: FrameWriter;
+  private stderrTail = '';
 
   constructor(
     options: JsStepWorkerOptions,
     onDeath: (instance: Instance, cause: string) => void,
     onLoadFailed: (instance: Instance, failure: JsLoadFailure) => void,
   ) {
-    this.worker = new Worker(options.hostUrl ?? new URL('./js-step-host.js', import.meta.url), {
-      name: `onnx-mme-js-step ${options.label}`.slice(0, 64),
-      workerData: options.hostData,
-      ...(options.heapLimitMb === undefined ? {} : { resourceLimits: { maxOldGenerationSizeMb: options.heapLimitMb } }),
+    const { sandbox, label, logger } = options;
+    this.child = spawn(sandbox.command, [...sandbox.args], {
+      cwd: sandbox.scratchDir,
+      env: sandbox.env,
+      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+      ...(sandbox.user ? { uid: sandbox.user.uid, gid: sandbox.user.gid } : {}),
     });
+    this.channel = this.child.stdio[3] as Socket;
+    this.writer = new FrameWriter(this.channel, JS_STEP_TENSORS);
+    const died = (cause: string): void => {
+      if (this.ended) return;
+      onDeath(this, cause);
+    };
+    let online: () => void = () => undefined;
+    this.online = new Promise<void>((resolve) => (online = resolve));
     this.ready = new Promise<void>((resolve, reject) => {
       this.onEnd = reject;
-      this.worker.on('message', (reply: HostReply) => {
+      const onReply = (reply: HostReply): void => {
+        if (reply.op === 'online') return online();
+        if (reply.op === 'crash') return died(reply.cause);
         if (reply.op === 'ready') {
           this.onEnd = undefined;
           this.updateRef();
-          resolve();
-          return;
+          return resolve();
         }
-        if (reply.op === 'load-failed') {
-          onLoadFailed(this, new JsLoadFailure(reply.what, reply.error));
-          return;
-        }
+        if (reply.op === 'load-failed') return onLoadFailed(this, new JsLoadFailure(reply.what, reply.error));
         const p = this.pending.get(reply.id);
         if (!p) return;
         this.pending.delete(reply.id);
         this.updateRef();
         p.resolve(reply);
+      };
+      // The step cannot have built an answer larger than its own memory bound: nothing larger is read.
+      const reader = new FrameReader(JS_STEP_TENSORS, sandbox.memoryBoundBytes);
+      this.channel.on('data', (chunk: Buffer) => {
+        let replies;
+        try {
+          replies = reader.push(chunk);
+        } catch (err) {
+          died(`it wrote a malformed message (${(err as Error).message})`);
+          return;
+        }
+        for (const r of replies) if (!this.ended) onReply(r as unknown as HostReply);
       });
     });
     // Nobody may be waiting (a restart while idle): do not report it as unhandled.
     this.ready.catch(() => undefined);
-    const died = (cause: string): void => {
-      if (this.ended) return;
-      onDeath(this, cause);
-    };
-    this.worker.on('error', (err: Error) => {
-      if ((err as { code?: unknown }).code === 'ERR_WORKER_OUT_OF_MEMORY') {
-        died(`its heap is full (${options.heapLimitMb === undefined ? "node's default limit" : `js_heap_limit_mb ${options.heapLimitMb}`})`);
-      } else died(err.name === UNHANDLED_REJECTION ? err.message : `an uncaught exception: ${err.message}`);
-    });
-    this.worker.on('exit', (code) => died(`its worker thread exited with code ${code}`));
+    // EPIPE and the like once the process is gone: its 'close' says why.
+    this.channel.on('error', () => undefined);
+    for (const [stream, name] of [
+      [this.child.stdout, 'stdout'],
+      [this.child.stderr, 'stderr'],
+    ] as const) {
+      stream!.setEncoding('utf8');
+      stream!.on('data', (text: string) => {
+        if (name === 'stderr') this.stderrTail = (this.stderrTail + text).slice(-8192);
+        logger.info({ model: label, stream: name }, text.trimEnd().slice(0, 4096));
+      });
+    }
+    this.child.on('error', (err) => died(`its process could not be started: ${err.message}`));
+    this.child.on('close', (code, signal) => died(exitCause(code, signal, this.stderrTail, options.heapLimitMb)));
+    this.send({ op: 'init', data: options.hostData });
   }
 
   /** End it: every waiting call (and a start not finished) fails with `err`. */
@@ -139,22 +181,31 @@ class Instance {
     this.onEnd = undefined;
     for (const p of this.pending.values()) p.reject(err);
     this.pending.clear();
-    void this.worker.terminate();
+    this.child.kill('SIGKILL');
+    this.updateRef();
+  }
+
+  /** Write a request (throws when it cannot be encoded: a batch V8 cannot serialize). */
+  send(request: HostRequest): void {
+    this.writer.write(request as unknown as Record<string, unknown>);
   }
 
   call(request: HostRequest): Promise<HostReply> {
     if (this.ended) return Promise.reject(this.ended);
     return new Promise<HostReply>((resolve, reject) => {
-      this.pending.set(request.id, { resolve, reject });
+      this.pending.set((request as { id: number }).id, { resolve, reject });
       this.updateRef();
-      this.worker.postMessage(request);
+      this.send(request);
     });
   }
 
-  /** An idle worker must not keep the process alive; a start or a call in flight does. */
+  /** An idle step must not keep the server alive; a start or a call in flight does. */
   updateRef(): void {
-    if (this.onEnd !== undefined || this.pending.size > 0) this.worker.ref();
-    else this.worker.unref();
+    const busy = !this.ended && (this.onEnd !== undefined || this.pending.size > 0);
+    for (const handle of [this.child, this.channel, this.child.stdout as Socket, this.child.stderr as Socket]) {
+      if (busy) handle.ref();
+      else handle.unref();
+    }
   }
 }
 
@@ -194,8 +245,8 @@ export class JsStepWorker {
   }
 
   /** What execute() returned (not yet checked), or a rejection: JsCallFailure (the step threw) or a ServingError. */
-  async execute(batch: JsBatch, transfer: ArrayBuffer[]): Promise<unknown> {
-    const reply = await this.call((id) => ({ op: 'execute', id, batch }), 'execute()', transfer);
+  async execute(batch: JsBatch): Promise<unknown> {
+    const reply = await this.call((id) => ({ op: 'execute', id, batch }), 'execute()');
     if (reply.op !== 'result') throw new Error('js step worker answered an execute with the wrong reply');
     if (!reply.ok) throw new JsCallFailure(reply.what, reply.error);
     return reply.value;
@@ -232,14 +283,14 @@ export class JsStepWorker {
     return this.failed !== undefined;
   }
 
-  /** The thread running the step now (tests look at it). */
-  get thread(): Worker {
-    return this.instance.worker;
+  /** The process running the step now (tests look at it). */
+  get process(): ChildProcess {
+    return this.instance.child;
   }
 
   /**
    * A worker whose start (import + initialize()) has the call deadline too,
-   * counted from when its thread runs: the thread's own start-up is the
+   * counted from when its process runs: the process's own start-up is the
    * machine's business (tens of ms, seconds on a loaded one), not the step's.
    */
   private spawn(): Instance {
@@ -252,7 +303,7 @@ export class JsStepWorker {
     const { timeoutMs, hostData } = this.options;
     let timer: NodeJS.Timeout | undefined;
     let settled = false;
-    inst.worker.once('online', () => {
+    void inst.online.then(() => {
       if (settled) return;
       timer = setTimeout(() => {
         const why = `${hostData.fileName} did not finish loading (import and initialize()) within ${seconds(timeoutMs)}`;
@@ -269,7 +320,7 @@ export class JsStepWorker {
     return inst;
   }
 
-  private async call(make: (id: number) => HostRequest, what: string, transfer: ArrayBuffer[] = []): Promise<HostReply> {
+  private async call(make: (id: number) => HostRequest, what: string): Promise<HostReply> {
     const { label, timeoutMs } = this.options;
     if (this.failed) throw this.again(this.failed);
     if (this.closed) throw new ServingError('MODEL_NOT_FOUND', `model '${label}' was unloaded`, { model: label });
@@ -292,7 +343,7 @@ export class JsStepWorker {
       inst.pending.set(id, { resolve, reject });
       inst.updateRef();
       try {
-        inst.worker.postMessage(make(id), transfer);
+        inst.send(make(id));
       } catch (err) {
         inst.pending.delete(id);
         inst.updateRef();

@@ -2,15 +2,17 @@
  * @module backends/js-step
  * `backend: "js"`: a step written in JavaScript, for what the built-in steps
  * do not cover. `<model>/<version>/model.mjs` (or `default_model_filename`)
- * runs in a worker thread of its own, one per loaded version
- * (js-step-host.ts, supervised by js-step-worker.ts), and exports
+ * runs in a process of its own, one per loaded version (js-step-host.ts,
+ * sandboxed by js-step-sandbox.ts, supervised by js-step-worker.ts), and
+ * exports
  *
  *   export async function initialize(args)   // optional, once per version at load
  *   export async function execute(batch)     // required, once per batch
  *   export async function finalize()         // optional, once at unload
  *
  * `args` = { config (the effective config.pbtxt, Triton's JSON form),
- * parameters, modelDir, versionDir, version }. `batch` = { inputs: { name:
+ * parameters, modelDir, versionDir, version, scratchDir (the one directory
+ * it may write) }. `batch` = { inputs: { name:
  * { datatype, shape, data } }, outputs: [requested names], rows }, tensors
  * shaped as the config declares them (batch dim first when max_batch_size > 0)
  * with typed-array data (BigInt64Array for INT64, string[] for BYTES). It
@@ -25,22 +27,21 @@
  * an error with a `code` of 'INVALID_INPUT' becomes a 400, anything else a
  * 500 naming the model.
  *
- * Why a worker: the step's faults must not be the server's. An exception
- * thrown from a timer or an unhandled rejection would end the process, an
- * endless loop would freeze it (/ping included). In its own thread, the
- * first ends that thread (the batch in flight fails with a 500 naming the
+ * Why a process: the step's faults and its code must not be the server's.
+ * An exception thrown from a timer or an unhandled rejection would end the
+ * server, an endless loop would freeze it (/ping included), and its code
+ * could read the server's environment and memory, signal it, and read or
+ * write other models' files. In its own process, the first ends that
+ * process (the batch in flight fails with a 500 naming the
  * model and the error), the second is stopped by the call deadline
  * (`js_timeout_seconds` or MME_JS_STEP_TIMEOUT_SECONDS: 504, and the batch
  * is not re-run request by request, which would wait the deadline once per
  * request); either way a fresh worker is started (import + initialize()),
- * and a step that keeps failing is stopped (js-step-worker.ts).
- * The cost is one message hop each way per batch: inputs are copied into
- * the worker, outputs moved back (bench/js-step.bench.ts measures it).
- *
- * Security: a worker thread is not a sandbox. The code runs with the
- * container's rights (files, network, environment, process.env of the
- * server). MME_ALLOW_JS_BACKEND=false refuses every package that has a js
- * step.
+ * and a step that keeps failing is stopped (js-step-worker.ts); what it may
+ * touch is limited by its sandbox (js-step-sandbox.ts). The cost is one
+ * frame each way per batch over a socket pair, the tensors as raw bytes
+ * (js-step-frames.ts; bench/js-step.bench.ts measures it).
+ * MME_ALLOW_JS_BACKEND=false refuses every package that has a js step.
  */
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -49,6 +50,7 @@ import type { TensorConfig } from '../config/model-config-types.js';
 import { ERROR_CODES, ServingError, type ErrorCode } from '../errors.js';
 import { DATA_TYPE_INFO, elementCount, formatShape, isDataType, type Tensor, type TensorData } from '../protocol/tensor.js';
 import { describeError, type JsStepError } from './js-step-protocol.js';
+import { DEFAULT_JS_HEAP_LIMIT_MB, prepareSandbox, SandboxError, type Sandbox } from './js-step-sandbox.js';
 import { JsCallFailure, JsLoadFailure, JsStepWorker } from './js-step-worker.js';
 import type { LoadedStep, StepLoadContext } from './step-backend.js';
 import { configShape, fitsShape } from './step-support.js';
@@ -59,7 +61,7 @@ export const JS_TIMEOUT_PARAMETER = 'js_timeout_seconds';
 /** The call deadline when neither the config nor the server sets one. */
 export const DEFAULT_JS_TIMEOUT_SECONDS = 30;
 export const MAX_JS_TIMEOUT_SECONDS = 3600;
-/** The config `parameters` key that caps a step's worker heap in MiB (node's default heap limit otherwise). */
+/** The config `parameters` key that caps a step's heap in MiB, and sizes its memory bound (DEFAULT_JS_HEAP_LIMIT_MB otherwise). */
 export const JS_HEAP_PARAMETER = 'js_heap_limit_mb';
 
 function failure(label: string, what: string, err: JsStepError | undefined, fallback: ErrorCode, cause?: unknown): ServingError {
@@ -73,12 +75,14 @@ function failure(label: string, what: string, err: JsStepError | undefined, fall
  * import and filesystem errors carry absolute paths and file URLs of the
  * cache, and messages reach clients.
  */
-function withinPackage(err: ServingError, modelDir: string): ServingError {
-  const dir = modelDir.replace(/\/+$/, '');
-  const url = pathToFileURL(dir).href;
+function withinPackage(err: ServingError, ...modelDirs: string[]): ServingError {
   let message = err.message;
-  for (const prefix of [`${url}/`, `${dir}/`]) message = message.split(prefix).join('');
-  for (const whole of [url, dir]) message = message.split(whole).join('.');
+  for (const modelDir of modelDirs) {
+    const dir = modelDir.replace(/\/+$/, '');
+    const url = pathToFileURL(dir).href;
+    for (const prefix of [`${url}/`, `${dir}/`]) message = message.split(prefix).join('');
+    for (const whole of [url, dir]) message = message.split(whole).join('.');
+  }
   if (message === err.message) return err;
   return new ServingError(err.code, message, {
     cause: err.cause ?? err,
@@ -104,10 +108,10 @@ function timeoutMs(ctx: StepLoadContext): number {
   return value * 1000;
 }
 
-/** `js_heap_limit_mb`: the worker's old-generation heap limit; undefined when the config sets none. */
-function heapLimitMb(ctx: StepLoadContext): number | undefined {
+/** `js_heap_limit_mb`: the step's old-generation heap limit, DEFAULT_JS_HEAP_LIMIT_MB when the config sets none. */
+function heapLimitMb(ctx: StepLoadContext): number {
   const raw = ctx.config.parameters[JS_HEAP_PARAMETER];
-  if (raw === undefined) return undefined;
+  if (raw === undefined) return DEFAULT_JS_HEAP_LIMIT_MB;
   const value = /^\s*\d+\s*$/.test(raw) ? Number(raw) : Number.NaN;
   if (!(value >= 16 && value <= 1 << 20)) {
     throw new ServingError('INVALID_MODEL', `model '${ctx.label}': parameter ${JS_HEAP_PARAMETER} must be a whole number of MiB from 16, got '${raw}'`, {
@@ -134,51 +138,62 @@ export async function loadJsStep(ctx: StepLoadContext): Promise<LoadedStep> {
     () => false,
   );
   if (!isFile) throw new ServingError('INVALID_MODEL', `model '${label}': version ${ctx.version} has no ${fileName}`, { model: label });
+  let sandbox: Sandbox;
+  try {
+    sandbox = await prepareSandbox({ modelDir: ctx.modelDir, heapLimitMb: heapMb, ...(ctx.jsStepUser ? { user: ctx.jsStepUser } : {}) });
+  } catch (err) {
+    ctx.logger.error({ model: label, err: (err as Error).message }, 'js step sandbox could not be prepared');
+    const why = err instanceof SandboxError ? err.message : 'its sandbox could not be prepared (the server log says why)';
+    throw new ServingError('INVALID_MODEL', `model '${label}': ${why}`, { model: label, cause: err });
+  }
+  const dirs = [sandbox.modelDir, ctx.modelDir, sandbox.scratchDir];
+  const inSandbox = path.join(sandbox.modelDir, path.relative(ctx.modelDir, ctx.versionDir));
   const worker = new JsStepWorker({
     label,
     timeoutMs: deadlineMs,
-    ...(heapMb === undefined ? {} : { heapLimitMb: heapMb }),
+    heapLimitMb: heapMb,
+    sandbox,
     logger: ctx.logger,
     hostData: {
-      url: pathToFileURL(file).href,
+      url: pathToFileURL(path.join(inSandbox, fileName)).href,
       fileName,
-      initArgs: { config: config.json, parameters: { ...config.parameters }, modelDir: ctx.modelDir, versionDir: ctx.versionDir, version: ctx.version },
+      initArgs: {
+        config: config.json,
+        parameters: { ...config.parameters },
+        modelDir: sandbox.modelDir,
+        versionDir: inSandbox,
+        version: ctx.version,
+        scratchDir: sandbox.scratchDir,
+      },
     },
   });
   try {
     await worker.started();
   } catch (err) {
-    if (err instanceof JsLoadFailure) throw withinPackage(failure(label, err.what, err.error, 'INVALID_MODEL', err), ctx.modelDir);
+    await sandbox.remove();
+    if (err instanceof JsLoadFailure) throw withinPackage(failure(label, err.what, err.error, 'INVALID_MODEL', err), ...dirs);
     // It crashed while loading (an exception from a timer in initialize(), …): the package's fault.
-    throw withinPackage(new ServingError('INVALID_MODEL', `${(err as Error).message} (while loading)`, { model: label, cause: err }), ctx.modelDir);
+    throw withinPackage(new ServingError('INVALID_MODEL', `${(err as Error).message} (while loading)`, { model: label, cause: err }), ...dirs);
   }
   const outputs = new Map(config.output.map((o) => [o.name, o]));
   const batching = config.maxBatchSize > 0;
   let released: Promise<void> | undefined;
 
   return {
-    release: () => (released ??= worker.close()),
+    release: () => (released ??= worker.close().finally(() => sandbox.remove())),
     stopped: () => worker.stopped,
     execute: async (inputs, outputNames) => {
       const rows = batching ? (inputs.values().next().value?.shape[0] ?? 0) : 1;
-      // Copies (a request's tensors may be read again: a failed batch re-runs each request alone), moved into the worker.
-      const transfer: ArrayBuffer[] = [];
+      // Written to the step as they are (a request's tensors are never changed: a failed batch re-runs each request alone).
       const batchInputs: Record<string, Tensor> = {};
-      for (const [name, t] of inputs) {
-        let data = t.data;
-        if (ArrayBuffer.isView(data)) {
-          data = copyOf(data);
-          transfer.push(data.buffer as ArrayBuffer);
-        }
-        batchInputs[name] = { datatype: t.datatype, shape: t.shape, data };
-      }
+      for (const [name, t] of inputs) batchInputs[name] = { datatype: t.datatype, shape: t.shape, data: t.data };
       let returned: unknown;
       try {
-        returned = await worker.execute({ inputs: batchInputs, outputs: [...outputNames], rows }, transfer);
+        returned = await worker.execute({ inputs: batchInputs, outputs: [...outputNames], rows });
       } catch (err) {
-        if (err instanceof JsCallFailure) throw withinPackage(failure(label, err.what, err.error, 'INTERNAL', err), ctx.modelDir);
-        if (err instanceof ServingError) throw withinPackage(err, ctx.modelDir);
-        throw withinPackage(failure(label, 'execute() failed', describeError(err), 'INTERNAL', err), ctx.modelDir);
+        if (err instanceof JsCallFailure) throw withinPackage(failure(label, err.what, err.error, 'INTERNAL', err), ...dirs);
+        if (err instanceof ServingError) throw withinPackage(err, ...dirs);
+        throw withinPackage(failure(label, 'execute() failed', describeError(err), 'INTERNAL', err), ...dirs);
       }
       const entries =
         returned instanceof Map
@@ -203,14 +218,6 @@ export async function loadJsStep(ctx: StepLoadContext): Promise<LoadedStep> {
       return result;
     },
   };
-}
-
-/** A copy of exactly the view's elements in a buffer of its own (a Buffer's slice would share its memory, often Node's pool). */
-function copyOf<T extends Exclude<TensorData, string[]>>(data: T): T {
-  const Ctor = (Buffer.isBuffer(data) ? Uint8Array : data.constructor) as new (length: number) => T;
-  const copy = new Ctor(data.length);
-  (copy as unknown as { set(source: T): void }).set(data);
-  return copy;
 }
 
 /** A returned tensor, checked against its config and converted to the server's representation. */

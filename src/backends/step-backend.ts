@@ -3,7 +3,7 @@
  * Processing steps: models whose config.pbtxt names a `backend` other than
  * onnxruntime and that run in this process instead of in an onnxruntime
  * session (image decoding, tokenization, pooling, top-k; a user's JavaScript
- * in a worker thread of its own, js-step.ts).
+ * in a process of its own, js-step.ts).
  * The registry loads them like any model: one LoadedStep per served version,
  * wrapped in the same DynamicBatcher, wired into ensemble plans the same way.
  *
@@ -50,6 +50,8 @@ export interface StepLoadContext {
   readonly allowJs: boolean;
   /** MME_JS_STEP_TIMEOUT_SECONDS: a js step's call deadline where its config sets none (js-step.ts's default when undefined). */
   readonly jsTimeoutSeconds?: number;
+  /** MME_JS_STEP_USER: the uid and gid a js step runs as when the server runs as root (js-step-sandbox.ts's default when undefined). */
+  readonly jsStepUser?: { readonly uid: number; readonly gid: number };
 }
 
 export const IMAGE_BACKEND = 'image';

@@ -128,8 +128,10 @@ export interface ServerConfig {
   readonly responseCacheBytes: number;
   /** MME_DYNAMIC_BATCHING: false = every request runs alone (config dynamic_batching blocks included). */
   readonly dynamicBatching: boolean;
-  /** MME_ALLOW_JS_BACKEND: false refuses packages with a `backend: "js"` step (their code would run in this process, in a worker thread). */
+  /** MME_ALLOW_JS_BACKEND: false refuses packages with a `backend: "js"` step (their code runs in a sandboxed process of its own). */
   readonly allowJsBackend: boolean;
+  /** MME_JS_STEP_USER: the uid and gid a js step's process runs as when the server runs as root. */
+  readonly jsStepUser: { readonly uid: number; readonly gid: number };
   /** MME_JS_STEP_TIMEOUT_SECONDS: a js step's deadline per call (initialize, execute, finalize) where its config sets no `js_timeout_seconds`. */
   readonly jsStepTimeoutSeconds: number;
   /** Queue delay for batching models without a dynamic_batching block, in microseconds. */
@@ -208,6 +210,18 @@ type AnySetting = { [K in keyof ServerConfig]: Setting<K> }[keyof ServerConfig];
 const MIB = 1024 * 1024;
 /** Default MME_DRAIN_SECONDS: a balancer checking /ping every second marks the instance down after 3 failures (+ a check timeout) well within it. */
 const DEFAULT_DRAIN_MS = 5_000;
+
+/** MME_JS_STEP_USER: `uid[:gid]`, numbers; 65534:65534 (nobody:nogroup) when unset. */
+function parseStepUser(raw: string | undefined): { uid: number; gid: number } {
+  if (raw === undefined || raw.trim() === '') return Object.freeze({ uid: 65534, gid: 65534 });
+  const m = /^\s*(\d+)(?::(\d+))?\s*$/.exec(raw);
+  const uid = m ? Number(m[1]) : Number.NaN;
+  const gid = m ? Number(m[2] ?? m[1]) : Number.NaN;
+  if (!(uid >= 1 && uid <= 4294967294 && gid >= 1 && gid <= 4294967294)) {
+    throw new Error(`MME_JS_STEP_USER must be 'uid:gid' or 'uid', numbers from 1 (not root), got '${raw}'`);
+  }
+  return Object.freeze({ uid, gid });
+}
 
 function int(name: string, raw: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
   // Number('') is 0: an empty variable must not silently mean port 0 or a 0 s timeout.
@@ -781,15 +795,23 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['MME_ALLOW_JS_BACKEND'],
     defaultText: 'true',
     description:
-      'Allow `backend: "js"` processing steps, whose `model.mjs` runs in a worker thread of the server process with the container\'s rights (files, network, environment): a worker thread is not a sandbox. `false`: packages with a js step are refused (501 `UNSUPPORTED`); built-in steps still load.',
+      'Allow `backend: "js"` processing steps, whose `model.mjs` runs in a sandboxed process of its own (no server environment, reads only its model directory, writes only its scratch directory, memory bounded, another user when the server is root; it can still connect out). `false`: packages with a js step are refused (501 `UNSUPPORTED`); built-in steps still load.',
     parse: (raw) => (raw === undefined ? true : parseBooleanSetting('MME_ALLOW_JS_BACKEND', raw)),
+  },
+  {
+    key: 'jsStepUser',
+    env: ['MME_JS_STEP_USER'],
+    defaultText: '65534:65534',
+    description:
+      "The user a js step's process runs as when the server runs as root, as `uid:gid` (or `uid`, the gid then the same number): it cannot read the server's /proc files nor signal it, and the OS checks every file it opens. Numbers, not names. Not used when the server is not root (the step then runs as the server's user). In a container whose user namespace does not map that uid, set a mapped one. 1 to 4294967294 each: root (0) is refused.",
+    parse: (raw) => parseStepUser(raw),
   },
   {
     key: 'jsStepTimeoutSeconds',
     env: ['MME_JS_STEP_TIMEOUT_SECONDS'],
     defaultText: '30',
     description:
-      "Deadline of each call into a js step (its import and `initialize()`, each `execute()`, `finalize()`) where its config.pbtxt sets no `js_timeout_seconds` parameter. A call past it fails (504 `TIMEOUT`; its batch is not re-run request by request), the step's worker thread is stopped (the only way to end an endless loop) and started again. 1 to 3600.",
+      "Deadline of each call into a js step (its import and `initialize()`, each `execute()`, `finalize()`) where its config.pbtxt sets no `js_timeout_seconds` parameter. A call past it fails (504 `TIMEOUT`; its batch is not re-run request by request), the step's process is stopped (the only way to end an endless loop) and started again. 1 to 3600.",
     parse: (raw) => (raw === undefined ? 30 : int('MME_JS_STEP_TIMEOUT_SECONDS', raw, 1, 3600)),
   },
   {

@@ -86,6 +86,8 @@ export interface PackageLoadDeps {
   readonly allowJsBackend?: boolean;
   /** MME_JS_STEP_TIMEOUT_SECONDS: a js step's call deadline where its config sets none. */
   readonly jsStepTimeoutSeconds?: number;
+  /** MME_JS_STEP_USER: who a js step runs as when the server is root; js-step-sandbox.ts's default when omitted. */
+  readonly jsStepUser?: { readonly uid: number; readonly gid: number };
   /** Which sessions move to the main thread after warm-up (runtime/session-placement.ts); DEFAULT_PLACEMENT when omitted. */
   readonly placement?: PlacementSettings;
   /** The server-wide quiet window every session shares (runtime/quiet-window.ts); omitted: each model judges its own load. */
@@ -326,6 +328,7 @@ export class PackageBuilder {
         logger: this.deps.logger,
         allowJs: this.deps.allowJsBackend ?? true,
         ...(this.deps.jsStepTimeoutSeconds === undefined ? {} : { jsTimeoutSeconds: this.deps.jsStepTimeoutSeconds }),
+        ...(this.deps.jsStepUser === undefined ? {} : { jsStepUser: this.deps.jsStepUser }),
       });
       this.steps.push(step);
       // Every instance shares the step: an instance is a slot for one batch in flight (steps are async, not thread-bound).

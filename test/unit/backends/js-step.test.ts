@@ -8,16 +8,20 @@
  * `code: 'INVALID_INPUT'` is a 400; returned tensors are checked against the
  * config; finalize runs at release; a module without execute, or any js step
  * when MME_ALLOW_JS_BACKEND is false, is refused at load. The step runs in a
- * worker thread of its own (js-step-host.ts): Maps, BYTES and INT64 cross it
- * intact, and a load past its deadline or crashing is a load error. Load and run
+ * process of its own (js-step-host.ts): Maps, BYTES and INT64 cross to it
+ * intact, a load past its deadline or crashing is a load error, and (as
+ * root) a package file its user could not read is one too. Load and run
  * errors name files within the package, never the host path of the cache.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { describe, test } from 'node:test';
+import { loadStep, type LoadedStep } from '../../../src/backends/step-backend.js';
 import { parseModelConfig } from '../../../src/config/model-config.js';
 import { ServingError } from '../../../src/errors.js';
+import { createLogger } from '../../../src/observability/logger.js';
 import type { Tensor } from '../../../src/protocol/tensor.js';
 import { DEFAULT_BATCHING, resolveBatchPolicy } from '../../../src/scheduler/batch-policy.js';
 import { DynamicBatcher } from '../../../src/scheduler/dynamic-batcher.js';
@@ -33,21 +37,17 @@ parameters { key: "factor" value: { string_value: "3" } }
 `;
 
 const MODEL = `
-import { appendFileSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
 let factor = 0;
-let dir = '';
 export const calls = [];
 export function initialize(args) {
   factor = Number(args.parameters.factor);
-  dir = args.versionDir;
   if (args.config.name !== 'js' || args.version !== 1) throw new Error('unexpected initialize args');
 }
 export async function execute(batch) {
-  calls.push(batch.rows);
-  // The step runs in a worker thread of its own: the test counts its batches through a file, not a global.
-  appendFileSync(path.join(dir, 'batches'), 'b');
   const x = batch.inputs.x.data;
+  // The step runs in a process of its own: the test asks it how many batches it ran (77: the count so far).
+  if (x.includes(77)) return { y: { datatype: 'FP32', shape: batch.inputs.x.shape, data: new Float32Array(x.length).fill(calls.length) } };
+  calls.push(batch.rows);
   if (!(x instanceof Float32Array)) throw new Error('x is not a Float32Array');
   if (x.includes(13)) throw new Error('unlucky 13');
   if (x.includes(-1)) throw Object.assign(new Error('negative values are not allowed'), { code: 'INVALID_INPUT' });
@@ -58,17 +58,18 @@ export async function execute(batch) {
   return out;
 }
 export function finalize() {
-  writeFileSync(path.join(dir, 'finalized'), 'yes');
+  throw new Error('finalize ran');
 }
 `;
 
 describe('js step', () => {
   test('batched through the DynamicBatcher: rows go back to their requests; a throwing execute fails only its request', async () => {
-    const f = await loadStepFromText('js', CONFIG, { version: { 'model.mjs': MODEL } });
+    const logged: string[] = [];
+    const logger = createLogger('warn', { write: (line: string) => void logged.push(line) });
+    const f = await loadStepFromText('js', CONFIG, { version: { 'model.mjs': MODEL } }, true, logger);
     const config = parseModelConfig(CONFIG, { sourceName: 'js/config.pbtxt', directoryName: 'js' });
     const batcher = new DynamicBatcher({ model: 'js', policy: resolveBatchPolicy(config, true, DEFAULT_BATCHING), instances: [f.step] });
     try {
-      rmSync(path.join(f.dir, '1', 'batches'), { force: true });
       const send = (values: number[]): Promise<Map<string, Tensor>> => batcher.schedule(new Map([['x', f32([1, 2], values)]]), ['y']);
       const results = await Promise.allSettled([send([1, 2]), send([13, 0]), send([3, 4]), send([5, 6])]);
       assert.equal(results[0]!.status, 'fulfilled');
@@ -82,12 +83,15 @@ describe('js step', () => {
       assert.equal(err.code, 'INTERNAL');
       assert.equal(err.message, "model 'js': execute() failed: unlucky 13");
       // One merged batch of 4 that threw, then the 4 requests alone.
-      assert.equal(readFileSync(path.join(f.dir, '1', 'batches'), 'utf8').length, 5);
+      assert.deepEqual(numbers((await f.run({ x: f32([1, 2], [77, 77]) }, ['y'])).get('y')), [5, 5]);
       // The step keeps serving.
       assert.deepEqual(numbers((await send([1, 1])).get('y')), [3, 3]);
       await batcher.close();
       await f.step.release();
-      assert.ok(existsSync(path.join(f.dir, '1', 'finalized')), 'finalize() ran at release');
+      assert.ok(
+        logged.some((l) => l.includes('finalize ran')),
+        'finalize() ran at release (its error is logged)',
+      );
     } finally {
       await batcher.close();
       await f.close();
@@ -171,7 +175,7 @@ describe('js step', () => {
     }
   });
 
-  test('across the worker thread: a Map return, BYTES string arrays and INT64 BigInt64Arrays arrive intact, and the input tensors stay usable', async () => {
+  test('across to its process and back: a Map return, BYTES string arrays and INT64 BigInt64Arrays arrive intact, and the input tensors stay usable', async () => {
     const config = `
 backend: "js"
 max_batch_size: 4
@@ -226,8 +230,8 @@ export function execute({ inputs, rows }) {
     const model = `
 import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-export function initialize({ versionDir }) {
-  const marker = path.join(versionDir, 'started');
+export function initialize({ scratchDir }) {
+  const marker = path.join(scratchDir, 'started');
   if (existsSync(marker)) throw new Error('the GPU is gone');
   writeFileSync(marker, '1');
 }
@@ -281,5 +285,33 @@ export function execute({ inputs }) {
     }
     const bad = await loadError('js', `${CONFIG}parameters { key: "js_heap_limit_mb" value: { string_value: "8" } }\n`, { version: { 'model.mjs': MODEL } });
     assert.equal(bad.message, "model 'js': parameter js_heap_limit_mb must be a whole number of MiB from 16, got '8'");
+  });
+
+  test('a package file the step could not read as its own user is a load error naming the file and its mode (when the server is root)', async () => {
+    const root = await mkdtemp(path.join(os.tmpdir(), 'onnx-mme-step-'));
+    try {
+      const dir = path.join(root, 'js');
+      await mkdir(path.join(dir, '1'), { recursive: true });
+      await writeFile(path.join(dir, '1', 'model.mjs'), MODEL);
+      await chmod(path.join(dir, '1', 'model.mjs'), 0o600);
+      const config = parseModelConfig(CONFIG, { sourceName: 'js/config.pbtxt', directoryName: 'js' });
+      const load = (): Promise<LoadedStep> =>
+        loadStep({ config, modelDir: dir, versionDir: path.join(dir, '1'), version: 1, label: 'js', logger: createLogger('silent'), allowJs: true });
+      if (process.getuid?.() !== 0) {
+        // Not root: the step runs as this user, who can read it.
+        await (await load()).release();
+        return;
+      }
+      await assert.rejects(load(), (err: ServingError) => {
+        assert.equal(err.code, 'INVALID_MODEL');
+        assert.equal(
+          err.message,
+          "model 'js': its file '1/model.mjs' is not readable by others (mode 0600): the js step runs as another user and could not read it",
+        );
+        return true;
+      });
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
   });
 });

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { loadStep, type LoadedStep } from '../../../src/backends/step-backend.js';
 import { parseModelConfig } from '../../../src/config/model-config.js';
 import { ServingError } from '../../../src/errors.js';
-import { createLogger } from '../../../src/observability/logger.js';
+import { createLogger, type Logger } from '../../../src/observability/logger.js';
 import type { Tensor } from '../../../src/protocol/tensor.js';
 
 export interface StepFixture {
@@ -36,7 +36,13 @@ async function prepare(name: string, files: StepFiles): Promise<string> {
   return dir;
 }
 
-export async function loadStepFromText(name: string, configText: string, files: StepFiles = {}, allowJs = true): Promise<StepFixture> {
+export async function loadStepFromText(
+  name: string,
+  configText: string,
+  files: StepFiles = {},
+  allowJs = true,
+  logger: Logger = createLogger('silent'),
+): Promise<StepFixture> {
   const dir = await prepare(name, files);
   const cleanup = (): Promise<void> => rm(path.dirname(dir), { recursive: true, force: true });
   let step: LoadedStep;
@@ -44,7 +50,7 @@ export async function loadStepFromText(name: string, configText: string, files: 
   try {
     const config = parseModelConfig(configText, { sourceName: `${name}/config.pbtxt`, directoryName: name });
     outputNames = config.output.map((o) => o.name);
-    step = await loadStep({ config, modelDir: dir, versionDir: path.join(dir, '1'), version: 1, label: name, logger: createLogger('silent'), allowJs });
+    step = await loadStep({ config, modelDir: dir, versionDir: path.join(dir, '1'), version: 1, label: name, logger, allowJs });
   } catch (err) {
     await cleanup();
     throw err;

@@ -125,6 +125,15 @@ describe('loadServerConfig: each variable', () => {
     assert.equal(load({ MME_MODEL_MESH: 'true', MME_GRPC_PORT: '8001' }).modelSourceOptional, true);
   });
 
+  test('MME_JS_STEP_USER: uid:gid or uid (gid the same), numbers, never root; 65534:65534 by default', () => {
+    assert.deepEqual(load({}).jsStepUser, { uid: 65534, gid: 65534 });
+    assert.deepEqual(load({ MME_JS_STEP_USER: '1000:1001' }).jsStepUser, { uid: 1000, gid: 1001 });
+    assert.deepEqual(load({ MME_JS_STEP_USER: ' 4242 ' }).jsStepUser, { uid: 4242, gid: 4242 });
+    for (const bad of ['0', '0:0', '1000:0', 'nobody', '-1', '1000:']) {
+      expectProblem({ MME_JS_STEP_USER: bad }, `MME_JS_STEP_USER must be 'uid:gid' or 'uid', numbers from 1 (not root), got '${bad}'`);
+    }
+  });
+
   test('MME_HOST: trimmed; blank means the default', () => {
     assert.equal(load({ MME_HOST: ' 127.0.0.1 ' }).host, '127.0.0.1');
     assert.equal(load({ MME_HOST: '   ' }).host, '0.0.0.0');

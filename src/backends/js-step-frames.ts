@@ -1,0 +1,244 @@
+/**
+ * @module backends/js-step-frames
+ * The wire format between the server and a js step's process
+ * (js-step-worker.ts ↔ js-step-host.ts), over a socket pair (the child's
+ * fd 3). A frame is
+ *
+ *   u32 LE header length | header | section 0 | section 1 | …
+ *
+ * where the header is `v8.serialize({ msg, bins })` and each `bins` entry
+ * names a tensor whose typed-array data was lifted out of `msg` and travels
+ * as raw bytes in a section of its own. The bytes are written straight from
+ * the caller's typed arrays (no copy into the frame) and read into one fresh,
+ * aligned ArrayBuffer per tensor (one copy), so a 4 MiB tensor costs the
+ * socket's two kernel copies and one user-space copy each way. Everything
+ * else (shapes, BYTES string arrays, plain arrays of numbers, Maps, errors)
+ * rides in the header, as V8's structured serialization writes it.
+ *
+ * Tensors are lifted from one place per message: `tensorsOf(msg)`, the
+ * batch's inputs or what execute() returned (a Map or an object of tensors).
+ */
+import v8 from 'node:v8';
+
+/** A header larger than this is a broken or hostile peer, not a message. */
+export const MAX_HEADER_BYTES = 256 * 1024 * 1024;
+/** Nor is a tensor section larger than this. */
+export const MAX_SECTION_BYTES = 2 ** 32 - 1;
+
+type TypedArray =
+  | Int8Array
+  | Uint8Array
+  | Uint8ClampedArray
+  | Int16Array
+  | Uint16Array
+  | Int32Array
+  | Uint32Array
+  | Float32Array
+  | Float64Array
+  | BigInt64Array
+  | BigUint64Array;
+type TypedArrayCtor = new (buffer: ArrayBuffer) => TypedArray;
+
+const TYPES: Readonly<Record<string, TypedArrayCtor>> = {
+  Int8Array,
+  Uint8Array,
+  Uint8ClampedArray,
+  Int16Array,
+  Uint16Array,
+  Int32Array,
+  Uint32Array,
+  Float32Array,
+  Float64Array,
+  BigInt64Array,
+  BigUint64Array,
+};
+const TYPE_NAMES = Object.keys(TYPES);
+
+/** The name of the typed-array type `data` is (a Buffer is a Uint8Array), or undefined for anything else. */
+function typeOf(data: unknown): string | undefined {
+  if (!ArrayBuffer.isView(data) || data instanceof DataView) return undefined;
+  return TYPE_NAMES.find((n) => data instanceof TYPES[n]!);
+}
+
+/** A lifted tensor: where its data goes back, its type, its byte length. */
+interface Bin {
+  readonly key: string;
+  readonly type: string;
+  readonly bytes: number;
+}
+
+/** The tensors of a message: a Map or an object of `{ data }` (anything else has none). */
+export type TensorHolder = Map<unknown, unknown> | Record<string, unknown>;
+
+/** Where a protocol's messages keep their tensors: found, and replaced in a copy. */
+export interface TensorPlaces {
+  tensorsOf(msg: Record<string, unknown>): TensorHolder | undefined;
+  withTensors(msg: Record<string, unknown>, tensors: TensorHolder): Record<string, unknown>;
+}
+
+/**
+ * A frame for `msg`, as buffers to write in order. `places` says where
+ * its tensors are; their typed arrays travel as sections, the rest of `msg`
+ * in the header. Throws what v8.serialize throws (a function, a symbol, …).
+ */
+export function encodeFrame(msg: Record<string, unknown>, places: TensorPlaces): Buffer[] {
+  const bins: Bin[] = [];
+  const sections: Buffer[] = [];
+  const tensors = places.tensorsOf(msg);
+  let sent = msg;
+  if (tensors) {
+    const lift = (key: unknown, t: unknown): unknown => {
+      const data = (t as { data?: unknown } | null)?.data;
+      const type = typeof key === 'string' ? typeOf(data) : undefined;
+      if (type === undefined || (t as object).constructor !== Object) return t;
+      const view = data as TypedArray;
+      bins.push({ key: key as string, type, bytes: view.byteLength });
+      sections.push(Buffer.from(view.buffer, view.byteOffset, view.byteLength));
+      return { ...(t as object), data: null };
+    };
+    const lifted =
+      tensors instanceof Map
+        ? new Map([...tensors].map(([k, t]) => [k, lift(k, t)]))
+        : Object.fromEntries(Object.entries(tensors).map(([k, t]) => [k, lift(k, t)]));
+    sent = places.withTensors(msg, lifted);
+  }
+  const header = v8.serialize({ msg: sent, bins });
+  const length = Buffer.allocUnsafe(4);
+  length.writeUInt32LE(header.length, 0);
+  return [length, header, ...sections.filter((s) => s.length > 0)];
+}
+
+/**
+ * Writes frames to `socket`, the frames of one tick in one writev: with
+ * several batches in flight, their answers (resolved in the same microtask
+ * run) leave in one system call instead of one each.
+ */
+export class FrameWriter {
+  private corked = false;
+
+  constructor(
+    private readonly socket: { cork(): void; uncork(): void; write(b: Buffer): boolean },
+    private readonly places: TensorPlaces,
+  ) {}
+
+  /** Throws, writing nothing, when `msg` cannot be encoded. */
+  write(msg: Record<string, unknown>): void {
+    const buffers = encodeFrame(msg, this.places);
+    if (!this.corked) {
+      this.corked = true;
+      this.socket.cork();
+      process.nextTick(() => {
+        this.corked = false;
+        this.socket.uncork();
+      });
+    }
+    for (const b of buffers) this.socket.write(b);
+  }
+}
+
+interface Header {
+  readonly msg: Record<string, unknown>;
+  readonly bins: readonly Bin[];
+}
+
+/**
+ * Reads frames from a byte stream: `push` each chunk, get the messages
+ * completed by it, their tensors' data restored where encodeFrame took it
+ * from. Throws on a malformed frame; the stream is unusable after that.
+ */
+export class FrameReader {
+  private target: Uint8Array = new Uint8Array(4);
+  private filled = 0;
+  private stage: 'length' | 'header' | 'bins' = 'length';
+  private header: Header | undefined;
+  private buffers: ArrayBuffer[] = [];
+  private binIndex = 0;
+
+  /**
+   * `maxFrameBytes`: the most a frame may hold, its tensors included; a
+   * larger one is refused before anything is allocated for it (the server
+   * reads a step's answers with it: a step cannot have sent more than its
+   * memory bound lets it hold).
+   */
+  constructor(
+    private readonly places: TensorPlaces,
+    private readonly maxFrameBytes = Number.POSITIVE_INFINITY,
+  ) {}
+
+  push(chunk: Buffer): Record<string, unknown>[] {
+    const done: Record<string, unknown>[] = [];
+    let at = 0;
+    while (at < chunk.length || (this.stage === 'bins' && this.filled === this.target.length)) {
+      const n = Math.min(this.target.length - this.filled, chunk.length - at);
+      this.target.set(chunk.subarray(at, at + n), this.filled);
+      this.filled += n;
+      at += n;
+      if (this.filled < this.target.length) break;
+      const msg = this.advance();
+      if (msg) done.push(msg);
+    }
+    return done;
+  }
+
+  /** The current target is full: move to the next one; a whole message when it was the last. */
+  private advance(): Record<string, unknown> | undefined {
+    if (this.stage === 'length') {
+      const length = Buffer.from(this.target.buffer, this.target.byteOffset, 4).readUInt32LE(0);
+      if (length === 0 || length > MAX_HEADER_BYTES || length > this.maxFrameBytes) throw new Error(`a frame header of ${length} bytes`);
+      this.stage = 'header';
+      this.expect(new Uint8Array(length));
+      return undefined;
+    }
+    if (this.stage === 'header') {
+      const header = v8.deserialize(this.target) as Header;
+      if (header === null || typeof header !== 'object' || typeof header.msg !== 'object' || !Array.isArray(header.bins))
+        throw new Error('a malformed frame header');
+      for (const b of header.bins) {
+        if (!(typeof b.key === 'string' && b.type in TYPES && Number.isSafeInteger(b.bytes) && b.bytes >= 0 && b.bytes <= MAX_SECTION_BYTES)) {
+          throw new Error('a malformed tensor section');
+        }
+      }
+      const total = header.bins.reduce((sum, b) => sum + b.bytes, this.target.length);
+      if (total > this.maxFrameBytes) throw new Error(`a frame of ${total} bytes, over the ${this.maxFrameBytes} it may hold`);
+      this.header = header;
+      this.buffers = [];
+      this.binIndex = 0;
+      this.stage = 'bins';
+      return this.nextBin();
+    }
+    this.buffers.push(this.target.buffer as ArrayBuffer);
+    this.binIndex++;
+    return this.nextBin();
+  }
+
+  /** Expect the next section (a fresh buffer of its size), or finish the message. */
+  private nextBin(): Record<string, unknown> | undefined {
+    const header = this.header!;
+    if (this.binIndex < header.bins.length) {
+      this.expect(new Uint8Array(new ArrayBuffer(header.bins[this.binIndex]!.bytes)));
+      return undefined;
+    }
+    const { msg, bins } = header;
+    const lifted = bins.length > 0 ? this.places.tensorsOf(msg) : undefined;
+    if (bins.length > 0) {
+      if (lifted === undefined) throw new Error('tensor sections without tensors');
+      bins.forEach((b, i) => {
+        const Ctor = TYPES[b.type]!;
+        if (b.bytes % (Ctor as unknown as { BYTES_PER_ELEMENT: number }).BYTES_PER_ELEMENT !== 0) throw new Error('a tensor section of a partial element');
+        const t = lifted instanceof Map ? lifted.get(b.key) : lifted[b.key];
+        if (t === null || typeof t !== 'object') throw new Error('a tensor section without its tensor');
+        (t as { data: unknown }).data = new Ctor(this.buffers[i]!);
+      });
+    }
+    this.header = undefined;
+    this.buffers = [];
+    this.stage = 'length';
+    this.expect(new Uint8Array(4));
+    return msg;
+  }
+
+  private expect(target: Uint8Array): void {
+    this.target = target;
+    this.filled = 0;
+  }
+}
