@@ -48,7 +48,7 @@ import { createS3Client } from './s3-client.js';
 import { PinnedFlights, type PinnedResult } from './pinned-flights.js';
 import { extractArchive } from './extract-archive.js';
 import type { ExtractLimits } from './extract-limits.js';
-import type { LocalModel, ModelSource, SourceEntry } from './model-source.js';
+import { targetNotFound, type LocalModel, type ModelSource, type SourceEntry } from './model-source.js';
 import { parseS3Uri, s3ObjectUri } from '../config/s3-uri.js';
 import { archiveCandidates, isArchiveName, normalizeTarget } from './target-path.js';
 import { cancelled } from './abort.js';
@@ -408,7 +408,7 @@ export class S3ModelSource implements ModelSource {
           attempt,
           signal,
           (abortSignal) => send(key, abortSignal),
-          (err) => s3Failure(err, { target, action: `${action} ${uri}`, uri, bucket: this.bucket }),
+          (err) => s3Failure(err, { target, action: `${action} ${uri}`, uri, bucket: this.bucket, name: key.slice(this.prefix.length) }),
         );
       } catch (err) {
         if (err instanceof ServingError && err.code === 'MODEL_NOT_FOUND') continue;
@@ -427,7 +427,7 @@ export class S3ModelSource implements ModelSource {
   /** GetObject for exactly the ETag we cache it under: its headers (the body is read by download). */
   private getObject(info: S3ObjectInfo, attempt: Attempt): Promise<GetObjectCommandOutput> {
     const { target, key, uri } = info;
-    const context = { target, action: `downloading ${uri}`, uri, bucket: this.bucket };
+    const context = { target, action: `downloading ${uri}`, uri, bucket: this.bucket, name: key.slice(this.prefix.length) };
     const response = this.request(
       attempt,
       undefined,
@@ -737,6 +737,8 @@ interface FailureContext {
   readonly action: string;
   readonly uri: string;
   readonly bucket: string;
+  /** The object's key relative to the prefix: what a missing model's message names (never the bucket). */
+  readonly name?: string;
 }
 
 /** Maps an SDK or network error to a ServingError; transient ones are marked retryable. */
@@ -754,7 +756,7 @@ function s3Failure(err: unknown, context: FailureContext): ServingError {
   }
   if (NOT_FOUND_NAMES.has(name) || status === 404) {
     if (target === undefined) return new ServingError('UPSTREAM_UNAVAILABLE', `${action} failed: ${cause}`, options);
-    return new ServingError('MODEL_NOT_FOUND', `model '${target}' not found: no object ${uri}`, options);
+    return targetNotFound(target, 'S3 prefix', { tried: context.name === undefined ? [] : [context.name], cause: err, details: { uris: [uri] } });
   }
   if (DENIED_NAMES.has(name) || status === 401 || status === 403) {
     return new ServingError('ACCESS_DENIED', `${about}access denied ${action}: ${cause}`, options);
@@ -798,11 +800,8 @@ function describe(err: unknown, status: number | undefined): string {
 }
 
 function notFound(target: string, uris: readonly string[]): ServingError {
-  const where = uris.length === 1 ? `no object ${uris[0]}` : `none of ${uris.join(', ')} exists`;
-  return new ServingError('MODEL_NOT_FOUND', `model '${target}' not found: ${where}`, {
-    model: target,
-    details: { uris },
-  });
+  // The message names the keys relative to the prefix, never the bucket; the details keep the URIs (docs/errors.md).
+  return targetNotFound(target, 'S3 prefix', { tried: archiveCandidates(target), details: { uris } });
 }
 
 /** Extraction errors do not know the target: prefix it so logs and clients see which model failed. */
