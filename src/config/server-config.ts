@@ -791,7 +791,9 @@ export const SETTINGS: readonly AnySetting[] = [
       const v = (raw ?? '').trim().toLowerCase();
       if (v === '') return 'application/json';
       if (!(DEFAULT_ACCEPT_TYPES as readonly string[]).includes(v)) {
-        throw new Error(`SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT must be one of ${DEFAULT_ACCEPT_TYPES.join(', ')}, got '${raw}'`);
+        throw new Error(
+          `SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT must be one of ${DEFAULT_ACCEPT_TYPES.join(', ')}, got '${raw}'${didYouMean(v, DEFAULT_ACCEPT_TYPES)}`,
+        );
       }
       return v as DefaultAccept;
     },
