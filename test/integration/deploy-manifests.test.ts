@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { loadServerConfig, SETTINGS } from '../../src/config/server-config.js';
 import { addSub, writeModelDir } from '../../examples/models/zoo.js';
-import { deploymentRequests, invocationRequest } from '../../examples/sagemaker/deploy-mme.js';
+import { DEFAULT_ENVIRONMENT, deploymentRequests, invocationRequest } from '../../examples/sagemaker/deploy-mme.js';
 import { parseYamlDocuments, type YamlValue } from '../support/mini-yaml.js';
 import { Gateway } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/Gateway';
 import { HTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/HTTPRoute';
@@ -363,6 +363,18 @@ describe('SageMaker example', () => {
     };
     assert.equal(trust.Statement[0]!.Principal.Service, 'sagemaker.amazonaws.com');
     assert.equal(trust.Statement[0]!.Action, 'sts:AssumeRole');
+  });
+
+  it("the container's environment is what the README says; what follows from SageMaker's own variables is left to the server", async () => {
+    const steps = await readFile(path.join(repoRoot, 'examples', 'sagemaker', 'README.md'), 'utf8');
+    const said = /The container's environment is ((?:`[A-Z_]+=[^`]*`(?:, | and )?)+) plus your `--env`/.exec(steps.replace(/\s+/g, ' '));
+    assert.ok(said, "examples/sagemaker/README.md says what the container's environment is");
+    const listed = [...said[1]!.matchAll(/`([A-Z_]+)=([^`]*)`/g)].map((m) => [m[1]!, m[2]!]);
+    assert.deepEqual(Object.fromEntries(listed), DEFAULT_ENVIRONMENT);
+    // What SageMaker adds on a multi-model endpoint: the script leaves what follows from it to the server's defaults.
+    const script = await readFile(path.join(repoRoot, 'examples', 'sagemaker', 'deploy-mme.ts'), 'utf8');
+    assert.doesNotMatch(script, /MME_MODEL_URL_ROOTS|MME_MODEL_CONTROL/);
+    assert.doesNotThrow(() => loadServerConfig({ ...DEFAULT_ENVIRONMENT, SAGEMAKER_MULTI_MODEL: 'true' }));
   });
 
   it('the steps upload the files they write, from one directory: every file:// and --request names a file a step wrote into $out', async () => {
