@@ -289,6 +289,16 @@ describe('bad input gets a clear error and loses nothing', () => {
     assert.ok(!r.text.includes(fixture.root) && !r.text.includes('add_sub'), r.text);
     const nested = await invoke('team/nosuch', addSubBody());
     assert.match(nested.body.error, /^model 'team\/nosuch' not found in the model source \(local directory\); POST \/v2\/repository\/index/);
+    const kserve = await request(`${server.url}/v2/models/nosuch/infer`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      json: addSubBody(),
+    });
+    assert.equal(kserve.status, 404, kserve.text);
+    assert.match(
+      kserve.body.error,
+      /^model 'nosuch' not found in the model source \(local directory\); POST \/v2\/repository\/index lists the models it holds$/,
+    );
     // The route the message names answers, and lists what the source holds.
     const index = await request(`${server.url}/v2/repository/index`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     assert.equal(index.status, 200, index.text);
