@@ -59,12 +59,20 @@ async function freePort(): Promise<number> {
 }
 
 /**
- * Every file under `dir` (symbolic links not followed), but the temporary
- * directories the blocks get and `.cache/`, the disk cache `npm start` gives
- * its server (package.json; ignored by git).
+ * Every file under `dir` (symbolic links listed, not followed: dist/ and the
+ * examples linked from the clone are not the blocks' to write), but the
+ * temporary directories the blocks get and `.cache/`, the disk cache `npm
+ * start` gives its server (package.json; ignored by git).
  */
-function filesUnder(dir: string): string[] {
-  return (readdirSync(dir, { recursive: true }) as string[]).filter((f) => !/^(tmp(-[^/]*)?|\.cache)(\/|$)/.test(f)).sort();
+function filesUnder(dir: string, rel = ''): string[] {
+  const out: string[] = [];
+  for (const entry of readdirSync(path.join(dir, rel), { withFileTypes: true })) {
+    const name = rel === '' ? entry.name : `${rel}/${entry.name}`;
+    if (rel === '' && /^(tmp(-.*)?|\.cache)$/.test(entry.name)) continue;
+    out.push(name);
+    if (entry.isDirectory()) out.push(...filesUnder(dir, name));
+  }
+  return out.sort();
 }
 
 /** The environment of a reader's shell: no AWS or MME settings leaking in from the test runner. */
