@@ -9,7 +9,7 @@
 import { ServingError } from '../errors.js';
 
 /** How a client lists the models a source holds; a missing model's 404 points there rather than listing them (they may be other tenants'). */
-export const LIST_MODELS_HINT = 'POST /v2/repository/index lists the models it holds';
+export const LIST_MODELS_HINT = 'POST /v2/repository/index (gRPC: RepositoryIndex) lists the models it holds';
 
 /** A source's kind as messages to clients name it: never a host path or a bucket. */
 export type SourceKind = 'local directory' | 'S3 prefix';

@@ -285,7 +285,10 @@ describe('bad input gets a clear error and loses nothing', () => {
   it('a missing model: 404 says where it looked (the kind, no host path) and how to list what exists, naming no other model', async () => {
     const r = await invoke('nosuch.tar.gz', addSubBody());
     assert.equal(r.status, 404, r.text);
-    assert.equal(r.body.error, "model 'nosuch.tar.gz' not found in the model source (local directory); POST /v2/repository/index lists the models it holds");
+    assert.equal(
+      r.body.error,
+      "model 'nosuch.tar.gz' not found in the model source (local directory); POST /v2/repository/index (gRPC: RepositoryIndex) lists the models it holds",
+    );
     assert.ok(!r.text.includes(fixture.root) && !r.text.includes('add_sub'), r.text);
     const nested = await invoke('team/nosuch', addSubBody());
     assert.match(nested.body.error, /^model 'team\/nosuch' not found in the model source \(local directory\); POST \/v2\/repository\/index/);
@@ -297,7 +300,7 @@ describe('bad input gets a clear error and loses nothing', () => {
     assert.equal(kserve.status, 404, kserve.text);
     assert.match(
       kserve.body.error,
-      /^model 'nosuch' not found in the model source \(local directory\); POST \/v2\/repository\/index lists the models it holds$/,
+      /^model 'nosuch' not found in the model source \(local directory\); POST \/v2\/repository\/index \(gRPC: RepositoryIndex\) lists the models it holds$/,
     );
     // The route the message names answers, and lists what the source holds.
     const index = await request(`${server.url}/v2/repository/index`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });

@@ -237,7 +237,7 @@ describe('S3ModelSource', () => {
 
   it('NoSuchKey is MODEL_NOT_FOUND naming the target and the keys tried under the prefix, not the bucket (the URIs in details)', async () => {
     const { source, cacheDir } = harness();
-    const hint = '; POST /v2/repository/index lists the models it holds';
+    const hint = '; POST /v2/repository/index (gRPC: RepositoryIndex) lists the models it holds';
     const missing = await rejectsWith(source.localize('missing.tar.gz'), 'MODEL_NOT_FOUND');
     assert.equal(missing.message, `model 'missing.tar.gz' not found in the model source (S3 prefix)${hint}`);
     await assert.rejects(source.localize('team/missing'), (err: ServingError) => {

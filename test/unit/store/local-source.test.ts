@@ -200,7 +200,10 @@ describe('LocalModelSource: directories and resolution', () => {
     await assert.rejects(f.source.localize('nope.tar.gz'), (err: unknown) => {
       assert.ok(err instanceof ServingError);
       assert.equal(err.code, 'MODEL_NOT_FOUND');
-      assert.equal(err.message, "model 'nope.tar.gz' not found in the model source (local directory); POST /v2/repository/index lists the models it holds");
+      assert.equal(
+        err.message,
+        "model 'nope.tar.gz' not found in the model source (local directory); POST /v2/repository/index (gRPC: RepositoryIndex) lists the models it holds",
+      );
       return true;
     });
     await assert.rejects(f.source.localize('team/nope'), isServingError('MODEL_NOT_FOUND', /'team\/nope'/));
