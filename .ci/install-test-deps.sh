@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Debian packages the tests use beyond npm, installed once before npm test:
 # - haproxy: test/integration/haproxy-recipe.test.ts (and bench/cluster.bench.ts)
-#   run it in front of several server instances; the test installs it itself
-#   when missing, doing it here keeps that out of the test's time.
+#   run it in front of several server instances, and test/docs/doc-commands.test.ts
+#   runs docs/scaling-out.md's one-host recipe with it; the tests install it
+#   themselves when missing, doing it here keeps that out of the tests' time.
 # - strace: test/integration/telemetry.test.ts traces the server's connections;
 #   without it that one check is skipped, saying why.
 set -euo pipefail

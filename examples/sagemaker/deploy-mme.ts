@@ -56,6 +56,14 @@ export interface DeployOptions {
   readonly environment: Readonly<Record<string, string>>;
 }
 
+/**
+ * The container's environment before `--env`: nothing SageMaker-specific, since
+ * SageMaker sets SAGEMAKER_MULTI_MODEL=true on a multi-model endpoint and the
+ * server's defaults follow from it (examples/sagemaker/README.md says so; a test
+ * checks both).
+ */
+export const DEFAULT_ENVIRONMENT: Readonly<Record<string, string>> = Object.freeze({ MME_LOG_LEVEL: 'info' });
+
 /** The three create requests. Pure, so a test checks them without AWS. */
 export function deploymentRequests(o: DeployOptions): {
   model: CreateModelCommandInput;
@@ -186,7 +194,7 @@ async function main(argv: readonly string[]): Promise<void> {
   if (!values.image || !values.role || !values.models || targets.length === 0 || targets.length !== files.length) {
     throw new Error(`--image, --role, --models and one --request per --target are required\n${USAGE}`);
   }
-  const environment: Record<string, string> = { MME_LOG_LEVEL: 'info' };
+  const environment: Record<string, string> = { ...DEFAULT_ENVIRONMENT };
   for (const kv of values.env ?? []) {
     const eq = kv.indexOf('=');
     if (eq <= 0) throw new Error(`--env takes KEY=VALUE, got '${kv}'`);

@@ -7,6 +7,7 @@
  */
 import type { ModelConfig, TensorConfig } from '../config/model-config-types.js';
 import { ServingError } from '../errors.js';
+import { didYouMean } from '../protocol/did-you-mean.js';
 import { DATA_TYPE_INFO, formatShape, type DataType, type NumericArray, type Tensor } from '../protocol/tensor.js';
 
 /** Reads `parameters { key: "k" value: { string_value: "v" } }`, collecting problems instead of throwing. */
@@ -39,7 +40,7 @@ export class StepParameters {
     const v = this.raw(key);
     if (v === undefined) return fallback;
     const hit = allowed.find((a) => a.toLowerCase() === v.toLowerCase());
-    if (hit === undefined) this.problems.push(`parameter ${key} must be one of ${allowed.join(', ')}, got '${v}'`);
+    if (hit === undefined) this.problems.push(`parameter ${key} must be one of ${allowed.join(', ')}, got '${v}'${didYouMean(v, allowed)}`);
     return hit ?? fallback;
   }
 
@@ -93,8 +94,8 @@ export class StepParameters {
   checkUnknown(): void {
     for (const key of Object.keys(this.values)) {
       if (!this.read.has(key)) {
-        const known = [...this.read].sort().join(', ');
-        this.problems.push(`unknown parameter '${key}' for backend '${this.backend}' (known: ${known || 'none'})`);
+        const known = [...this.read].sort();
+        this.problems.push(`unknown parameter '${key}' for backend '${this.backend}'${didYouMean(key, known)} (known: ${known.join(', ') || 'none'})`);
       }
     }
   }

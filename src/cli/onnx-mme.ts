@@ -10,6 +10,7 @@
 // First: onnxruntime's telemetry is decided before onnxruntime-node loads (config/ort-env.ts).
 import '../config/ort-env.js';
 import { ServingError } from '../errors.js';
+import { didYouMean } from '../protocol/did-you-mean.js';
 import { EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, write, type CliCommand, type CliIo } from './cli-support.js';
 import { versionText } from './version.js';
 
@@ -78,7 +79,7 @@ async function runCli(argv: readonly string[], io: CliIo): Promise<number | unde
   }
   const entry = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   if (!entry) {
-    write(io.stderr, `onnx-mme: unknown command '${name}'\n\n${OVERVIEW}`);
+    write(io.stderr, `onnx-mme: unknown command '${name}'${didYouMean(name, Object.keys(COMMANDS))}\n\n${OVERVIEW}`);
     return EXIT_USAGE;
   }
   const command = await entry.load();

@@ -8,6 +8,7 @@
  * (`MME_MEMORY_BUDGET` → `MME_MEMORY_BUDGET_BYTES`). The table of honoured
  * and ignored names is in docs/configuration.md (checked by a test).
  */
+import { nearestName } from '../protocol/did-you-mean.js';
 
 export interface EnvNotice {
   readonly level: 'info' | 'warn';
@@ -41,36 +42,6 @@ export const IGNORED_ENV: Readonly<Record<string, string>> = Object.freeze({
   SAGEMAKER_TS_RESPONSE_TIMEOUT: 'per-model queue timeouts come from dynamic_batching default_queue_policy',
   SAGEMAKER_MAX_REQUEST_SIZE: 'set SAGEMAKER_MAX_PAYLOAD_IN_MB for this server',
 });
-
-/** Levenshtein distance (names are short: O(n·m) is nothing). */
-function distance(a: string, b: string): number {
-  let prev = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    const cur = [i];
-    for (let j = 1; j <= b.length; j++) cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    prev = cur;
-  }
-  return prev[b.length]!;
-}
-
-/** The known name an unknown one most likely meant, or undefined when none is close. */
-export function nearestName(name: string, known: readonly string[]): string | undefined {
-  // A name that is a prefix of a known one (MME_MEMORY_BUDGET → MME_MEMORY_BUDGET_BYTES) or the other way round.
-  const prefixed = known
-    .filter((k) => k.startsWith(name) || name.startsWith(k))
-    .sort((a, b) => Math.abs(a.length - name.length) - Math.abs(b.length - name.length));
-  if (prefixed.length > 0) return prefixed[0];
-  let best: string | undefined;
-  let bestDistance = Math.max(3, Math.floor(name.length / 4));
-  for (const k of known) {
-    const d = distance(name, k);
-    if (d <= bestDistance) {
-      best = k;
-      bestDistance = d;
-    }
-  }
-  return best;
-}
 
 /** One notice per MME_* / SAGEMAKER_* variable that none of `known` names, in name order. */
 export function environmentNotices(env: NodeJS.ProcessEnv, known: readonly string[]): EnvNotice[] {

@@ -16,6 +16,8 @@ import { parseBooleanSetting } from './boolean-setting.js';
 import { ORT_TELEMETRY_ENV, parseOrtTelemetry } from './ort-telemetry.js';
 import { METRICS_GROUP, parseRestrictions, TRITON_API_GROUPS, type Restriction } from './restricted-api.js';
 import { isS3Uri, parseS3Uri } from './s3-uri.js';
+import { didYouMean } from '../protocol/did-you-mean.js';
+import { parseByteSize } from './byte-size.js';
 
 export type ProviderName = 'tensorrt' | 'cuda' | 'cpu';
 export const PROVIDER_NAMES: readonly ProviderName[] = ['tensorrt', 'cuda', 'cpu'];
@@ -388,7 +390,7 @@ export const SETTINGS: readonly AnySetting[] = [
     defaultText: '16384',
     description:
       'Slowest S3 download not treated as stalled: a body that delivers less than this per second over MME_S3_PROGRESS_WINDOW_SECONDS is dropped and retried, then the request gets 503. 0 disables the check (the 60 s idle timeout still applies).',
-    parse: (raw) => (raw === undefined ? 16 * 1024 : int('MME_S3_MIN_BYTES_PER_SECOND', raw, 0)),
+    parse: (raw) => (raw === undefined ? 16 * 1024 : parseByteSize('MME_S3_MIN_BYTES_PER_SECOND', raw, 0)),
   },
   {
     key: 's3ProgressWindowMs',
@@ -410,7 +412,7 @@ export const SETTINGS: readonly AnySetting[] = [
     defaultText: '80% of the cache volume (free space + what the cache holds) at startup',
     description:
       'Byte budget of the disk cache of extracted models, counted in allocated blocks as du counts (every file and directory costs at least one block). When a new model needs room, least recently used models that are not loaded in memory are removed; a model that cannot fit gets 507.',
-    parse: (raw) => (raw === undefined || raw.trim() === '' ? undefined : int('MME_CACHE_MAX_BYTES', raw, 1)),
+    parse: (raw) => (raw === undefined || raw.trim() === '' ? undefined : parseByteSize('MME_CACHE_MAX_BYTES', raw, 1)),
   },
   {
     key: 'revalidateMs',
@@ -476,7 +478,7 @@ export const SETTINGS: readonly AnySetting[] = [
     defaultText: '70% of the container memory limit (cgroups) or of RAM; 80% of GPU memory when sessions run on CUDA',
     description:
       'Bytes resident models may use. Each load reserves its predicted size (its files), corrected up by the measured footprint after load and warm-up; idle models are evicted least recently used first to make room; 507 only when a model cannot fit.',
-    parse: (raw) => (raw === undefined || raw.trim() === '' ? undefined : int('MME_MEMORY_BUDGET_BYTES', raw, 1)),
+    parse: (raw) => (raw === undefined || raw.trim() === '' ? undefined : parseByteSize('MME_MEMORY_BUDGET_BYTES', raw, 1)),
   },
   {
     key: 'maxLoadedModels',
@@ -526,7 +528,7 @@ export const SETTINGS: readonly AnySetting[] = [
         .filter(Boolean);
       for (const n of names) {
         if (!(PROVIDER_NAMES as readonly string[]).includes(n)) {
-          throw new Error(`MME_EXECUTION_PROVIDERS: unknown provider '${n}' (known: ${PROVIDER_NAMES.join(', ')}, auto)`);
+          throw new Error(`MME_EXECUTION_PROVIDERS: unknown provider '${n}'${didYouMean(n, [...PROVIDER_NAMES, 'auto'], { list: true })}`);
         }
       }
       return [...new Set(names)] as ProviderName[];
@@ -548,7 +550,7 @@ export const SETTINGS: readonly AnySetting[] = [
     parse: (raw) => {
       const v = (raw ?? 'info').trim().toLowerCase();
       const levels: readonly LogLevel[] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
-      if (!(levels as readonly string[]).includes(v)) throw new Error(`MME_LOG_LEVEL: unknown level '${raw}'`);
+      if (!(levels as readonly string[]).includes(v)) throw new Error(`MME_LOG_LEVEL: unknown level '${raw}'${didYouMean(v, levels, { list: true })}`);
       return v as LogLevel;
     },
   },
@@ -565,7 +567,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['MME_ARCHIVE_MAX_BYTES'],
     defaultText: '17179869184 (16 GiB)',
     description: 'Largest total extracted size of one model archive; larger archives are rejected.',
-    parse: (raw) => (raw === undefined ? 16 * 1024 * MIB : int('MME_ARCHIVE_MAX_BYTES', raw, 1)),
+    parse: (raw) => (raw === undefined ? 16 * 1024 * MIB : parseByteSize('MME_ARCHIVE_MAX_BYTES', raw, 1)),
   },
   {
     key: 'archiveMaxEntries',
@@ -640,7 +642,7 @@ export const SETTINGS: readonly AnySetting[] = [
     defaultText: '1048576 (1 MiB)',
     description:
       'Largest config.pbtxt a model may have; a larger one is refused with 400 INVALID_MODEL naming the model and the limit, from its size, before it is read. Configs over 8 KiB are parsed in a worker thread, so /ping is never held by a parse.',
-    parse: (raw) => (raw === undefined ? DEFAULT_CONFIG_MAX_BYTES : int('MME_CONFIG_MAX_BYTES', raw, 1)),
+    parse: (raw) => (raw === undefined ? DEFAULT_CONFIG_MAX_BYTES : parseByteSize('MME_CONFIG_MAX_BYTES', raw, 1)),
   },
   {
     key: 'shutdownTimeoutMs',
@@ -691,7 +693,7 @@ export const SETTINGS: readonly AnySetting[] = [
     defaultText: '10% of the container memory (at least 4 × the body limit)',
     description:
       'Request bodies plus answers held in memory at once. A request whose declared Content-Length does not fit is refused (429; 503 on the KServe routes) before its body is read, and its connection closed.',
-    parse: (raw) => (raw === undefined ? undefined : int('MME_MAX_INFLIGHT_BYTES', raw, 1)),
+    parse: (raw) => (raw === undefined ? undefined : parseByteSize('MME_MAX_INFLIGHT_BYTES', raw, 1)),
   },
   {
     key: 'maxConnections',
@@ -788,7 +790,7 @@ export const SETTINGS: readonly AnySetting[] = [
     defaultText: '0 (off)',
     description:
       'Byte budget of the response cache, shared by every model whose config.pbtxt says `response_cache { enable: true }`: an identical request (same model version, inputs and requested outputs) is answered from memory without running the model; least recently used answers go first. 0 = no cache (such models then run every request, with a warning at load).',
-    parse: (raw) => (raw === undefined || raw.trim() === '' ? 0 : int('MME_RESPONSE_CACHE_BYTES', raw, 0)),
+    parse: (raw) => (raw === undefined || raw.trim() === '' ? 0 : parseByteSize('MME_RESPONSE_CACHE_BYTES', raw, 0)),
   },
   {
     key: 'allowJsBackend',
@@ -1000,7 +1002,9 @@ export const SETTINGS: readonly AnySetting[] = [
       const v = (raw ?? '').trim().toLowerCase();
       if (v === '') return 'application/json';
       if (!(DEFAULT_ACCEPT_TYPES as readonly string[]).includes(v)) {
-        throw new Error(`SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT must be one of ${DEFAULT_ACCEPT_TYPES.join(', ')}, got '${raw}'`);
+        throw new Error(
+          `SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT must be one of ${DEFAULT_ACCEPT_TYPES.join(', ')}, got '${raw}'${didYouMean(v, DEFAULT_ACCEPT_TYPES)}`,
+        );
       }
       return v as DefaultAccept;
     },

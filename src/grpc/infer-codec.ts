@@ -15,7 +15,7 @@
 import { ServingError } from '../errors.js';
 import { decodeBinaryTensorData, encodeBinaryTensorData } from '../protocol/binary-tensor.js';
 import type { InferRequest, InferResponse, ParameterValue, Parameters, RequestedOutput } from '../protocol/infer-types.js';
-import { elementCount, formatShape, isDataType, type DataType, type Tensor, type TensorData } from '../protocol/tensor.js';
+import { elementCount, formatShape, isDataType, unknownDataTypeMessage, type DataType, type Tensor, type TensorData } from '../protocol/tensor.js';
 import { decodeTensorData } from '../protocol/v2-json-codec.js';
 
 /** A 64-bit integer field: proto-loader's `longs: String`, or a number from a JS client's object. */
@@ -197,7 +197,7 @@ export function decodeModelInferRequest(msg: ModelInferRequestMessage, model: st
     if (name === '') throw invalidRequest(model, `inputs[${i}] has no name`);
     if (inputs.has(name)) throw invalidInput(model, `input '${name}' appears more than once`);
     const datatype = input.datatype ?? '';
-    if (!isDataType(datatype)) throw invalidInput(model, `input '${name}': unknown datatype ${JSON.stringify(datatype)}`);
+    if (!isDataType(datatype)) throw invalidInput(model, `input '${name}': ${unknownDataTypeMessage(datatype)}`);
     const shape = shapeOf(model, name, input.shape);
     const contents = input.contents ?? undefined;
     const hasContents = contents !== undefined && CONTENTS_FIELDS.some((f) => (contents[f]?.length ?? 0) > 0);

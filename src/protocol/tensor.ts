@@ -3,6 +3,7 @@
  * The tensor every layer passes around: a KServe v2 datatype, a shape and a
  * flat row-major payload. Pure data; knows nothing about models or runtimes.
  */
+import { didYouMean } from './did-you-mean.js';
 
 export const DATA_TYPES = ['BOOL', 'UINT8', 'UINT16', 'UINT32', 'UINT64', 'INT8', 'INT16', 'INT32', 'INT64', 'FP16', 'FP32', 'FP64', 'BYTES', 'BF16'] as const;
 
@@ -66,6 +67,15 @@ export function dataTypeFromConfigName(name: string): DataType | undefined {
 
 export function isDataType(value: unknown): value is DataType {
   return typeof value === 'string' && (DATA_TYPES as readonly string[]).includes(value);
+}
+
+/** `unknown datatype "fp32"; did you mean "FP32"? (expected one of BOOL, …)`: the codecs' one message for a datatype that is not one. */
+export function unknownDataTypeMessage(datatype: unknown): string {
+  const hint =
+    typeof datatype === 'string'
+      ? didYouMean(datatype, DATA_TYPES, { list: true, quote: (s) => JSON.stringify(s) })
+      : ` (expected one of ${DATA_TYPES.join(', ')})`;
+  return `unknown datatype ${JSON.stringify(datatype)}${hint}`;
 }
 
 /** Product of the dims. Throws on negative, fractional or overflowing counts. */

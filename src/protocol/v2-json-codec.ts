@@ -10,7 +10,7 @@ import { decodeBinaryTensorData, encodeBinaryTensorData } from './binary-tensor.
 import { jsonValueText, parseJsonExact } from './exact-json.js';
 import { fromBFloat16Bits, fromFloat16Bits, toBFloat16Bits, toFloat16Bits } from './float16.js';
 import type { InferRequest, InferResponse, Parameters, ParameterValue, RequestedOutput } from './infer-types.js';
-import { DATA_TYPE_INFO, elementCount, formatShape, isDataType, type DataType, type Tensor, type TensorData } from './tensor.js';
+import { DATA_TYPE_INFO, elementCount, formatShape, isDataType, unknownDataTypeMessage, type DataType, type Tensor, type TensorData } from './tensor.js';
 
 /** Triton's HTTP_MAX_JSON_NESTING_DEPTH. */
 const MAX_NESTING = 100;
@@ -279,7 +279,7 @@ function decodeInput(model: string, raw: unknown, index: number, binary: BinaryC
   if (typeof name !== 'string' || name === '') throw badRequest(model, `inputs[${index}]: 'name' must be a non-empty string`);
   const datatype = raw['datatype'];
   if (!isDataType(datatype)) {
-    throw bad(model, `input '${name}': unknown datatype ${JSON.stringify(datatype)}`);
+    throw bad(model, `input '${name}': ${unknownDataTypeMessage(datatype)}`);
   }
   const shape = parseShape(model, name, raw['shape']);
   let count: number;

@@ -20,7 +20,7 @@ import { DiskCache } from './disk-cache.js';
 import { PinnedFlights, type PinnedResult } from './pinned-flights.js';
 import { extractArchive } from './extract-archive.js';
 import type { ExtractLimits } from './extract-limits.js';
-import type { LocalModel, ModelSource, SourceEntry } from './model-source.js';
+import { targetNotFound, type LocalModel, type ModelSource, type SourceEntry } from './model-source.js';
 import { archiveCandidates, isArchiveName, normalizeTarget } from './target-path.js';
 import { errorCode, messageOf } from './node-error.js';
 import { cancelled } from './abort.js';
@@ -175,7 +175,7 @@ export class LocalModelSource implements ModelSource {
         });
       }
     }
-    throw new ServingError('MODEL_NOT_FOUND', `model '${target}' not found in ${this.publicDescription}`, { model: target });
+    throw targetNotFound(target, 'local directory');
   }
 
   private async localizeArchive(rel: string, archivePath: string, target: string): Promise<PinnedResult> {
@@ -183,8 +183,7 @@ export class LocalModelSource implements ModelSource {
     try {
       stats = await stat(archivePath);
     } catch (err) {
-      const message = `model '${target}' not found in ${this.publicDescription} (${errorCode(err) ?? messageOf(err)})`;
-      throw new ServingError('MODEL_NOT_FOUND', message, { model: target, cause: err });
+      throw targetNotFound(target, 'local directory', { cause: err });
     }
     const version = archiveVersion(stats);
     const cached = await this.cache.lookup(rel, version);

@@ -7,6 +7,32 @@
  * Only `store/` touches archives, the disk cache and remote stores.
  */
 import type { TransferSnapshot } from './transfer-progress.js';
+import { ServingError } from '../errors.js';
+
+/** How a client lists the models a source holds; a missing model's 404 points there rather than listing them (they may be other tenants'). */
+export const LIST_MODELS_HINT = 'POST /v2/repository/index (gRPC: RepositoryIndex) lists the models it holds';
+
+/** A source's kind as messages to clients name it: never a host path or a bucket. */
+export type SourceKind = 'local directory' | 'S3 prefix';
+
+/**
+ * MODEL_NOT_FOUND for a target the source does not hold: where it looked (the
+ * source's kind and, when they differ from the target, the names it tried
+ * relative to the source) and how to list what exists.
+ */
+export function targetNotFound(
+  target: string,
+  kind: SourceKind,
+  options: { readonly tried?: readonly string[]; readonly details?: Record<string, unknown>; readonly cause?: unknown } = {},
+): ServingError {
+  const tried = options.tried ?? [];
+  const names = tried.length === 0 || (tried.length === 1 && tried[0] === target) ? '' : `; tried ${tried.join(', ')}`;
+  return new ServingError('MODEL_NOT_FOUND', `model '${target}' not found in the model source (${kind}${names}); ${LIST_MODELS_HINT}`, {
+    model: target,
+    ...(options.details === undefined ? {} : { details: options.details }),
+    ...(options.cause === undefined ? {} : { cause: options.cause }),
+  });
+}
 
 export interface LocalModel {
   /** The normalised target this directory was resolved from. */

@@ -49,7 +49,7 @@ import { createS3Client } from './s3-client.js';
 import { PinnedFlights, type PinnedResult } from './pinned-flights.js';
 import { extractArchive } from './extract-archive.js';
 import type { ExtractLimits } from './extract-limits.js';
-import type { LocalModel, ModelSource, SourceEntry } from './model-source.js';
+import { targetNotFound, type LocalModel, type ModelSource, type SourceEntry } from './model-source.js';
 import { parseS3Uri, s3ObjectUri } from '../config/s3-uri.js';
 import { archiveCandidates, isArchiveName, normalizeTarget } from './target-path.js';
 import { cancelled } from './abort.js';
@@ -806,7 +806,7 @@ function s3Failure(err: unknown, context: FailureContext): ServingError {
   }
   if (NOT_FOUND_NAMES.has(name) || status === 404) {
     if (target === undefined) return new ServingError('UPSTREAM_UNAVAILABLE', `${action} failed: ${cause}`, options);
-    return new ServingError('MODEL_NOT_FOUND', `model '${target}' not found in the model source: no object '${objectName ?? target}'`, options);
+    return targetNotFound(target, 'S3 prefix', { tried: [objectName ?? target], cause: err, details: { uris: [objectName ?? target] } });
   }
   if (DENIED_NAMES.has(name) || status === 401 || status === 403) {
     return new ServingError('ACCESS_DENIED', `${about}access denied ${action}: ${cause}`, options);
@@ -851,11 +851,7 @@ function describe(err: unknown, status: number | undefined): string {
 
 /** `tried`: the object names looked up, relative to the prefix (the bucket and prefix are the server's own); `details.uris` keeps its name. */
 function notFound(target: string, tried: readonly string[]): ServingError {
-  const where = tried.length === 1 ? `no object '${tried[0]}'` : `none of ${tried.map((t) => `'${t}'`).join(', ')} exists`;
-  return new ServingError('MODEL_NOT_FOUND', `model '${target}' not found in the model source: ${where}`, {
-    model: target,
-    details: { uris: tried },
-  });
+  return targetNotFound(target, 'S3 prefix', { tried, details: { uris: tried } });
 }
 
 /** Extraction errors do not know the target: prefix it so logs and clients see which model failed. */

@@ -15,11 +15,19 @@
  * - `demo-server-python`: the same, for blocks that also need python3 with
  *   numpy (skipped, with the reason, where python3 or numpy is missing);
  * - `standalone`: nothing running; the block starts what it needs in the
- *   background (`&`), on free ports that replace 8080 and 4569.
+ *   background (`&`), on free ports that replace 8080 and 4569;
+ * - `haproxy`: the same, for the one-host HAProxy recipe
+ *   (docs/scaling-out.md): its ports (8080, 8081-8083, 8404) become free
+ *   ones, in the commands and in the copy of examples/haproxy/haproxy.cfg
+ *   the block runs, and the haproxy binary (the Debian package) is on PATH.
+ *
+ * Every block must leave the directory it runs from as it found it: what a
+ * quick start writes goes under $TMPDIR (a directory of the test's here), so
+ * a reader's clone gets no stray files.
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { readFileSync, symlinkSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import net, { type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -30,10 +38,13 @@ import { buildDemoRepository } from '../../examples/demo/build-demo-repository.j
 import { buildPipelines } from '../../examples/pipelines/build-pipelines.js';
 import { markdownFiles } from '../support/markdown.js';
 import { markedBlocks, runSteps, steps, type DocBlock } from '../support/doc-commands.js';
+import { haproxyBinary } from '../support/haproxy-fleet.js';
 import { S3RVER_CREDENTIALS, startLoopbackS3, type LoopbackS3 } from '../support/s3rver.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
-const KINDS = new Set(['demo-server', 'demo-server-python', 'sagemaker', 'standalone']);
+const KINDS = new Set(['demo-server', 'demo-server-python', 'sagemaker', 'standalone', 'haproxy']);
+/** The ports of examples/haproxy/haproxy.cfg: HAProxy's frontend, the three instances, the stats page. */
+const HAPROXY_PORTS = ['8080', '8081', '8082', '8083', '8404'];
 /** What `demo-server-python` blocks need besides the server (they say so where they stand). */
 const hasNumpy = spawnSync('python3', ['-c', 'import numpy'], { stdio: 'ignore' }).status === 0;
 
@@ -45,6 +56,23 @@ async function freePort(): Promise<number> {
   const { port } = server.address() as AddressInfo;
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return port;
+}
+
+/**
+ * Every file under `dir` (symbolic links listed, not followed: dist/ and the
+ * examples linked from the clone are not the blocks' to write), but the
+ * temporary directories the blocks get and `.cache/`, the disk cache `npm
+ * start` gives its server (package.json; ignored by git).
+ */
+function filesUnder(dir: string, rel = ''): string[] {
+  const out: string[] = [];
+  for (const entry of readdirSync(path.join(dir, rel), { withFileTypes: true })) {
+    const name = rel === '' ? entry.name : `${rel}/${entry.name}`;
+    if (rel === '' && /^(tmp(-.*)?|\.cache)$/.test(entry.name)) continue;
+    out.push(name);
+    if (entry.isDirectory()) out.push(...filesUnder(dir, name));
+  }
+  return out.sort();
 }
 
 /** The environment of a reader's shell: no AWS or MME settings leaking in from the test runner. */
@@ -81,6 +109,10 @@ describe('marked doc blocks', () => {
 
 describe('doc commands, run as written', () => {
   let work = '';
+  /** $TMPDIR of the blocks that share the demo server (one, so a file one quick start writes is there for the next). */
+  let sharedTmp = '';
+  /** The recipe's ports → free ones, for `haproxy` blocks. */
+  const haproxyPorts = new Map<string, string>();
   let port = 0;
   let server: ChildProcess | undefined;
   let s3: LoopbackS3 | undefined;
@@ -91,6 +123,16 @@ describe('doc commands, run as written', () => {
     await buildPipelines(path.join(work, 'examples', 'pipelines', 'out')); // `npm run pipelines`
     symlinkSync(path.join(repoRoot, 'dist'), path.join(work, 'dist'));
     symlinkSync(path.join(repoRoot, 'serve'), path.join(work, 'serve'));
+    // The SageMaker steps fill in the policy files beside the script.
+    symlinkSync(path.join(repoRoot, 'examples', 'sagemaker'), path.join(work, 'examples', 'sagemaker'));
+    sharedTmp = path.join(work, 'tmp');
+    mkdirSync(sharedTmp);
+    if (blocks.some((b) => b.kind === 'haproxy')) {
+      for (const p of HAPROXY_PORTS) haproxyPorts.set(p, String(await freePort()));
+      const recipe = readFileSync(path.join(repoRoot, 'examples', 'haproxy', 'haproxy.cfg'), 'utf8');
+      mkdirSync(path.join(work, 'examples', 'haproxy'));
+      writeFileSync(path.join(work, 'examples', 'haproxy', 'haproxy.cfg'), withHaproxyPorts(recipe));
+    }
     port = await freePort();
     // `npm start` without npm: its prestart (build, demo) is done above; this is its start script.
     const pkg = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
@@ -127,6 +169,17 @@ describe('doc commands, run as written', () => {
     if (work) await rm(work, { recursive: true, force: true });
   });
 
+  function withHaproxyPorts(text: string): string {
+    return text.replace(new RegExp(`\\b(${HAPROXY_PORTS.join('|')})\\b`, 'g'), (p) => haproxyPorts.get(p)!);
+  }
+
+  /** The one-host HAProxy recipe: its own ports, haproxy on PATH, everything else as written. */
+  async function haproxyRecipe(list: ReturnType<typeof steps>, base: { cwd: string; timeoutMs: number }) {
+    const tmp = await mkdtemp(path.join(work, 'tmp-'));
+    const bin = path.dirname(haproxyBinary());
+    return runSteps(list, { ...base, env: cleanEnv({ TMPDIR: tmp, PATH: `${bin}:${process.env['PATH'] ?? ''}` }), rewrite: withHaproxyPorts });
+  }
+
   /** A block that starts its own servers: 8080 and 4569 become free ports, everything else as written. */
   async function standalone(list: ReturnType<typeof steps>, base: { cwd: string; timeoutMs: number }) {
     const [http, s3port] = [await freePort(), await freePort()];
@@ -148,24 +201,30 @@ describe('doc commands, run as written', () => {
       const local = (c: string) => c.replaceAll('localhost:8080', `127.0.0.1:${port}`);
       const list = steps(block.text);
       assert.ok(list.length > 0, 'an empty block');
+      const filesBefore = filesUnder(work);
       const results =
         block.kind === 'standalone'
           ? await standalone(list, base)
-          : block.kind === 'sagemaker'
-            ? await runSteps(list, {
-                ...base,
-                env: cleanEnv({
-                  AWS_ENDPOINT_URL_S3: s3!.endpoint,
-                  AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
-                  AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
-                }),
-                rewrite: (c) => (c.includes('deploy-mme.js') ? `${c} --dry-run` : c),
-              })
-            : await runSteps(list, { ...base, env: cleanEnv({}), rewrite: local });
+          : block.kind === 'haproxy'
+            ? await haproxyRecipe(list, base)
+            : block.kind === 'sagemaker'
+              ? await runSteps(list, {
+                  ...base,
+                  env: cleanEnv({
+                    TMPDIR: sharedTmp,
+                    AWS_ENDPOINT_URL_S3: s3!.endpoint,
+                    AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
+                    AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
+                  }),
+                  rewrite: (c) => (c.includes('deploy-mme.js') ? `${c} --dry-run` : c),
+                })
+              : await runSteps(list, { ...base, env: cleanEnv({ TMPDIR: sharedTmp }), rewrite: local });
       const failed = results
         .filter((r) => r.mismatch !== undefined)
         .map((r) => `line ${block.line + r.step.line}: ${r.step.command.split('\n')[0]}\n  ${r.mismatch}`);
       assert.deepEqual(failed, []);
+      const left = filesUnder(work).filter((f) => !filesBefore.includes(f));
+      assert.deepEqual(left, [], 'files the block left where it ran (a quick start writes under "${TMPDIR:-/tmp}" or $(mktemp -d))');
       if (block.kind === 'sagemaker') {
         const deploy = results.find((r) => r.step.command.includes('deploy-mme.js'));
         if (deploy) {

@@ -289,6 +289,9 @@ describe('onnx-mme validate', () => {
     const unknown = await runCli(['frobnicate']);
     assert.equal(unknown.code, 2);
     assert.match(unknown.stderr, /unknown command 'frobnicate'/);
+    const misspelt = await runCli(['valdiate']);
+    assert.equal(misspelt.code, 2);
+    assert.match(misspelt.stderr, /^onnx-mme: unknown command 'valdiate'; did you mean 'validate'\?/);
     const missing = await runCli(['validate']);
     assert.equal(missing.code, 2);
     assert.match(missing.stderr, /missing the package to validate/);

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { loadServerConfig, SETTINGS } from '../../src/config/server-config.js';
 import { addSub, writeModelDir } from '../../examples/models/zoo.js';
-import { deploymentRequests, invocationRequest } from '../../examples/sagemaker/deploy-mme.js';
+import { DEFAULT_ENVIRONMENT, deploymentRequests, invocationRequest } from '../../examples/sagemaker/deploy-mme.js';
 import { parseYamlDocuments, type YamlValue } from '../support/mini-yaml.js';
 import { Gateway } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/Gateway';
 import { HTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/HTTPRoute';
@@ -363,5 +363,45 @@ describe('SageMaker example', () => {
     };
     assert.equal(trust.Statement[0]!.Principal.Service, 'sagemaker.amazonaws.com');
     assert.equal(trust.Statement[0]!.Action, 'sts:AssumeRole');
+  });
+
+  it("the container's environment is what the README says; what follows from SageMaker's own variables is left to the server", async () => {
+    const steps = await readFile(path.join(repoRoot, 'examples', 'sagemaker', 'README.md'), 'utf8');
+    const said = /The container's environment is ((?:`[A-Z_]+=[^`]*`(?:, | and )?)+) plus your `--env`/.exec(steps.replace(/\s+/g, ' '));
+    assert.ok(said, "examples/sagemaker/README.md says what the container's environment is");
+    const listed = [...said[1]!.matchAll(/`([A-Z_]+)=([^`]*)`/g)].map((m) => [m[1]!, m[2]!]);
+    assert.deepEqual(Object.fromEntries(listed), DEFAULT_ENVIRONMENT);
+    // What SageMaker adds on a multi-model endpoint: the script leaves what follows from it to the server's defaults.
+    const script = await readFile(path.join(repoRoot, 'examples', 'sagemaker', 'deploy-mme.ts'), 'utf8');
+    assert.doesNotMatch(script, /MME_MODEL_URL_ROOTS|MME_MODEL_CONTROL/);
+    assert.doesNotThrow(() => loadServerConfig({ ...DEFAULT_ENVIRONMENT, SAGEMAKER_MULTI_MODEL: 'true' }));
+  });
+
+  it('the steps upload the files they write, from one directory: every file:// and --request names a file a step wrote into $out', async () => {
+    for (const doc of ['README.md', 'examples/sagemaker/README.md']) {
+      const text = await readFile(path.join(repoRoot, doc), 'utf8');
+      const blocks = [...text.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!);
+      // What the steps write into $out: `> "$out/name"`, `-o "$out/name"`, and the names a `for f in ...` loop writes as "$out/$f".
+      const written = new Set<string>();
+      for (const b of blocks) {
+        for (const m of b.matchAll(/(?:>|-o) "\$out\/([\w.-]+)"/g)) written.add(m[1]!);
+        const loop = /for f in ([^;]+); do[\s\S]*?> "\$out\/\$f"/.exec(b);
+        for (const f of loop?.[1]!.trim().split(/\s+/) ?? []) written.add(f);
+      }
+      const used = blocks.flatMap((b) => [...b.matchAll(/(?:file:\/\/|--request |onnx-mme\.js push )("?[^\s"]+"?)/g)].map((m) => m[1]!));
+      assert.ok(used.length > 0, `${doc}: no uploads found`);
+      for (const u of used) {
+        if (u.startsWith('s3://') || u.startsWith('examples/demo/')) continue; // an S3 prefix; a demo archive `npm run demo` built
+        const m = /^\$out\/([\w.-]+)$/.exec(u.replaceAll('"', ''));
+        assert.ok(m, `${doc}: ${u} is not a file the steps wrote into $out (a relative path assumes one directory)`);
+        assert.ok(written.has(m[1]!), `${doc}: ${u} is uploaded but no step writes it`);
+      }
+    }
+    // Every token of the policy files is one the fill-in step replaces.
+    const steps = await readFile(path.join(repoRoot, 'examples', 'sagemaker', 'README.md'), 'utf8');
+    for (const file of ['execution-role-trust-policy.json', 'execution-role-policy.json', 'iam-policy.json']) {
+      const tokens = new Set((await readFile(path.join(repoRoot, 'examples', 'sagemaker', file), 'utf8')).match(/\b[A-Z][A-Z_]{3,}\b/g) ?? []);
+      for (const t of tokens) assert.match(steps, new RegExp(`-e s[/#]${t}[/#]`), `${file}: the token ${t} is not filled in by the steps`);
+    }
   });
 });

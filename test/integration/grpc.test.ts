@@ -452,7 +452,10 @@ describe('gRPC: errors as status codes', () => {
       inferRequest('no_such_model', [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 3], values: [1, 2, 3] }]),
     );
     assert.equal(r.error?.code, status.NOT_FOUND);
-    assert.match(r.error!.details, /no_such_model/);
+    assert.match(
+      r.error!.details,
+      /^model 'no_such_model' not found in the model source \(local directory\); .*\(gRPC: RepositoryIndex\) lists the models it holds$/,
+    );
     const v = await call(
       clients.inference,
       'ModelInfer',

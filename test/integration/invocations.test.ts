@@ -250,7 +250,7 @@ describe('bad input gets a clear error and loses nothing', () => {
       body: addSubBody(),
       status: 400,
       code: 'INVALID_MODEL',
-      match: /config\.pbtxt:2:1.*max_batch_sise/,
+      match: /config\.pbtxt:2:1: unknown field 'max_batch_sise' in message ModelConfig; did you mean 'max_batch_size'\?/,
     },
     {
       name: 'config that contradicts the ONNX model',
@@ -282,6 +282,35 @@ describe('bad input gets a clear error and loses nothing', () => {
     { name: 'archive symlink to /etc/passwd', target: 'symlink.tar.gz', body: addSubBody(), status: 400, code: 'ARCHIVE_REJECTED', match: /model\.onnx/ },
     { name: 'archive with a device file', target: 'device.tar.gz', body: addSubBody(), status: 400, code: 'ARCHIVE_REJECTED', match: /m\/dev/ },
   ];
+  it('a missing model: 404 says where it looked (the kind, no host path) and how to list what exists, naming no other model', async () => {
+    const r = await invoke('nosuch.tar.gz', addSubBody());
+    assert.equal(r.status, 404, r.text);
+    assert.equal(
+      r.body.error,
+      "model 'nosuch.tar.gz' not found in the model source (local directory); POST /v2/repository/index (gRPC: RepositoryIndex) lists the models it holds",
+    );
+    assert.ok(!r.text.includes(fixture.root) && !r.text.includes('add_sub'), r.text);
+    const nested = await invoke('team/nosuch', addSubBody());
+    assert.match(nested.body.error, /^model 'team\/nosuch' not found in the model source \(local directory\); POST \/v2\/repository\/index/);
+    const kserve = await request(`${server.url}/v2/models/nosuch/infer`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      json: addSubBody(),
+    });
+    assert.equal(kserve.status, 404, kserve.text);
+    assert.match(
+      kserve.body.error,
+      /^model 'nosuch' not found in the model source \(local directory\); POST \/v2\/repository\/index \(gRPC: RepositoryIndex\) lists the models it holds$/,
+    );
+    // The route the message names answers, and lists what the source holds.
+    const index = await request(`${server.url}/v2/repository/index`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    assert.equal(index.status, 200, index.text);
+    assert.ok(
+      (index.body as unknown as { name: string }[]).some((m) => m.name === 'add_sub.tar.gz'),
+      index.text,
+    );
+  });
+
   for (const c of cases) {
     it(`${c.name} → ${c.status} ${c.code}, and the server keeps serving`, async () => {
       const r =

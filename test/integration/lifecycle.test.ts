@@ -107,6 +107,31 @@ describe('serve as a process', () => {
     assert.match(stdout, /SAGEMAKER_BIND_TO_PORT/);
     assert.match(stdout, /unknown provider 'quantum'/);
   });
+
+  it('byte settings take units (512Mi); an ambiguous one (2GB) or a misspelt level stops startup naming the accepted forms (exit 2)', async () => {
+    const root = await tempDir(ctx);
+    const proc = spawn(path.join(repoRoot, 'serve'), [], {
+      env: { ...process.env, MME_MODEL_SOURCE: root, MME_MEMORY_BUDGET_BYTES: '2GB', MME_LOG_LEVEL: 'warning' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    proc.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+    proc.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+    const [code] = (await once(proc, 'exit')) as [number | null];
+    assert.equal(code, 2, output);
+    assert.match(output, /MME_MEMORY_BUDGET_BYTES: '2GB' is ambiguous .*write 2Gi for 2 × 1024\^3 bytes or 2G for 2 × 1000\^3; accepted: /);
+    assert.match(output, /MME_LOG_LEVEL: unknown level 'warning'; did you mean 'warn'\? \(expected one of trace, debug, info, warn, error, fatal, silent\)/);
+
+    const child = await startServe({ MME_MODEL_SOURCE: root, MME_CACHE_DIR: path.join(root, 'cache'), MME_MEMORY_BUDGET_BYTES: '512Mi' });
+    try {
+      const ready = child.lines.find((l) => l['memoryBudgetBytes'] !== undefined);
+      assert.equal(ready?.['memoryBudgetBytes'], 512 * 1024 * 1024);
+    } finally {
+      const exited = once(child.proc, 'exit');
+      child.proc.kill('SIGTERM');
+      await exited;
+    }
+  });
 });
 
 describe('loading', () => {

@@ -235,14 +235,16 @@ describe('S3ModelSource', () => {
     assert.equal(entries.length, 1, `one cache entry: ${entries.join(', ')}`);
   });
 
-  it('NoSuchKey is MODEL_NOT_FOUND naming the target and the object, never the bucket or prefix', async () => {
+  it('NoSuchKey is MODEL_NOT_FOUND naming the target and the keys tried under the prefix, never the bucket or prefix', async () => {
     const { source, cacheDir } = harness();
-    await rejectsWith(
-      source.localize('missing.tar.gz'),
-      'MODEL_NOT_FOUND',
-      /model 'missing\.tar\.gz' not found in the model source: no object 'missing\.tar\.gz'$/,
-    );
-    await rejectsWith(source.localize('team/missing'), 'MODEL_NOT_FOUND', /none of 'team\/missing\.tar\.gz', 'team\/missing\.tgz' exists$/);
+    const hint = '; POST /v2/repository/index (gRPC: RepositoryIndex) lists the models it holds';
+    const missing = await rejectsWith(source.localize('missing.tar.gz'), 'MODEL_NOT_FOUND');
+    assert.equal(missing.message, `model 'missing.tar.gz' not found in the model source (S3 prefix)${hint}`);
+    await assert.rejects(source.localize('team/missing'), (err: ServingError) => {
+      assert.equal(err.message, `model 'team/missing' not found in the model source (S3 prefix; tried team/missing.tar.gz, team/missing.tgz)${hint}`);
+      assert.deepEqual(err.details, { uris: ['team/missing.tar.gz', 'team/missing.tgz'] });
+      return true;
+    });
     assert.equal(await source.head('missing.tar.gz'), undefined);
     assert.equal(proxy.gets(`${PREFIX}missing.tar.gz`), 1, 'one GetObject, not retried');
     assert.equal(proxy.gets(`${PREFIX}team/missing.tar.gz`) + proxy.gets(`${PREFIX}team/missing.tgz`), 2, 'one per candidate key');

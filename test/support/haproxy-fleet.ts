@@ -3,8 +3,8 @@
  * A fleet as an operator runs one on plain hosts: several `serve` processes on
  * loopback ports, one S3-compatible server holding the models, and HAProxy
  * (the Debian package) in front, configured from examples/haproxy/haproxy.cfg
- * with only its addresses changed (and, where a scenario says so, its retries
- * or balance algorithm). Shared by the recipe test and bench/cluster.bench.ts.
+ * with only its addresses changed, a stats socket in place of its stats page
+ * (and, where a scenario says so, its retries or balance algorithm). Shared by the recipe test and bench/cluster.bench.ts.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -46,8 +46,12 @@ export interface RecipeOptions {
 /** examples/haproxy/haproxy.cfg with loopback addresses; everything else as written unless the options say. */
 export function recipeConfig(options: RecipeOptions): string {
   const out: string[] = [];
+  let section = '';
   for (const line of readFileSync(RECIPE, 'utf8').split('\n')) {
     const t = line.trim();
+    if (/^[a-z]/.test(line)) section = t;
+    // The stats page has a fixed port (fleets run side by side here): the fleet reads the stats socket it adds instead.
+    if (section === 'frontend stats') continue;
     if (t === 'global') {
       out.push(line, `    stats socket ${options.statsSocket} level admin`);
       continue;

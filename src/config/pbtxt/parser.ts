@@ -31,7 +31,9 @@ import {
   printInteger,
   mapEntryDescriptor,
   withDefaults,
+  enumHint,
   type EnumDescriptor,
+  fieldHint,
   type FieldDescriptor,
   type IntegerType,
   type MessageDescriptor,
@@ -74,7 +76,7 @@ class TextParser {
       }
       this.tokens.next();
       const f = findField(message, token.text);
-      if (f === undefined) throw this.fail(token, `unknown field '${token.text}' in message ${message.name}`);
+      if (f === undefined) throw this.fail(token, `unknown field '${token.text}' in message ${message.name}${fieldHint(token.text, message)}`);
       this.checkOnce(f, token, seen, oneofs);
       this.parseField(message, f, token, out);
       const separator = this.tokens.peek();
@@ -221,7 +223,7 @@ class TextParser {
     if (token.kind === 'identifier') {
       const value = enumValueByName(descriptor, token.text);
       if (value !== undefined) return value.name;
-      throw this.fail(token, `unknown value '${token.text}' for enum ${descriptor.name} of field '${f.name}' (expected one of ${enumNames(descriptor)})`);
+      throw this.fail(token, `unknown value '${token.text}' for enum ${descriptor.name} of field '${f.name}'${enumHint(token.text, descriptor)}`);
     }
     if (token.kind === 'number' && token.integer !== undefined) {
       const value = enumValueByNumber(descriptor, Number(token.integer));

@@ -10,6 +10,7 @@
  * decoding of a JSON-form message (`decodeJsonForm`).
  */
 import { ServingError } from '../../errors.js';
+import { didYouMean } from '../../protocol/did-you-mean.js';
 
 export type ScalarType = 'string' | 'bool' | 'int32' | 'int64' | 'uint32' | 'uint64' | 'float' | 'double';
 export type IntegerType = 'int32' | 'int64' | 'uint32' | 'uint64';
@@ -305,7 +306,7 @@ function decodeMessage(value: unknown, message: MessageDescriptor, path: string,
     const fieldPath = path === '' ? key : `${path}.${key}`;
     const f = findFieldByAnyName(message, key);
     if (f === undefined) {
-      problems.push(`${fieldPath}: unknown field '${key}' in message ${message.name}`);
+      problems.push(`${fieldPath}: unknown field '${key}' in message ${message.name}${fieldHint(key, message)}`);
       continue;
     }
     // null is protobuf JSON's way of saying "not set".
@@ -376,8 +377,8 @@ function decodeValue(raw: unknown, kind: ValueKind, path: string, problems: stri
   if (kind.type === 'enum') {
     const found = decodeEnum(raw, kind.enum);
     if (found === undefined) {
-      const names = kind.enum.values.map((v) => v.name).join(', ');
-      problems.push(`${path}: ${describeJson(raw)} is not a value of enum ${kind.enum.name} (expected one of ${names})`);
+      const hint = typeof raw === 'string' ? enumHint(raw, kind.enum) : ` (expected one of ${kind.enum.values.map((v) => v.name).join(', ')})`;
+      problems.push(`${path}: ${describeJson(raw)} is not a value of enum ${kind.enum.name}${hint}`);
     }
     return found;
   }
@@ -422,4 +423,21 @@ function decodeScalar(raw: unknown, type: ScalarType): string | number | boolean
       return { problem: `expected an integer (${type}), found ${describeJson(raw)}` };
     }
   }
+}
+
+/** `; did you mean 'max_batch_size'?` for a misspelt field (the fields are too many to list). */
+export function fieldHint(name: string, message: MessageDescriptor): string {
+  return didYouMean(
+    name,
+    message.fields.map((f) => f.name),
+  );
+}
+
+/** `; did you mean 'TYPE_FP32'? (expected one of …)` for an unknown enum name. */
+export function enumHint(name: string, descriptor: EnumDescriptor): string {
+  return didYouMean(
+    name,
+    descriptor.values.map((v) => v.name),
+    { list: true },
+  );
 }

@@ -167,7 +167,7 @@ describe('load errors', () => {
     assert.equal(err.code, 'INVALID_MODEL');
     assert.equal(
       err.message,
-      "model 'bad': backend 'topk': unknown parameter 'sofmax' for backend 'topk' (known: k, labels, softmax); input 'x' must be FP32 or FP64, got INT32; " +
+      "model 'bad': backend 'topk': unknown parameter 'sofmax' for backend 'topk'; did you mean 'softmax'? (known: k, labels, softmax); input 'x' must be FP32 or FP64, got INT32; " +
         "k 5 is larger than the 3 classes of input 'x'; output 'labels' (labels) needs label_filename on the output, or parameter labels, naming a file in the model directory",
     );
   });

@@ -10,7 +10,8 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
-import { environmentNotices, IGNORED_ENV, nearestName } from '../../../src/config/env-notices.js';
+import { environmentNotices, IGNORED_ENV } from '../../../src/config/env-notices.js';
+import { nearestName } from '../../../src/protocol/did-you-mean.js';
 import { KNOWN_ENV, loadServerConfig } from '../../../src/config/server-config.js';
 
 function docsPage(name: string): string {

@@ -1201,7 +1201,10 @@ dynamic_batching { preferred_batch_size: [ 4 ] }`,
   });
 
   test('syntax errors carry line and column', () => {
-    invalid('name: "m"\ninput {\n  name: "x"\n  datatype: TYPE_FP32\n}', "config.pbtxt:4:3: unknown field 'datatype' in message ModelInput");
+    invalid(
+      'name: "m"\ninput {\n  name: "x"\n  datatype: TYPE_FP32\n}',
+      "config.pbtxt:4:3: unknown field 'datatype' in message ModelInput; did you mean 'data_type'?",
+    );
     invalid(
       'version_policy { latest { num_versions: 1 } all { } }',
       "config.pbtxt:1:45: field 'all' is specified along with field 'latest', another member of oneof 'policy_choice'",
@@ -1250,11 +1253,11 @@ describe('model config: JSON input', () => {
 
   test('the KServe doc example with inputs/datatype/shape is rejected, naming the fields', () => {
     assert.throws(() => modelConfigFromJson({ name: 'j', inputs: [{ name: 'x', datatype: 'FP32', shape: [1] }] }, { sourceName: 'load request' }), {
-      message: "load request: inputs: unknown field 'inputs' in message ModelConfig",
+      message: "load request: inputs: unknown field 'inputs' in message ModelConfig; did you mean 'input'?",
     });
     assert.throws(() => modelConfigFromJson({ input: [{ name: 'x', datatype: 'FP32', dims: 'x' }] }, { sourceName: 'load request', directoryName: 'j' }), {
       message:
-        'load request: input[0].datatype: unknown field \'datatype\' in message ModelInput; input[0].dims: expected an array (repeated int64), found string "x"',
+        "load request: input[0].datatype: unknown field 'datatype' in message ModelInput; did you mean 'data_type'?; input[0].dims: expected an array (repeated int64), found string \"x\"",
     });
   });
 

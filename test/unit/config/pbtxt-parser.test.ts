@@ -261,6 +261,17 @@ describe('pbtxt parser: errors with line and column', () => {
     parseError('m {\n  a: 1\n  zz: 2\n}', "config.pbtxt:3:3: unknown field 'zz' in message Inner");
   });
 
+  test("a misspelt field or enum value: did you mean (Triton's own ModelConfig)", () => {
+    assert.throws(
+      () => parseTextFormat('name: "m"\nmax_batch_sise: 8', ModelConfigDescriptor, 'config.pbtxt'),
+      (err: Error) => err.message === "config.pbtxt:2:1: unknown field 'max_batch_sise' in message ModelConfig; did you mean 'max_batch_size'?",
+    );
+    assert.throws(
+      () => parseTextFormat('input { name: "x" data_type: TYPE_fp32 dims: 1 }', ModelConfigDescriptor, 'config.pbtxt'),
+      /unknown value 'TYPE_fp32' for enum DataType of field 'data_type'; did you mean 'TYPE_FP32'\? \(expected one of TYPE_INVALID, .*TYPE_BF16\)/,
+    );
+  });
+
   test('colon required before scalar values', () => {
     parseError('s "x"', "config.pbtxt:1:3: expected ':' after field 's', found string \"x\"");
     parseError('i32 5', "config.pbtxt:1:5: expected ':' after field 'i32', found number 5");
@@ -319,7 +330,7 @@ describe('pbtxt parser: errors with line and column', () => {
 
   test('enums: unknown names and numbers', () => {
     parseError('e: PURPLE', "config.pbtxt:1:4: unknown value 'PURPLE' for enum Color of field 'e' (expected one of RED, GREEN, BLUE, DARK)");
-    parseError('e: red', "config.pbtxt:1:4: unknown value 'red' for enum Color of field 'e' (expected one of RED, GREEN, BLUE, DARK)");
+    parseError('e: red', "config.pbtxt:1:4: unknown value 'red' for enum Color of field 'e'; did you mean 'RED'? (expected one of RED, GREEN, BLUE, DARK)");
     parseError('e: 7', "config.pbtxt:1:4: unknown number 7 for enum Color of field 'e' (expected one of RED, GREEN, BLUE, DARK)");
     parseError('e: "RED"', 'config.pbtxt:1:4: field \'e\' expects an enum Color value, found string "RED"');
   });

@@ -58,7 +58,8 @@ describe('SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT', () => {
     assert.equal(loadServerConfig({ SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT: 'application/x-npy' }).defaultAccept, 'application/x-npy');
     assert.match(
       configError({ SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT: 'image/png' }),
-      /SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT must be one of application\/json, text\/csv, application\/x-npy/,
+      /SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT must be one of application\/json, text\/csv, application\/x-npy, got 'image\/png'$/,
     );
+    assert.match(configError({ SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT: 'application/npy' }), /got 'application\/npy'; did you mean 'application\/x-npy'\?$/);
   });
 });

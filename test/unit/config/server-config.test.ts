@@ -261,20 +261,20 @@ describe('loadServerConfig: each variable', () => {
     assert.deepEqual(load({ MME_EXECUTION_PROVIDERS: 'cuda,cuda,,cpu,cuda' }).executionProviders, ['cuda', 'cpu']);
     assert.deepEqual(load({ MME_EXECUTION_PROVIDERS: 'cpu' }).executionProviders, ['cpu']);
     assert.deepEqual(PROVIDER_NAMES, ['tensorrt', 'cuda', 'cpu']);
-    expectProblem({ MME_EXECUTION_PROVIDERS: 'cuda,rocm' }, `MME_EXECUTION_PROVIDERS: unknown provider 'rocm' (known: tensorrt, cuda, cpu, auto)`);
+    expectProblem({ MME_EXECUTION_PROVIDERS: 'cuda,rocm' }, `MME_EXECUTION_PROVIDERS: unknown provider 'rocm' (expected one of tensorrt, cuda, cpu, auto)`);
   });
 
   test('MME_LOG_LEVEL: the pino levels, any case', () => {
     for (const level of ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']) {
       assert.equal(load({ MME_LOG_LEVEL: level.toUpperCase() }).logLevel, level);
     }
-    expectProblem({ MME_LOG_LEVEL: 'verbose' }, `MME_LOG_LEVEL: unknown level 'verbose'`);
+    expectProblem({ MME_LOG_LEVEL: 'verbose' }, `MME_LOG_LEVEL: unknown level 'verbose' (expected one of trace, debug, info, warn, error, fatal, silent)`);
   });
 
   test('MME_ARCHIVE_MAX_BYTES and MME_ARCHIVE_MAX_ENTRIES: integers >= 1', () => {
     assert.equal(load({ MME_ARCHIVE_MAX_BYTES: '1024' }).archiveMaxBytes, 1024);
     assert.equal(load({ MME_ARCHIVE_MAX_ENTRIES: '7' }).archiveMaxEntries, 7);
-    expectProblem({ MME_ARCHIVE_MAX_BYTES: '0' }, `MME_ARCHIVE_MAX_BYTES must be an integer in [1, 9007199254740991], got '0'`);
+    expectProblem({ MME_ARCHIVE_MAX_BYTES: '0' }, `MME_ARCHIVE_MAX_BYTES must be at least 1 byte, got '0'`);
     expectProblem({ MME_ARCHIVE_MAX_ENTRIES: '1.5' }, `MME_ARCHIVE_MAX_ENTRIES must be an integer in [1, 9007199254740991], got '1.5'`);
   });
 
@@ -319,8 +319,8 @@ describe('loadServerConfig: errors and result', () => {
           `SAGEMAKER_BIND_TO_PORT must be an integer in [0, 65535], got 'x'`,
           `SAGEMAKER_MULTI_MODEL must be true or false, got 'perhaps'`,
           `MME_MODEL_SOURCE: unsupported scheme in 'gs://b/p' (use a local directory or file:// URL)`,
-          `MME_EXECUTION_PROVIDERS: unknown provider 'gpu' (known: tensorrt, cuda, cpu, auto)`,
-          `MME_LOG_LEVEL: unknown level 'loud'`,
+          `MME_EXECUTION_PROVIDERS: unknown provider 'gpu'; did you mean 'cpu'? (expected one of tensorrt, cuda, cpu, auto)`,
+          `MME_LOG_LEVEL: unknown level 'loud' (expected one of trace, debug, info, warn, error, fatal, silent)`,
           `MME_MAX_INFLIGHT_REQUESTS must be an integer in [1, 9007199254740991], got '-3'`,
         ].join('; '),
     );

@@ -328,12 +328,24 @@ describe('decodeInferRequest: errors', () => {
   });
 
   test('unknown, lowercase or missing datatype', () => {
-    expectInputError('FLOAT32', [1], [1], 'INVALID_INPUT', `input 'x': unknown datatype "FLOAT32"`);
-    expectInputError('fp32', [1], [1], 'INVALID_INPUT', `input 'x': unknown datatype "fp32"`);
+    expectInputError(
+      'FLOAT32',
+      [1],
+      [1],
+      'INVALID_INPUT',
+      `input 'x': unknown datatype "FLOAT32" (expected one of BOOL, UINT8, UINT16, UINT32, UINT64, INT8, INT16, INT32, INT64, FP16, FP32, FP64, BYTES, BF16)`,
+    );
+    expectInputError(
+      'fp32',
+      [1],
+      [1],
+      'INVALID_INPUT',
+      `input 'x': unknown datatype "fp32"; did you mean "FP32"? (expected one of BOOL, UINT8, UINT16, UINT32, UINT64, INT8, INT16, INT32, INT64, FP16, FP32, FP64, BYTES, BF16)`,
+    );
     expectError(
       () => decodeInferRequest({ inputs: [{ name: 'x', shape: [1], data: [1] }] }, MODEL),
       'INVALID_INPUT',
-      `model 'm': input 'x': unknown datatype undefined`,
+      `model 'm': input 'x': unknown datatype undefined (expected one of BOOL, UINT8, UINT16, UINT32, UINT64, INT8, INT16, INT32, INT64, FP16, FP32, FP64, BYTES, BF16)`,
     );
   });
 

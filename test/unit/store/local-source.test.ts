@@ -197,11 +197,13 @@ describe('LocalModelSource: directories and resolution', () => {
 
   it('reports a missing target as MODEL_NOT_FOUND naming the target, not the source root (a host path)', async () => {
     const f = await fixture();
-    const where = 'the model source';
     await assert.rejects(f.source.localize('nope.tar.gz'), (err: unknown) => {
       assert.ok(err instanceof ServingError);
       assert.equal(err.code, 'MODEL_NOT_FOUND');
-      assert.equal(err.message, `model 'nope.tar.gz' not found in ${where}`);
+      assert.equal(
+        err.message,
+        "model 'nope.tar.gz' not found in the model source (local directory); POST /v2/repository/index (gRPC: RepositoryIndex) lists the models it holds",
+      );
       return true;
     });
     await assert.rejects(f.source.localize('team/nope'), isServingError('MODEL_NOT_FOUND', /'team\/nope'/));
