@@ -468,7 +468,7 @@ export const SETTINGS: readonly AnySetting[] = [
     description:
       'Largest inference answer in bytes. The bound of the encoding the client asked for (JSON, CSV, TF Serving: a worst case per element by datatype; binary, .npy and gRPC: exact) is checked before anything is encoded, and an answer that could exceed it gets 400 RESPONSE_TOO_LARGE naming this setting.',
     parse: (raw, env) => {
-      if (raw !== undefined && raw.trim() !== '') return int('MME_MAX_RESPONSE_BYTES', raw, 1024);
+      if (raw !== undefined && raw.trim() !== '') return parseByteSize('MME_MAX_RESPONSE_BYTES', raw, 1024);
       return onSageMakerMme(env) ? 6 * MIB : 256 * MIB;
     },
   },

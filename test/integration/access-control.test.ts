@@ -368,14 +368,16 @@ describe('explicit model control: urls outside MME_MODEL_URL_ROOTS get one answe
 });
 
 describe('start-up refusals, naming the setting', () => {
+  /** What the refused start wrote: its one log line (stdout), and anything on stderr. */
   function startFails(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
     const clean: NodeJS.ProcessEnv = {};
     for (const [k, v] of Object.entries(process.env)) if (!/^(MME_|SAGEMAKER_)/.test(k)) clean[k] = v;
     const child = spawn(path.join(repoRoot, 'serve'), [], {
       env: { ...clean, SAGEMAKER_BIND_TO_PORT: '0', MME_HOST: '127.0.0.1', ...env },
-      stdio: ['ignore', 'ignore', 'pipe'],
+      stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stderr = '';
+    child.stdout!.on('data', (d: Buffer) => (stderr += d.toString()));
     child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
     const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
     return new Promise((resolve) =>

@@ -72,7 +72,13 @@ describe('every model in one place', () => {
     await writeModelDir(path.join(root, 'work'), 'packed', addSub());
     await packTarGz(path.join(root, 'work', 'packed'), path.join(source, 'packed.tar.gz'), { prefix: 'packed' });
     await writeModelDir(path.join(root, 'sagemaker'), 'model', addSub());
-    server = await startServe({ MME_MODEL_SOURCE: source, MME_CACHE_DIR: path.join(root, 'cache'), SAGEMAKER_MULTI_MODEL: 'true', MME_GRPC_PORT: '0' });
+    server = await startServe({
+      MME_MODEL_SOURCE: source,
+      MME_CACHE_DIR: path.join(root, 'cache'),
+      SAGEMAKER_MULTI_MODEL: 'true',
+      MME_MODEL_URL_ROOTS: path.join(root, 'sagemaker'),
+      MME_GRPC_PORT: '0',
+    });
     ctx.after(() => server.kill());
   });
 

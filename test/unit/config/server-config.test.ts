@@ -122,7 +122,7 @@ describe('loadServerConfig: each variable', () => {
   test('modelSourceOptional: only where a platform loads the models (SageMaker MME, ModelMesh)', () => {
     assert.equal(load({}).modelSourceOptional, false);
     assert.equal(load({ SAGEMAKER_MULTI_MODEL: 'true' }).modelSourceOptional, true);
-    assert.equal(load({ MME_MODEL_MESH: 'true', MME_GRPC_PORT: '8001' }).modelSourceOptional, true);
+    assert.equal(load({ MME_MODEL_MESH: 'true', MME_GRPC_PORT: '8001', MME_MODEL_URL_ROOTS: '/models' }).modelSourceOptional, true);
   });
 
   test('MME_JS_STEP_USER: uid:gid or uid (gid the same), numbers, never root; 65534:65534 by default', () => {
