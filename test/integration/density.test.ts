@@ -67,9 +67,10 @@ describe('density: each model costs about what onnxruntime costs', { skip: proce
       assert.ok(f.marginalThreadsPerModel <= 0.05, `≤ 0.05 threads added per further model at a 16-core machine's defaults: ${figures}`);
       assert.ok(f.server.loaded.threads - f.server.idle.threads <= 16 + 4, `in all, at most the copies' threads (16) and a few: ${figures}`);
       const sorted = [...f.reservedOverMeasured].sort((a, b) => a - b);
-      // A tiny model's load often reads 0 (the allocator reuses what earlier loads freed): 523-564 of 1,000 read above 0
-      // in quiet runs, so a quarter is the floor that keeps the median meaningful; the totals below bound every model.
-      assert.ok(sorted.length >= count / 4, `a quarter of the models at least have a measured figure above 0: ${figures}`);
+      // A tiny model's load often reads 0 (the allocator reuses what earlier loads freed): 360-388 of 1,000 read above 0
+      // alone on a 2-core machine, the same before and after this wave's changes, and 224 beside the rest of the suite.
+      // An eighth keeps the median meaningful (over 125 models at least); the totals below bound every model.
+      assert.ok(sorted.length >= count / 8, `an eighth of the models at least have a measured figure above 0: ${figures}`);
       assert.ok(sorted[Math.floor(sorted.length / 2)]! <= 1.5, `per model, reserved ≤ 1.5× measured (median): ${figures}`);
       assert.ok(f.reservedBytes <= 1.5 * f.measuredBytes, `in all, reserved ≤ 1.5× measured: ${figures}`);
       const growthBytes = (f.server.loaded.rssKb - f.server.idle.rssKb) * 1024;
