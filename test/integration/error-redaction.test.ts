@@ -16,7 +16,7 @@ import { addSub, packTarGz, scale, writeModelDir, type ModelDirContents } from '
 import { call, connect, inferRequest, type GrpcClients } from '../support/grpc-client.js';
 import { tgz } from '../support/raw-tar.js';
 import { S3Proxy } from '../support/s3-proxy.js';
-import { startLoopbackS3, S3RVER_CREDENTIALS, type LoopbackS3 } from '../support/s3rver.js';
+import { startLoopbackS3, type LoopbackS3, useS3rverCredentials } from '../support/s3rver.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
@@ -29,7 +29,7 @@ const ctx = {
 const BUCKET = 'redact-bucket-7q';
 const PREFIX = 'hidden-prefix-9z/';
 const ABSENT_BUCKET = 'absent-bucket-4k';
-const saved = { id: process.env['AWS_ACCESS_KEY_ID'], secret: process.env['AWS_SECRET_ACCESS_KEY'] };
+let restoreCredentials: (() => void) | undefined;
 
 const body = { inputs: [input('INPUT0', 'FP32', [1, 4], [1, 2, 3, 4])] };
 
@@ -98,8 +98,7 @@ describe('error answers name no host path, bucket or prefix', () => {
   let proxy: S3Proxy;
 
   before(async () => {
-    process.env['AWS_ACCESS_KEY_ID'] = S3RVER_CREDENTIALS.accessKeyId;
-    process.env['AWS_SECRET_ACCESS_KEY'] = S3RVER_CREDENTIALS.secretAccessKey;
+    restoreCredentials = useS3rverCredentials();
     s3 = await startLoopbackS3([BUCKET]);
     proxy = new S3Proxy(Number(new URL(s3.endpoint).port), BUCKET);
     await proxy.start();
@@ -109,13 +108,7 @@ describe('error answers name no host path, bucket or prefix', () => {
     await proxy?.close();
     await s3?.close();
     for (const fn of ctx.cleanups.reverse()) await fn();
-    for (const [k, v] of [
-      ['AWS_ACCESS_KEY_ID', saved.id],
-      ['AWS_SECRET_ACCESS_KEY', saved.secret],
-    ] as const) {
-      if (v === undefined) delete process.env[k];
-      else process.env[k] = v;
-    }
+    restoreCredentials?.();
   });
 
   it('a local source: corrupt ONNX, bad config.pbtxt, short warm-up file, wrong warm-up input, hostile archive, missing model', async () => {

@@ -15,7 +15,7 @@ import { after, before, it } from 'node:test';
 import { addSub, packTarGz, writeModelDir } from '../../examples/models/zoo.js';
 import { metricValue } from '../support/metric-value.js';
 import { S3Proxy } from '../support/s3-proxy.js';
-import { startLoopbackS3, S3RVER_CREDENTIALS, type LoopbackS3 } from '../support/s3rver.js';
+import { startLoopbackS3, type LoopbackS3, useS3rverCredentials } from '../support/s3rver.js';
 import { tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
@@ -23,7 +23,7 @@ const BUCKET = 'models';
 const PREFIX = 'prefix/';
 const cleanups: (() => Promise<void>)[] = [];
 const ctx = { after: (fn: () => Promise<void>) => cleanups.push(fn) };
-const saved = { id: process.env['AWS_ACCESS_KEY_ID'], secret: process.env['AWS_SECRET_ACCESS_KEY'] };
+let restoreCredentials: (() => void) | undefined;
 const seq16 = Array.from({ length: 16 }, (_, i) => i);
 const body = { inputs: [input('INPUT0', 'FP32', [1, 16], seq16), input('INPUT1', 'FP32', [1, 16], seq16)] };
 let s3: LoopbackS3;
@@ -39,21 +39,14 @@ before(async () => {
   await writeModelDir(path.join(work, 'build'), 'add_sub', addSub());
   await packTarGz(path.join(work, 'build'), path.join(work, 'add_sub.tar.gz'));
   archive = await readFile(path.join(work, 'add_sub.tar.gz'));
-  process.env['AWS_ACCESS_KEY_ID'] = S3RVER_CREDENTIALS.accessKeyId;
-  process.env['AWS_SECRET_ACCESS_KEY'] = S3RVER_CREDENTIALS.secretAccessKey;
+  restoreCredentials = useS3rverCredentials();
 });
 
 after(async () => {
   await proxy?.close();
   await s3?.close();
   for (const fn of cleanups.reverse()) await fn();
-  for (const [k, v] of [
-    ['AWS_ACCESS_KEY_ID', saved.id],
-    ['AWS_SECRET_ACCESS_KEY', saved.secret],
-  ] as const) {
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
-  }
+  restoreCredentials?.();
 });
 
 async function server(name: string, env: Record<string, string> = {}): Promise<TestServer> {

@@ -28,6 +28,23 @@ export function s3rverClient(endpoint: string): S3Client {
   return new S3Client({ endpoint, region: 'us-east-1', forcePathStyle: true, credentials: S3RVER_CREDENTIALS, requestChecksumCalculation: 'WHEN_REQUIRED' });
 }
 
+/**
+ * Points this test process's AWS SDK at s3rver's credentials (the in-process
+ * S3 sources and clients read them from the environment); returns the undo,
+ * which puts back what the runner had.
+ */
+export function useS3rverCredentials(): () => void {
+  const saved = { AWS_ACCESS_KEY_ID: process.env['AWS_ACCESS_KEY_ID'], AWS_SECRET_ACCESS_KEY: process.env['AWS_SECRET_ACCESS_KEY'] };
+  process.env['AWS_ACCESS_KEY_ID'] = S3RVER_CREDENTIALS.accessKeyId;
+  process.env['AWS_SECRET_ACCESS_KEY'] = S3RVER_CREDENTIALS.secretAccessKey;
+  return () => {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  };
+}
+
 /** The environment a server process (or the CLI) needs to use the s3rver at `endpoint` through the real AWS SDK. */
 export function s3rverEnv(endpoint: string): Record<string, string> {
   return {
