@@ -10,7 +10,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { routeGuard } from './http/access-guard.js';
 import { ServingError, type HostRedactor } from './errors.js';
-import type { Admission } from './http/admission.js';
+import type { Admission } from './service/admission.js';
+import type { HeldConnections } from './http/held-connections.js';
 import { createInferenceFront } from './http/inference-front.js';
 import { openEnvelope, sendError, shutdownRefusal, type Envelope } from './http/request-envelope.js';
 import type { RequestContext } from './http/request-context.js';
@@ -43,6 +44,8 @@ export interface AppDeps {
   readonly unhealthy: () => string | undefined;
   /** Bytes in flight and inference work per event-loop turn, checked before a body is read. */
   readonly admission: Admission;
+  /** Where keep-alive connections refused for overload wait unread (MME_HOLD_REFUSED_CONNECTIONS); none: read again at once. */
+  readonly held?: HeldConnections;
   /** Who may call what (MME_HTTP_RESTRICTED_API, MME_MODEL_CONTROL): checked by every route before its body is read. */
   readonly access: AccessPolicy;
   /** MME_METRICS_PORT is set: /metrics is served there only, and the main port answers 404 for it. */

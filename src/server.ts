@@ -11,7 +11,10 @@ import { realpathSync } from 'node:fs';
 import { HostRedactor } from './errors.js';
 import path from 'node:path';
 import { createApp } from './app.js';
-import { Admission } from './http/admission.js';
+import { Admission } from './service/admission.js';
+import { HeldConnections } from './http/held-connections.js';
+import { createAdmissionMetrics } from './observability/admission-metrics.js';
+import { RefusalSummary } from './observability/refusal-summary.js';
 import { createMetricsListener } from './http/metrics-listener.js';
 import { startGrpcListener, type GrpcListener } from './grpc/grpc-server.js';
 import { DEFAULT_MODEL_SOURCE, type ServerConfig } from './config/server-config.js';
@@ -77,6 +80,30 @@ function hostRedactor(config: ServerConfig): HostRedactor {
   }
   return new HostRedactor({ paths: resolved(config.modelSource), cacheDir: config.cacheDir });
 }
+
+/** Refusals counted and summarised; each freed place reads a held connection again. */
+function wireAdmission(admission: Admission, held: HeldConnections | undefined, metrics: Metrics, logger: Logger): void {
+  const counted = createAdmissionMetrics(metrics.registry, () => ({
+    requestsInFlight: admission.requestsInFlight,
+    queued: admission.queued,
+    heldConnections: held?.size ?? 0,
+  }));
+  const summary = new RefusalSummary(logger, unrefTimer);
+  admission.onRefusal((reason, model) => {
+    counted.refused(reason, model);
+    summary.note(reason, model);
+  });
+  if (held !== undefined) admission.onFreed((key) => held.wake(key));
+}
+
+/** A timer that never keeps the process alive (the refusal summary's window). */
+const unrefTimer = {
+  setTimer(delayUs: number, fn: () => void): () => void {
+    const t = setTimeout(fn, delayUs / 1000);
+    t.unref();
+    return () => clearTimeout(t);
+  },
+};
 
 function createModelSource(config: ServerConfig, logger: Logger, cache: DiskCache, metrics: Metrics): ModelSource {
   const limits = { maxBytes: config.archiveMaxBytes, maxEntries: config.archiveMaxEntries, maxRatio: config.archiveMaxRatio };
@@ -216,6 +243,8 @@ export async function startServer(
     maxQueued: config.maxInflightRequests,
     maxRequests: config.maxInflightRequests,
   });
+  const held = config.holdRefusedConnections ? new HeldConnections(admission) : undefined;
+  wireAdmission(admission, held, metrics, logger);
   // A dead runtime worker is replaced by the pool; the models it held are dropped so the next request reloads them.
   pool.onWorkerLost((index, cause) => {
     logger.error({ worker: index, cause, recentDeaths: pool.recentDeaths }, 'runtime worker died; replaced');
@@ -227,6 +256,7 @@ export async function startServer(
   const app = createApp({
     unhealthy,
     admission,
+    ...(held === undefined ? {} : { held }),
     service,
     metrics,
     logger,
@@ -309,6 +339,7 @@ export async function startServer(
             ? undefined
             : { certFile: config.grpcTlsCertFile, keyFile: config.grpcTlsKeyFile, caFile: config.grpcTlsCaFile },
         service,
+        admission,
         metrics,
         logger,
         isShuttingDown: () => shuttingDown,

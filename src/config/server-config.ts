@@ -106,6 +106,8 @@ export interface ServerConfig {
   /** After SIGTERM: not ready but still serving for this long, inside shutdownTimeoutMs (server.ts). */
   readonly drainMs: number;
   readonly maxInflightRequests: number;
+  /** MME_HOLD_REFUSED_CONNECTIONS: a keep-alive connection refused for overload is not read again until a place frees or Retry-After passes. */
+  readonly holdRefusedConnections: boolean;
   /** MME_MAX_INFLIGHT_BYTES: request bodies plus answers held at once; undefined = 10% of the container's memory, at least 4 bodies of the largest size. */
   readonly maxInflightBytes: number | undefined;
   /** MME_MAX_CONNECTIONS: open client connections; beyond it new ones are closed at once. */
@@ -686,6 +688,14 @@ export const SETTINGS: readonly AnySetting[] = [
     defaultText: '1024',
     description: 'Server-wide cap on inference requests in progress; beyond it requests get 429.',
     parse: (raw) => (raw === undefined ? 1024 : int('MME_MAX_INFLIGHT_REQUESTS', raw, 1)),
+  },
+  {
+    key: 'holdRefusedConnections',
+    env: ['MME_HOLD_REFUSED_CONNECTIONS'],
+    defaultText: 'true',
+    description:
+      '`true`: an inference request refused for overload (429, 503 on the KServe routes, with `Retry-After: 1`) is answered at once, and its keep-alive connection is not read again until a place frees for it (the connection refused longest ago first) or Retry-After passes, so a client that retries at once costs one refusal per freed place, not one per retry. `false`: the connection is read again at once. [Operations](operations.md#overload-and-retry-storms) says why.',
+    parse: (raw) => (raw === undefined ? true : parseBooleanSetting('MME_HOLD_REFUSED_CONNECTIONS', raw)),
   },
   {
     key: 'maxInflightBytes',

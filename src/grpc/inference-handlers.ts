@@ -13,6 +13,7 @@ import { CancelSource } from '../cancellation.js';
 import { ServingError, type HostRedactor } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
+import type { Admission } from '../service/admission.js';
 import type { InferenceService, InferOptions, ModelHandle } from '../service/inference-service.js';
 import { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../service/server-identity.js';
 import { decodeModelInferRequest, encodeModelInferResponse, type ModelInferRequestMessage, type ModelInferResponseMessage } from './infer-codec.js';
@@ -24,6 +25,8 @@ import { grpcErrorReply, statusName } from './status-codes.js';
 
 export interface HandlerDeps {
   readonly service: InferenceService;
+  /** The HTTP front's admission: one count of requests in flight and on their way to each model's queue. */
+  readonly admission: Admission;
   readonly metrics: Metrics;
   readonly logger: Logger;
   /** True once the drain period is over: new calls are refused (UNAVAILABLE). */
@@ -162,14 +165,27 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
     refusedWhileDraining(deps);
     const name = modelName(request.model_name, 'model_name');
     const version = versionOf(request.model_version);
-    const response = await service.infer(
-      handleOf(name),
-      (label) => decodeModelInferRequest(request, label),
-      { cancel: ctx.cancel, log: ctx.log },
-      version === undefined ? LATEST : { version },
-    );
-    service.checkAnswerSize(grpcAnswerBound(response), response.modelName);
-    return encodeModelInferResponse(response);
+    const handle = handleOf(name);
+    // The same admission as the HTTP front (service/admission.ts): in-flight requests and the model's queue.
+    const ticket = deps.admission.admit(service.queueOf(handle, name));
+    try {
+      const response = await service.infer(
+        handle,
+        (label) => decodeModelInferRequest(request, label),
+        {
+          cancel: ctx.cancel,
+          get log() {
+            return ctx.log;
+          },
+          reachedModel: ticket.arrived,
+        },
+        version === undefined ? LATEST : { version },
+      );
+      service.checkAnswerSize(grpcAnswerBound(response), response.modelName);
+      return encodeModelInferResponse(response);
+    } finally {
+      ticket.release();
+    }
   };
 
   const unsupported = (what: string) => () => {

@@ -13,7 +13,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { DefaultAccept } from '../config/server-config.js';
 import type { InferContext, InferenceService, ModelHandle, ModelRef } from '../service/inference-service.js';
 import { announcedHeaderLength, prepareExchange, responseTypeFor, type HttpAnswer, type RouteFamily } from './infer-exchange.js';
-import type { Admission, ByteTicket, RequestTicket } from './admission.js';
+import type { Admission, ByteTicket, RequestTicket } from '../service/admission.js';
 import { answerCoding, decodeBody, encodeBody, MIN_COMPRESS_BYTES, requestCodings, type Coding } from './content-encoding.js';
 import { readBody } from './read-body.js';
 import type { RequestContext } from './request-context.js';
@@ -113,7 +113,7 @@ export async function serveInference(
   ctx.target = label;
   const accept = req.headers['accept'];
   const responseType = responseTypeFor(Array.isArray(accept) ? accept.join(',') : accept, deps.defaultAccept, label);
-  const ticket = reserveBytes(deps.admission, req, res, deps.bodyLimitBytes);
+  const ticket = reserveBytes(deps.admission, req, res, deps.bodyLimitBytes, label);
   // Compressed bodies are read under the limit as they come, then decoded under it again (content-encoding.ts).
   const codings = req.headers['content-encoding'] === undefined ? undefined : requestCodings(req.headers, label);
   const raw = await readBody(req, deps.bodyLimitBytes, codings === undefined ? announcedHeaderLength(req.headers) : undefined, ticket);
@@ -161,13 +161,13 @@ export async function serveInference(
  * stalled upload does not keep it, and node does not read the rest of a body
  * nobody wants.
  */
-function reserveBytes(admission: Admission, req: IncomingMessage, res: ServerResponse, limit: number): ByteTicket {
+function reserveBytes(admission: Admission, req: IncomingMessage, res: ServerResponse, limit: number, model: string): ByteTicket {
   const raw = req.headers['content-length'];
   const declared = raw === undefined ? 0 : Number(raw);
   // A body over the limit is refused by readBody with 413; it reserves nothing.
   let ticket: ByteTicket;
   try {
-    ticket = admission.reserve(Number.isSafeInteger(declared) && declared >= 0 && declared <= limit ? declared : 0);
+    ticket = admission.reserve(Number.isSafeInteger(declared) && declared >= 0 && declared <= limit ? declared : 0, model);
   } catch (err) {
     res.shouldKeepAlive = false;
     throw err;

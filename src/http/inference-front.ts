@@ -1,50 +1,53 @@
 /**
  * @module http/inference-front
- * The lean path for inference requests, in front of express. Measured on a
- * 2-core box (bench/invocations.bench.ts, bench/README.md): with the tiny
- * model, express's per-request work (app and router dispatch over every
- * layer, prototype swaps on req/res, res.send's type and length handling)
- * cost more main-thread time than reading, decoding, batching and answering
- * the request itself. The inference routes therefore go straight from
- * node:http to the shared handler (http/infer-route.ts); everything else
- * (health, metrics, MME management, v2 metadata and repository, 404/405)
- * stays in express.
+ * The one entrance of every HTTP inference request (/invocations,
+ * /endpoints/{e}/invocations, /models/{m}/invoke, /v2/models/{m}[/versions/{v}]/infer),
+ * in front of express, which serves only what is not inference (health,
+ * metrics, MME management, v2 metadata and repository, 404/405).
  *
- * Only the canonical spelling of each route is taken here: `POST` and an
- * exact, case-sensitive path whose parameters decode. Anything else (a
- * trailing slash, other letter case, a malformed `%` escape) falls through to
- * express, which still declares every route and answers those requests as it
- * always has. Both paths share the request envelope (http/request-envelope.ts:
- * request id, in-flight count, shutdown refusal, log lines, the route metric)
- * and the error answer, so a request cannot tell which path served it.
+ * Each request passes the same gates in the same order, whatever its route:
+ * shutdown refusal → access check (service/access-policy.ts) → model
+ * reference → admission (service/admission.ts: in-flight requests and the
+ * model's queue, decided when the headers arrive, before a byte of the body
+ * is read) → a fair share of an event-loop turn → the handler
+ * (http/infer-route.ts). A refusal for overload is answered at once with
+ * Retry-After, and its keep-alive connection is held unread until a place
+ * frees for it (http/held-connections.ts).
+ *
+ * Routes are matched by hand (a regex per route per request cost more than
+ * the rest of the match): fixed segments case-insensitively and an optional
+ * trailing slash, as express matches them, so no spelling of an inference
+ * route reaches express.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ServingError } from '../errors.js';
+import { refusalReasonOf, type RequestTicket } from '../service/admission.js';
 import type { ModelHandle, ModelRef } from '../service/inference-service.js';
 import { closeUnlessSmallBody } from './access-guard.js';
+import { ANY, type HeldConnections } from './held-connections.js';
 import { refLabel, serveInference, type InferRouteDeps } from './infer-route.js';
+import type { RouteFamily } from './infer-exchange.js';
 import { invocationRef } from './invocation-target.js';
 import { canonicalModelPath } from './model-path.js';
-import { ROUTES, type RouteGuard, type RouteSpec } from './route-table.js';
-import type { RouteFamily } from './infer-exchange.js';
-import type { RequestTicket } from './admission.js';
 import { openEnvelope, pathOf, sendError, shutdownRefusal, type Envelope, type EnvelopeDeps } from './request-envelope.js';
+import { ROUTES, type RouteGuard, type RouteSpec } from './route-table.js';
 import { parseVersion } from './v2-routes.js';
 
 export interface InferenceFrontDeps extends InferRouteDeps, EnvelopeDeps {
   /** The access check of the route table's routes (http/access-guard.ts), the same one express's routes run behind. */
   readonly guard: RouteGuard;
+  /** Where refused keep-alive connections wait unread; none: refused connections are read again at once. */
+  readonly held?: HeldConnections;
 }
 
 const TARGET_HEADER = 'x-amzn-sagemaker-target-model';
 
-/** A matched inference route: its metric label (express's pattern), family, and how to build the model reference. */
+/** A matched inference route: its table entry (metric label, access group), family, and how to build the model reference. */
 export interface InferenceRouteMatch {
-  /** The route table's entry: its pattern is the metric label, its group the access check's. */
   readonly spec: RouteSpec;
-  readonly route: string;
   readonly family: RouteFamily;
-  /** Throws a ServingError for a bad parameter (e.g. a version that is not a positive integer). */
-  readonly resolve: (req: IncomingMessage, deps: InferRouteDeps) => { ref: ModelRef; version: number | undefined };
+  /** Throws a ServingError for a bad parameter (a segment that does not decode, a version that is not a positive integer). */
+  readonly resolve: (req: IncomingMessage) => { ref: ModelRef; version: number | undefined };
 }
 
 function header(req: IncomingMessage, name: string): string | undefined {
@@ -53,74 +56,76 @@ function header(req: IncomingMessage, name: string): string | undefined {
   return s === undefined || s === '' ? undefined : s;
 }
 
-/** A path segment decoded as express decodes parameters; undefined when it cannot be (express then answers). */
-function decodeSegment(raw: string): string | undefined {
-  if (raw === '') return undefined;
+/** A path segment decoded as express decodes parameters; a malformed `%` escape is the client's error. */
+function decodeSegment(raw: string, what: string): string {
   if (!raw.includes('%')) return raw;
   try {
     return decodeURIComponent(raw);
   } catch {
-    return undefined;
+    throw new ServingError('INVALID_REQUEST', `the ${what} in the path is not valid percent-encoding: '${raw.slice(0, 200)}'`);
   }
 }
 
 const INVOCATIONS: InferenceRouteMatch = {
   spec: ROUTES.invocations,
-  route: ROUTES.invocations.path,
   family: 'sagemaker',
   resolve: (req) => ({ ref: invocationRef(req.headers), version: undefined }),
 };
 
-const ENDPOINT_INVOCATIONS: InferenceRouteMatch = { ...INVOCATIONS, spec: ROUTES.endpointInvocations, route: ROUTES.endpointInvocations.path };
+const ENDPOINT_INVOCATIONS: InferenceRouteMatch = { ...INVOCATIONS, spec: ROUTES.endpointInvocations };
 
-/**
- * The inference route a canonical `POST` path names, or undefined (then
- * express decides). Segments are split by hand: a regex per route per request
- * is what the lean path exists to avoid.
- */
+/** A fixed segment as express compares it: case-insensitively. */
+function is(segment: string | undefined, fixed: string): boolean {
+  return segment === fixed || (segment !== undefined && segment.length === fixed.length && segment.toLowerCase() === fixed);
+}
+
+function invokeModel(rawName: string): InferenceRouteMatch {
+  return {
+    spec: ROUTES.invokeModel,
+    family: 'sagemaker',
+    resolve: (req) => ({ ref: { kind: 'managed', name: decodeSegment(rawName, 'model name'), targetHeader: header(req, TARGET_HEADER) }, version: undefined }),
+  };
+}
+
+function v2Infer(rawModel: string, rawVersion: string | undefined): InferenceRouteMatch {
+  return {
+    spec: rawVersion === undefined ? ROUTES.v2Infer : ROUTES.v2VersionInfer,
+    family: 'kserve',
+    resolve: () => ({
+      ref: { kind: 'named', name: decodeSegment(rawModel, 'model name') },
+      version: rawVersion === undefined ? undefined : parseVersion(decodeSegment(rawVersion, 'version')),
+    }),
+  };
+}
+
+/** The inference route a `POST` path names (any spelling express would match), or undefined (then express decides). */
 export function matchInferenceRoute(path: string): InferenceRouteMatch | undefined {
   if (path === '/invocations') return INVOCATIONS;
   const parts = path.split('/');
-  // parts[0] is '' (the path starts with '/').
+  // parts[0] is '' (the path starts with '/'); one trailing slash leaves a last '' that express ignores too.
   if (parts[0] !== '') return undefined;
-  if (parts.length === 4 && parts[1] === 'endpoints' && parts[3] === 'invocations') {
-    return decodeSegment(parts[2]!) === undefined ? undefined : ENDPOINT_INVOCATIONS;
-  }
-  if (parts.length === 4 && parts[1] === 'models' && parts[3] === 'invoke') {
-    const name = decodeSegment(parts[2]!);
-    if (name === undefined) return undefined;
-    return {
-      spec: ROUTES.invokeModel,
-      route: ROUTES.invokeModel.path,
-      family: 'sagemaker',
-      resolve: (req) => ({ ref: { kind: 'managed', name, targetHeader: header(req, TARGET_HEADER) }, version: undefined }),
-    };
-  }
-  if (parts[1] === 'v2' && parts[2] === 'models' && parts[parts.length - 1] === 'infer') {
-    const model = parts.length === 5 || (parts.length === 7 && parts[4] === 'versions') ? decodeSegment(parts[3]!) : undefined;
-    if (model === undefined) return undefined;
-    if (parts.length === 5) {
-      return {
-        spec: ROUTES.v2Infer,
-        route: ROUTES.v2Infer.path,
-        family: 'kserve',
-        resolve: () => ({ ref: { kind: 'named', name: model }, version: undefined }),
-      };
-    }
-    const rawVersion = decodeSegment(parts[5]!);
-    if (rawVersion === undefined) return undefined;
-    return {
-      spec: ROUTES.v2VersionInfer,
-      route: ROUTES.v2VersionInfer.path,
-      family: 'kserve',
-      resolve: () => ({ ref: { kind: 'named', name: model }, version: parseVersion(rawVersion) }),
-    };
-  }
+  if (parts.length > 2 && parts[parts.length - 1] === '') parts.pop();
+  if (parts.length === 2) return is(parts[1], 'invocations') ? INVOCATIONS : undefined;
+  if (parts.length === 4 && is(parts[1], 'endpoints') && is(parts[3], 'invocations') && parts[2] !== '') return ENDPOINT_INVOCATIONS;
+  if (parts.length === 4 && is(parts[1], 'models') && is(parts[3], 'invoke') && parts[2] !== '') return invokeModel(parts[2]!);
+  if (!is(parts[1], 'v2') || !is(parts[2], 'models') || !is(parts[parts.length - 1], 'infer') || parts[3] === '') return undefined;
+  if (parts.length === 5) return v2Infer(parts[3]!, undefined);
+  if (parts.length === 7 && is(parts[4], 'versions') && parts[5] !== '') return v2Infer(parts[3]!, parts[5]);
   return undefined;
 }
 
+/** The request's path, with a nested model name (`/v2/models/team/x/infer`, as tritonclient sends it) as one encoded segment. */
+function canonicalPath(req: IncomingMessage): string {
+  const path = pathOf(req.url);
+  if (!path.startsWith('/v2/')) return path;
+  const canonical = canonicalModelPath(path);
+  if (canonical === undefined) return path;
+  req.url = canonical + (req.url ?? '').slice(path.length);
+  return canonical;
+}
+
 /**
- * The server's request listener: inference routes on the lean path,
+ * The server's request listener: inference routes through the front,
  * everything else handed to `fallback` (the express app).
  */
 export function createInferenceFront(
@@ -128,87 +133,83 @@ export function createInferenceFront(
   fallback: (req: IncomingMessage, res: ServerResponse) => void,
 ): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
-    let path = pathOf(req.url);
-    // A nested model name (`/v2/models/team/x/infer`, as tritonclient sends it) becomes one encoded segment for every route.
-    if (path.startsWith('/v2/')) {
-      const canonical = canonicalModelPath(path);
-      if (canonical !== undefined) {
-        req.url = canonical + (req.url ?? '').slice(path.length);
-        path = canonical;
-      }
-    }
-    if (req.method !== 'POST') {
-      fallback(req, res);
-      return;
-    }
-    const match = matchInferenceRoute(path);
+    const path = canonicalPath(req);
+    const match = req.method === 'POST' ? matchInferenceRoute(path) : undefined;
     if (match === undefined) {
       fallback(req, res);
       return;
     }
     // serveInference and sendError write X-Request-Id in their writeHead.
     const envelope = openEnvelope(req, res, deps, { path, callerWritesId: true });
-    const refused = shutdownRefusal(req, path, deps);
+    envelope.route = match.spec.path;
+    const refused = shutdownRefusal(req, path, deps) ?? deps.guard(match.spec, req, res);
     if (refused !== undefined) {
-      // Refused before any route took it, exactly as the express middleware does.
       sendError(req, res, envelope, refused);
       return;
     }
-    envelope.route = match.route;
-    // Restricted groups and model control, before the target is resolved or a byte of the body read (service/access-policy.ts).
-    const denied = deps.guard(match.spec, req, res);
-    if (denied !== undefined) {
-      sendError(req, res, envelope, denied);
-      return;
-    }
-    let resolved: ReturnType<InferenceRouteMatch['resolve']>;
-    try {
-      resolved = match.resolve(req, deps);
-    } catch (err) {
-      sendError(req, res, envelope, err);
-      return;
-    }
-    // The refusal's log line names the target as serveInference does.
-    envelope.ctx.target = refLabel(resolved.ref);
-    let handle: ModelHandle | undefined;
-    try {
-      handle = deps.service.resolve(resolved.ref);
-    } catch {
-      // A reference that does not resolve (INVALID_TARGET) is refused after the body's own checks, where it always was.
-      handle = undefined;
-    }
-    let admitted: RequestTicket;
-    try {
-      // Over MME_MAX_INFLIGHT_REQUESTS or the model's queue: answered now, in this call, before any turn or body (admission.ts).
-      admitted = deps.admission.admit(deps.service.queueOf(handle, envelope.ctx.target));
-    } catch (err) {
-      refuseUnread(req, res, envelope, err);
-      return;
-    }
-    res.once('close', admitted.release);
-    const start = (): void => {
-      // A client that gave up while waiting for its turn costs nothing more.
-      if (req.destroyed) return;
-      serveInference(deps, req, res, envelope.ctx, resolved.ref, match.family, resolved.version, admitted, handle).catch((err: unknown) =>
-        sendError(req, res, envelope, err),
-      );
-    };
-    try {
-      deps.admission.schedule(start);
-    } catch (err) {
-      refuseUnread(req, res, envelope, err);
-    }
+    enter(deps, req, res, envelope, match);
   };
+}
+
+/** Past the route's own gates: resolve the model, admit, and start in a fair share of a turn. */
+function enter(deps: InferenceFrontDeps, req: IncomingMessage, res: ServerResponse, envelope: Envelope, match: InferenceRouteMatch): void {
+  let resolved: ReturnType<InferenceRouteMatch['resolve']>;
+  try {
+    resolved = match.resolve(req);
+  } catch (err) {
+    sendError(req, res, envelope, err);
+    return;
+  }
+  // The refusal's log line names the target as serveInference does.
+  envelope.ctx.target = refLabel(resolved.ref);
+  let handle: ModelHandle | undefined;
+  try {
+    handle = deps.service.resolve(resolved.ref);
+  } catch {
+    // A reference that does not resolve (INVALID_TARGET) is refused after the body's own checks.
+    handle = undefined;
+  }
+  const queue = deps.service.queueOf(handle, envelope.ctx.target);
+  let admitted: RequestTicket;
+  try {
+    // A connection woken for a freed place claims the place kept for it (http/held-connections.ts).
+    let claimed = deps.held?.claim(req.socket);
+    if (claimed !== undefined && claimed !== ANY && claimed !== queue.key) {
+      // Its retry went to another model: the place kept for the first goes back.
+      deps.admission.dropPlace(claimed);
+      claimed = undefined;
+    }
+    admitted = deps.admission.admit(queue, claimed);
+  } catch (err) {
+    refuseUnread(deps, req, res, envelope, err, queue.key);
+    return;
+  }
+  res.once('close', admitted.release);
+  const start = (): void => {
+    // A client that gave up while waiting for its turn costs nothing more.
+    if (req.destroyed) return;
+    serveInference(deps, req, res, envelope.ctx, resolved.ref, match.family, resolved.version, admitted, handle).catch((err: unknown) =>
+      sendError(req, res, envelope, err),
+    );
+  };
+  try {
+    deps.admission.schedule(start, queue.key, queue.model);
+  } catch (err) {
+    refuseUnread(deps, req, res, envelope, err, queue.key);
+  }
 }
 
 /**
  * Refused before a byte of the body is read. A small declared body is left
- * for node to discard and the keep-alive connection is kept (a flood's
- * clients retry on it instead of reconnecting); a large, unknown-length or
- * chunked one closes the connection rather than node reading a body nobody
- * wants.
+ * for node to discard and the keep-alive connection is kept, held unread
+ * until a place frees for it; a large, unknown-length or chunked one closes
+ * the connection rather than node reading a body nobody wants.
  */
-function refuseUnread(req: IncomingMessage, res: ServerResponse, envelope: Envelope, err: unknown): void {
+function refuseUnread(deps: InferenceFrontDeps, req: IncomingMessage, res: ServerResponse, envelope: Envelope, err: unknown, key: string): void {
   closeUnlessSmallBody(req, res);
   sendError(req, res, envelope, err);
+  const reason = err instanceof ServingError ? refusalReasonOf(err) : undefined;
+  if (deps.held !== undefined && reason !== undefined && res.shouldKeepAlive) {
+    deps.held.hold(req.socket, reason === 'queue_full' ? key : ANY);
+  }
 }

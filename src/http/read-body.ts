@@ -9,7 +9,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { ServingError } from '../errors.js';
-import type { ByteTicket } from './admission.js';
+import type { ByteTicket } from '../service/admission.js';
 
 function tooLarge(limit: number, declared?: string): ServingError {
   return new ServingError(

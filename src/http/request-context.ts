@@ -35,6 +35,8 @@ export interface RequestContext {
    * so a request that logs only its closing line makes no child logger.
    */
   line(level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string): void;
+  /** Whether a line at `level` would be written (build its fields only then). */
+  logs(level: 'debug' | 'info' | 'warn' | 'error'): boolean;
 }
 
 /** W3C Trace Context: version-traceid-parentid-flags, lowercase hex; all-zero ids are invalid. */
@@ -76,6 +78,10 @@ class HttpRequestContext implements RequestContext {
     if (this.child !== undefined) return this.child;
     this.child = this.root.child(this.bindings());
     return this.child;
+  }
+
+  logs(level: 'debug' | 'info' | 'warn' | 'error'): boolean {
+    return this.root.isLevelEnabled(level);
   }
 
   line(level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string): void {

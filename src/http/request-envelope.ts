@@ -13,7 +13,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { NO_REDACTION, ServingError, type HostRedactor } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import { errorReply } from './error-response.js';
+import { errorReply, type ErrorReply } from './error-response.js';
+import { refusalReasonOf } from '../service/admission.js';
 import { createRequestContext, elapsedMs, type RequestContext } from './request-context.js';
 
 export interface EnvelopeDeps {
@@ -151,6 +152,19 @@ function fromFrameworkError(err: unknown): unknown {
 export function sendError(req: IncomingMessage, res: ServerResponse, envelope: Envelope, err: unknown): void {
   const { ctx, path } = envelope;
   const reply = errorReply(fromFrameworkError(err), path === '/v2' || path.startsWith('/v2/') ? 'kserve' : 'sagemaker', envelope.redactor);
+  envelope.errorLogged = true;
+  // An overload refusal is counted and summarised (observability/refusal-summary.ts), its own line at debug: under a storm
+  // there are thousands a second.
+  if (refusalReasonOf(reply.error) !== undefined) {
+    if (ctx.logs('debug'))
+      ctx.line(
+        'debug',
+        { status: reply.status, code: reply.error.code, ...modelFields(ctx), path, durationMs: elapsedMs(ctx), err: reply.error.message },
+        'request rejected',
+      );
+    writeError(res, ctx, reply);
+    return;
+  }
   // The closing `request` line names the model too (the label the client used when it never resolved), unless that
   // label is the target, which `target` already carries: `model` holds only a model's own name.
   if (reply.error.model !== undefined && ctx.model === undefined && reply.error.model !== ctx.target) ctx.model = reply.error.model;
@@ -163,9 +177,12 @@ export function sendError(req: IncomingMessage, res: ServerResponse, envelope: E
     durationMs: elapsedMs(ctx),
     err: reply.error.message,
   };
-  envelope.errorLogged = true;
   if (reply.status >= 500) ctx.log.error({ ...fields, stack: reply.error.cause instanceof Error ? reply.error.cause.stack : undefined }, 'request failed');
   else ctx.log.warn(fields, 'request rejected');
+  writeError(res, ctx, reply);
+}
+
+function writeError(res: ServerResponse, ctx: RequestContext, reply: ErrorReply): void {
   if (res.headersSent || res.destroyed) return;
   res.writeHead(reply.status, {
     'X-Request-Id': ctx.id,

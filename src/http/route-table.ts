@@ -25,7 +25,7 @@ export interface RouteSpec extends AccessTarget {
   readonly method: RouteMethod;
   readonly path: string;
   readonly summary: string;
-  /** Served by the lean path (POST inference routes); express declares them too, for the spellings the lean path leaves to it. */
+  /** An inference route: served by the front (http/inference-front.ts), never by express. */
   readonly lean?: true;
 }
 

@@ -1,15 +1,16 @@
 /**
  * @module http/sagemaker-routes
- * SageMaker's container contract: /ping, /invocations (and the SageMaker
- * Runtime path /endpoints/{name}/invocations), and the MME API under
- * /models. Handlers only translate HTTP to InferenceService calls and back.
+ * SageMaker's container contract other than inference: /ping and the MME
+ * management API under /models. The inference routes (/invocations,
+ * /endpoints/{name}/invocations, /models/{name}/invoke) enter through
+ * http/inference-front.ts. Handlers only translate HTTP to InferenceService
+ * calls and back.
  */
 import express, { type Request, type Response, type Router } from 'express';
 import { ServingError } from '../errors.js';
 import { parseJsonBody } from '../protocol/v2-json-codec.js';
-import { checkModelName, checkTargetHeader, type ManagedModelInfo, type ModelRef } from '../service/inference-service.js';
-import { serveInference, type InferRouteDeps } from './infer-route.js';
-import { invocationRef } from './invocation-target.js';
+import { checkModelName, checkTargetHeader, type ManagedModelInfo } from '../service/inference-service.js';
+import type { InferRouteDeps } from './infer-route.js';
 import { readBody } from './read-body.js';
 import { register, ROUTES, type RouteGuard } from './route-table.js';
 import type { RequestContext } from './request-context.js';
@@ -73,13 +74,6 @@ export function sagemakerRoutes(deps: RouteDeps): Router {
   const router = express.Router();
   const { service } = deps;
 
-  // Every SageMaker inference path takes the same content types (JSON, binary+json, CSV, .npy, TF Serving JSON).
-  const invoke = (req: Request, res: Response, ref: ModelRef): Promise<void> => serveInference(deps, req, res, deps.context(req, res), ref, 'sagemaker');
-
-  const invocations = async (req: Request, res: Response): Promise<void> => {
-    await invoke(req, res, invocationRef(req.headers));
-  };
-
   // Health: cheap, never touches models (SageMaker allows 2 s; a model failing must not fail the endpoint).
   // Only a server that cannot serve anything (its runtime workers keep dying) answers 503, so the platform replaces it;
   // and a draining one (after SIGTERM), so balancers take it out while it still serves what they send.
@@ -97,9 +91,6 @@ export function sagemakerRoutes(deps: RouteDeps): Router {
   };
   register(router, ROUTES.ping, deps.guard, ping);
   register(router, ROUTES.pingPost, deps.guard, ping);
-
-  register(router, ROUTES.invocations, deps.guard, invocations);
-  register(router, ROUTES.endpointInvocations, deps.guard, invocations);
 
   register(router, ROUTES.listModels, deps.guard, (req, res) => {
     const limit = parseLimit(req.query['limit']);
@@ -138,10 +129,6 @@ export function sagemakerRoutes(deps: RouteDeps): Router {
     ctx.log.info({ model: name, targetModel: header(req, TARGET_HEADER) }, 'unload requested');
     await service.unload(service.resolve({ kind: 'managed', name, targetHeader: header(req, TARGET_HEADER) }));
     sendJson(res, 200, JSON.stringify({ status: `Model "${name}" unloaded` }));
-  });
-
-  register(router, ROUTES.invokeModel, deps.guard, async (req, res) => {
-    await invoke(req, res, { kind: 'managed', name: String(req.params['name']), targetHeader: header(req, TARGET_HEADER) });
   });
 
   return router;

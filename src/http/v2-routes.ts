@@ -18,7 +18,7 @@ import { ServingError } from '../errors.js';
 import { parseJsonBody } from '../protocol/v2-json-codec.js';
 import type { LoadProgressView, ModelHandle, ModelRef } from '../service/inference-service.js';
 import { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../service/server-identity.js';
-import { serveInference, type InferRouteDeps } from './infer-route.js';
+import type { InferRouteDeps } from './infer-route.js';
 import { readBody } from './read-body.js';
 import { register, ROUTES, type RouteGuard } from './route-table.js';
 import type { RequestContext } from './request-context.js';
@@ -111,13 +111,6 @@ export function v2Routes(deps: V2RouteDeps): Router {
   };
   register(router, ROUTES.v2ModelReady, deps.guard, ready);
   register(router, ROUTES.v2VersionReady, deps.guard, ready);
-
-  const infer = async (req: Request, res: Response): Promise<void> => {
-    const version = versionParam(req);
-    await serveInference(deps, req, res, deps.context(req, res), refOf(req), 'kserve', version);
-  };
-  register(router, ROUTES.v2Infer, deps.guard, infer);
-  register(router, ROUTES.v2VersionInfer, deps.guard, infer);
 
   const config = async (req: Request, res: Response): Promise<void> => {
     const ctx = deps.context(req, res);

@@ -1,12 +1,15 @@
 /**
- * docs/metrics-and-logs.md's metric table is the registry createMetrics()
- * builds, row for row: every metric once, with its type and its labels.
+ * docs/metrics-and-logs.md's metric table is the registry the server builds
+ * (createMetrics() and the admission area's createAdmissionMetrics(), as
+ * server.ts composes them), row for row: every metric once, with its type
+ * and its labels.
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { it } from 'node:test';
+import { createAdmissionMetrics } from '../../src/observability/admission-metrics.js';
 import { createMetrics } from '../../src/observability/metrics.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -38,6 +41,7 @@ function rows(): { name: string; type: string; labels: string[]; meaning: string
 
 it('lists every metric with its type and labels, and nothing else', async () => {
   const { registry } = createMetrics();
+  createAdmissionMetrics(registry, () => ({ requestsInFlight: 0, queued: 0, heldConnections: 0 }));
   const types = new Map((await registry.getMetricsAsJSON()).map((m) => [m.name, String(m.type)]));
   const declared = registry.getMetricsAsArray().map((m) => ({
     name: (m as unknown as { name: string }).name,

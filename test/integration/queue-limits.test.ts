@@ -14,6 +14,9 @@
  *   turn, its body and its decode (before: the queue never filled, and the
  *   refusals that came waited like everyone else);
  * - every /ping answers 200 within 2 s.
+ * The flood's connections are held after a refusal (MME_HOLD_REFUSED_CONNECTIONS,
+ * on by default): refusals stay prompt because a held connection's retry is
+ * given the place that freed for it.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -108,6 +111,10 @@ async function flood(served: ServeProcess): Promise<FloodResult> {
   const durations = (msg: string, status: number): number[] =>
     lines.filter((l) => l['msg'] === msg && l['status'] === status).map((l) => Number(l['durationMs']));
   const serverMs = { rejected: durations('request rejected', 429), accepted: durations('request', 200) };
+  assert.ok(
+    lines.some((l) => l['level'] === 'warn' && String(l['msg']).startsWith('refusing inference requests for overload')),
+    'refusals are announced at warn, once, when they start',
+  );
   return { serverMs, statuses, latencyMs, pingsMs: pings.map((p) => p.ms), pingStatuses: pings.map((p) => p.status) };
 }
 
@@ -139,8 +146,15 @@ function assertPromptRejections(r: FloodResult): string {
 async function serveAddSub(env: Record<string, string>): Promise<ServeProcess> {
   const root = await tempDir(ctx);
   await writeModelDir(path.join(root, 'models'), 'add_sub', addSub());
-  // MME_ACCESS_LOG: the accepted requests' durationMs come from their request lines, written by default only for errors and slow ones.
-  const child = await startServe({ MME_MODEL_SOURCE: path.join(root, 'models'), MME_CACHE_DIR: path.join(root, 'cache'), MME_ACCESS_LOG: 'true', ...env });
+  // MME_ACCESS_LOG: the accepted requests' durationMs come from their request lines, written by default only for errors and slow ones;
+  // a refusal's own line is at debug (the default log has one summary line for them: observability/refusal-summary.ts).
+  const child = await startServe({
+    MME_MODEL_SOURCE: path.join(root, 'models'),
+    MME_CACHE_DIR: path.join(root, 'cache'),
+    MME_ACCESS_LOG: 'true',
+    MME_LOG_LEVEL: 'debug',
+    ...env,
+  });
   ctx.after(() => child.kill());
   const warm = await fetch(`${child.url}/invocations`, {
     method: 'POST',

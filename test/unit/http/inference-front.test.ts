@@ -1,17 +1,17 @@
 /**
  * @module test/unit/http/inference-front
- * Which requests the lean inference path takes: the canonical spelling of
- * each inference route, with the same route label, route family and model
- * reference express would give; everything else is left to express (a
- * trailing slash, other letter case, a `%` escape that does not decode,
- * extra or missing segments). The V2_PATHS patterns agree for what it takes.
+ * Which requests the front takes: every spelling express would match for an
+ * inference route (a trailing slash, other letter case of the fixed
+ * segments), with its route label, route family and model reference; a `%`
+ * escape that does not decode is the client's error (400); extra or missing
+ * segments are left to express (404/405). The V2_PATHS patterns agree for
+ * what it takes.
  */
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import { describe, test } from 'node:test';
 import { matchInferenceRoute } from '../../../src/http/inference-front.js';
 import { KNOWN_PATHS as V2_PATHS, ROUTE_LIST } from '../../../src/http/route-table.js';
-import type { InferRouteDeps } from '../../../src/http/infer-route.js';
 import type { ModelRef } from '../../../src/service/inference-service.js';
 import { isServingError } from '../../support/serving-error.js';
 
@@ -20,12 +20,11 @@ function fakeRequest(headers: Record<string, string> = {}): IncomingMessage {
 }
 
 /** The front reads only the request: what a v2 name means is the registry's to decide (a 'named' reference). */
-const deps = {} as unknown as InferRouteDeps;
 
 function resolve(path: string, headers: Record<string, string> = {}): { route: string; family: string; ref: ModelRef; version: number | undefined } {
   const m = matchInferenceRoute(path);
   assert.ok(m, `${path} is taken by the lean path`);
-  return { route: m.route, family: m.family, ...m.resolve(fakeRequest(headers), deps) };
+  return { route: m.spec.path, family: m.family, ...m.resolve(fakeRequest(headers)) };
 }
 
 describe('matchInferenceRoute', () => {
@@ -71,26 +70,43 @@ describe('matchInferenceRoute', () => {
   test('a bad version is refused by the route (400 INVALID_REQUEST), as on the express route', () => {
     const m = matchInferenceRoute('/v2/models/add_sub/versions/0/infer');
     assert.ok(m);
-    assert.throws(() => m.resolve(fakeRequest(), deps), isServingError('INVALID_REQUEST', /model version must be a positive integer, got '0'/));
-    assert.throws(() => matchInferenceRoute('/v2/models/add_sub/versions/x1/infer')!.resolve(fakeRequest(), deps), isServingError('INVALID_REQUEST', /'x1'/));
+    assert.throws(() => m.resolve(fakeRequest()), isServingError('INVALID_REQUEST', /model version must be a positive integer, got '0'/));
+    assert.throws(() => matchInferenceRoute('/v2/models/add_sub/versions/x1/infer')!.resolve(fakeRequest()), isServingError('INVALID_REQUEST', /'x1'/));
   });
 
-  test('anything but the canonical spelling is left to express', () => {
+  test('every spelling express matches is taken, with the canonical route label', () => {
+    for (const [path, route] of [
+      ['/invocations/', '/invocations'],
+      ['/Invocations', '/invocations'],
+      ['/endpoints/e/invocations/', '/endpoints/:endpoint/invocations'],
+      ['/Models/a/INVOKE', '/models/:name/invoke'],
+      ['/v2/models/x/infer/', '/v2/models/:model/infer'],
+      ['/V2/Models/x/Infer', '/v2/models/:model/infer'],
+      ['/v2/models/x/Versions/2/infer/', '/v2/models/:model/versions/:version/infer'],
+    ] as const) {
+      assert.equal(resolve(path).route, route, path);
+    }
+    // The name keeps its letter case: only fixed segments are compared case-insensitively.
+    assert.deepEqual(resolve('/V2/MODELS/MyModel/INFER').ref, { kind: 'named', name: 'MyModel' });
+  });
+
+  test('a % escape that does not decode is refused (400 INVALID_REQUEST) naming the segment', () => {
+    for (const path of ['/models/%E0%A4%A/invoke', '/v2/models/%zz/infer', '/v2/models/x/versions/%zz/infer']) {
+      const m = matchInferenceRoute(path);
+      assert.ok(m, path);
+      assert.throws(() => m.resolve(fakeRequest()), isServingError('INVALID_REQUEST', /not valid percent-encoding/), path);
+    }
+  });
+
+  test('extra or missing segments are left to express (404 or 405)', () => {
     for (const path of [
-      '/invocations/',
-      '/Invocations',
       '/invocation',
       '/endpoints//invocations',
-      '/endpoints/e/invocations/',
       '/models//invoke',
       '/models/a/b/invoke',
-      '/models/%E0%A4%A/invoke',
-      '/v2/models/x/infer/',
-      '/V2/models/x/infer',
       '/v2/models//infer',
       '/v2/models/x/versions//infer',
       '/v2/models/x/version/1/infer',
-      '/v2/models/%zz/infer',
       '/v2/models/x',
       '/v2/models/x/ready',
       '/ping',
@@ -105,7 +121,7 @@ describe('matchInferenceRoute', () => {
   test('the routes it labels are exactly the lean routes of the route table', () => {
     const labels = new Set(
       ['/invocations', '/endpoints/e/invocations', '/models/m/invoke', '/v2/models/x/infer', '/v2/models/x/versions/2/infer'].map(
-        (p) => matchInferenceRoute(p)!.route,
+        (p) => matchInferenceRoute(p)!.spec.path,
       ),
     );
     assert.deepEqual(

@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Admission } from '../../../src/http/admission.js';
+import { Admission } from '../../../src/service/admission.js';
 import { ServingError } from '../../../src/errors.js';
 
 const turn = (): Promise<void> => new Promise((r) => setImmediate(r));

@@ -1,0 +1,445 @@
+/**
+ * @module bench/overload
+ * Overload without collapse (issue 37), measured on real `serve` processes
+ * with a retry storm from another process (bench/lib/storm-client.ts: every
+ * connection sends its next request the moment any answer arrives):
+ * - goodput (2xx/s) at 1,024 connections ÷ the best goodput at 16-64, for the
+ *   defaults, MME_MAX_QUEUE_SIZE=16 and MME_MAX_INFLIGHT_REQUESTS=64, on the
+ *   256→1024→1024→16 MLP (dynamic batching);
+ * - the refusal's p50 at the client, and the share of refusals with Retry-After;
+ * - server CPU per refusal against per answer (from /proc; a refusal's is
+ *   (storm CPU − answers × CPU per answer at 64) ÷ refusals);
+ * - /ping from a separate client on a new connection every 50 ms: p99 and
+ *   max, during the storm and during 512 connections sending 4×1024-float bodies;
+ * - neighbours (defaults): a light model (16→4, one request at a time) p50
+ *   and p99 while the MLP is flooded with 128 connections ÷ alone, and the
+ *   MLP's throughput with the neighbour ÷ alone.
+ * Every server runs twice in the same run when BENCH_BASELINE_ROOT names a
+ * built checkout of the previous landed commit: `new` (this checkout) and
+ * `base`, runs interleaved, medians of BENCH_REPEATS rounds with their
+ * spread; the load average is printed beside each table.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { openSync, closeSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { mlp, tiny, writeModelDir } from '../examples/models/zoo.js';
+import { v2Body } from './lib/payload.js';
+import { processCpuUs } from './lib/proc-cpu.js';
+import { markdownTable, textTable, type BenchReport, type Table } from './lib/report.js';
+import { benchSettings } from './lib/settings.js';
+import type { StormResult } from './lib/storm-client.js';
+import { median, percentileSorted } from './lib/stats.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repo = path.resolve(here, '..', '..');
+const STORM_CLIENT = path.join(here, 'lib', 'storm-client.js');
+const STORM = 1024;
+const LARGE = 512;
+const NEIGHBOUR_FLOOD = 128;
+
+const SETTINGS: readonly { readonly name: string; readonly env: Readonly<Record<string, string>> }[] = [
+  { name: 'defaults', env: {} },
+  { name: 'MME_MAX_QUEUE_SIZE=16', env: { MME_MAX_QUEUE_SIZE: '16' } },
+  { name: 'MME_MAX_INFLIGHT_REQUESTS=64', env: { MME_MAX_INFLIGHT_REQUESTS: '64' } },
+];
+
+function progress(message: string): void {
+  process.stderr.write(`[overload] ${message}\n`);
+}
+
+function loadavg(): string {
+  return os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
+}
+
+interface Server {
+  readonly label: string;
+  readonly port: number;
+  readonly pid: number;
+  stop(): Promise<void>;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function startServe(label: string, root: string, source: string, env: Readonly<Record<string, string>>, logFile: string): Promise<Server> {
+  const port = await freePort();
+  const fd = openSync(logFile, 'a');
+  const child: ChildProcess = spawn(path.join(root, 'serve'), [], {
+    cwd: root,
+    env: { ...process.env, ...env, SAGEMAKER_BIND_TO_PORT: String(port), MME_HOST: '127.0.0.1', MME_MODEL_SOURCE: source, MME_CACHE_DIR: `${logFile}.cache` },
+    stdio: ['ignore', fd, fd],
+  });
+  closeSync(fd);
+  const until = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`${label}: serve exited (${child.exitCode}); see ${logFile}`);
+    const ok = await fetch(`http://127.0.0.1:${port}/ping`).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (ok) break;
+    if (Date.now() > until) throw new Error(`${label}: not ready in 60 s; see ${logFile}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    label,
+    port,
+    pid: child.pid!,
+    stop: async () => {
+      child.kill('SIGKILL');
+      await new Promise((r) => child.once('exit', r));
+    },
+  };
+}
+
+/** /ping on a new connection, ms to the first byte. */
+function ping(port: number): Promise<number> {
+  const started = performance.now();
+  return new Promise((resolve) => {
+    const sock = net.connect(port, '127.0.0.1', () => sock.write('GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'));
+    const done = (): void => {
+      sock.destroy();
+      resolve(performance.now() - started);
+    };
+    sock.once('data', done);
+    sock.once('error', done);
+  });
+}
+
+interface StormRun {
+  readonly storm: StormResult;
+  readonly seconds: number;
+  readonly cpuUs: number;
+  readonly pingsMs: number[];
+}
+
+/** A storm against `server`, /ping probed meanwhile. */
+async function storm(server: Server, connections: number, seconds: number, route: string, target: string, bodyFile: string): Promise<StormRun> {
+  const cpu0 = processCpuUs(server.pid);
+  const child = spawn(process.execPath, [STORM_CLIENT, String(server.port), String(connections), String(seconds), route, target, bodyFile], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  let running = true;
+  void exited.then(() => (running = false));
+  const pingsMs: number[] = [];
+  await new Promise((r) => setTimeout(r, 500));
+  while (running) {
+    pingsMs.push(await ping(server.port));
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  await exited;
+  const cpuUs = processCpuUs(server.pid) - cpu0;
+  return { storm: JSON.parse(out.trim().split('\n').at(-1)!) as StormResult, seconds, cpuUs, pingsMs };
+}
+
+const ok = (r: StormRun): number => Object.entries(r.storm.statuses).reduce((n, [s, c]) => (s.startsWith('2') ? n + c : n), 0);
+const refused = (r: StormRun): number => (r.storm.statuses['429'] ?? 0) + (r.storm.statuses['503'] ?? 0);
+const refusalP50 = (r: StormRun): number => r.storm.latencyMs['429']?.p50 ?? r.storm.latencyMs['503']?.p50 ?? Number.NaN;
+function pingStats(ms: readonly number[]): { p99: number; max: number } {
+  const sorted = [...ms].sort((a, b) => a - b);
+  return { p99: percentileSorted(sorted, 99), max: sorted.at(-1) ?? Number.NaN };
+}
+
+/** The median and the spread (min-max) of a figure over rounds. */
+function spread(xs: readonly number[], digits = 2): string {
+  const finite = xs.filter(Number.isFinite);
+  if (finite.length === 0) return '-';
+  return `${median(finite).toFixed(digits)} (${Math.min(...finite).toFixed(digits)}-${Math.max(...finite).toFixed(digits)})`;
+}
+
+interface Roots {
+  readonly label: string;
+  readonly root: string;
+}
+
+async function settingCells(
+  roots: readonly Roots[],
+  source: string,
+  bodies: Record<string, string>,
+  work: string,
+  seconds: number,
+  repeats: number,
+): Promise<Table[]> {
+  const rows: string[][] = [];
+  const storms: Table = {
+    rows,
+    headers: [
+      'setting',
+      'server',
+      'goodput 16',
+      'goodput 64',
+      'goodput 1024',
+      '1024 ÷ best',
+      'refusal p50 ms',
+      'refusals',
+      'Retry-After',
+      'µs CPU/answer',
+      'µs CPU/refusal',
+      'refusal ÷ answer CPU',
+      '/ping p99 ms',
+      '/ping max ms',
+      'large: /ping p99',
+      'large: /ping max',
+      'load',
+    ],
+  };
+  for (const setting of SETTINGS) {
+    const servers = await Promise.all(roots.map((r, i) => startServe(r.label, r.root, source, setting.env, path.join(work, `${setting.name}-${i}.log`))));
+    const figures = new Map<string, Record<string, number[]>>();
+    const add = (server: string, key: string, v: number): void => {
+      const f = figures.get(server) ?? {};
+      (f[key] ??= []).push(v);
+      figures.set(server, f);
+    };
+    for (const s of servers) await storm(s, 16, 1, '/invocations', 'mlp', bodies['mlp']!);
+    for (let round = 0; round < repeats; round++) {
+      const order = round % 2 === 0 ? servers : [...servers].reverse();
+      for (const s of order) {
+        progress(`${setting.name} ${s.label} round ${round + 1}/${repeats} (load ${loadavg()})`);
+        const at16 = await storm(s, 16, seconds, '/invocations', 'mlp', bodies['mlp']!);
+        const at64 = await storm(s, 64, seconds, '/invocations', 'mlp', bodies['mlp']!);
+        const at1024 = await storm(s, STORM, seconds, '/invocations', 'mlp', bodies['mlp']!);
+        const large = await storm(s, LARGE, seconds, '/invocations', 'wide', bodies['wide']!);
+        const best = Math.max(ok(at16), ok(at64)) / seconds;
+        const perAnswer = at64.cpuUs / Math.max(1, ok(at64) + refused(at64));
+        const perRefusal = refused(at1024) > 0 ? Math.max(0, at1024.cpuUs - ok(at1024) * perAnswer) / refused(at1024) : Number.NaN;
+        add(s.label, 'g16', ok(at16) / seconds);
+        add(s.label, 'g64', ok(at64) / seconds);
+        add(s.label, 'g1024', ok(at1024) / seconds);
+        add(s.label, 'ratio', ok(at1024) / seconds / best);
+        add(s.label, 'refusalP50', refusalP50(at1024));
+        add(s.label, 'refused', refused(at1024));
+        add(s.label, 'retryAfter', refused(at1024) > 0 ? at1024.storm.retryAfter / refused(at1024) : Number.NaN);
+        add(s.label, 'cpuAnswer', perAnswer);
+        add(s.label, 'cpuRefusal', perRefusal);
+        add(s.label, 'cpuRatio', perRefusal / perAnswer);
+        add(s.label, 'pingP99', pingStats(at1024.pingsMs).p99);
+        add(s.label, 'pingMax', pingStats(at1024.pingsMs).max);
+        add(s.label, 'largeP99', pingStats(large.pingsMs).p99);
+        add(s.label, 'largeMax', pingStats(large.pingsMs).max);
+        add(s.label, 'load', os.loadavg()[0]!);
+      }
+    }
+    for (const s of servers) await s.stop();
+    for (const r of roots) {
+      const f = figures.get(r.label)!;
+      rows.push([
+        setting.name,
+        r.label,
+        spread(f['g16']!, 0),
+        spread(f['g64']!, 0),
+        spread(f['g1024']!, 0),
+        spread(f['ratio']!),
+        spread(f['refusalP50']!, 1),
+        spread(f['refused']!, 0),
+        spread(f['retryAfter']!),
+        spread(f['cpuAnswer']!, 0),
+        spread(f['cpuRefusal']!, 0),
+        spread(f['cpuRatio']!),
+        spread(f['pingP99']!, 0),
+        spread(f['pingMax']!, 0),
+        spread(f['largeP99']!, 0),
+        spread(f['largeMax']!, 0),
+        spread(f['load']!, 1),
+      ]);
+    }
+  }
+  return [storms];
+}
+
+/**
+ * What one refusal costs the server, alone: MME_MAX_INFLIGHT_REQUESTS=1 (and,
+ * on this checkout, no holding, so every retry is refused and read again at
+ * once) under 256 connections; CPU per refusal = (CPU − answers × CPU per
+ * answer at one connection) ÷ refusals, against CPU per answer at 64
+ * connections from the storm table.
+ */
+async function refusalCostCells(
+  roots: readonly Roots[],
+  source: string,
+  bodies: Record<string, string>,
+  work: string,
+  seconds: number,
+  repeats: number,
+): Promise<Table> {
+  const rows: string[][] = [];
+  const table: Table = { rows, headers: ['server', 'refusals/s', 'answers/s', 'µs CPU/refusal', 'µs CPU/answer (1 conn)', 'load'] };
+  const servers = await Promise.all(
+    roots.map((r, i) =>
+      startServe(
+        r.label,
+        r.root,
+        source,
+        { MME_MAX_INFLIGHT_REQUESTS: '1', ...(r.label === 'new' ? { MME_HOLD_REFUSED_CONNECTIONS: 'false' } : {}) },
+        path.join(work, `refusal-${i}.log`),
+      ),
+    ),
+  );
+  const figures = new Map<string, Record<string, number[]>>();
+  const add = (server: string, key: string, v: number): void => {
+    const f = figures.get(server) ?? {};
+    (f[key] ??= []).push(v);
+    figures.set(server, f);
+  };
+  for (const s of servers) await storm(s, 1, 1, '/invocations', 'mlp', bodies['mlp']!);
+  for (let round = 0; round < repeats; round++) {
+    for (const s of round % 2 === 0 ? servers : [...servers].reverse()) {
+      progress(`refusal cost ${s.label} round ${round + 1}/${repeats} (load ${loadavg()})`);
+      const one = await storm(s, 1, seconds, '/invocations', 'mlp', bodies['mlp']!);
+      const perAnswer = one.cpuUs / Math.max(1, ok(one));
+      const flood = await storm(s, 256, seconds, '/invocations', 'mlp', bodies['mlp']!);
+      add(s.label, 'rps', refused(flood) / seconds);
+      add(s.label, 'aps', ok(flood) / seconds);
+      add(s.label, 'cpu', Math.max(0, flood.cpuUs - ok(flood) * perAnswer) / Math.max(1, refused(flood)));
+      add(s.label, 'answer', perAnswer);
+      add(s.label, 'load', os.loadavg()[0]!);
+    }
+  }
+  for (const s of servers) await s.stop();
+  for (const r of roots) {
+    const f = figures.get(r.label)!;
+    rows.push([r.label, spread(f['rps']!, 0), spread(f['aps']!, 0), spread(f['cpu']!, 1), spread(f['answer']!, 0), spread(f['load']!, 1)]);
+  }
+  return table;
+}
+
+async function neighbourCells(
+  roots: readonly Roots[],
+  source: string,
+  bodies: Record<string, string>,
+  work: string,
+  seconds: number,
+  repeats: number,
+): Promise<Table> {
+  const rows: string[][] = [];
+  const table: Table = {
+    rows,
+    headers: [
+      'server',
+      'light p50 ms alone',
+      'with flood',
+      'p50 ratio',
+      'light p99 alone',
+      'with flood',
+      'p99 ratio',
+      'heavy req/s alone',
+      'with light',
+      'heavy ratio',
+      'heavy refusals',
+      'load',
+    ],
+  };
+  const servers = await Promise.all(roots.map((r, i) => startServe(r.label, r.root, source, {}, path.join(work, `neighbour-${i}.log`))));
+  const figures = new Map<string, Record<string, number[]>>();
+  const add = (server: string, key: string, v: number): void => {
+    const f = figures.get(server) ?? {};
+    (f[key] ??= []).push(v);
+    figures.set(server, f);
+  };
+  for (const s of servers) {
+    await storm(s, 1, 1, '/invocations', 'light', bodies['light']!);
+    await storm(s, 16, 1, '/invocations', 'mlp', bodies['mlp']!);
+  }
+  for (let round = 0; round < repeats; round++) {
+    const order = round % 2 === 0 ? servers : [...servers].reverse();
+    for (const s of order) {
+      progress(`neighbours ${s.label} round ${round + 1}/${repeats} (load ${loadavg()})`);
+      const lightAlone = await storm(s, 1, seconds, '/invocations', 'light', bodies['light']!);
+      const heavyAlone = await storm(s, NEIGHBOUR_FLOOD, seconds, '/invocations', 'mlp', bodies['mlp']!);
+      const [light, heavy] = await Promise.all([
+        storm(s, 1, seconds, '/invocations', 'light', bodies['light']!),
+        storm(s, NEIGHBOUR_FLOOD, seconds, '/invocations', 'mlp', bodies['mlp']!),
+      ]);
+      const p = (r: StormRun, q: 'p50' | 'p99'): number => r.storm.latencyMs['200']?.[q] ?? Number.NaN;
+      add(s.label, 'lp50a', p(lightAlone, 'p50'));
+      add(s.label, 'lp50', p(light, 'p50'));
+      add(s.label, 'r50', p(light, 'p50') / p(lightAlone, 'p50'));
+      add(s.label, 'lp99a', p(lightAlone, 'p99'));
+      add(s.label, 'lp99', p(light, 'p99'));
+      add(s.label, 'r99', p(light, 'p99') / p(lightAlone, 'p99'));
+      add(s.label, 'ha', ok(heavyAlone) / seconds);
+      add(s.label, 'h', ok(heavy) / seconds);
+      add(s.label, 'hr', ok(heavy) / ok(heavyAlone));
+      add(s.label, 'hrefused', refused(heavy));
+      add(s.label, 'load', os.loadavg()[0]!);
+    }
+  }
+  for (const s of servers) await s.stop();
+  for (const r of roots) {
+    const f = figures.get(r.label)!;
+    rows.push([
+      r.label,
+      spread(f['lp50a']!),
+      spread(f['lp50']!),
+      spread(f['r50']!),
+      spread(f['lp99a']!),
+      spread(f['lp99']!),
+      spread(f['r99']!),
+      spread(f['ha']!, 0),
+      spread(f['h']!, 0),
+      spread(f['hr']!),
+      spread(f['hrefused']!, 0),
+      spread(f['load']!, 1),
+    ]);
+  }
+  return table;
+}
+
+export async function run(): Promise<BenchReport> {
+  const settings = benchSettings();
+  const seconds = Math.max(3, settings.durationS);
+  const repeats = settings.repeats;
+  const work = await mkdtemp(path.join(os.tmpdir(), 'onnx-mme-overload-'));
+  try {
+    const source = path.join(work, 'models');
+    await writeModelDir(source, 'mlp', mlp({ in: 256, hidden: [1024, 1024], out: 16 }));
+    await writeModelDir(source, 'light', tiny({ in: 16, out: 4 }));
+    await writeModelDir(source, 'wide', tiny({ in: 1024, out: 4 }));
+    const bodies: Record<string, string> = {};
+    for (const [name, text] of Object.entries({ mlp: v2Body(256), light: v2Body(16), wide: wideBody() })) {
+      bodies[name] = path.join(work, `${name}.json`);
+      await writeFile(bodies[name]!, text);
+    }
+    const roots: Roots[] = [{ label: 'new', root: repo }];
+    const baseline = process.env['BENCH_BASELINE_ROOT'];
+    if (baseline !== undefined && baseline !== '') roots.push({ label: 'base', root: path.resolve(baseline) });
+    const [storms] = await settingCells(roots, source, bodies, work, seconds, repeats);
+    const neighbours = await neighbourCells(roots, source, bodies, work, seconds, repeats);
+    const refusalCost = await refusalCostCells(roots, source, bodies, work, seconds, repeats);
+    const note = `${seconds} s per run, ${repeats} rounds interleaved (median (min-max)); load average at the end: ${loadavg()}; ${os.cpus().length} CPUs`;
+    return {
+      name: 'overload',
+      title: 'Overload: retry storms, refusal cost, health and neighbours',
+      settings: { seconds, repeats, storm: STORM, large: LARGE, neighbourFlood: NEIGHBOUR_FLOOD, baseline: baseline ?? null },
+      text: `${note}\n\n${textTable(storms!)}\n\n${textTable(neighbours)}\n\n${textTable(refusalCost)}`,
+      markdown: `${note}\n\n${markdownTable(storms!)}\n\n${markdownTable(neighbours)}\n\n${markdownTable(refusalCost)}`,
+      data: { storms: storms!.rows, neighbours: neighbours.rows, refusalCost: refusalCost.rows },
+    };
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+/** 4×1024 FP32 values in one v2 JSON body (the large-body flood). */
+function wideBody(): string {
+  const data = Array.from({ length: 4 * 1024 }, (_, i) => ((i * 7919) % 1000) / 1000);
+  return JSON.stringify({ inputs: [{ name: 'INPUT0', shape: [4, 1024], datatype: 'FP32', data }] });
+}
