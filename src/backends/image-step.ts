@@ -21,6 +21,7 @@
  * main thread.
  */
 import sharp from 'sharp';
+import type { TensorConfig } from '../config/model-config-types.js';
 import { formatShape, type Tensor } from '../protocol/tensor.js';
 import type { LoadedStep, StepLoadContext } from './step-backend.js';
 import { configShape, invalidInput, requireInput, StepParameters, throwIfProblems, wanted } from './step-support.js';
@@ -66,17 +67,45 @@ export async function loadImageStep(ctx: StepLoadContext): Promise<LoadedStep> {
   if (config.output.length !== 1) problems.push(`needs exactly 1 output (the pixels), got ${config.output.length}`);
   const inp = config.input[0];
   const out = config.output[0];
-  if (inp) {
-    if (inp.dataType === 'UINT8') {
-      if (inp.dims.length !== 1)
-        problems.push(`UINT8 input '${inp.name}' holds the file's bytes: dims must be [ -1 ] (or one fixed length), got ${formatShape(inp.dims)}`);
-    } else if (inp.dataType === 'BYTES') {
-      if (inp.dims.length !== 1 || inp.dims[0] !== 1)
-        problems.push(`BYTES input '${inp.name}' holds one base64 image per row: dims must be [ 1 ], got ${formatShape(inp.dims)}`);
-    } else {
-      problems.push(`input '${inp.name}' must be UINT8 (encoded bytes) or BYTES (base64), got ${inp.dataType}`);
-    }
+  if (inp) checkImageInput(inp, problems);
+  const settings = imageSettings(params, out);
+  params.checkUnknown();
+  throwIfProblems(label, 'image', problems);
+  const inCfg = inp!;
+  const outCfg = out!;
+  const inShape = configShape(inCfg, config);
+  const batching = config.maxBatchSize > 0;
+
+  return {
+    release: async () => {},
+    execute: async (inputs, outputNames) => {
+      const result = new Map<string, Tensor>();
+      if (!wanted(outputNames, outCfg.name)) return result;
+      const t = requireInput(inputs, inCfg.name, label);
+      if (t.shape.length !== inShape.length)
+        throw invalidInput(label, `input '${inCfg.name}' has shape ${formatShape(t.shape)}, expected ${formatShape(inShape)}`);
+      result.set(outCfg.name, await preprocessImages(t, inCfg.name, settings, batching, label));
+      return result;
+    },
+  };
+}
+
+/** The input holds encoded images: UINT8 file bytes per row, or BYTES base64 text, one per row. */
+function checkImageInput(inp: TensorConfig, problems: string[]): void {
+  if (inp.dataType === 'UINT8') {
+    if (inp.dims.length !== 1)
+      problems.push(`UINT8 input '${inp.name}' holds the file's bytes: dims must be [ -1 ] (or one fixed length), got ${formatShape(inp.dims)}`);
+  } else if (inp.dataType === 'BYTES') {
+    if (inp.dims.length !== 1 || inp.dims[0] !== 1)
+      problems.push(`BYTES input '${inp.name}' holds one base64 image per row: dims must be [ 1 ], got ${formatShape(inp.dims)}`);
+  } else {
+    problems.push(`input '${inp.name}' must be UINT8 (encoded bytes) or BYTES (base64), got ${inp.dataType}`);
   }
+}
+
+/** The parameters, and H, W and C from the output's dims in the chosen layout; problems go to `params.problems`. */
+function imageSettings(params: StepParameters, out: TensorConfig | undefined): ImageStepSettings {
+  const problems = params.problems;
   const layout = params.choice<Layout>('layout', ['NCHW', 'NHWC'], 'NCHW');
   const colorFormat = params.choice<ColorFormat>('color_format', ['RGB', 'BGR', 'GRAY'], 'RGB');
   const resize = params.choice<ResizeMode>('resize', ['stretch', 'cover', 'shorter_side'], 'stretch');
@@ -108,53 +137,25 @@ export async function loadImageStep(ctx: StepLoadContext): Promise<LoadedStep> {
   } else if (resize !== 'shorter_side' && params.has('resize_shorter')) {
     problems.push('parameter resize_shorter applies only to resize: shorter_side');
   }
-  params.checkUnknown();
-  throwIfProblems(label, 'image', problems);
-  const settings: ImageStepSettings = {
-    width,
-    height,
-    channels,
-    layout,
-    colorFormat,
-    resize,
-    resizeShorter,
-    kernel,
-    scale,
-    mean,
-    std,
-    autoOrient,
-    maxInputPixels,
-  };
-  const inCfg = inp!;
-  const outCfg = out!;
-  const inShape = configShape(inCfg, config);
-  const batching = config.maxBatchSize > 0;
+  return { width, height, channels, layout, colorFormat, resize, resizeShorter, kernel, scale, mean, std, autoOrient, maxInputPixels };
+}
 
-  return {
-    release: async () => {},
-    execute: async (inputs, outputNames) => {
-      const result = new Map<string, Tensor>();
-      if (!wanted(outputNames, outCfg.name)) return result;
-      const t = requireInput(inputs, inCfg.name, label);
-      if (t.shape.length !== inShape.length)
-        throw invalidInput(label, `input '${inCfg.name}' has shape ${formatShape(t.shape)}, expected ${formatShape(inShape)}`);
-      const images = encodedImages(t, inCfg.name, batching, label);
-      const per = settings.width * settings.height * settings.channels;
-      const data = new Float32Array(images.length * per);
-      await Promise.all(
-        images.map(async (bytes, i) => {
-          const pixels = await decodeImage(bytes, settings).catch((err: unknown) => {
-            const why = err instanceof Error ? err.message : String(err);
-            throw invalidInput(label, `input '${inCfg.name}'${images.length > 1 ? ` row ${i}` : ''} is not an image it can decode (${why})`);
-          });
-          normalizeInto(pixels, settings, data, i * per);
-        }),
-      );
-      const inner = settings.layout === 'NCHW' ? [settings.channels, settings.height, settings.width] : [settings.height, settings.width, settings.channels];
-      result.set(outCfg.name, { datatype: 'FP32', shape: batching ? [images.length, ...inner] : inner, data });
-      return result;
-    },
-  };
+/** Every row's image decoded and resized at once (libvips' threads), then normalised into one FP32 tensor. */
+async function preprocessImages(t: Tensor, name: string, settings: ImageStepSettings, batching: boolean, label: string): Promise<Tensor> {
+  const images = encodedImages(t, name, batching, label);
+  const per = settings.width * settings.height * settings.channels;
+  const data = new Float32Array(images.length * per);
+  await Promise.all(
+    images.map(async (bytes, i) => {
+      const pixels = await decodeImage(bytes, settings).catch((err: unknown) => {
+        const why = err instanceof Error ? err.message : String(err);
+        throw invalidInput(label, `input '${name}'${images.length > 1 ? ` row ${i}` : ''} is not an image it can decode (${why})`);
+      });
+      normalizeInto(pixels, settings, data, i * per);
+    }),
+  );
+  const inner = settings.layout === 'NCHW' ? [settings.channels, settings.height, settings.width] : [settings.height, settings.width, settings.channels];
+  return { datatype: 'FP32', shape: batching ? [images.length, ...inner] : inner, data };
 }
 
 /** The encoded bytes of each row. */

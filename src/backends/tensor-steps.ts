@@ -72,6 +72,40 @@ function meanPooling(ctx: StepLoadContext): LoadedStep {
   const embName = params.string('embeddings_input');
   const maskName = params.string('mask_input');
   params.checkUnknown();
+  const { emb, mask } = poolingInputs(config, embName, maskName, problems);
+  if (config.output.length !== 1) problems.push(`needs exactly 1 output (the pooled embedding), got ${config.output.length}`);
+  const out = config.output[0];
+  if (emb) checkPoolingShapes(config, emb, mask, out, problems);
+  throwIfProblems(label, 'mean_pooling', problems);
+  const embCfg = emb!;
+  const outCfg = out!;
+  const embShape = configShape(embCfg, config);
+  const maskShape = mask ? configShape(mask, config) : undefined;
+  return stateless(async (inputs, outputNames) => {
+    const result = new Map<string, Tensor>();
+    if (!wanted(outputNames, outCfg.name)) return result;
+    const e = requireInput(inputs, embCfg.name, label);
+    const x = checkRuntime(e, embShape, embCfg.name, label);
+    let m: NumericArray | undefined;
+    if (mask && maskShape) {
+      const mt = requireInput(inputs, mask.name, label);
+      m = checkRuntime(mt, maskShape, mask.name, label);
+      if (mt.shape.length !== e.shape.length - 1 || mt.shape.some((d, i) => d !== e.shape[i])) {
+        throw invalidInput(label, `mask '${mask.name}' has shape ${formatShape(mt.shape)} but the embeddings '${embCfg.name}' have ${formatShape(e.shape)}`);
+      }
+    }
+    result.set(outCfg.name, meanPool(e.shape, x, m, outCfg));
+    return result;
+  });
+}
+
+/** Which input holds the embeddings and which the mask: as the parameters name them, else the one with a dim more is the embeddings. */
+function poolingInputs(
+  config: StepLoadContext['config'],
+  embName: string | undefined,
+  maskName: string | undefined,
+  problems: string[],
+): { emb: TensorConfig | undefined; mask: TensorConfig | undefined } {
   let emb: TensorConfig | undefined;
   let mask: TensorConfig | undefined;
   const byName = (n: string | undefined): TensorConfig | undefined => config.input.find((t) => t.name === n);
@@ -97,68 +131,59 @@ function meanPooling(ctx: StepLoadContext): LoadedStep {
         `cannot tell the embeddings from the mask (the embeddings have one more dim than the mask); name them with parameters embeddings_input and mask_input`,
       );
   }
-  if (config.output.length !== 1) problems.push(`needs exactly 1 output (the pooled embedding), got ${config.output.length}`);
-  const out = config.output[0];
-  if (emb) {
-    checkFloat(emb, 'embeddings input', problems);
-    const e = configShape(emb, config);
-    if (e.length < 2) problems.push(`embeddings input '${emb.name}' must have a token and a hidden dim ([..., tokens, hidden]), got ${formatShape(e)}`);
-    if (mask) {
-      if (!MASK_TYPES.includes(mask.dataType)) problems.push(`mask input '${mask.name}' must be one of ${MASK_TYPES.join(', ')}, got ${mask.dataType}`);
-      const m = configShape(mask, config);
-      if (m.length !== e.length - 1 || m.some((d, i) => !dimsCompatible(d, e[i]))) {
-        problems.push(`mask input '${mask.name}' ${formatShape(m)} must be the embeddings' shape ${formatShape(e)} without the hidden dim`);
-      }
-    }
-    if (out) {
-      checkFloat(out, 'output', problems);
-      const o = configShape(out, config);
-      const expected = [...e.slice(0, -2), e.at(-1)!];
-      if (o.length !== expected.length || o.some((d, i) => !dimsCompatible(d, expected[i]))) {
-        problems.push(`output '${out.name}' ${formatShape(o)} must be the embeddings' shape ${formatShape(e)} without the token dim, ${formatShape(expected)}`);
-      }
+  return { emb, mask };
+}
+
+/** Embeddings `[..., L, H]`, a mask `[..., L]`, an output `[..., H]`. */
+function checkPoolingShapes(
+  config: StepLoadContext['config'],
+  emb: TensorConfig,
+  mask: TensorConfig | undefined,
+  out: TensorConfig | undefined,
+  problems: string[],
+): void {
+  checkFloat(emb, 'embeddings input', problems);
+  const e = configShape(emb, config);
+  if (e.length < 2) problems.push(`embeddings input '${emb.name}' must have a token and a hidden dim ([..., tokens, hidden]), got ${formatShape(e)}`);
+  if (mask) {
+    if (!MASK_TYPES.includes(mask.dataType)) problems.push(`mask input '${mask.name}' must be one of ${MASK_TYPES.join(', ')}, got ${mask.dataType}`);
+    const m = configShape(mask, config);
+    if (m.length !== e.length - 1 || m.some((d, i) => !dimsCompatible(d, e[i]))) {
+      problems.push(`mask input '${mask.name}' ${formatShape(m)} must be the embeddings' shape ${formatShape(e)} without the hidden dim`);
     }
   }
-  throwIfProblems(label, 'mean_pooling', problems);
-  const embCfg = emb!;
-  const outCfg = out!;
-  const embShape = configShape(embCfg, config);
-  const maskShape = mask ? configShape(mask, config) : undefined;
-  return stateless(async (inputs, outputNames) => {
-    const result = new Map<string, Tensor>();
-    if (!wanted(outputNames, outCfg.name)) return result;
-    const e = requireInput(inputs, embCfg.name, label);
-    const x = checkRuntime(e, embShape, embCfg.name, label);
-    const hidden = e.shape.at(-1)!;
-    const tokens = e.shape.at(-2)!;
-    const lead = e.shape.slice(0, -2);
-    const rows = product(lead);
-    let m: NumericArray | undefined;
-    if (mask && maskShape) {
-      const mt = requireInput(inputs, mask.name, label);
-      m = checkRuntime(mt, maskShape, mask.name, label);
-      if (mt.shape.length !== e.shape.length - 1 || mt.shape.some((d, i) => d !== e.shape[i])) {
-        throw invalidInput(label, `mask '${mask.name}' has shape ${formatShape(mt.shape)} but the embeddings '${embCfg.name}' have ${formatShape(e.shape)}`);
-      }
+  if (out) {
+    checkFloat(out, 'output', problems);
+    const o = configShape(out, config);
+    const expected = [...e.slice(0, -2), e.at(-1)!];
+    if (o.length !== expected.length || o.some((d, i) => !dimsCompatible(d, expected[i]))) {
+      problems.push(`output '${out.name}' ${formatShape(o)} must be the embeddings' shape ${formatShape(e)} without the token dim, ${formatShape(expected)}`);
     }
-    const y = typedArrayOf(outCfg.dataType, rows * hidden) as Float32Array | Float64Array;
-    const acc = new Float64Array(hidden);
-    for (let r = 0; r < rows; r++) {
-      acc.fill(0);
-      let weight = 0;
-      for (let t = 0; t < tokens; t++) {
-        const w = m ? numberAt(m, r * tokens + t) : 1;
-        if (w === 0) continue;
-        weight += w;
-        const base = (r * tokens + t) * hidden;
-        for (let h = 0; h < hidden; h++) acc[h]! += w * (x[base + h] as number);
-      }
-      const denom = Math.max(weight, 1e-9);
-      for (let h = 0; h < hidden; h++) y[r * hidden + h] = acc[h]! / denom;
+  }
+}
+
+/** sum(mask·x) / max(sum(mask), 1e-9) over the token dim of each row (every token counts 1 without a mask). */
+function meanPool(shape: readonly number[], x: NumericArray, m: NumericArray | undefined, outCfg: TensorConfig): Tensor {
+  const hidden = shape.at(-1)!;
+  const tokens = shape.at(-2)!;
+  const lead = shape.slice(0, -2);
+  const rows = product(lead);
+  const y = typedArrayOf(outCfg.dataType, rows * hidden) as Float32Array | Float64Array;
+  const acc = new Float64Array(hidden);
+  for (let r = 0; r < rows; r++) {
+    acc.fill(0);
+    let weight = 0;
+    for (let t = 0; t < tokens; t++) {
+      const w = m ? numberAt(m, r * tokens + t) : 1;
+      if (w === 0) continue;
+      weight += w;
+      const base = (r * tokens + t) * hidden;
+      for (let h = 0; h < hidden; h++) acc[h]! += w * (x[base + h] as number);
     }
-    result.set(outCfg.name, { datatype: outCfg.dataType, shape: [...lead, hidden], data: y });
-    return result;
-  });
+    const denom = Math.max(weight, 1e-9);
+    for (let h = 0; h < hidden; h++) y[r * hidden + h] = acc[h]! / denom;
+  }
+  return { datatype: outCfg.dataType, shape: [...lead, hidden], data: y };
 }
 
 // ---------------------------------------------------------------------------- l2_normalize, softmax
@@ -230,6 +255,13 @@ async function readLabels(file: string): Promise<string[] | undefined> {
   }
 }
 
+/** The outputs of topk/argmax, by datatype: a float output gets the scores, an index output the indices, a BYTES output the labels. */
+interface TopkOutputs {
+  readonly scores: TensorConfig | undefined;
+  readonly indices: TensorConfig | undefined;
+  readonly labelsOut: TensorConfig | undefined;
+}
+
 async function topk(ctx: StepLoadContext, backend: 'topk' | 'argmax'): Promise<LoadedStep> {
   const { config, label } = ctx;
   const params = new StepParameters(config.parameters, backend);
@@ -245,6 +277,37 @@ async function topk(ctx: StepLoadContext, backend: 'topk' | 'argmax'): Promise<L
   const classes = inShape.at(-1);
   if (inp && inShape.length < 1) problems.push(`input '${inp.name}' needs a class dim`);
   if (classes !== undefined && classes !== -1 && k > classes) problems.push(`k ${k} is larger than the ${classes} classes of input '${inp!.name}'`);
+  const outputs = topkOutputs(config, inp, inShape, k, problems);
+  const labels = await topkLabels(ctx, outputs.labelsOut, labelsParam, problems);
+  throwIfProblems(label, backend, problems);
+  const inCfg = inp!;
+  const { scores, indices, labelsOut } = outputs;
+  return stateless(async (inputs, outputNames) => {
+    const t = requireInput(inputs, inCfg.name, label);
+    const x = checkRuntime(t, inShape, inCfg.name, label);
+    const n = t.shape.at(-1) ?? 0;
+    if (n < k) throw invalidInput(label, `input '${inCfg.name}' has ${n} classes, fewer than k=${k}`);
+    const rows = n === 0 ? 0 : x.length / n;
+    const lead = t.shape.slice(0, -1);
+    const probs = withSoftmax ? new Float64Array(x.length) : undefined;
+    if (probs) for (let r = 0; r < rows; r++) softmaxRow(x, r * n, n, probs);
+    const sinks: TopkSinks = {
+      scores: scores && wanted(outputNames, scores.name) ? (typedArrayOf(scores.dataType, rows * k) as Float32Array | Float64Array) : undefined,
+      indices: indices && wanted(outputNames, indices.name) ? typedArrayOf(indices.dataType, rows * k) : undefined,
+      labels: labelsOut && wanted(outputNames, labelsOut.name) ? new Array<string>(rows * k) : undefined,
+    };
+    selectTopk(probs ?? x, rows, n, k, labels, sinks);
+    const result = new Map<string, Tensor>();
+    const shape = [...lead, k];
+    if (sinks.scores && scores) result.set(scores.name, { datatype: scores.dataType, shape, data: sinks.scores });
+    if (sinks.indices && indices) result.set(indices.name, { datatype: indices.dataType, shape, data: sinks.indices });
+    if (sinks.labels && labelsOut) result.set(labelsOut.name, { datatype: 'BYTES', shape, data: sinks.labels });
+    return result;
+  });
+}
+
+/** Each output's role by its datatype (one output per role), shaped as the input with k in the last dim. */
+function topkOutputs(config: StepLoadContext['config'], inp: TensorConfig | undefined, inShape: readonly number[], k: number, problems: string[]): TopkOutputs {
   let scores: TensorConfig | undefined;
   let indices: TensorConfig | undefined;
   let labelsOut: TensorConfig | undefined;
@@ -266,6 +329,16 @@ async function topk(ctx: StepLoadContext, backend: 'topk' | 'argmax'): Promise<L
     }
   }
   if (config.output.length === 0) problems.push('needs at least one output (scores, indices or labels)');
+  return { scores, indices, labelsOut };
+}
+
+/** The labels file for a BYTES output: the output's label_filename or parameter labels, inside the model directory. */
+async function topkLabels(
+  ctx: StepLoadContext,
+  labelsOut: TensorConfig | undefined,
+  labelsParam: string | undefined,
+  problems: string[],
+): Promise<string[] | undefined> {
   let labels: string[] | undefined;
   if (labelsOut) {
     const file = labelsParam ?? labelsOut.labelFilename;
@@ -280,55 +353,45 @@ async function topk(ctx: StepLoadContext, backend: 'topk' | 'argmax'): Promise<L
   } else if (labelsParam !== undefined) {
     problems.push('parameter labels is set but no output is BYTES (labels)');
   }
-  throwIfProblems(label, backend, problems);
-  const inCfg = inp!;
-  return stateless(async (inputs, outputNames) => {
-    const t = requireInput(inputs, inCfg.name, label);
-    const x = checkRuntime(t, inShape, inCfg.name, label);
-    const n = t.shape.at(-1) ?? 0;
-    if (n < k) throw invalidInput(label, `input '${inCfg.name}' has ${n} classes, fewer than k=${k}`);
-    const rows = n === 0 ? 0 : x.length / n;
-    const lead = t.shape.slice(0, -1);
-    const probs = withSoftmax ? new Float64Array(x.length) : undefined;
-    if (probs) for (let r = 0; r < rows; r++) softmaxRow(x, r * n, n, probs);
-    const src: ArrayLike<number | bigint> = probs ?? x;
-    const outScores = scores && wanted(outputNames, scores.name) ? (typedArrayOf(scores.dataType, rows * k) as Float32Array | Float64Array) : undefined;
-    const outIdx = indices && wanted(outputNames, indices.name) ? typedArrayOf(indices.dataType, rows * k) : undefined;
-    const outLabels = labelsOut && wanted(outputNames, labelsOut.name) ? new Array<string>(rows * k) : undefined;
-    const best = new Int32Array(k);
-    const bestVal = new Float64Array(k);
-    for (let r = 0; r < rows; r++) {
-      const base = r * n;
-      let filled = 0;
-      for (let c = 0; c < n; c++) {
-        let v = src[base + c] as number;
-        if (Number.isNaN(v)) v = Number.NEGATIVE_INFINITY;
-        if (filled === k && !(v > bestVal[k - 1]!)) continue;
-        // Insert after every value >= v: equal values keep the lower index first.
-        let pos = filled < k ? filled : k - 1;
-        while (pos > 0 && v > bestVal[pos - 1]!) {
-          bestVal[pos] = bestVal[pos - 1]!;
-          best[pos] = best[pos - 1]!;
-          pos--;
-        }
-        bestVal[pos] = v;
-        best[pos] = c;
-        if (filled < k) filled++;
+  return labels;
+}
+
+/** Where the k best of each row go; an output not wanted has none. */
+interface TopkSinks {
+  readonly scores: Float32Array | Float64Array | undefined;
+  readonly indices: NumericArray | undefined;
+  readonly labels: string[] | undefined;
+}
+
+/** The k largest of each row of `src` (ties: lower index first; NaN ranks last), written to the sinks. */
+function selectTopk(src: ArrayLike<number | bigint>, rows: number, n: number, k: number, labels: readonly string[] | undefined, sinks: TopkSinks): void {
+  const best = new Int32Array(k);
+  const bestVal = new Float64Array(k);
+  for (let r = 0; r < rows; r++) {
+    const base = r * n;
+    let filled = 0;
+    for (let c = 0; c < n; c++) {
+      let v = src[base + c] as number;
+      if (Number.isNaN(v)) v = Number.NEGATIVE_INFINITY;
+      if (filled === k && !(v > bestVal[k - 1]!)) continue;
+      // Insert after every value >= v: equal values keep the lower index first.
+      let pos = filled < k ? filled : k - 1;
+      while (pos > 0 && v > bestVal[pos - 1]!) {
+        bestVal[pos] = bestVal[pos - 1]!;
+        best[pos] = best[pos - 1]!;
+        pos--;
       }
-      for (let j = 0; j < k; j++) {
-        const c = best[j]!;
-        if (outScores) outScores[r * k + j] = src[base + c] as number;
-        if (outIdx) setNumber(outIdx, r * k + j, c);
-        if (outLabels) outLabels[r * k + j] = labels?.[c] ?? String(c);
-      }
+      bestVal[pos] = v;
+      best[pos] = c;
+      if (filled < k) filled++;
     }
-    const result = new Map<string, Tensor>();
-    const shape = [...lead, k];
-    if (outScores && scores) result.set(scores.name, { datatype: scores.dataType, shape, data: outScores });
-    if (outIdx && indices) result.set(indices.name, { datatype: indices.dataType, shape, data: outIdx });
-    if (outLabels && labelsOut) result.set(labelsOut.name, { datatype: 'BYTES', shape, data: outLabels });
-    return result;
-  });
+    for (let j = 0; j < k; j++) {
+      const c = best[j]!;
+      if (sinks.scores) sinks.scores[r * k + j] = src[base + c] as number;
+      if (sinks.indices) setNumber(sinks.indices, r * k + j, c);
+      if (sinks.labels) sinks.labels[r * k + j] = labels?.[c] ?? String(c);
+    }
+  }
 }
 
 // ----------------------------------------------------------------------------

@@ -65,13 +65,58 @@ async function locate(ctx: StepLoadContext, file: string): Promise<{ path: strin
   return undefined;
 }
 
+/** How texts become token rows: the step's parameters once checked. */
+interface EncodeSettings {
+  readonly maxLength: number;
+  readonly padding: 'max_length' | 'longest';
+  readonly truncation: boolean;
+  readonly addSpecial: boolean;
+}
+
 export async function loadTokenizerStep(ctx: StepLoadContext): Promise<LoadedStep> {
   const { config, label } = ctx;
   const params = new StepParameters(config.parameters, 'tokenizer');
   const problems = params.problems;
   const tokenizerFile = params.string('tokenizer_file', 'tokenizer.json');
   const configFile = params.string('tokenizer_config_file', 'tokenizer_config.json');
+  const { outputs, configured } = checkTensors(config, problems);
+  const { tokenizerJson, tokenizerConfig } = await readTokenizerFiles(ctx, tokenizerFile, configFile, problems);
+  const settings = encodeSettings(params, tokenizerJson, configured);
+  let tokenizer: Tokenizer | undefined;
+  if (tokenizerJson) {
+    try {
+      tokenizer = new Tokenizer(tokenizerJson, tokenizerConfig);
+    } catch (err) {
+      problems.push(`${tokenizerFile} is not a tokenizer @huggingface/tokenizers can load: ${(err as Error).message}`);
+    }
+  }
+  const filePadding = tokenizerJson?.['padding'] as { pad_id?: unknown } | null | undefined;
+  const padDefault =
+    typeof filePadding?.pad_id === 'number'
+      ? filePadding.pad_id
+      : (tokenizer?.token_to_id('[PAD]') ?? tokenizer?.token_to_id('<pad>') ?? tokenizer?.token_to_id('<|padding|>') ?? 0);
+  const padId = params.int('pad_id', padDefault, 0);
+  params.checkUnknown();
+  throwIfProblems(label, 'tokenizer', problems);
 
+  const [textIn, pairIn] = [config.input[0]!, config.input[1]];
+  const encode = encoderFor(tokenizer!, settings, pairIn !== undefined, label);
+  return {
+    release: async () => {},
+    execute: async (inputs, outputNames) => {
+      const texts = textsOf(requireInput(inputs, textIn.name, label), textIn.name, label);
+      const pairs = pairIn ? textsOf(requireInput(inputs, pairIn.name, label), pairIn.name, label) : undefined;
+      if (pairs && pairs.length !== texts.length)
+        throw invalidInput(label, `input '${pairIn!.name}' has ${pairs.length} texts but '${textIn.name}' has ${texts.length}`);
+      const encoded = texts.map((t, i) => encode(t, pairs?.[i], i));
+      const width = settings.padding === 'max_length' ? settings.maxLength : Math.max(1, ...encoded.map((e) => e.ids.length));
+      return tokenTensors(encoded, width, padId, outputs, outputNames);
+    },
+  };
+}
+
+/** The inputs (one or two BYTES texts) and outputs (named by role, one sequence dim); the sequence length the outputs fix, -1 when free. */
+function checkTensors(config: StepLoadContext['config'], problems: string[]): { outputs: Map<Role, TensorConfig>; configured: number } {
   if (config.input.length < 1 || config.input.length > 2) problems.push(`needs 1 BYTES input (the text) or 2 (text and pair text), got ${config.input.length}`);
   const batching = config.maxBatchSize > 0;
   for (const t of config.input) {
@@ -97,8 +142,16 @@ export async function loadTokenizerStep(ctx: StepLoadContext): Promise<LoadedSte
   const lengths = new Set([...outputs.values()].map((o) => o.dims.at(-1)!));
   if (lengths.size > 1)
     problems.push(`outputs disagree on the sequence length: ${[...outputs.values()].map((o) => `${o.name} ${formatShape(o.dims)}`).join(', ')}`);
-  const configured = [...lengths][0] ?? -1;
+  return { outputs, configured: [...lengths][0] ?? -1 };
+}
 
+/** tokenizer.json (required) and tokenizer_config.json (optional), both inside the model directory. */
+async function readTokenizerFiles(
+  ctx: StepLoadContext,
+  tokenizerFile: string,
+  configFile: string,
+  problems: string[],
+): Promise<{ tokenizerJson: Json | undefined; tokenizerConfig: Json }> {
   if (!safeRelative(tokenizerFile)) problems.push(`parameter tokenizer_file '${tokenizerFile}' must be a relative path inside the model directory`);
   if (!safeRelative(configFile)) problems.push(`parameter tokenizer_config_file '${configFile}' must be a relative path inside the model directory`);
   let tokenizerJson: Json | undefined;
@@ -112,39 +165,35 @@ export async function loadTokenizerStep(ctx: StepLoadContext): Promise<LoadedSte
   } catch (err) {
     problems.push(`cannot read the tokenizer files: ${(err as Error).message}`);
   }
+  return { tokenizerJson, tokenizerConfig };
+}
+
+/** max_length, padding, truncation and special tokens: the parameters, defaulting to the outputs' dims and the file's truncation. */
+function encodeSettings(params: StepParameters, tokenizerJson: Json | undefined, configured: number): EncodeSettings {
   const fileTruncation = tokenizerJson?.['truncation'] as { max_length?: unknown } | null | undefined;
-  const filePadding = tokenizerJson?.['padding'] as { pad_id?: unknown } | null | undefined;
   const defaultMax = configured > 0 ? configured : typeof fileTruncation?.max_length === 'number' ? fileTruncation.max_length : 512;
   const maxLength = params.int('max_length', defaultMax, 1, 1_000_000);
   const padding = params.choice('padding', ['max_length', 'longest'] as const, configured > 0 ? 'max_length' : 'longest');
   const truncation = params.bool('truncation', true);
   const addSpecial = params.bool('add_special_tokens', true);
-  if (configured > 0 && configured !== maxLength) problems.push(`max_length ${maxLength} does not match the outputs' sequence dim ${configured}`);
-  if (configured > 0 && padding === 'longest') problems.push(`padding longest needs the outputs' sequence dim to be -1, got ${configured}`);
-  let tokenizer: Tokenizer | undefined;
-  if (tokenizerJson) {
-    try {
-      tokenizer = new Tokenizer(tokenizerJson, tokenizerConfig);
-    } catch (err) {
-      problems.push(`${tokenizerFile} is not a tokenizer @huggingface/tokenizers can load: ${(err as Error).message}`);
-    }
-  }
-  const padDefault =
-    typeof filePadding?.pad_id === 'number'
-      ? filePadding.pad_id
-      : (tokenizer?.token_to_id('[PAD]') ?? tokenizer?.token_to_id('<pad>') ?? tokenizer?.token_to_id('<|padding|>') ?? 0);
-  const padId = params.int('pad_id', padDefault, 0);
-  params.checkUnknown();
-  throwIfProblems(label, 'tokenizer', problems);
+  if (configured > 0 && configured !== maxLength) params.problems.push(`max_length ${maxLength} does not match the outputs' sequence dim ${configured}`);
+  if (configured > 0 && padding === 'longest') params.problems.push(`padding longest needs the outputs' sequence dim to be -1, got ${configured}`);
+  return { maxLength, padding, truncation, addSpecial };
+}
 
-  const tok = tokenizer!;
-  const [textIn, pairIn] = [config.input[0]!, config.input[1]];
+/** Encodes one row (a text and its pair text, if any): truncated to fit max_length with the special tokens, then post-processed. */
+function encoderFor(
+  tok: Tokenizer,
+  settings: EncodeSettings,
+  hasPair: boolean,
+  label: string,
+): (text: string, pair: string | undefined, row: number) => Encoded {
+  const { maxLength, truncation, addSpecial } = settings;
   // What the post-processor adds around one text (or a pair): the budget truncation leaves for it.
   const specials = (pair: boolean): number => (addSpecial ? postProcess(tok, [], pair ? [] : null, true).tokens.length : 0);
   const specialsSingle = specials(false);
-  const specialsPair = pairIn ? specials(true) : 0;
-
-  const encode = (text: string, pair: string | undefined, row: number): Encoded => {
+  const specialsPair = hasPair ? specials(true) : 0;
+  return (text, pair, row) => {
     let a = tok.tokenize(text, { add_special_tokens: false });
     let b = pair === undefined ? null : tok.tokenize(pair, { add_special_tokens: false });
     const budget = maxLength - (b ? specialsPair : specialsSingle);
@@ -173,34 +222,32 @@ export async function loadTokenizerStep(ctx: StepLoadContext): Promise<LoadedSte
     const ids = processed.tokens.map((t) => tok.token_to_id(t) ?? unknownId(tok));
     return { ids, typeIds: processed.token_type_ids ?? ids.map(() => 0) };
   };
+}
 
-  return {
-    release: async () => {},
-    execute: async (inputs, outputNames) => {
-      const texts = textsOf(requireInput(inputs, textIn.name, label), textIn.name, label);
-      const pairs = pairIn ? textsOf(requireInput(inputs, pairIn.name, label), pairIn.name, label) : undefined;
-      if (pairs && pairs.length !== texts.length)
-        throw invalidInput(label, `input '${pairIn!.name}' has ${pairs.length} texts but '${textIn.name}' has ${texts.length}`);
-      const encoded = texts.map((t, i) => encode(t, pairs?.[i], i));
-      const width = padding === 'max_length' ? maxLength : Math.max(1, ...encoded.map((e) => e.ids.length));
-      const rows = encoded.length;
-      const result = new Map<string, Tensor>();
-      for (const [role, cfg] of outputs) {
-        if (!wanted(outputNames, cfg.name)) continue;
-        const data: NumericArray = typedArrayOf(cfg.dataType, rows * width);
-        encoded.forEach((e, r) => {
-          const base = r * width;
-          for (let j = 0; j < width; j++) {
-            const real = j < e.ids.length;
-            const v = role === 'input_ids' ? (real ? e.ids[j]! : padId) : role === 'attention_mask' ? (real ? 1 : 0) : real ? e.typeIds[j]! : 0;
-            setNumber(data, base + j, v);
-          }
-        });
-        result.set(cfg.name, { datatype: cfg.dataType, shape: [rows, width], data });
+/** The wanted role outputs, every row padded to `width`. */
+function tokenTensors(
+  encoded: readonly Encoded[],
+  width: number,
+  padId: number,
+  outputs: ReadonlyMap<Role, TensorConfig>,
+  outputNames: readonly string[],
+): Map<string, Tensor> {
+  const rows = encoded.length;
+  const result = new Map<string, Tensor>();
+  for (const [role, cfg] of outputs) {
+    if (!wanted(outputNames, cfg.name)) continue;
+    const data: NumericArray = typedArrayOf(cfg.dataType, rows * width);
+    encoded.forEach((e, r) => {
+      const base = r * width;
+      for (let j = 0; j < width; j++) {
+        const real = j < e.ids.length;
+        const v = role === 'input_ids' ? (real ? e.ids[j]! : padId) : role === 'attention_mask' ? (real ? 1 : 0) : real ? e.typeIds[j]! : 0;
+        setNumber(data, base + j, v);
       }
-      return result;
-    },
-  };
+    });
+    result.set(cfg.name, { datatype: cfg.dataType, shape: [rows, width], data });
+  }
+  return result;
 }
 
 function textsOf(t: Tensor, name: string, label: string): string[] {

@@ -20,7 +20,7 @@
  * - ensemble inputs are used, ensemble outputs are written (with the declared
  *   datatype and shape), and the steps form no cycle.
  */
-import type { ModelConfig, TensorConfig } from '../config/model-config-types.js';
+import type { EnsembleStepConfig, ModelConfig, TensorConfig } from '../config/model-config-types.js';
 import { ServingError } from '../errors.js';
 import { formatShape, type DataType } from '../protocol/tensor.js';
 import type { ModelScheduler } from '../scheduler/model-scheduler.js';
@@ -99,6 +99,16 @@ export interface PlanValidationOptions {
   readonly wiring?: boolean;
 }
 
+/** An ensemble being checked: the problems found so far, the steps that resolved, and who produces each tensor. */
+interface PlanCheck {
+  readonly ensemble: EnsembleSpec;
+  readonly wiring: boolean;
+  readonly problems: string[];
+  readonly steps: PlanStep[];
+  readonly models: Map<PlanStep, StepModel>;
+  readonly producers: Map<string, Producer>;
+}
+
 /**
  * Every problem of an ensemble against its step models, in a stable order,
  * plus the steps that resolved. Never throws.
@@ -108,65 +118,71 @@ export function ensembleProblems(
   resolve: (name: string, version: number) => StepModel | undefined,
   options: PlanValidationOptions = {},
 ): { problems: string[]; steps: PlanStep[] } {
-  const wiring = options.wiring ?? true;
-  const problems: string[] = [];
-  const steps: PlanStep[] = [];
-  const models = new Map<PlanStep, StepModel>();
-  const producers = new Map<string, Producer>();
+  const check: PlanCheck = { ensemble, wiring: options.wiring ?? true, problems: [], steps: [], models: new Map(), producers: new Map() };
   for (const t of ensemble.input) {
-    producers.set(t.name, { dataType: t.dataType, shape: fullShape(t.dims, ensemble.maxBatchSize), what: `ensemble input '${t.name}'` });
+    check.producers.set(t.name, { dataType: t.dataType, shape: fullShape(t.dims, ensemble.maxBatchSize), what: `ensemble input '${t.name}'` });
   }
+  (ensemble.ensembleSteps ?? []).forEach((s, index) => checkStep(check, s, index, resolve));
+  const consumed = checkConsumers(check);
+  checkEnsembleOutputs(check);
+  if (check.wiring) for (const t of ensemble.input) if (!consumed.has(t.name)) check.problems.push(`ensemble input '${t.name}' is not used by any step`);
+  return { problems: check.problems, steps: check.steps };
+}
 
-  (ensemble.ensembleSteps ?? []).forEach((s, index) => {
-    const where = `step ${index} (model '${s.modelName}')`;
-    const model = resolve(s.modelName, s.modelVersion);
-    if (!model) {
-      problems.push(`${where}: the package has no model '${s.modelName}'${s.modelVersion > 0 ? ` version ${s.modelVersion}` : ''}`);
-      return;
+/** One step: its model resolved, its maps against the model's tensors, its outputs registered as producers. */
+function checkStep(check: PlanCheck, s: EnsembleStepConfig, index: number, resolve: (name: string, version: number) => StepModel | undefined): void {
+  const { ensemble, problems, producers } = check;
+  const where = `step ${index} (model '${s.modelName}')`;
+  const model = resolve(s.modelName, s.modelVersion);
+  if (!model) {
+    problems.push(`${where}: the package has no model '${s.modelName}'${s.modelVersion > 0 ? ` version ${s.modelVersion}` : ''}`);
+    return;
+  }
+  const cfg = model.config;
+  if (cfg.maxBatchSize > 0 && ensemble.maxBatchSize > cfg.maxBatchSize) {
+    problems.push(
+      `${where}: ensemble '${ensemble.name}' allows max_batch_size ${ensemble.maxBatchSize}, but model '${s.modelName}' only allows ${cfg.maxBatchSize}`,
+    );
+  }
+  const inputMap = new Map(Object.entries(s.inputMap));
+  const outputMap = new Map(Object.entries(s.outputMap));
+  for (const inp of cfg.input) {
+    if (!inputMap.has(inp.name) && !inp.optional) problems.push(`${where}: input '${inp.name}' is not mapped to any ensemble tensor`);
+  }
+  for (const key of inputMap.keys()) {
+    if (!cfg.input.some((t) => t.name === key)) problems.push(`${where}: input_map names '${key}', which is not an input of '${s.modelName}'`);
+  }
+  for (const [key, tensor] of outputMap) {
+    const out = cfg.output.find((t) => t.name === key);
+    if (!out) {
+      problems.push(`${where}: output_map names '${key}', which is not an output of '${s.modelName}'`);
+      continue;
     }
-    const cfg = model.config;
-    if (cfg.maxBatchSize > 0 && ensemble.maxBatchSize > cfg.maxBatchSize) {
-      problems.push(
-        `${where}: ensemble '${ensemble.name}' allows max_batch_size ${ensemble.maxBatchSize}, but model '${s.modelName}' only allows ${cfg.maxBatchSize}`,
-      );
+    const prev = producers.get(tensor);
+    if (prev) {
+      if (check.wiring) problems.push(`ensemble tensor '${tensor}' is produced twice: by ${prev.what} and by ${where}`);
+    } else {
+      producers.set(tensor, { dataType: out.dataType, shape: fullShape(out.dims, cfg.maxBatchSize), what: where });
     }
-    const inputMap = new Map(Object.entries(s.inputMap));
-    const outputMap = new Map(Object.entries(s.outputMap));
-    for (const inp of cfg.input) {
-      if (!inputMap.has(inp.name) && !inp.optional) problems.push(`${where}: input '${inp.name}' is not mapped to any ensemble tensor`);
-    }
-    for (const key of inputMap.keys()) {
-      if (!cfg.input.some((t) => t.name === key)) problems.push(`${where}: input_map names '${key}', which is not an input of '${s.modelName}'`);
-    }
-    for (const [key, tensor] of outputMap) {
-      const out = cfg.output.find((t) => t.name === key);
-      if (!out) {
-        problems.push(`${where}: output_map names '${key}', which is not an output of '${s.modelName}'`);
-        continue;
-      }
-      const prev = producers.get(tensor);
-      if (prev) {
-        if (wiring) problems.push(`ensemble tensor '${tensor}' is produced twice: by ${prev.what} and by ${where}`);
-      } else {
-        producers.set(tensor, { dataType: out.dataType, shape: fullShape(out.dims, cfg.maxBatchSize), what: where });
-      }
-    }
-    const step: PlanStep = { index, modelName: s.modelName, version: model.version, scheduler: model.scheduler, inputMap, outputMap };
-    steps.push(step);
-    models.set(step, model);
-  });
+  }
+  const step: PlanStep = { index, modelName: s.modelName, version: model.version, scheduler: model.scheduler, inputMap, outputMap };
+  check.steps.push(step);
+  check.models.set(step, model);
+}
 
-  // Consumers: every mapped tensor must be produced, with the datatype and a shape the consumer accepts.
+/** Consumers: every mapped tensor must be produced, with the datatype and a shape the consumer accepts. Returns the tensors consumed. */
+function checkConsumers(check: PlanCheck): Set<string> {
+  const { problems, producers } = check;
   const consumed = new Set<string>();
-  for (const step of steps) {
-    const cfg = models.get(step)!.config;
+  for (const step of check.steps) {
+    const cfg = check.models.get(step)!.config;
     for (const [key, tensor] of step.inputMap) {
       consumed.add(tensor);
       const p = producers.get(tensor);
       const want = cfg.input.find((t) => t.name === key);
       const consumer = `step ${step.index} (model '${step.modelName}') input '${key}'`;
       if (!p) {
-        if (wiring) problems.push(`step ${step.index} (model '${step.modelName}'): ensemble tensor '${tensor}' has no producer`);
+        if (check.wiring) problems.push(`step ${step.index} (model '${step.modelName}'): ensemble tensor '${tensor}' has no producer`);
         continue;
       }
       if (!want) continue; // reported above
@@ -181,11 +197,17 @@ export function ensembleProblems(
       }
     }
   }
+  return consumed;
+}
+
+/** Every ensemble output is written by a step, with the datatype and a shape it declares. */
+function checkEnsembleOutputs(check: PlanCheck): void {
+  const { ensemble, problems } = check;
   for (const t of ensemble.output) {
-    const p = producers.get(t.name);
+    const p = check.producers.get(t.name);
     const declared = fullShape(t.dims, ensemble.maxBatchSize);
     if (!p) {
-      if (wiring) problems.push(`output '${t.name}' for ensemble '${ensemble.name}' is not written by any step`);
+      if (check.wiring) problems.push(`output '${t.name}' for ensemble '${ensemble.name}' is not written by any step`);
       continue;
     }
     if (p.dataType !== t.dataType) problems.push(`output '${t.name}': ${p.what} gives ${p.dataType} but the ensemble declares ${t.dataType}`);
@@ -193,8 +215,6 @@ export function ensembleProblems(
       problems.push(`output '${t.name}': inconsistent shape, ${p.what} gives ${formatShape(p.shape)} but the ensemble declares ${formatShape(declared)}`);
     }
   }
-  if (wiring) for (const t of ensemble.input) if (!consumed.has(t.name)) problems.push(`ensemble input '${t.name}' is not used by any step`);
-  return { problems, steps };
 }
 
 /**

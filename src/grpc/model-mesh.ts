@@ -61,38 +61,52 @@ function modelId(raw: string | undefined): string {
 }
 
 export function modelMeshImplementation(options: ModelMeshOptions): UntypedServiceImplementation {
-  const { service, metrics, logger } = options;
-  /** Loads in progress by model id: an unload waits for the load it follows. */
-  const loading = new Map<string, Promise<unknown>>();
-
-  const unary = <Req, Res>(method: string, run: (request: Req) => Promise<Res>) => {
-    return (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>): void => {
-      Promise.resolve()
-        .then(() => {
-          const refused = rpcRefusal(options.access, method, call.metadata);
-          if (refused !== undefined) throw refused;
-          return run(call.request);
-        })
-        .then(
-          (answer) => {
-            metrics.grpcRequests.cell({ method, code: 'OK' }).inc();
-            callback(null, answer);
-          },
-          (err: unknown) => {
-            const reply = grpcErrorReply(err, options.redactor);
-            metrics.grpcRequests.cell({ method, code: statusName(reply.grpcError.code!) }).inc();
-            logger.warn({ method, code: reply.error.code, model: reply.error.model, err: reply.error.message }, 'model-mesh call failed');
-            callback(reply.grpcError);
-          },
-        );
-    };
+  const runtime = new ModelMeshRuntime(options);
+  return {
+    loadModel: unaryHandler(options, 'mmesh.loadModel', (r: LoadRequest) => runtime.loadModel(r)),
+    unloadModel: unaryHandler(options, 'mmesh.unloadModel', (r: { modelId: string }) => runtime.unloadModel(r)),
+    predictModelSize: unaryHandler(options, 'mmesh.predictModelSize', (r: LoadRequest) => runtime.predictModelSize(r)),
+    modelSize: unaryHandler(options, 'mmesh.modelSize', (r: { modelId: string }) => runtime.modelSize(r)),
+    runtimeStatus: unaryHandler(options, 'mmesh.runtimeStatus', () => runtime.runtimeStatus()),
   };
+}
 
-  const sizeOf = (id: string): number => service.managedModelBytes(id) ?? 0;
+/** A unary RPC: the access check, then `run`; the answer or the error reply counted, a failure logged. */
+function unaryHandler<Req, Res>(options: ModelMeshOptions, method: string, run: (request: Req) => Promise<Res>) {
+  const { metrics, logger } = options;
+  return (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>): void => {
+    Promise.resolve()
+      .then(() => {
+        const refused = rpcRefusal(options.access, method, call.metadata);
+        if (refused !== undefined) throw refused;
+        return run(call.request);
+      })
+      .then(
+        (answer) => {
+          metrics.grpcRequests.cell({ method, code: 'OK' }).inc();
+          callback(null, answer);
+        },
+        (err: unknown) => {
+          const reply = grpcErrorReply(err, options.redactor);
+          metrics.grpcRequests.cell({ method, code: statusName(reply.grpcError.code!) }).inc();
+          logger.warn({ method, code: reply.error.code, model: reply.error.model, err: reply.error.message }, 'model-mesh call failed');
+          callback(reply.grpcError);
+        },
+      );
+  };
+}
 
-  const load = async (r: LoadRequest): Promise<{ sizeInBytes: number; maxConcurrency: number }> => {
+/** The runtime SPI's calls as managed loads and unloads of the inference service. */
+class ModelMeshRuntime {
+  /** Loads in progress by model id: an unload waits for the load it follows. */
+  private readonly loading = new Map<string, Promise<unknown>>();
+
+  constructor(private readonly options: ModelMeshOptions) {}
+
+  async loadModel(r: LoadRequest): Promise<{ sizeInBytes: number; maxConcurrency: number }> {
+    const { service, logger } = this.options;
     const id = modelId(r.modelId);
-    if (options.isShuttingDown()) throw new ServingError('SHUTTING_DOWN', 'the server is shutting down');
+    if (this.options.isShuttingDown()) throw new ServingError('SHUTTING_DOWN', 'the server is shutting down');
     // Registered before the first await, so an unload that follows (model-mesh cancelled this load) always finds it.
     const attempt = (async () => {
       const dir = await service.modelPathDir(id, r.modelPath);
@@ -103,58 +117,66 @@ export function modelMeshImplementation(options: ModelMeshOptions): UntypedServi
         if (!(err instanceof ServingError && err.code === 'MODEL_ALREADY_LOADED' && service.describeModel(id).modelUrl === dir)) throw err;
       }
     })();
-    loading.set(id, attempt);
+    this.loading.set(id, attempt);
     try {
       await attempt;
     } finally {
-      if (loading.get(id) === attempt) loading.delete(id);
+      if (this.loading.get(id) === attempt) this.loading.delete(id);
     }
-    logger.info({ model: id, modelType: r.modelType, bytes: sizeOf(id) }, 'model-mesh load');
-    return { sizeInBytes: sizeOf(id), maxConcurrency: 0 };
-  };
+    logger.info({ model: id, modelType: r.modelType, bytes: this.sizeOf(id) }, 'model-mesh load');
+    return { sizeInBytes: this.sizeOf(id), maxConcurrency: 0 };
+  }
 
-  const unload = async (id: string): Promise<void> => {
-    await loading.get(id)?.catch(() => undefined);
+  async unloadModel(r: { modelId: string }): Promise<Record<string, never>> {
+    await this.unload(modelId(r.modelId));
+    return {};
+  }
+
+  async predictModelSize(r: LoadRequest): Promise<{ sizeInBytes: number }> {
+    const { service } = this.options;
+    const id = modelId(r.modelId);
+    return { sizeInBytes: await service.predictModelBytes(id, await service.modelPathDir(id, r.modelPath)) };
+  }
+
+  async modelSize(r: { modelId: string }): Promise<{ sizeInBytes: number }> {
+    const id = modelId(r.modelId);
+    this.options.service.describeModel(id); // MODEL_NOT_FOUND when model-mesh asks about a model it never loaded here
+    return { sizeInBytes: this.sizeOf(id) };
+  }
+
+  async runtimeStatus(): Promise<Record<string, unknown>> {
+    const { service, logger } = this.options;
+    // A model-mesh (re)start must find the runtime empty: what it loaded before is gone from its view.
+    const stale = service.listModels(Number.MAX_SAFE_INTEGER, undefined).models.map((m) => m.modelName);
+    await Promise.all(stale.map((id) => this.unload(id)));
+    if (stale.length > 0) logger.warn({ models: stale }, 'model-mesh runtimeStatus: unloaded the models loaded before it (re)started');
+    return {
+      status: this.options.isShuttingDown() ? 'STARTING' : 'READY',
+      capacityInBytes: this.options.capacityBytes,
+      maxLoadingConcurrency: this.options.maxLoadingConcurrency,
+      modelLoadingTimeoutMs: MODEL_LOADING_TIMEOUT_MS,
+      defaultModelSizeInBytes: DEFAULT_MODEL_SIZE_BYTES,
+      runtimeVersion: SERVER_VERSION,
+      numericRuntimeVersion: 0,
+      methodInfos: Object.fromEntries(MODEL_MESH_METHODS.map((m) => [`inference.GRPCInferenceService/${m}`, { idInjectionPath: [1] }])),
+      limitModelConcurrency: false,
+      allowAnyMethod: false,
+    };
+  }
+
+  private sizeOf(id: string): number {
+    return this.options.service.managedModelBytes(id) ?? 0;
+  }
+
+  /** A managed unload, after the load it follows has settled; a model not loaded is already unloaded. */
+  private async unload(id: string): Promise<void> {
+    const { service, logger } = this.options;
+    await this.loading.get(id)?.catch(() => undefined);
     try {
       await service.unload(service.resolve({ kind: 'managed', name: id, targetHeader: undefined }));
       logger.info({ model: id }, 'model-mesh unload');
     } catch (err) {
       if (!(err instanceof ServingError && err.code === 'MODEL_NOT_FOUND')) throw err;
     }
-  };
-
-  return {
-    loadModel: unary('mmesh.loadModel', load),
-    unloadModel: unary('mmesh.unloadModel', async (r: { modelId: string }) => {
-      await unload(modelId(r.modelId));
-      return {};
-    }),
-    predictModelSize: unary('mmesh.predictModelSize', async (r: LoadRequest) => {
-      const id = modelId(r.modelId);
-      return { sizeInBytes: await service.predictModelBytes(id, await service.modelPathDir(id, r.modelPath)) };
-    }),
-    modelSize: unary('mmesh.modelSize', async (r: { modelId: string }) => {
-      const id = modelId(r.modelId);
-      service.describeModel(id); // MODEL_NOT_FOUND when model-mesh asks about a model it never loaded here
-      return { sizeInBytes: sizeOf(id) };
-    }),
-    runtimeStatus: unary('mmesh.runtimeStatus', async () => {
-      // A model-mesh (re)start must find the runtime empty: what it loaded before is gone from its view.
-      const stale = service.listModels(Number.MAX_SAFE_INTEGER, undefined).models.map((m) => m.modelName);
-      await Promise.all(stale.map((id) => unload(id)));
-      if (stale.length > 0) logger.warn({ models: stale }, 'model-mesh runtimeStatus: unloaded the models loaded before it (re)started');
-      return {
-        status: options.isShuttingDown() ? 'STARTING' : 'READY',
-        capacityInBytes: options.capacityBytes,
-        maxLoadingConcurrency: options.maxLoadingConcurrency,
-        modelLoadingTimeoutMs: MODEL_LOADING_TIMEOUT_MS,
-        defaultModelSizeInBytes: DEFAULT_MODEL_SIZE_BYTES,
-        runtimeVersion: SERVER_VERSION,
-        numericRuntimeVersion: 0,
-        methodInfos: Object.fromEntries(MODEL_MESH_METHODS.map((m) => [`inference.GRPCInferenceService/${m}`, { idInjectionPath: [1] }])),
-        limitModelConcurrency: false,
-        allowAnyMethod: false,
-      };
-    }),
-  };
+  }
 }

@@ -111,68 +111,125 @@ export async function runStep(
   onWindow?: (p: StepProgress) => void,
 ): Promise<StepResult> {
   if (requests.length === 0) throw new Error('no requests to send');
-  let current = newWindow();
-  let stopping = false;
-  let sent = 0;
-  let dropped = 0;
-  let next = 0;
-  const pick = (): PreparedRequest => {
-    const r = requests[next]!;
-    next = (next + 1) % requests.length;
+  const load = new LoadGenerator(target, requests, s);
+  load.start();
+  const measurement = await measureWindows(load, s, onWindow);
+  await load.stop();
+  return stepResult(s, measurement, load);
+}
+
+/**
+ * The step's load: a closed loop (`value` requests always in flight) or an
+ * open one (Poisson arrivals at `value` a second, at most maxInflight out),
+ * each answer recorded into the window current when it arrives.
+ */
+class LoadGenerator {
+  current = newWindow();
+  sent = 0;
+  dropped = 0;
+  private stopping = false;
+  private next = 0;
+  private readonly running: Promise<void>[] = [];
+  private openTimer: NodeJS.Timeout | undefined;
+  private outstanding = 0;
+  private drained: (() => void) | undefined;
+
+  constructor(
+    private readonly target: Target,
+    private readonly requests: readonly PreparedRequest[],
+    private readonly s: StepSettings,
+  ) {}
+
+  start(): void {
+    if (this.s.mode === 'concurrency') this.startClosedLoop();
+    else this.startOpenLoop();
+  }
+
+  /** Ends the current window, opens the next, and returns the one ended. */
+  rotate(): Window {
+    const w = this.current;
+    this.current = newWindow();
+    w.durationMs = this.current.startedAt - w.startedAt;
+    return w;
+  }
+
+  /** Sends no more and waits for every request out to answer. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.openTimer !== undefined) clearTimeout(this.openTimer);
+    if (this.s.mode === 'rate' && this.outstanding === 0) this.drained?.();
+    await Promise.all(this.running);
+  }
+
+  private pick(): PreparedRequest {
+    const r = this.requests[this.next]!;
+    this.next = (this.next + 1) % this.requests.length;
     return r;
-  };
-  const record = (startedAt: number, status: string): void => {
-    const w = current;
+  }
+
+  private record(startedAt: number, status: string): void {
+    const w = this.current;
     if (status.length === 3 && status.startsWith('2')) w.latenciesMs.push(performance.now() - startedAt);
     else w.errors.set(status, (w.errors.get(status) ?? 0) + 1);
-  };
+  }
 
-  const running: Promise<void>[] = [];
-  let openTimer: NodeJS.Timeout | undefined;
-  let outstanding = 0;
-  let drained: (() => void) | undefined;
-  if (s.mode === 'concurrency') {
+  private startClosedLoop(): void {
     const worker = async (): Promise<void> => {
-      while (!stopping) {
+      while (!this.stopping) {
         const startedAt = performance.now();
-        sent++;
-        record(startedAt, await target.send(pick(), s.requestTimeoutMs));
+        this.sent++;
+        this.record(startedAt, await this.target.send(this.pick(), this.s.requestTimeoutMs));
       }
     };
-    for (let i = 0; i < s.value; i++) running.push(worker());
-  } else {
+    for (let i = 0; i < this.s.value; i++) this.running.push(worker());
+  }
+
+  private startOpenLoop(): void {
     let nextAt = performance.now();
-    const fire = (scheduledAt: number): void => {
-      if (outstanding >= s.maxInflight) {
-        dropped++;
-        return;
-      }
-      outstanding++;
-      sent++;
-      void target.send(pick(), s.requestTimeoutMs).then((status) => {
-        outstanding--;
-        record(scheduledAt, status);
-        if (stopping && outstanding === 0) drained?.();
-      });
-    };
     const tick = (): void => {
-      if (stopping) return;
+      if (this.stopping) return;
       const now = performance.now();
       // Timers fire late and coarse (≥ 1 ms): every arrival due by now goes out, each timed from its own schedule.
       while (nextAt <= now) {
-        fire(nextAt);
-        nextAt += poissonGapMs(s.value);
+        this.fire(nextAt);
+        nextAt += poissonGapMs(this.s.value);
       }
-      openTimer = setTimeout(tick, Math.max(0, nextAt - performance.now()));
+      this.openTimer = setTimeout(tick, Math.max(0, nextAt - performance.now()));
     };
     tick();
-    running.push(
+    this.running.push(
       new Promise<void>((resolve) => {
-        drained = resolve;
+        this.drained = resolve;
       }),
     );
   }
 
+  /** One open-loop arrival, timed from when it was scheduled; dropped when maxInflight are out. */
+  private fire(scheduledAt: number): void {
+    if (this.outstanding >= this.s.maxInflight) {
+      this.dropped++;
+      return;
+    }
+    this.outstanding++;
+    this.sent++;
+    void this.target.send(this.pick(), this.s.requestTimeoutMs).then((status) => {
+      this.outstanding--;
+      this.record(scheduledAt, status);
+      if (this.stopping && this.outstanding === 0) this.drained?.();
+    });
+  }
+}
+
+/** The windows of a step, and the CPU and event-loop readings at the boundaries of its last ones. */
+interface WindowedMeasurement {
+  readonly windows: readonly Window[];
+  readonly stable: boolean;
+  readonly cpu: NodeJS.CpuUsage[];
+  readonly elu: ReturnType<typeof performance.eventLoopUtilization>[];
+}
+
+/** Windows until the last two agree, or the time cap (stretched while nothing answered) ends the step. */
+async function measureWindows(load: LoadGenerator, s: StepSettings, onWindow: ((p: StepProgress) => void) | undefined): Promise<WindowedMeasurement> {
   const windows: Window[] = [];
   const stepStarted = performance.now();
   let cpu: NodeJS.CpuUsage[] = [process.cpuUsage()];
@@ -180,9 +237,7 @@ export async function runStep(
   let stable = false;
   for (;;) {
     await sleep(s.windowMs);
-    const w = current;
-    current = newWindow();
-    w.durationMs = current.startedAt - w.startedAt;
+    const w = load.rotate();
     windows.push(w);
     // Readings at window boundaries; the last three span the two windows that may be the measured ones.
     cpu = [...cpu.slice(-2), process.cpuUsage()];
@@ -201,12 +256,12 @@ export async function runStep(
     const answered = windows.slice(-2).reduce((n, x) => n + x.latenciesMs.length + x.errors.size, 0) > 0;
     if (late > s.maxStepMs && (answered || late > s.maxStepMs + s.requestTimeoutMs)) break;
   }
-  const measured = windows.slice(-2);
-  stopping = true;
-  if (openTimer !== undefined) clearTimeout(openTimer);
-  if (s.mode === 'rate' && outstanding === 0) drained?.();
-  await Promise.all(running);
+  return { windows, stable, cpu, elu };
+}
 
+/** The step's figures: its last two windows merged. */
+function stepResult(s: StepSettings, m: WindowedMeasurement, load: { readonly sent: number; readonly dropped: number }): StepResult {
+  const measured = m.windows.slice(-2);
   const measuredMs = measured.reduce((n, w) => n + w.durationMs, 0);
   const latencies = measured.flatMap((w) => w.latenciesMs);
   const errorsByStatus: Record<string, number> = {};
@@ -223,12 +278,12 @@ export async function runStep(
     requests: latencies.length + errors,
     errors,
     errorsByStatus,
-    requestsSent: sent,
-    dropped,
-    stable,
-    windows: windows.length,
+    requestsSent: load.sent,
+    dropped: load.dropped,
+    stable: m.stable,
+    windows: m.windows.length,
     measuredMs,
-    ...clientLoad(cpu, elu, measuredMs),
+    ...clientLoad(m.cpu, m.elu, measuredMs),
   };
 }
 

@@ -47,7 +47,16 @@ import { batchSignature, concatInputs, requestRows, splitOutputs } from './batch
 import { systemClock, type Clock } from './clock.js';
 import type { SchedulerMetrics } from './dynamic-batcher.js';
 import type { BatchLoad, ModelExecutor, ModelScheduler, QueueDepth, ScheduleOptions } from './model-scheduler.js';
-import { controlTensors, ownedCopy, sequenceKey, showSequenceId, tensorBytes, type ControlTensors, type SequenceId } from './sequence-tensors.js';
+import {
+  controlTensors,
+  ownedCopy,
+  sequenceKey,
+  showSequenceId,
+  tensorBytes,
+  type ControlTensors,
+  type SequenceId,
+  type SequenceRequest,
+} from './sequence-tensors.js';
 import type { SequenceEndReason, SequenceTracker } from './sequence-tracker.js';
 
 /** What a sequence batcher reports besides the batch cells. */
@@ -210,8 +219,43 @@ export class SequenceBatcher implements ModelScheduler {
     cancel: Cancellation | undefined,
     options: ScheduleOptions,
   ): Promise<Map<string, Tensor>> {
-    const model = this.model;
-    const request = options.sequence;
+    const request = this.admit(inputs, cancel, options.sequence);
+    // Before any bookkeeping: a CORRID that cannot hold the id is the client's error, and nothing has changed yet.
+    const controls = this.controls.forRequest(request.id, request.start, request.end);
+    const now = this.clock.nowUs();
+    const seq = this.sequenceFor(request, now);
+    seq.lastUs = now;
+    if (request.end) {
+      // Triton forgets the id at once: a new sequence may reuse it while this one's last request still waits.
+      seq.open = false;
+      this.live.delete(seq.key);
+    }
+    const waitUs = options.timeoutUs !== undefined && options.timeoutUs > 0 ? options.timeoutUs : SLOT_WAIT_DEFAULT_US;
+    return new Promise<Map<string, Tensor>>((resolve, reject) => {
+      const p: Pending = {
+        seq,
+        inputs,
+        outputs: outputNames,
+        controls,
+        start: request.start,
+        end: request.end,
+        enqueuedUs: now,
+        deadlineUs: now + waitUs,
+        generation: seq.generation,
+        state: 'queued',
+        resolve,
+        reject,
+        detach: () => {},
+      };
+      if (cancel) p.detach = cancel.onCancel(() => this.cancel(p));
+      seq.queue.push(p);
+      this.queued++;
+      this.schedulePump();
+    });
+  }
+
+  /** The request's sequence flags, once it may be queued at all: an id, the model still loaded, one row, room in the queue. */
+  private admit(inputs: ReadonlyMap<string, Tensor>, cancel: Cancellation | undefined, request: SequenceRequest | undefined): SequenceRequest {
     if (request === undefined || request.id === 0 || request.id === '') {
       throw this.error(
         'INVALID_REQUEST',
@@ -221,7 +265,7 @@ export class SequenceBatcher implements ModelScheduler {
     const shown = showSequenceId(request.id);
     if (this.closed) throw this.error('MODEL_NOT_FOUND', `the model is being unloaded; sequence ${shown} cannot continue (its live sequences end)`);
     if (cancel?.aborted) throw this.error('CANCELLED', `request cancelled before it was queued`);
-    if (this.options.maxBatchSize > 0 && requestRows(inputs, this.options.maxBatchSize, model) !== 1) {
+    if (this.options.maxBatchSize > 0 && requestRows(inputs, this.options.maxBatchSize, this.model) !== 1) {
       throw this.error(
         'INVALID_INPUT',
         `inference request must specify batch-size 1 due to requirements of sequence batcher (one request is one step of one sequence)`,
@@ -230,11 +274,15 @@ export class SequenceBatcher implements ModelScheduler {
     if (this.queued >= this.options.maxQueued) {
       throw this.error('OVERLOADED', `the queue is full (${this.queued} requests waiting, MME_MAX_QUEUE_SIZE ${this.options.maxQueued}); retry later`);
     }
-    // Before any bookkeeping: a CORRID that cannot hold the id is the client's error, and nothing has changed yet.
-    const controls = this.controls.forRequest(request.id, request.start, request.end);
+    return request;
+  }
+
+  /** The live sequence the request continues, or the one it starts (a start on a live id restarts it). */
+  private sequenceFor(request: SequenceRequest, now: number): Sequence {
+    const model = this.model;
+    const shown = showSequenceId(request.id);
     const key = sequenceKey(request.id);
-    const now = this.clock.nowUs();
-    let seq = this.live.get(key);
+    const seq = this.live.get(key);
     if (request.start && seq !== undefined) this.restart(seq, shown);
     if (!request.start && seq === undefined) {
       const why = this.options.tracker.endedBecause(model, key);
@@ -244,59 +292,34 @@ export class SequenceBatcher implements ModelScheduler {
           (why !== undefined ? `sequence ${shown} ${why}` : `no live sequence has this id (it never started, or already ended with sequence_end)`),
       );
     }
-    if (seq === undefined) {
-      this.options.tracker.admit(model);
-      this.options.tracker.forget(model, key);
-      seq = {
-        key,
-        id: request.id,
-        slot: undefined,
-        queue: [],
-        running: false,
-        state: undefined,
-        stateBytes: 0,
-        lastUs: now,
-        open: true,
-        done: false,
-        generation: 0,
-      };
-      this.live.set(key, seq);
-      this.changeLive(1);
-      if (!this.assign(seq)) {
-        this.backlog.push(seq);
-        this.options.metrics?.slotWait();
-      }
-      this.armIdle();
+    return seq ?? this.startSequence(request, key, now);
+  }
+
+  /** A new live sequence: in a slot when one is free, else in the backlog. */
+  private startSequence(request: SequenceRequest, key: string, now: number): Sequence {
+    this.options.tracker.admit(this.model);
+    this.options.tracker.forget(this.model, key);
+    const seq: Sequence = {
+      key,
+      id: request.id,
+      slot: undefined,
+      queue: [],
+      running: false,
+      state: undefined,
+      stateBytes: 0,
+      lastUs: now,
+      open: true,
+      done: false,
+      generation: 0,
+    };
+    this.live.set(key, seq);
+    this.changeLive(1);
+    if (!this.assign(seq)) {
+      this.backlog.push(seq);
+      this.options.metrics?.slotWait();
     }
-    seq.lastUs = now;
-    if (request.end) {
-      // Triton forgets the id at once: a new sequence may reuse it while this one's last request still waits.
-      seq.open = false;
-      this.live.delete(key);
-    }
-    const waitUs = options.timeoutUs !== undefined && options.timeoutUs > 0 ? options.timeoutUs : SLOT_WAIT_DEFAULT_US;
-    const owner = seq;
-    return new Promise<Map<string, Tensor>>((resolve, reject) => {
-      const p: Pending = {
-        seq: owner,
-        inputs,
-        outputs: outputNames,
-        controls,
-        start: request.start,
-        end: request.end,
-        enqueuedUs: now,
-        deadlineUs: now + waitUs,
-        generation: owner.generation,
-        state: 'queued',
-        resolve,
-        reject,
-        detach: () => {},
-      };
-      if (cancel) p.detach = cancel.onCancel(() => this.cancel(p));
-      owner.queue.push(p);
-      this.queued++;
-      this.schedulePump();
-    });
+    this.armIdle();
+    return seq;
   }
 
   close(): Promise<void> {

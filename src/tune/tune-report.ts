@@ -67,6 +67,8 @@ function pointJson(p: TunePoint): Record<string, unknown> {
   };
 }
 
+type Comparison = ReturnType<typeof comparison>;
+
 /** Writes every output file; `met` is false when no measured config met the objective (the command then exits 1). */
 export async function writeTuneOutput(r: TuneResult, outDir: string, modelLabel: string): Promise<{ files: string[]; summary: string; met: boolean }> {
   await mkdir(outDir, { recursive: true });
@@ -76,12 +78,23 @@ export async function writeTuneOutput(r: TuneResult, outDir: string, modelLabel:
   const files: Record<string, string> = {};
   files['config.pbtxt'] = r.recommendedText;
   files['config.diff'] = diff === '' ? '# no change: your config is the recommendation\n' : diff;
-
   const measured = r.points.filter((p) => p.phase !== 'confirm' && p.error === undefined && p.at !== undefined);
   // Ringed where the chosen setting sits among the candidates (its search measurement), so the mark is on the front drawn.
   const chosen = measured.find((p) => sameSetting(p.setting, r.recommended)) ?? c.recommended;
+  files['pareto.svg'] = paretoChart(r, measured, chosen, modelLabel);
+  files['memory.svg'] = memoryChart(measured, chosen, modelLabel);
+  files['report.md'] = [...reportHeader(r, modelLabel), ...recommendationSection(r, c, gain, diff), ...searchSection(r), ...chartsSection()].join('\n');
+  files['tune.json'] = tuneJson(r, c, gain);
+  for (const [name, text] of Object.entries(files)) await writeFile(path.join(outDir, name), text);
+  const met = c.recommended.at !== undefined;
+  const written = Object.keys(files).map((f) => path.join(outDir, f));
+  return { files: Object.keys(files), summary: summaryText(r, c, gain, met, written), met };
+}
+
+/** Throughput against p99 of every candidate measured, the Pareto front joined, the chosen point ringed. */
+function paretoChart(r: TuneResult, measured: readonly TunePoint[], chosen: TunePoint, modelLabel: string): string {
   const xy = (p: TunePoint): XyPoint => ({ x: p.at!.p99Ms, y: p.at!.throughputRps, label: p.id });
-  files['pareto.svg'] = renderXyChart({
+  return renderXyChart({
     title: `${modelLabel}: candidates, throughput vs p99 (objective: ${r.objective.kind === 'throughput' ? 'throughput' : `p99 ≤ ${r.objective.p99Ms} ms`})`,
     subtitle: r.machine,
     xLabel: 'p99 latency at the scored concurrency (ms)',
@@ -116,8 +129,12 @@ export async function writeTuneOutput(r: TuneResult, outDir: string, modelLabel:
         }
       : {}),
   });
+}
+
+/** Model memory against throughput at the objective, per candidate whose memory was read. */
+function memoryChart(measured: readonly TunePoint[], chosen: TunePoint, modelLabel: string): string {
   const withMemory = measured.filter((p) => p.modelBytes !== undefined);
-  files['memory.svg'] = renderXyChart({
+  return renderXyChart({
     title: `${modelLabel}: memory per candidate`,
     subtitle: 'model memory as the server counts it (onnx_mme_loaded_model_bytes), against throughput at the objective',
     xLabel: 'model memory (MiB)',
@@ -125,15 +142,23 @@ export async function writeTuneOutput(r: TuneResult, outDir: string, modelLabel:
     series: [{ name: 'candidates', color: '#9467bd', line: false, points: withMemory.map((p) => ({ x: p.modelBytes! / MiB, y: p.score, label: p.id })) }],
     ...(chosen.modelBytes !== undefined && chosen.at ? { highlight: { x: chosen.modelBytes / MiB, y: chosen.score, label: 'chosen', color: '#2ca02c' } } : {}),
   });
+}
 
-  const lines: string[] = [];
-  lines.push(`# onnx-mme tune: ${modelLabel}`, '');
-  lines.push(`- Objective: ${objectiveText(r)}`);
-  lines.push(`- Machine: ${r.machine}`);
-  lines.push(
+/** report.md's title and run facts: objective, machine, time spent. */
+function reportHeader(r: TuneResult, modelLabel: string): string[] {
+  return [
+    `# onnx-mme tune: ${modelLabel}`,
+    '',
+    `- Objective: ${objectiveText(r)}`,
+    `- Machine: ${r.machine}`,
     `- Time: ${(r.elapsedMs / 1000).toFixed(0)} s of a ${(r.budgetMs / 1000).toFixed(0)} s budget; ${r.points.filter((p) => p.phase !== 'confirm').length} configs measured${r.confirmation ? ` + ${2 * r.confirmation.rounds} confirmation runs` : ''}`,
     '',
-  );
+  ];
+}
+
+/** report.md's recommendation: what to use, the figures compared, the gain, the diff and how to apply it. */
+function recommendationSection(r: TuneResult, c: Comparison, gain: number | undefined, diff: string): string[] {
+  const lines: string[] = [];
   lines.push('## Recommendation', '');
   if (r.keptUserConfig !== undefined) {
     lines.push(`Keep your config (${describeSetting(r.userSetting)}): ${r.keptUserConfig}.`, '');
@@ -158,6 +183,12 @@ export async function writeTuneOutput(r: TuneResult, outDir: string, modelLabel:
     "To use it: replace `config.pbtxt` in your package with this directory's `config.pbtxt` (your config with the knobs above changed, printed in canonical text format: comments in yours are not kept; to keep them, apply the lines of `config.diff` by hand), then `onnx-mme validate` and `onnx-mme pack` as usual.",
     '',
   );
+  return lines;
+}
+
+/** report.md's search: how each knob's walk ended, and every candidate measured. */
+function searchSection(r: TuneResult): string[] {
+  const lines: string[] = [];
   lines.push('## Search', '');
   lines.push('One knob at a time, from the best setting so far; the walk along a knob stops at the first value that does not pay.', '');
   for (const d of r.dimensions) lines.push(`- ${d.dimension}: ${d.outcome}`);
@@ -172,7 +203,12 @@ export async function writeTuneOutput(r: TuneResult, outDir: string, modelLabel:
       `| ${p.id} | ${p.phase} | ${p.dimension ?? ''} | ${describeSetting(p.setting)} | ${fmt(p.score)} | ${p.at?.concurrency ?? '-'} | ${fmt(p.at?.p50Ms, 2)} | ${fmt(p.at?.p99Ms, 2)} | ${p.modelBytes === undefined ? '-' : fmt(p.modelBytes / MiB)} | ${fmt(p.rssBytes / MiB, 0)} | ${Math.round(p.loadMs)} | ${note.replace(/\|/g, '\\|').replace(/\n/g, ' ')} |`,
     );
   }
-  lines.push(
+  return lines;
+}
+
+/** report.md's charts and the caveat on where the numbers come from. */
+function chartsSection(): string[] {
+  return [
     '',
     '## Charts',
     '',
@@ -180,14 +216,14 @@ export async function writeTuneOutput(r: TuneResult, outDir: string, modelLabel:
     '',
     '![memory per candidate](memory.svg)',
     '',
-  );
-  lines.push(
     "Numbers are from this machine, under this run's load generator (in this process, on its own thread); other machines, other request shapes or concurrency will differ. Re-run `onnx-mme perf` against a server with the recommended config to see its whole curve.",
     '',
-  );
-  files['report.md'] = lines.join('\n');
+  ];
+}
 
-  files['tune.json'] = `${JSON.stringify(
+/** tune.json: the report's figures for scripts. */
+function tuneJson(r: TuneResult, c: Comparison, gain: number | undefined): string {
+  return `${JSON.stringify(
     {
       objective: r.objective,
       confirmed: c.confirmed,
@@ -210,12 +246,14 @@ export async function writeTuneOutput(r: TuneResult, outDir: string, modelLabel:
     null,
     2,
   )}\n`;
-  for (const [name, text] of Object.entries(files)) await writeFile(path.join(outDir, name), text);
-  const met = c.recommended.at !== undefined;
+}
+
+/** The lines the command prints: whether the objective was met, the recommendation, the gain, the files written. */
+function summaryText(r: TuneResult, c: Comparison, gain: number | undefined, met: boolean, written: readonly string[]): string {
   const lowest = r.points
     .flatMap((p) => p.steps.filter((s) => s.errors === 0 && Number.isFinite(s.p99Ms)))
     .reduce((m, s) => Math.min(m, s.p99Ms), Number.POSITIVE_INFINITY);
-  const summary = [
+  return [
     ...(met
       ? []
       : [
@@ -223,9 +261,6 @@ export async function writeTuneOutput(r: TuneResult, outDir: string, modelLabel:
         ]),
     r.keptUserConfig !== undefined ? `tune: keep your config: ${r.keptUserConfig}` : `tune: recommended: ${describeSetting(r.recommended)}`,
     `tune: yours ${fmt(c.user.score)} req/s, recommended ${fmt(c.recommended.score)} req/s${gain === undefined ? '' : ` (${gain >= 0 ? '+' : ''}${gain.toFixed(1)}%)`} at the objective (${objectiveText(r)})${c.confirmed ? ', measured back to back' : ''}`,
-    `tune: wrote ${Object.keys(files)
-      .map((f) => path.join(outDir, f))
-      .join(', ')}`,
+    `tune: wrote ${written.join(', ')}`,
   ].join('\n');
-  return { files: Object.keys(files), summary, met };
 }
