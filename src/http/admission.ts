@@ -12,11 +12,11 @@
  * routes) before a byte of its body is read, so a flood of large or stalled
  * uploads cannot grow the process until the kernel kills it.
  *
- * Work per turn: node reads every ready socket in one poll phase, and each
- * request's handler (read, decode, validate, schedule, and under overload
- * the refusal) ran inside it. With hundreds of keep-alive connections that
- * one phase took seconds, and a /ping on a new connection waited for all of
- * it (measured: 5-7 s to first byte under 512 connections). Now at most
+ * Work per turn: node reads every ready socket in one poll phase, so a
+ * handler (read, decode, validate, schedule, and under overload the refusal)
+ * that ran inside it would run for every ready request at once: with 512
+ * keep-alive connections that phase takes seconds, and a /ping on a new
+ * connection waits for all of it (measured: 5-7 s to first byte). So at most
  * PER_TURN inference requests start per turn; the rest wait in a FIFO that
  * later turns drain (setImmediate, so every drain step is followed by a
  * poll phase that answers /ping). The FIFO is bounded: beyond `maxQueued`
@@ -24,9 +24,9 @@
  *
  * Text per turn: starting a request is cheap, but parsing its JSON body and
  * writing its JSON answer are not, and they happen later (when the body has
- * arrived, when the run is done), many in one turn. 32 connections sending
- * 5.7 MB JSON bodies kept the main thread busy for seconds per turn, and a
- * /ping waited 6.3 s. So the decode and the answer of each request also take
+ * arrived, when the run is done), many in one turn: 32 connections sending
+ * 5.7 MB JSON bodies keep the main thread busy for seconds per turn, and a
+ * /ping waits 6.3 s. So the decode and the answer of each request also take
  * their bytes of text from a per-turn budget (textBytesPerTurn); past it they
  * wait, in arrival order, for a later turn. One larger than the whole budget
  * runs alone in a turn. The waiters are bounded by the requests in flight.
@@ -36,12 +36,10 @@
  * (its max_queue_size, else MME_MAX_QUEUE_SIZE) from the moment its headers
  * are read until it joins the model's own queue (then the scheduler counts
  * it), and against MME_MAX_INFLIGHT_REQUESTS until its response closes.
- * Before, the turn stage let 16 requests a turn through to the model, so a
- * model's queue never filled: 512 connections against MME_MAX_QUEUE_SIZE=64
- * got no 429 in 10 s and waited 2.4 s at p99, and the rejections that did
- * come (MME_MAX_INFLIGHT_REQUESTS) waited a turn and a body first (110 ms at
- * p50). Now `admit` decides when the headers arrive, in the same call, and a
- * request over either limit is answered at once, unread.
+ * `admit` decides when the headers arrive, in the same call, and a request
+ * over either limit is answered at once, unread: counted only once it joined
+ * the model's queue, a flood held in the turn stage would never fill that
+ * queue, and its refusals would wait a turn and a body first.
  *
  * No express and no registry here: the front (http/inference-front.ts) and
  * the route handler (http/infer-route.ts) call it; the front asks the service

@@ -13,8 +13,8 @@
  * Only the canonical spelling of each route is taken here: `POST` and an
  * exact, case-sensitive path whose parameters decode. Anything else (a
  * trailing slash, other letter case, a malformed `%` escape) falls through to
- * express, which still declares every route and answers those requests as it
- * always has. Both paths share the request envelope (http/request-envelope.ts:
+ * express, which declares every route too and answers those requests
+ * itself. Both paths share the request envelope (http/request-envelope.ts:
  * request id, in-flight count, shutdown refusal, log lines, the route metric)
  * and the error answer, so a request cannot tell which path served it.
  */
