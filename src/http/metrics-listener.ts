@@ -2,7 +2,7 @@
  * @module http/metrics-listener
  * The optional second listener (MME_METRICS_PORT) for Prometheus scrapers
  * that must not share the inference port: plain node:http, GET /metrics only,
- * the same per-instance registry (the main port then no longer serves it),
+ * the same per-instance registry (the main port then does not serve it),
  * behind the same access check (`metrics` in MME_HTTP_RESTRICTED_API).
  */
 import http from 'node:http';

@@ -1,7 +1,7 @@
 /**
  * @module perf/perf-report
  * A run as people read it: a table for the terminal, one JSON object per
- * step (`--json`: the field names scripts rely on, issue 22 item 3), CSV for
+ * step (`--json`: the field names scripts rely on), CSV for
  * spreadsheets, and the throughput-vs-latency chart. Missing values (no
  * successful answer, no server split) are null in JSON and empty in CSV,
  * never NaN.

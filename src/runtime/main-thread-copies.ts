@@ -3,10 +3,10 @@
  * The bounded set of main-thread session copies (runtime/session-placement.ts).
  * A copy is a second full session of a small model (its weights again, and
  * its own intra-op threads) kept on the main thread so that a lone request
- * skips the hop to a runtime worker. Giving every small model one doubled its
- * memory and added a thread pool per model (issue 28: 2.07× onnxruntime's own
- * RSS per ~1 MB model, +4 threads a model at a 16-core machine's defaults),
- * so at most `capacity` copies exist at once. Memory and threads of copies are
+ * skips the hop to a runtime worker. A copy for every small model would double
+ * its memory and add a thread pool per model (measured: 2.07× onnxruntime's
+ * own RSS per ~1 MB model, +4 threads a model at a 16-core machine's
+ * defaults), so at most `capacity` copies exist at once. Memory and threads of copies are
  * thus bounded by the capacity, not by the number of models, and each copy is
  * booked in the memory budget by its session while it exists.
  *
@@ -15,9 +15,9 @@
  * release (together about 3 ms for a tiny model on the 2-core bench box: the
  * create, and joining the copy's intra-op thread), and saves a run the hop to
  * its worker (about 0.07 ms of latency). Dropping the least recently used copy
- * for any model that ran twice made a copy per request once more models were
- * in use than there are copies (2,000 tiny models, Zipf(1.1), 16 copies: 7 ms
- * of server CPU a request, hits p50 12 ms). So, as TinyLFU admits to a cache:
+ * for any model that ran twice makes a copy per request once more models are
+ * in use than there are copies (measured: 2,000 tiny models, Zipf(1.1), 16
+ * copies: 7 ms of server CPU a request, hits p50 12 ms). So, as TinyLFU admits to a cache:
  * when the copies are full, a model gets one only if it ran more often,
  * recently, than the held model that ran least, which then gives up its
  * copy. Counts are halved every AGE_RUNS_PER_COPY × capacity runs of all

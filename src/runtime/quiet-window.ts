@@ -9,10 +9,10 @@
  * Why: a small CPU model's main-thread session copy (runtime/session-placement.ts)
  * runs with onnxruntime's intra-op threads on the cores (at most 4), which
  * spin between runs; that is what makes a lone request fast (MLP p50 at one connection
- * 0.107 ms against 0.181 with one thread), but a spinning thread took 80-90%
- * of a core from the main thread and the workers under load, even when only
- * ~2.5% of runs used the copy, and throughput at 64 connections fell by a
- * third. Batches only use the copy once nothing anywhere has been busy for
+ * 0.107 ms against 0.181 with one thread), but under load a spinning thread
+ * takes 80-90% of a core from the main thread and the workers, even when only
+ * ~2.5% of runs use the copy (measured: throughput at 64 connections falls by
+ * a third). Batches only use the copy once nothing anywhere has been busy for
  * the window, which is far longer than a run, so under load no run reaches
  * the spinning threads and they go back to sleep.
  */

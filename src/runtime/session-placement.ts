@@ -115,7 +115,7 @@ const PROBE_RUNS = 7;
  * A first probe run this many times over MME_MAIN_THREAD_MAX_RUN_US settles
  * the probe at once: no median of noise could bring it under the limit. So a
  * heavy model costs one probe run (none when its implicit warm-up run already says so),
- * where it used to cost PROBE_RUNS at max_batch_size rows: a 4 s model took 32 s to load.
+ * not PROBE_RUNS at max_batch_size rows (which would load a 4 s model in 32 s).
  */
 const SETTLED_ABOVE = 50;
 /**

@@ -2,8 +2,8 @@
  * @module store/disk-usage
  * What a model costs on disk, counted as `du` counts it: allocated blocks, not
  * file lengths. A 100-byte file takes a whole block (4 KiB on ext4, xfs and
- * tmpfs), and so does every directory; counting data bytes let 100,000 tiny
- * files pass as 300 KB while they held 400 MB of the volume.
+ * tmpfs), and so does every directory; counted in data bytes, 100,000 tiny
+ * files would pass as 300 KB while they hold 400 MB of the volume.
  *
  * Two figures, one unit:
  * - while an archive streams, each entry is charged in advance from its header

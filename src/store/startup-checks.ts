@@ -4,8 +4,8 @@
  * cannot be created or written, and a local model source that does not exist
  * or cannot be read, stop start-up naming the setting and the path (the
  * operator's own, in the operator's log: no client sees it). Without these
- * the server started, answered /ping 200, and the first request got a 503
- * that said neither.
+ * the server would start, answer /ping 200, and give the first request a 503
+ * that says neither.
  */
 import { constants } from 'node:fs';
 import { access, mkdir, opendir } from 'node:fs/promises';

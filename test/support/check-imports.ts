@@ -12,7 +12,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** Which src folders each folder may import. Root files (app, server, main, errors) are listed by name. */
-const ALLOWED: Readonly<Record<string, readonly string[]>> = {
+export const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   errors: [],
   // A request's cancellation (src/cancellation.ts): carried from the transport down to the queues, like errors.
   cancellation: [],
