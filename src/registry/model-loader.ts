@@ -18,7 +18,7 @@ import { MainThreadCopies } from '../runtime/main-thread-copies.js';
 import type { CopyBooking } from '../runtime/onnx-session.js';
 import { DEFAULT_MAIN_THREAD_COPIES, DEFAULT_PLACEMENT, placeSessions, type PlacementSettings } from '../runtime/session-placement.js';
 import type { LoadedModel } from './loaded-model.js';
-import { LoadMeasurement, type LoadFootprint } from './load-measurement.js';
+import { LoadMeasurement, type LoadFootprint, type MeasureToken } from './load-measurement.js';
 import { LoadSlots } from './load-slots.js';
 import type { MemoryManager, Reservation } from './memory-manager.js';
 import { loadPackage, throwIfAborted, type LoadedPackage, type PackageLoadDeps, type PackageLoadRequest } from './package-loader.js';
@@ -193,6 +193,65 @@ interface CpuBooking {
   apply(measured: number, base: number): void;
 }
 
+/** A package the loader holds: what the registry sees, and what the booking updates. */
+type ResidentPackage = LoadedModelPackage & { measuredBytes: number | undefined; released: boolean; onRelease: (() => void) | undefined };
+
+/** A CPU load's reading: its own (undefined when it overlapped others), rounded, and the calibrated estimate. */
+interface CpuReading {
+  readonly own: number | undefined;
+  readonly measured: number | undefined;
+  readonly estimate: number;
+  /** Its share of its group's growth, once the group ends (registry/load-measurement.ts). */
+  readonly settled: Promise<number | undefined>;
+}
+
+/** What one load has taken hold of so far (released if it fails), and where its time went. */
+interface LoadAttempt {
+  pkg: LoadedPackage | undefined;
+  reservation: Reservation | undefined;
+  freeSlot: (() => void) | undefined;
+  token: MeasureToken | undefined;
+  /** ms per stage, logged with `model loaded`: what a raw create and first run do not do shows here. */
+  readonly stages: Record<string, number>;
+  /** Ends the stage `name` now (its time is added to what it took before). */
+  stage(name: string): void;
+  elapsedMs(): number;
+}
+
+function loadAttempt(): LoadAttempt {
+  const started = process.hrtime.bigint();
+  const stages: Record<string, number> = {};
+  let mark = performance.now();
+  return {
+    pkg: undefined,
+    reservation: undefined,
+    freeSlot: undefined,
+    token: undefined,
+    stages,
+    stage(name) {
+      const now = performance.now();
+      stages[name] = Math.round((stages[name] ?? 0) * 1000 + (now - mark) * 1000) / 1000;
+      mark = now;
+    },
+    elapsedMs: () => Math.round(Number(process.hrtime.bigint() - started) / 1e6),
+  };
+}
+
+/** A CPU package is booked at what it was measured to hold (bookingFor), or at the estimate while unmeasured. */
+function cpuBooking(own: number | undefined, estimate: number): { measured: number | undefined; base: number } {
+  const measured = own === undefined || !Number.isFinite(own) ? undefined : Math.round(own);
+  return { measured, base: bookingFor(measured, estimate) };
+}
+
+/**
+ * On a GPU: what this process gained on the devices its sessions use (other processes sharing the GPU do not count);
+ * concurrent loads on one device may read each other's growth, so the booking is the larger of it and the fixed prediction.
+ */
+function gpuBooking(footprint: LoadFootprint, raw: number | undefined): { measured: number | undefined; base: number } {
+  const measured = raw === undefined || !Number.isFinite(raw) ? undefined : Math.max(0, Math.round(raw));
+  return { measured, base: Math.max(footprint.fileBytes + footprint.sessions * SESSION_OVERHEAD_BYTES, measured ?? 0) };
+}
+
 /** Bookings are normalised this long after a load settles, then every NORMALIZE_INTERVAL_MS while any is held. */
 const NORMALIZE_DELAY_MS = 250;
 const NORMALIZE_INTERVAL_MS = 1000;
@@ -237,153 +296,155 @@ export class PackageModelLoader implements ModelLoader {
    * budget (memory-manager.ts). Downloads and extraction happen before (store/).
    */
   async load(request: PackageLoadRequest): Promise<LoadedModelPackage> {
+    const attempt = loadAttempt();
+    try {
+      return await this.loadSteps(request, attempt);
+    } catch (err) {
+      throw await this.abandon(request, attempt, err);
+    }
+  }
+
+  /** The load's steps in order; what each one takes hold of is kept in `a`, so a failure releases it. */
+  private async loadSteps(request: PackageLoadRequest, a: LoadAttempt): Promise<LoadedModelPackage> {
     const { memory, metrics, logger, probe } = this.deps;
     const { signal } = request;
-    const started = process.hrtime.bigint();
-    const elapsedMs = (): number => Math.round(Number(process.hrtime.bigint() - started) / 1e6);
-    let pkg: LoadedPackage | undefined;
-    let reservation: Reservation | undefined;
-    let freeSlot: (() => void) | undefined;
-    let token: ReturnType<LoadMeasurement['begin']> | undefined;
-    // Where a load's time goes (logged with `model loaded`): what a raw create and first run do not do shows here.
-    const stages: Record<string, number> = {};
-    let mark = performance.now();
-    const stage = (name: string): void => {
-      const now = performance.now();
-      stages[name] = Math.round((stages[name] ?? 0) * 1000 + (now - mark) * 1000) / 1000;
-      mark = now;
+    // Cancellation (the model was unloaded while it loads) is seen between stages: a stage that has started
+    // (a session being created, a warm-up run) finishes, nothing after it starts, and all of it is released (abandon).
+    throwIfAborted(signal);
+    const { predictedBytes: predicted, fileBytes: files, dirBytes } = await this.deps.predictFiles(request.dir);
+    a.stage('predict');
+    throwIfAborted(signal);
+    request.onPhase?.('waiting for a load slot');
+    a.freeSlot = await this.slots.acquire(signal);
+    a.stage('slot');
+    request.onPhase?.('waiting for memory');
+    const held = (a.reservation = await memory.reserve(request.label, loadPeakBytes(predicted, files), signal));
+    a.stage('reserve');
+    const gpuBefore = probe.gpuBytes ? await probe.gpuBytes() : undefined;
+    const token = (a.token = this.measurement.begin());
+    // The package was walked once for the prediction: placement and the booking ask its version directories' bytes from that walk.
+    const sizeOf = sizeMemo(dirBytes);
+    request.onPhase?.('creating sessions');
+    const pkg = (a.pkg = await this.deps.loadPackage(request));
+    a.stage('package');
+    await this.warmUpAndPlace(request, pkg, this.copyBooking(held), sizeOf, a);
+    throwIfAborted(signal);
+    request.onPhase?.('measuring');
+    const footprint = await this.deps.footprint(pkg, sizeOf);
+    a.stage('footprint');
+    const own = this.measurement.end(token, footprint);
+    a.token = undefined;
+    const devices = gpuDevices(pkg);
+    const onGpu = devices.size > 0;
+    const gpuAfter = onGpu && gpuBefore !== undefined && probe.gpuBytes ? await probe.gpuBytes() : undefined;
+    a.freeSlot();
+    a.freeSlot = undefined;
+    const estimate = this.measurement.estimate(footprint);
+    const { measured, base } = onGpu ? gpuBooking(footprint, gpuDelta(gpuBefore, gpuAfter, devices)) : cpuBooking(own, estimate);
+    // The reservation holds the load's peak until here.
+    const booked = { base: held.bytes };
+    this.book(held, booked, base);
+    const resident = this.resident(pkg, held, measured);
+    if (!onGpu) this.trackCpuBooking(resident, held, booked, { own, measured, estimate, settled: token.settled });
+    metrics.modelLoadDuration.observe({ outcome: 'success' }, a.elapsedMs() / 1000);
+    logger.info(
+      {
+        model: request.label,
+        entryModel: pkg.entry.name,
+        models: [...pkg.models.keys()],
+        bytes: held.bytes,
+        predictedBytes: predicted,
+        peakReservedBytes: loadPeakBytes(predicted, files),
+        estimatedBytes: estimate,
+        measuredBytes: measured,
+        device: onGpu ? 'gpu' : 'cpu',
+        durationMs: a.elapsedMs(),
+        stagesMs: a.stages,
+      },
+      'model loaded',
+    );
+    watchSequences(pkg, held, memory, metrics.sequenceStateBytes, logger);
+    return resident;
+  }
+
+  /** A main-thread copy is booked while it exists (runtime/session-placement.ts): on top of whatever the load is booked at. */
+  private copyBooking(held: Reservation): CopyBooking {
+    return {
+      tryGrow: (fileBytes) => {
+        const bytes = this.measurement.estimate({ fileBytes, sessions: 1 });
+        if (!held.tryGrow(bytes)) return undefined;
+        this.copyBytes += bytes;
+        return bytes;
+      },
+      shrink: (bytes) => {
+        this.copyBytes -= bytes;
+        held.resize(held.bytes - bytes);
+      },
     };
-    try {
-      // Cancellation (the model was unloaded while it loads) is seen between stages: a stage that has started
-      // (a session being created, a warm-up run) finishes, nothing after it starts, and all of it is released below.
-      throwIfAborted(signal);
-      const { predictedBytes: predicted, fileBytes: files, dirBytes } = await this.deps.predictFiles(request.dir);
-      stage('predict');
-      throwIfAborted(signal);
-      request.onPhase?.('waiting for a load slot');
-      freeSlot = await this.slots.acquire(signal);
-      stage('slot');
-      request.onPhase?.('waiting for memory');
-      reservation = await memory.reserve(request.label, loadPeakBytes(predicted, files), signal);
-      stage('reserve');
-      const held = reservation;
-      // A main-thread copy is booked while it exists (runtime/session-placement.ts): on top of whatever the load is booked at.
-      const book: CopyBooking = {
-        tryGrow: (fileBytes) => {
-          const bytes = this.measurement.estimate({ fileBytes, sessions: 1 });
-          if (!held.tryGrow(bytes)) return undefined;
-          this.copyBytes += bytes;
-          return bytes;
-        },
-        shrink: (bytes) => {
-          this.copyBytes -= bytes;
-          held.resize(held.bytes - bytes);
+  }
+
+  /** Each model of the package warmed up, then placed knowing its warm-up's run times. */
+  private async warmUpAndPlace(request: PackageLoadRequest, pkg: LoadedPackage, book: CopyBooking, sizeOf: FilesBytes, a: LoadAttempt): Promise<void> {
+    request.onPhase?.('warming up');
+    for (const model of pkg.models.values()) {
+      throwIfAborted(request.signal);
+      const warmupRunUs = await this.deps.warmUp(model, request.label);
+      a.stage('warmup');
+      throwIfAborted(request.signal);
+      await this.deps.place(model, request.label, warmupRunUs ?? undefined, book, sizeOf);
+      a.stage('place');
+    }
+  }
+
+  /**
+   * A CPU package's booking follows its measurement: normalised with the others' (normalize) once
+   * measured alone, or, when its load overlapped others, booked at the estimate until the group ends
+   * and at its share of the group's growth after.
+   */
+  private trackCpuBooking(resident: ResidentPackage, held: Reservation, booked: { base: number }, reading: CpuReading): void {
+    const { own, measured, estimate } = reading;
+    const track = (raw: number): void => {
+      const entry: CpuBooking = {
+        raw,
+        estimate,
+        apply: (m, b) => {
+          resident.measuredBytes = m;
+          this.book(held, booked, b);
         },
       };
-      const gpuBefore = probe.gpuBytes ? await probe.gpuBytes() : undefined;
-      token = this.measurement.begin();
-      // The package was walked once for the prediction: placement and the booking ask its version directories' bytes from that walk.
-      const sizeOf = sizeMemo(dirBytes);
-      request.onPhase?.('creating sessions');
-      pkg = await this.deps.loadPackage(request);
-      stage('package');
-      request.onPhase?.('warming up');
-      for (const model of pkg.models.values()) {
-        throwIfAborted(signal);
-        const warmupRunUs = await this.deps.warmUp(model, request.label);
-        stage('warmup');
-        throwIfAborted(signal);
-        await this.deps.place(model, request.label, warmupRunUs ?? undefined, book, sizeOf);
-        stage('place');
-      }
-      throwIfAborted(signal);
-      request.onPhase?.('measuring');
-      const footprint = await this.deps.footprint(pkg, sizeOf);
-      stage('footprint');
-      const own = this.measurement.end(token, footprint);
-      const settled = token.settled;
-      token = undefined;
-      const devices = gpuDevices(pkg);
-      const onGpu = devices.size > 0;
-      const gpuAfter = onGpu && gpuBefore !== undefined && probe.gpuBytes ? await probe.gpuBytes() : undefined;
-      freeSlot();
-      freeSlot = undefined;
-      const estimate = this.measurement.estimate(footprint);
-      let measured: number | undefined;
-      let base: number;
-      if (onGpu) {
-        // On a GPU: what this process gained on the devices its sessions use (other processes sharing the GPU do not count);
-        // concurrent loads on one device may read each other's growth, so the booking is the larger of it and the fixed prediction.
-        const raw = gpuDelta(gpuBefore, gpuAfter, devices);
-        measured = raw === undefined || !Number.isFinite(raw) ? undefined : Math.max(0, Math.round(raw));
-        base = Math.max(footprint.fileBytes + footprint.sessions * SESSION_OVERHEAD_BYTES, measured ?? 0);
-      } else {
-        measured = own === undefined || !Number.isFinite(own) ? undefined : Math.round(own);
-        base = bookingFor(measured, estimate);
-      }
-      // The reservation holds the load's peak until here.
-      const booked = { base: reservation.bytes };
-      this.book(reservation, booked, base);
-      const resident = this.resident(pkg, reservation, measured);
-      if (!onGpu) {
-        const track = (raw: number): void => {
-          const entry: CpuBooking = {
-            raw,
-            estimate,
-            apply: (m, b) => {
-              resident.measuredBytes = m;
-              this.book(held, booked, b);
-            },
-          };
-          this.cpuBookings.add(entry);
-          resident.onRelease = () => this.cpuBookings.delete(entry);
-          this.scheduleNormalize();
-        };
-        if (own !== undefined && measured !== undefined) track(measured);
-        else if (own === undefined) {
-          // Overlapped: booked at the estimate now, at its share of the group's growth when the group ends.
-          void settled.then((share) => {
-            if (share === undefined || resident.released) return;
-            resident.measuredBytes = share;
-            this.book(held, booked, bookingFor(share, estimate));
-            track(share);
-          });
-        }
-      }
-      metrics.modelLoadDuration.observe({ outcome: 'success' }, elapsedMs() / 1000);
-      logger.info(
-        {
-          model: request.label,
-          entryModel: pkg.entry.name,
-          models: [...pkg.models.keys()],
-          bytes: reservation.bytes,
-          predictedBytes: predicted,
-          peakReservedBytes: loadPeakBytes(predicted, files),
-          estimatedBytes: estimate,
-          measuredBytes: measured,
-          device: onGpu ? 'gpu' : 'cpu',
-          durationMs: elapsedMs(),
-          stagesMs: stages,
-        },
-        'model loaded',
-      );
-      watchSequences(pkg, reservation, memory, metrics.sequenceStateBytes, logger);
-      return resident;
-    } catch (err) {
-      if (token !== undefined) this.measurement.end(token, undefined);
-      freeSlot?.();
-      await pkg?.release();
-      reservation?.release();
-      if (signal?.aborted) {
-        // Not a failure of the model: it was unloaded (DELETE, shutdown) while it loaded; what it held is released.
-        metrics.modelLoadDuration.observe({ outcome: 'cancelled' }, elapsedMs() / 1000);
-        logger.info({ model: request.label, durationMs: elapsedMs() }, 'model load cancelled: the model was unloaded while it loaded');
-        throw signal.reason;
-      }
-      metrics.modelLoadDuration.observe({ outcome: 'failure' }, elapsedMs() / 1000);
-      logger.warn({ model: request.label, err: (err as Error).message, durationMs: elapsedMs() }, 'model load failed');
-      throw err;
+      this.cpuBookings.add(entry);
+      resident.onRelease = () => this.cpuBookings.delete(entry);
+      this.scheduleNormalize();
+    };
+    if (own !== undefined && measured !== undefined) track(measured);
+    else if (own === undefined) {
+      // Overlapped: booked at the estimate now, at its share of the group's growth when the group ends.
+      void reading.settled.then((share) => {
+        if (share === undefined || resident.released) return;
+        resident.measuredBytes = share;
+        this.book(held, booked, bookingFor(share, estimate));
+        track(share);
+      });
     }
+  }
+
+  /** A failed or cancelled load: everything it took hold of is released; returns what to throw. */
+  private async abandon(request: PackageLoadRequest, a: LoadAttempt, err: unknown): Promise<unknown> {
+    const { metrics, logger } = this.deps;
+    const { signal } = request;
+    if (a.token !== undefined) this.measurement.end(a.token, undefined);
+    a.freeSlot?.();
+    await a.pkg?.release();
+    a.reservation?.release();
+    if (signal?.aborted) {
+      // Not a failure of the model: it was unloaded (DELETE, shutdown) while it loaded; what it held is released.
+      metrics.modelLoadDuration.observe({ outcome: 'cancelled' }, a.elapsedMs() / 1000);
+      logger.info({ model: request.label, durationMs: a.elapsedMs() }, 'model load cancelled: the model was unloaded while it loaded');
+      return signal.reason;
+    }
+    metrics.modelLoadDuration.observe({ outcome: 'failure' }, a.elapsedMs() / 1000);
+    logger.warn({ model: request.label, err: (err as Error).message, durationMs: a.elapsedMs() }, 'model load failed');
+    return err;
   }
 
   /** Normalise the bookings `delayMs` from now (unless one is due sooner), and then every NORMALIZE_INTERVAL_MS while any is held. */
@@ -432,11 +493,7 @@ export class PackageModelLoader implements ModelLoader {
     if (grew) void this.deps.memory.trim().catch((err: unknown) => this.deps.logger.warn({ err }, 'trimming memory after a load failed'));
   }
 
-  private resident(
-    pkg: LoadedPackage,
-    reservation: Reservation,
-    measuredBytes: number | undefined,
-  ): LoadedModelPackage & { measuredBytes: number | undefined; released: boolean; onRelease: (() => void) | undefined } {
+  private resident(pkg: LoadedPackage, reservation: Reservation, measuredBytes: number | undefined): ResidentPackage {
     let released: Promise<void> | undefined;
     const out = {
       pkg,

@@ -231,135 +231,195 @@ export async function placeSessions(
   if (config.platform === 'ensemble') return;
   const choice = executionThreadOf(config, label);
   if (choice === 'worker') return;
-  const outputs = config.output.map((o) => o.name);
-  const onlyMaxRunUs = Math.min(settings.mainThreadOnlyMaxRunUs ?? DEFAULT_MAIN_THREAD_ONLY_MAX_RUN_US, settings.mainThreadMaxRunUs);
   const ownThreads = config.parameters['intra_op_thread_count'];
-  const copyThreads =
-    ownThreads !== undefined && ownThreads !== ''
-      ? undefined
-      : (settings.mainThreadIntraOpThreads ?? Math.min(MAIN_THREAD_MAX_INTRA_OP_THREADS, settings.cpuCount ?? os.availableParallelism()));
-  for (const version of versions) {
-    const session = version.sessions[0];
-    if (session === undefined) continue; // a processing step: already in-process
-    const why =
-      version.sessions.length > 1 ? `it has ${version.sessions.length} instances` : session.provider !== 'cpu' ? `it runs on ${session.provider}` : undefined;
-    if (why !== undefined) {
-      if (choice === 'main')
-        logger.warn({ model: label, version: version.version }, `execution_thread "main" ignored: ${why}; instances and GPU sessions run in runtime workers`);
-      continue;
-    }
-    let runUs: number | undefined;
-    if (choice === 'auto') {
-      if (settings.mainThreadMaxRunUs <= 0) continue;
-      const feeds = probeFeeds(config, zeros);
-      if (feeds === undefined) continue;
-      if ((await version.fileBytes()) > MAIN_THREAD_MAX_FILE_BYTES) continue;
-      const settled = settings.mainThreadMaxRunUs * SETTLED_ABOVE;
-      // The implicit warm-up ran one row; the probe would run max_batch_size rows, which cost at least as much.
-      const oneRow = version.warmupRunUs;
-      if (oneRow !== undefined && oneRow > settings.mainThreadMaxRunUs * WARMUP_SETTLED_ABOVE) {
-        logger.debug(
-          { model: label, version: version.version, warmupRunUs: Math.round(oneRow), maxRunUs: settings.mainThreadMaxRunUs },
-          'session stays in its runtime worker (its warm-up run settles it)',
-        );
-        continue;
-      }
-      try {
-        // One call first, bounded by what a small model's runs take: a model whose runs stay under the refinement
-        // limit is timed in full there, PROBE_RUNS runs that are still cold and REFINE_RUNS after them that decide, in
-        // one hop to the worker (a tiny model's probe: 0.6 ms, where two calls of 7 and 50 runs took 1.3).
-        const smallUs = onlyMaxRunUs * REFINE_BELOW;
-        const total = PROBE_RUNS + REFINE_RUNS;
-        const runs = await session.timeRuns(feeds, outputs, smallUs > 0 ? total : 1, smallUs > 0 ? smallUs * total : undefined);
-        if (runs.length === total) runUs = median(runs.slice(PROBE_RUNS));
-        else {
-          // Not small: the median of PROBE_RUNS, unless the first run already settles it.
-          const first = runs[0] ?? Number.POSITIVE_INFINITY;
-          if (first <= settled) {
-            // Bounded: at most PROBE_RUNS runs of at most `settled` µs each, and at most PROBE_CAP_US in all after the first.
-            const wanted = 1 + Math.max(2, Math.min(PROBE_RUNS - 1, Math.floor(PROBE_CAP_US / Math.max(1, first))));
-            if (runs.length < wanted) runs.push(...(await session.timeRuns(feeds, outputs, wanted - runs.length)));
-          }
-          runUs = median(runs);
-        }
-      } catch (err) {
-        logger.debug(
-          { model: label, version: version.version, err: (err as Error).message },
-          'placement probe failed; the session stays in its runtime worker',
-        );
-        continue;
-      }
-      if (runUs > settings.mainThreadMaxRunUs) {
-        logger.debug(
-          { model: label, version: version.version, runUs: Math.round(runUs), maxRunUs: settings.mainThreadMaxRunUs },
-          'session stays in its runtime worker',
-        );
-        continue;
-      }
-    }
-    // A model without a batch dimension: the hop is paid per request (perRequestProbe).
-    let hopUs: number | undefined;
-    if (choice === 'auto' && config.maxBatchSize === 0 && runUs !== undefined && runUs > onlyMaxRunUs) {
-      try {
-        const probe = await perRequestProbe(session, probeFeeds(config, zeros)!, outputs);
-        if (probe.runUs <= onlyMaxRunUs || probe.runUs <= Math.min(probe.hopUs, onlyMaxRunUs * HOP_CAP_TIMES)) {
-          runUs = probe.runUs;
-          hopUs = probe.hopUs;
-        }
-      } catch (err) {
-        logger.debug({ model: label, version: version.version, err: (err as Error).message }, 'per-request probe failed; placement as measured');
-      }
-    }
-    // Cheaper than the hop: no worker copy at all. One intra-op thread (unless the model sets its own): a run
-    // this short gains nothing from more, and a pool's threads would spin beside the server under load.
-    const only = choice === 'main' || (runUs !== undefined && runUs <= onlyMaxRunUs) || hopUs !== undefined;
-    if (!only && copies.capacity === 0) continue;
-    try {
-      if (choice === 'main') await session.moveToMainThread();
-      else if (only) {
-        // After its first answer: a cold request does not wait for the main thread's create (about 1 ms for a tiny model).
-        const v = version.version;
-        await session.moveToMainThread({
-          intraOpThreads: copyThreads === undefined ? undefined : 1,
-          afterNextRun: true,
-          onError: (err) =>
-            logger.warn({ model: label, version: v, err: err.message }, 'could not create the session on the main thread; it stays in its runtime worker'),
-        });
-      } else {
-        const fileBytes = await version.fileBytes();
-        const v = version.version;
-        const onError = (err: Error): void =>
-          logger.warn({ model: label, version: v, err: err.message }, 'could not create the main-thread copy; the session stays in its runtime worker');
-        session.allowMainThreadCopy({ intraOpThreads: copyThreads, fileBytes, book, copies, onError });
-      }
-    } catch (err) {
-      logger.warn(
-        { model: label, version: version.version, err: (err as Error).message },
-        'could not create the session on the main thread; it stays in its runtime worker',
-      );
-      continue;
-    }
-    logger.info(
-      choice === 'main'
-        ? { model: label, version: version.version, placement: 'main thread only (execution_thread "main")' }
-        : only
-          ? {
-              model: label,
-              version: version.version,
-              placement: 'main thread only (a batch runs in less than a hop to a worker costs)',
-              runUs: Math.round(runUs ?? 0),
-              batch: Math.max(1, config.maxBatchSize),
-              ...(hopUs === undefined ? {} : { hopUs: Math.round(hopUs) }),
-            }
-          : {
-              model: label,
-              version: version.version,
-              placement: 'main thread when the server is quiet (a copy, once used, among the most often used), worker when busy',
-              runUs: Math.round(runUs ?? 0),
-              batch: Math.max(1, config.maxBatchSize),
-              intraOpThreads: copyThreads ?? "the model's intra_op_thread_count",
-            },
-      'session placed',
-    );
+  const placement: Placement = {
+    config,
+    zeros,
+    label,
+    settings,
+    logger,
+    book,
+    copies,
+    choice,
+    outputs: config.output.map((o) => o.name),
+    onlyMaxRunUs: Math.min(settings.mainThreadOnlyMaxRunUs ?? DEFAULT_MAIN_THREAD_ONLY_MAX_RUN_US, settings.mainThreadMaxRunUs),
+    copyThreads:
+      ownThreads !== undefined && ownThreads !== ''
+        ? undefined
+        : (settings.mainThreadIntraOpThreads ?? Math.min(MAIN_THREAD_MAX_INTRA_OP_THREADS, settings.cpuCount ?? os.availableParallelism())),
+  };
+  for (const version of versions) await placeVersion(placement, version);
+}
+
+/** One model's placement: what placeSessions was given, and what it derived once for all its versions. */
+interface Placement {
+  readonly config: ModelConfig;
+  readonly zeros: (rows: number) => Map<string, Tensor>;
+  readonly label: string;
+  readonly settings: PlacementSettings;
+  readonly logger: Logger;
+  readonly book: CopyBooking;
+  readonly copies: MainThreadCopies;
+  /** `auto` or `main` (`worker` places nothing). */
+  readonly choice: ExecutionThread;
+  readonly outputs: readonly string[];
+  /** Largest run that `auto` puts on the main thread only (never above the copy limit). */
+  readonly onlyMaxRunUs: number;
+  /** Intra-op threads of a main-thread copy; undefined: the model sets its own. */
+  readonly copyThreads: number | undefined;
+}
+
+async function placeVersion(p: Placement, version: PlacedVersion): Promise<void> {
+  const { config, choice, logger, label } = p;
+  const session = version.sessions[0];
+  if (session === undefined) return; // a processing step: already in-process
+  const why =
+    version.sessions.length > 1 ? `it has ${version.sessions.length} instances` : session.provider !== 'cpu' ? `it runs on ${session.provider}` : undefined;
+  if (why !== undefined) {
+    if (choice === 'main')
+      logger.warn({ model: label, version: version.version }, `execution_thread "main" ignored: ${why}; instances and GPU sessions run in runtime workers`);
+    return;
   }
+  let runUs: number | undefined;
+  if (choice === 'auto') {
+    runUs = await measuredRunUs(p, version, session);
+    if (runUs === undefined) return;
+  }
+  // A model without a batch dimension: the hop is paid per request (perRequestProbe).
+  let hopUs: number | undefined;
+  if (choice === 'auto' && config.maxBatchSize === 0 && runUs !== undefined && runUs > p.onlyMaxRunUs) {
+    ({ runUs, hopUs } = await againstTheHop(p, version, session, runUs));
+  }
+  // Cheaper than the hop: no worker copy at all. One intra-op thread (unless the model sets its own): a run
+  // this short gains nothing from more, and a pool's threads would spin beside the server under load.
+  const only = choice === 'main' || (runUs !== undefined && runUs <= p.onlyMaxRunUs) || hopUs !== undefined;
+  if (!only && p.copies.capacity === 0) return;
+  if (!(await useMainThread(p, version, session, only))) return;
+  logPlaced(p, version, only, runUs, hopUs);
+}
+
+/**
+ * For `auto`: the session's run time at the largest batch (µs, see probeRunUs), or undefined when
+ * it stays in its worker (not measurable from the config, files too large, too slow, or the probe failed).
+ */
+async function measuredRunUs(p: Placement, version: PlacedVersion, session: ModelSession): Promise<number | undefined> {
+  const { settings, logger, label } = p;
+  if (settings.mainThreadMaxRunUs <= 0) return undefined;
+  const feeds = probeFeeds(p.config, p.zeros);
+  if (feeds === undefined) return undefined;
+  if ((await version.fileBytes()) > MAIN_THREAD_MAX_FILE_BYTES) return undefined;
+  // The implicit warm-up ran one row; the probe would run max_batch_size rows, which cost at least as much.
+  const oneRow = version.warmupRunUs;
+  if (oneRow !== undefined && oneRow > settings.mainThreadMaxRunUs * WARMUP_SETTLED_ABOVE) {
+    logger.debug(
+      { model: label, version: version.version, warmupRunUs: Math.round(oneRow), maxRunUs: settings.mainThreadMaxRunUs },
+      'session stays in its runtime worker (its warm-up run settles it)',
+    );
+    return undefined;
+  }
+  let runUs: number;
+  try {
+    runUs = await probeRunUs(p, session, feeds);
+  } catch (err) {
+    logger.debug({ model: label, version: version.version, err: (err as Error).message }, 'placement probe failed; the session stays in its runtime worker');
+    return undefined;
+  }
+  if (runUs > settings.mainThreadMaxRunUs) {
+    logger.debug(
+      { model: label, version: version.version, runUs: Math.round(runUs), maxRunUs: settings.mainThreadMaxRunUs },
+      'session stays in its runtime worker',
+    );
+    return undefined;
+  }
+  return runUs;
+}
+
+/** The median run at the largest batch: of the refinement runs for a small model, else of at most PROBE_RUNS runs. */
+async function probeRunUs(p: Placement, session: ModelSession, feeds: Map<string, Tensor>): Promise<number> {
+  const settled = p.settings.mainThreadMaxRunUs * SETTLED_ABOVE;
+  // One call first, bounded by what a small model's runs take: a model whose runs stay under the refinement
+  // limit is timed in full there, PROBE_RUNS runs that are still cold and REFINE_RUNS after them that decide, in
+  // one hop to the worker (a tiny model's probe: 0.6 ms, where two calls of 7 and 50 runs took 1.3).
+  const smallUs = p.onlyMaxRunUs * REFINE_BELOW;
+  const total = PROBE_RUNS + REFINE_RUNS;
+  const runs = await session.timeRuns(feeds, p.outputs, smallUs > 0 ? total : 1, smallUs > 0 ? smallUs * total : undefined);
+  if (runs.length === total) return median(runs.slice(PROBE_RUNS));
+  // Not small: the median of PROBE_RUNS, unless the first run already settles it.
+  const first = runs[0] ?? Number.POSITIVE_INFINITY;
+  if (first <= settled) {
+    // Bounded: at most PROBE_RUNS runs of at most `settled` µs each, and at most PROBE_CAP_US in all after the first.
+    const wanted = 1 + Math.max(2, Math.min(PROBE_RUNS - 1, Math.floor(PROBE_CAP_US / Math.max(1, first))));
+    if (runs.length < wanted) runs.push(...(await session.timeRuns(feeds, p.outputs, wanted - runs.length)));
+  }
+  return median(runs);
+}
+
+/** A model without a batch dimension, set against the hop it pays per request: hopUs is set when the main thread only wins. */
+async function againstTheHop(p: Placement, version: PlacedVersion, session: ModelSession, runUs: number): Promise<{ runUs: number; hopUs?: number }> {
+  try {
+    const probe = await perRequestProbe(session, probeFeeds(p.config, p.zeros)!, p.outputs);
+    if (probe.runUs <= p.onlyMaxRunUs || probe.runUs <= Math.min(probe.hopUs, p.onlyMaxRunUs * HOP_CAP_TIMES)) {
+      return { runUs: probe.runUs, hopUs: probe.hopUs };
+    }
+  } catch (err) {
+    p.logger.debug({ model: p.label, version: version.version, err: (err as Error).message }, 'per-request probe failed; placement as measured');
+  }
+  return { runUs };
+}
+
+/** Moves the session to the main thread (`only`, or `main`) or allows it a main-thread copy; false when that failed (logged). */
+async function useMainThread(p: Placement, version: PlacedVersion, session: ModelSession, only: boolean): Promise<boolean> {
+  const { logger, label } = p;
+  try {
+    if (p.choice === 'main') await session.moveToMainThread();
+    else if (only) {
+      // After its first answer: a cold request does not wait for the main thread's create (about 1 ms for a tiny model).
+      const v = version.version;
+      await session.moveToMainThread({
+        intraOpThreads: p.copyThreads === undefined ? undefined : 1,
+        afterNextRun: true,
+        onError: (err) =>
+          logger.warn({ model: label, version: v, err: err.message }, 'could not create the session on the main thread; it stays in its runtime worker'),
+      });
+    } else {
+      const fileBytes = await version.fileBytes();
+      const v = version.version;
+      const onError = (err: Error): void =>
+        logger.warn({ model: label, version: v, err: err.message }, 'could not create the main-thread copy; the session stays in its runtime worker');
+      session.allowMainThreadCopy({ intraOpThreads: p.copyThreads, fileBytes, book: p.book, copies: p.copies, onError });
+    }
+  } catch (err) {
+    logger.warn(
+      { model: label, version: version.version, err: (err as Error).message },
+      'could not create the session on the main thread; it stays in its runtime worker',
+    );
+    return false;
+  }
+  return true;
+}
+
+function logPlaced(p: Placement, version: PlacedVersion, only: boolean, runUs: number | undefined, hopUs: number | undefined): void {
+  const { config, label } = p;
+  p.logger.info(
+    p.choice === 'main'
+      ? { model: label, version: version.version, placement: 'main thread only (execution_thread "main")' }
+      : only
+        ? {
+            model: label,
+            version: version.version,
+            placement: 'main thread only (a batch runs in less than a hop to a worker costs)',
+            runUs: Math.round(runUs ?? 0),
+            batch: Math.max(1, config.maxBatchSize),
+            ...(hopUs === undefined ? {} : { hopUs: Math.round(hopUs) }),
+          }
+        : {
+            model: label,
+            version: version.version,
+            placement: 'main thread when the server is quiet (a copy, once used, among the most often used), worker when busy',
+            runUs: Math.round(runUs ?? 0),
+            batch: Math.max(1, config.maxBatchSize),
+            intraOpThreads: p.copyThreads ?? "the model's intra_op_thread_count",
+          },
+    'session placed',
+  );
 }
