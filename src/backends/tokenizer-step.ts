@@ -66,7 +66,7 @@ async function locate(ctx: StepLoadContext, file: string): Promise<{ path: strin
 }
 
 export async function loadTokenizerStep(ctx: StepLoadContext): Promise<LoadedStep> {
-  const { config, label } = ctx;
+  const { config } = ctx;
   const params = new StepParameters(config.parameters, 'tokenizer');
   const problems = params.problems;
   const tokenizerFile = params.string('tokenizer_file', 'tokenizer.json');
@@ -135,7 +135,7 @@ export async function loadTokenizerStep(ctx: StepLoadContext): Promise<LoadedSte
       : (tokenizer?.token_to_id('[PAD]') ?? tokenizer?.token_to_id('<pad>') ?? tokenizer?.token_to_id('<|padding|>') ?? 0);
   const padId = params.int('pad_id', padDefault, 0);
   params.checkUnknown();
-  throwIfProblems(label, 'tokenizer', problems);
+  throwIfProblems('tokenizer', problems);
 
   const tok = tokenizer!;
   const [textIn, pairIn] = [config.input[0]!, config.input[1]];
@@ -152,7 +152,6 @@ export async function loadTokenizerStep(ctx: StepLoadContext): Promise<LoadedSte
     if (over > 0) {
       if (!truncation || budget < 0) {
         throw invalidInput(
-          label,
           `row ${row} has ${a.length + (b?.length ?? 0) + (b ? specialsPair : specialsSingle)} tokens, more than max_length ${maxLength} (truncation is off)`,
         );
       }
@@ -177,10 +176,10 @@ export async function loadTokenizerStep(ctx: StepLoadContext): Promise<LoadedSte
   return {
     release: async () => {},
     execute: async (inputs, outputNames) => {
-      const texts = textsOf(requireInput(inputs, textIn.name, label), textIn.name, label);
-      const pairs = pairIn ? textsOf(requireInput(inputs, pairIn.name, label), pairIn.name, label) : undefined;
+      const texts = textsOf(requireInput(inputs, textIn.name), textIn.name);
+      const pairs = pairIn ? textsOf(requireInput(inputs, pairIn.name), pairIn.name) : undefined;
       if (pairs && pairs.length !== texts.length)
-        throw invalidInput(label, `input '${pairIn!.name}' has ${pairs.length} texts but '${textIn.name}' has ${texts.length}`);
+        throw invalidInput(`input '${pairIn!.name}' has ${pairs.length} texts but '${textIn.name}' has ${texts.length}`);
       const encoded = texts.map((t, i) => encode(t, pairs?.[i], i));
       const width = padding === 'max_length' ? maxLength : Math.max(1, ...encoded.map((e) => e.ids.length));
       const rows = encoded.length;
@@ -203,8 +202,8 @@ export async function loadTokenizerStep(ctx: StepLoadContext): Promise<LoadedSte
   };
 }
 
-function textsOf(t: Tensor, name: string, label: string): string[] {
-  if (t.datatype !== 'BYTES' || !Array.isArray(t.data)) throw invalidInput(label, `input '${name}' must be BYTES text, got ${t.datatype}`);
+function textsOf(t: Tensor, name: string): string[] {
+  if (t.datatype !== 'BYTES' || !Array.isArray(t.data)) throw invalidInput(`input '${name}' must be BYTES text, got ${t.datatype}`);
   return t.data;
 }
 

@@ -10,7 +10,7 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { ModelConfigDescriptor } from '../config/model-config-schema.js';
 import { parseTextFormat } from '../config/pbtxt/parser.js';
-import { ServingError } from '../errors.js';
+import { ServingError, withModel } from '../errors.js';
 import { scanRepository } from '../registry/repository-layout.js';
 import { parseSweep } from '../perf/sweep-spec.js';
 import { runTune, TuneError, type Objective } from '../tune/tune-run.js';
@@ -125,7 +125,7 @@ export const tuneCommand: CliCommand = {
     const limits = readSettings(io.env, ['archiveMaxBytes', 'archiveMaxEntries', 'archiveMaxRatio']);
     const pkg = await openPackage(input, { maxBytes: limits.archiveMaxBytes, maxEntries: limits.archiveMaxEntries, maxRatio: limits.archiveMaxRatio });
     try {
-      const layout = await scanRepository(pkg.dir, pkg.fallbackName, pkg.label);
+      const layout = await withModel(pkg.label, () => scanRepository(pkg.dir, pkg.fallbackName));
       if (layout.models.length !== 1) {
         write(
           io.stderr,

@@ -11,6 +11,7 @@
  * packages and a fake memory probe. createModelLoader wires the real parts.
  */
 import path from 'node:path';
+import { inModel, ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { gpuProcessBytes, processRssBytes } from '../runtime/memory-usage.js';
@@ -171,7 +172,7 @@ export function createModelLoader(options: ModelLoaderOptions): PackageModelLoad
     // The package owns the series handle from here: its release, or loadPackage's own failure, hands it back.
     loadPackage: (request) =>
       loadPackage(request.seriesTarget === undefined ? request : { ...request, metrics: options.metrics.forTarget(request.seriesTarget) }, loadDeps),
-    warmUp: (model, label) => warmUpModel(model, label, logger),
+    warmUp: (model, label) => warmUpModel(model, logger.child({ model: label })),
     place: (model, label, warmupRunUs, book, sizeOf) => placeModel(model, label, placement, logger, warmupRunUs, book, copies, sizeOf),
     predictFiles: predictPackageFootprint,
     footprint: loadedFootprint,
@@ -381,8 +382,10 @@ export class PackageModelLoader implements ModelLoader {
         throw signal.reason;
       }
       metrics.modelLoadDuration.observe({ outcome: 'failure' }, elapsedMs() / 1000);
-      logger.warn({ model: request.label, err: (err as Error).message, durationMs: elapsedMs() }, 'model load failed');
-      throw err;
+      // The one place a load's errors get the model's name (the package's own errors carry it already).
+      const named = err instanceof ServingError ? inModel(err, request.label) : err;
+      logger.warn({ model: request.label, err: (named as Error).message, durationMs: elapsedMs() }, 'model load failed');
+      throw named;
     }
   }
 
