@@ -120,21 +120,21 @@ export function toServingError(err: unknown, model?: string): ServingError {
 }
 
 /**
- * The error as a client sees it for model `label`: errors below the layer that
+ * The error as a client sees it for `model`: errors below the layer that
  * knows which model the work is for (a config, a package's layout, a step's
  * input) are thrown without a model; that layer (the registry's package load,
  * a step's load and run, the CLI's validate) names it here, once. A
  * ServingError that already names a model (a step model inside an ensemble, a
  * sub-model of a package) is returned as it is; any other error gets `model`
- * set and its message prefixed `model '<label>': ` (anything not a
+ * set and its message prefixed `model '<model>': ` (anything not a
  * ServingError becomes INTERNAL, as toServingError does).
  */
-export function inModel(err: unknown, label: string): ServingError {
-  if (!(err instanceof ServingError)) return toServingError(err, label);
+export function inModel(err: unknown, model: string): ServingError {
+  if (!(err instanceof ServingError)) return toServingError(err, model);
   if (err.model !== undefined) return err;
-  const named = err.message.startsWith(`model '${label}'`) ? err.message : `model '${label}': ${err.message}`;
+  const named = err.message.startsWith(`model '${model}'`) ? err.message : `model '${model}': ${err.message}`;
   const out = new ServingError(err.code, named, {
-    model: label,
+    model,
     ...(err.cause === undefined ? {} : { cause: err.cause }),
     ...(err.details === undefined ? {} : { details: err.details }),
   });
@@ -144,21 +144,21 @@ export function inModel(err: unknown, label: string): ServingError {
   return out;
 }
 
-/** `fn`'s result, or its error named for model `label` (inModel). */
-export async function withModel<T>(label: string, fn: () => Promise<T>): Promise<T> {
+/** `fn`'s result, or its error named for `model` (inModel). */
+export async function withModel<T>(model: string, fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
-    throw inModel(err, label);
+    throw inModel(err, model);
   }
 }
 
 /** withModel for synchronous work. */
-export function withModelSync<T>(label: string, fn: () => T): T {
+export function withModelSync<T>(model: string, fn: () => T): T {
   try {
     return fn();
   } catch (err) {
-    throw inModel(err, label);
+    throw inModel(err, model);
   }
 }
 
