@@ -120,6 +120,49 @@ export function toServingError(err: unknown, model?: string): ServingError {
 }
 
 /**
+ * The error as a client sees it for `model`: errors below the layer that
+ * knows which model the work is for (a config, a package's layout, a step's
+ * input) are thrown without a model; that layer (the registry's package load,
+ * a step's load and run, the CLI's validate) names it here, once. A
+ * ServingError that already names a model (a step model inside an ensemble, a
+ * sub-model of a package) is returned as it is; any other error gets `model`
+ * set and its message prefixed `model '<model>': ` (anything not a
+ * ServingError becomes INTERNAL, as toServingError does).
+ */
+export function inModel(err: unknown, model: string): ServingError {
+  if (!(err instanceof ServingError)) return toServingError(err, model);
+  if (err.model !== undefined) return err;
+  const named = err.message.startsWith(`model '${model}'`) ? err.message : `model '${model}': ${err.message}`;
+  const out = new ServingError(err.code, named, {
+    model,
+    ...(err.cause === undefined ? {} : { cause: err.cause }),
+    ...(err.details === undefined ? {} : { details: err.details }),
+  });
+  // Where it was thrown, not where it was named.
+  const frames = err.stack?.indexOf('\n') ?? -1;
+  if (frames >= 0) out.stack = `ServingError: ${named}${err.stack!.slice(frames)}`;
+  return out;
+}
+
+/** `fn`'s result, or its error named for `model` (inModel). */
+export async function withModel<T>(model: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw inModel(err, model);
+  }
+}
+
+/** withModel for synchronous work. */
+export function withModelSync<T>(model: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    throw inModel(err, model);
+  }
+}
+
+/**
  * A start-up failure the operator fixes by changing one setting (a port in
  * use, a cache directory that cannot be written, a model source that does not
  * exist): main.ts logs it as one line naming `setting`, without a stack, and

@@ -60,7 +60,7 @@ function perChannel(values: readonly number[], channels: number, key: string, pr
 }
 
 export async function loadImageStep(ctx: StepLoadContext): Promise<LoadedStep> {
-  const { config, label } = ctx;
+  const { config } = ctx;
   const params = new StepParameters(config.parameters, 'image');
   const problems = params.problems;
   if (config.input.length !== 1) problems.push(`needs exactly 1 input (the encoded image), got ${config.input.length}`);
@@ -70,7 +70,7 @@ export async function loadImageStep(ctx: StepLoadContext): Promise<LoadedStep> {
   if (inp) checkImageInput(inp, problems);
   const settings = imageSettings(params, out);
   params.checkUnknown();
-  throwIfProblems(label, 'image', problems);
+  throwIfProblems('image', problems);
   const inCfg = inp!;
   const outCfg = out!;
   const inShape = configShape(inCfg, config);
@@ -81,10 +81,9 @@ export async function loadImageStep(ctx: StepLoadContext): Promise<LoadedStep> {
     execute: async (inputs, outputNames) => {
       const result = new Map<string, Tensor>();
       if (!wanted(outputNames, outCfg.name)) return result;
-      const t = requireInput(inputs, inCfg.name, label);
-      if (t.shape.length !== inShape.length)
-        throw invalidInput(label, `input '${inCfg.name}' has shape ${formatShape(t.shape)}, expected ${formatShape(inShape)}`);
-      result.set(outCfg.name, await preprocessImages(t, inCfg.name, settings, batching, label));
+      const t = requireInput(inputs, inCfg.name);
+      if (t.shape.length !== inShape.length) throw invalidInput(`input '${inCfg.name}' has shape ${formatShape(t.shape)}, expected ${formatShape(inShape)}`);
+      result.set(outCfg.name, await preprocessImages(t, inCfg.name, settings, batching));
       return result;
     },
   };
@@ -141,15 +140,15 @@ function imageSettings(params: StepParameters, out: TensorConfig | undefined): I
 }
 
 /** Every row's image decoded and resized at once (libvips' threads), then normalised into one FP32 tensor. */
-async function preprocessImages(t: Tensor, name: string, settings: ImageStepSettings, batching: boolean, label: string): Promise<Tensor> {
-  const images = encodedImages(t, name, batching, label);
+async function preprocessImages(t: Tensor, name: string, settings: ImageStepSettings, batching: boolean): Promise<Tensor> {
+  const images = encodedImages(t, name, batching);
   const per = settings.width * settings.height * settings.channels;
   const data = new Float32Array(images.length * per);
   await Promise.all(
     images.map(async (bytes, i) => {
       const pixels = await decodeImage(bytes, settings).catch((err: unknown) => {
         const why = err instanceof Error ? err.message : String(err);
-        throw invalidInput(label, `input '${name}'${images.length > 1 ? ` row ${i}` : ''} is not an image it can decode (${why})`);
+        throw invalidInput(`input '${name}'${images.length > 1 ? ` row ${i}` : ''} is not an image it can decode (${why})`);
       });
       normalizeInto(pixels, settings, data, i * per);
     }),
@@ -159,7 +158,7 @@ async function preprocessImages(t: Tensor, name: string, settings: ImageStepSett
 }
 
 /** The encoded bytes of each row. */
-function encodedImages(t: Tensor, name: string, batching: boolean, label: string): Buffer[] {
+function encodedImages(t: Tensor, name: string, batching: boolean): Buffer[] {
   const rows = batching ? (t.shape[0] ?? 0) : 1;
   if (t.datatype === 'UINT8' && t.data instanceof Uint8Array) {
     const bytes = t.data;
@@ -167,13 +166,13 @@ function encodedImages(t: Tensor, name: string, batching: boolean, label: string
     return Array.from({ length: rows }, (_, r) => Buffer.from(bytes.buffer, bytes.byteOffset + r * len, len));
   }
   if (t.datatype === 'BYTES' && Array.isArray(t.data)) {
-    if (t.data.length !== rows) throw invalidInput(label, `input '${name}' must hold one base64 image per row, got ${t.data.length} for ${rows} rows`);
+    if (t.data.length !== rows) throw invalidInput(`input '${name}' must hold one base64 image per row, got ${t.data.length} for ${rows} rows`);
     return t.data.map((s) => {
       const comma = s.startsWith('data:') ? s.indexOf(',') : -1;
       return Buffer.from(comma >= 0 ? s.slice(comma + 1) : s, 'base64');
     });
   }
-  throw invalidInput(label, `input '${name}' must be UINT8 or BYTES, got ${t.datatype}`);
+  throw invalidInput(`input '${name}' must be UINT8 or BYTES, got ${t.datatype}`);
 }
 
 /** Decode and resize one image; raw interleaved uint8 of exactly height × width × channels. */

@@ -16,7 +16,7 @@
  * about schedulers: StepExecutor is structurally the scheduler's ModelExecutor.
  */
 import type { ModelConfig } from '../config/model-config-types.js';
-import { ServingError } from '../errors.js';
+import { ServingError, withModel } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Tensor } from '../protocol/tensor.js';
 import { loadImageStep } from './image-step.js';
@@ -65,14 +65,25 @@ export function isStepBackend(name: string): boolean {
   return STEP_BACKENDS.includes(name);
 }
 
-/** Check the step's config and files and prepare it; throws INVALID_MODEL listing every problem (UNSUPPORTED for a disabled JS backend). */
+/**
+ * Check the step's config and files and prepare it; throws INVALID_MODEL listing every problem (UNSUPPORTED for a disabled JS backend).
+ * This is where a step's errors get its model's name (ctx.label), at load and on every batch: the backends throw without it.
+ */
 export async function loadStep(ctx: StepLoadContext): Promise<LoadedStep> {
+  const step = await withModel(ctx.label, () => loadBackend(ctx));
+  const { label } = ctx;
+  return {
+    execute: (inputs, outputNames) => withModel(label, () => step.execute(inputs, outputNames)),
+    release: () => step.release(),
+    ...(step.stopped === undefined ? {} : { stopped: () => step.stopped!() }),
+  };
+}
+
+function loadBackend(ctx: StepLoadContext): Promise<LoadedStep> {
   const backend = ctx.config.backend;
   if (backend === IMAGE_BACKEND) return loadImageStep(ctx);
   if (backend === TOKENIZER_BACKEND) return loadTokenizerStep(ctx);
   if (backend === JS_BACKEND) return loadJsStep(ctx);
   if (TENSOR_STEP_BACKENDS.includes(backend)) return loadTensorStep(ctx);
-  throw new ServingError('INVALID_MODEL', `model '${ctx.label}': backend '${backend}' is not a processing step (known: ${STEP_BACKENDS.join(', ')})`, {
-    model: ctx.label,
-  });
+  throw new ServingError('INVALID_MODEL', `backend '${backend}' is not a processing step (known: ${STEP_BACKENDS.join(', ')})`);
 }

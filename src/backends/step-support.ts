@@ -102,16 +102,18 @@ export class StepParameters {
 }
 
 /** The load error of a step: every problem, one message. */
-export function stepConfigError(label: string, backend: string, problems: readonly string[]): ServingError {
-  return new ServingError('INVALID_MODEL', `model '${label}': backend '${backend}': ${problems.join('; ')}`, { model: label });
+/** The load error of a step: every problem, one message (loadStep names the model). */
+export function stepConfigError(backend: string, problems: readonly string[]): ServingError {
+  return new ServingError('INVALID_MODEL', `backend '${backend}': ${problems.join('; ')}`);
 }
 
-export function throwIfProblems(label: string, backend: string, problems: readonly string[]): void {
-  if (problems.length > 0) throw stepConfigError(label, backend, problems);
+export function throwIfProblems(backend: string, problems: readonly string[]): void {
+  if (problems.length > 0) throw stepConfigError(backend, problems);
 }
 
-export function invalidInput(label: string, message: string): ServingError {
-  return new ServingError('INVALID_INPUT', `model '${label}': ${message}`, { model: label });
+/** A batch the step cannot take (loadStep's executor names the model). */
+export function invalidInput(message: string): ServingError {
+  return new ServingError('INVALID_INPUT', message);
 }
 
 /** Full shape of a config tensor: the batch dim (-1) first when the model batches. */
@@ -125,9 +127,9 @@ export function fitsShape(shape: readonly number[], want: readonly number[]): bo
 }
 
 /** The tensor named `name` from a batch, or INVALID_INPUT naming it. */
-export function requireInput(inputs: ReadonlyMap<string, Tensor>, name: string, label: string): Tensor {
+export function requireInput(inputs: ReadonlyMap<string, Tensor>, name: string): Tensor {
   const t = inputs.get(name);
-  if (!t) throw invalidInput(label, `input '${name}' is missing`);
+  if (!t) throw invalidInput(`input '${name}' is missing`);
   return t;
 }
 

@@ -54,11 +54,10 @@ function product(dims: readonly number[]): number {
 }
 
 /** Checks the run-time tensor: numeric, rank, and that its fixed config dims hold. */
-function checkRuntime(t: Tensor, want: readonly number[], name: string, label: string): NumericArray {
-  if (t.datatype === 'BYTES' || !(t.data instanceof Object) || Array.isArray(t.data))
-    throw invalidInput(label, `input '${name}' must be numeric, got ${t.datatype}`);
+function checkRuntime(t: Tensor, want: readonly number[], name: string): NumericArray {
+  if (t.datatype === 'BYTES' || !(t.data instanceof Object) || Array.isArray(t.data)) throw invalidInput(`input '${name}' must be numeric, got ${t.datatype}`);
   if (t.shape.length !== want.length || t.shape.some((d, i) => want[i] !== -1 && want[i] !== d)) {
-    throw invalidInput(label, `input '${name}' has shape ${formatShape(t.shape)}, expected ${formatShape(want)}`);
+    throw invalidInput(`input '${name}' has shape ${formatShape(t.shape)}, expected ${formatShape(want)}`);
   }
   return t.data;
 }
@@ -66,7 +65,7 @@ function checkRuntime(t: Tensor, want: readonly number[], name: string, label: s
 // ---------------------------------------------------------------------------- mean_pooling
 
 function meanPooling(ctx: StepLoadContext): LoadedStep {
-  const { config, label } = ctx;
+  const { config } = ctx;
   const params = new StepParameters(config.parameters, 'mean_pooling');
   const problems = params.problems;
   const embName = params.string('embeddings_input');
@@ -76,7 +75,7 @@ function meanPooling(ctx: StepLoadContext): LoadedStep {
   if (config.output.length !== 1) problems.push(`needs exactly 1 output (the pooled embedding), got ${config.output.length}`);
   const out = config.output[0];
   if (emb) checkPoolingShapes(config, emb, mask, out, problems);
-  throwIfProblems(label, 'mean_pooling', problems);
+  throwIfProblems('mean_pooling', problems);
   const embCfg = emb!;
   const outCfg = out!;
   const embShape = configShape(embCfg, config);
@@ -84,14 +83,14 @@ function meanPooling(ctx: StepLoadContext): LoadedStep {
   return stateless(async (inputs, outputNames) => {
     const result = new Map<string, Tensor>();
     if (!wanted(outputNames, outCfg.name)) return result;
-    const e = requireInput(inputs, embCfg.name, label);
-    const x = checkRuntime(e, embShape, embCfg.name, label);
+    const e = requireInput(inputs, embCfg.name);
+    const x = checkRuntime(e, embShape, embCfg.name);
     let m: NumericArray | undefined;
     if (mask && maskShape) {
-      const mt = requireInput(inputs, mask.name, label);
-      m = checkRuntime(mt, maskShape, mask.name, label);
+      const mt = requireInput(inputs, mask.name);
+      m = checkRuntime(mt, maskShape, mask.name);
       if (mt.shape.length !== e.shape.length - 1 || mt.shape.some((d, i) => d !== e.shape[i])) {
-        throw invalidInput(label, `mask '${mask.name}' has shape ${formatShape(mt.shape)} but the embeddings '${embCfg.name}' have ${formatShape(e.shape)}`);
+        throw invalidInput(`mask '${mask.name}' has shape ${formatShape(mt.shape)} but the embeddings '${embCfg.name}' have ${formatShape(e.shape)}`);
       }
     }
     result.set(outCfg.name, meanPool(e.shape, x, m, outCfg));
@@ -189,7 +188,7 @@ function meanPool(shape: readonly number[], x: NumericArray, m: NumericArray | u
 // ---------------------------------------------------------------------------- l2_normalize, softmax
 
 function lastAxisMap(ctx: StepLoadContext, backend: 'l2_normalize' | 'softmax'): LoadedStep {
-  const { config, label } = ctx;
+  const { config } = ctx;
   const params = new StepParameters(config.parameters, backend);
   const problems = params.problems;
   const epsilon = backend === 'l2_normalize' ? params.number('epsilon', 1e-12, (n) => n >= 0, 'a number >= 0') : 0;
@@ -206,15 +205,15 @@ function lastAxisMap(ctx: StepLoadContext, backend: 'l2_normalize' | 'softmax'):
     if (o.length !== i.length || o.some((d, k) => !dimsCompatible(d, i[k])))
       problems.push(`output '${out.name}' ${formatShape(o)} must have the input's shape ${formatShape(i)}`);
   }
-  throwIfProblems(label, backend, problems);
+  throwIfProblems(backend, problems);
   const inCfg = inp!;
   const outCfg = out!;
   const inShape = configShape(inCfg, config);
   return stateless(async (inputs, outputNames) => {
     const result = new Map<string, Tensor>();
     if (!wanted(outputNames, outCfg.name)) return result;
-    const t = requireInput(inputs, inCfg.name, label);
-    const x = checkRuntime(t, inShape, inCfg.name, label);
+    const t = requireInput(inputs, inCfg.name);
+    const x = checkRuntime(t, inShape, inCfg.name);
     const n = t.shape.at(-1) ?? 1;
     const rows = n === 0 ? 0 : x.length / n;
     const y = typedArrayOf(outCfg.dataType, x.length) as Float32Array | Float64Array;
@@ -263,7 +262,7 @@ interface TopkOutputs {
 }
 
 async function topk(ctx: StepLoadContext, backend: 'topk' | 'argmax'): Promise<LoadedStep> {
-  const { config, label } = ctx;
+  const { config } = ctx;
   const params = new StepParameters(config.parameters, backend);
   const problems = params.problems;
   const k = backend === 'topk' ? params.int('k', 1, 1, 1_000_000) : 1;
@@ -279,14 +278,14 @@ async function topk(ctx: StepLoadContext, backend: 'topk' | 'argmax'): Promise<L
   if (classes !== undefined && classes !== -1 && k > classes) problems.push(`k ${k} is larger than the ${classes} classes of input '${inp!.name}'`);
   const outputs = topkOutputs(config, inp, inShape, k, problems);
   const labels = await topkLabels(ctx, outputs.labelsOut, labelsParam, problems);
-  throwIfProblems(label, backend, problems);
+  throwIfProblems(backend, problems);
   const inCfg = inp!;
   const { scores, indices, labelsOut } = outputs;
   return stateless(async (inputs, outputNames) => {
-    const t = requireInput(inputs, inCfg.name, label);
-    const x = checkRuntime(t, inShape, inCfg.name, label);
+    const t = requireInput(inputs, inCfg.name);
+    const x = checkRuntime(t, inShape, inCfg.name);
     const n = t.shape.at(-1) ?? 0;
-    if (n < k) throw invalidInput(label, `input '${inCfg.name}' has ${n} classes, fewer than k=${k}`);
+    if (n < k) throw invalidInput(`input '${inCfg.name}' has ${n} classes, fewer than k=${k}`);
     const rows = n === 0 ? 0 : x.length / n;
     const lead = t.shape.slice(0, -1);
     const probs = withSoftmax ? new Float64Array(x.length) : undefined;

@@ -74,7 +74,7 @@ interface EncodeSettings {
 }
 
 export async function loadTokenizerStep(ctx: StepLoadContext): Promise<LoadedStep> {
-  const { config, label } = ctx;
+  const { config } = ctx;
   const params = new StepParameters(config.parameters, 'tokenizer');
   const problems = params.problems;
   const tokenizerFile = params.string('tokenizer_file', 'tokenizer.json');
@@ -97,17 +97,17 @@ export async function loadTokenizerStep(ctx: StepLoadContext): Promise<LoadedSte
       : (tokenizer?.token_to_id('[PAD]') ?? tokenizer?.token_to_id('<pad>') ?? tokenizer?.token_to_id('<|padding|>') ?? 0);
   const padId = params.int('pad_id', padDefault, 0);
   params.checkUnknown();
-  throwIfProblems(label, 'tokenizer', problems);
+  throwIfProblems('tokenizer', problems);
 
   const [textIn, pairIn] = [config.input[0]!, config.input[1]];
-  const encode = encoderFor(tokenizer!, settings, pairIn !== undefined, label);
+  const encode = encoderFor(tokenizer!, settings, pairIn !== undefined);
   return {
     release: async () => {},
     execute: async (inputs, outputNames) => {
-      const texts = textsOf(requireInput(inputs, textIn.name, label), textIn.name, label);
-      const pairs = pairIn ? textsOf(requireInput(inputs, pairIn.name, label), pairIn.name, label) : undefined;
+      const texts = textsOf(requireInput(inputs, textIn.name), textIn.name);
+      const pairs = pairIn ? textsOf(requireInput(inputs, pairIn.name), pairIn.name) : undefined;
       if (pairs && pairs.length !== texts.length)
-        throw invalidInput(label, `input '${pairIn!.name}' has ${pairs.length} texts but '${textIn.name}' has ${texts.length}`);
+        throw invalidInput(`input '${pairIn!.name}' has ${pairs.length} texts but '${textIn.name}' has ${texts.length}`);
       const encoded = texts.map((t, i) => encode(t, pairs?.[i], i));
       const width = settings.padding === 'max_length' ? settings.maxLength : Math.max(1, ...encoded.map((e) => e.ids.length));
       return tokenTensors(encoded, width, padId, outputs, outputNames);
@@ -182,12 +182,7 @@ function encodeSettings(params: StepParameters, tokenizerJson: Json | undefined,
 }
 
 /** Encodes one row (a text and its pair text, if any): truncated to fit max_length with the special tokens, then post-processed. */
-function encoderFor(
-  tok: Tokenizer,
-  settings: EncodeSettings,
-  hasPair: boolean,
-  label: string,
-): (text: string, pair: string | undefined, row: number) => Encoded {
+function encoderFor(tok: Tokenizer, settings: EncodeSettings, hasPair: boolean): (text: string, pair: string | undefined, row: number) => Encoded {
   const { maxLength, truncation, addSpecial } = settings;
   // What the post-processor adds around one text (or a pair): the budget truncation leaves for it.
   const specials = (pair: boolean): number => (addSpecial ? postProcess(tok, [], pair ? [] : null, true).tokens.length : 0);
@@ -201,7 +196,6 @@ function encoderFor(
     if (over > 0) {
       if (!truncation || budget < 0) {
         throw invalidInput(
-          label,
           `row ${row} has ${a.length + (b?.length ?? 0) + (b ? specialsPair : specialsSingle)} tokens, more than max_length ${maxLength} (truncation is off)`,
         );
       }
@@ -250,8 +244,8 @@ function tokenTensors(
   return result;
 }
 
-function textsOf(t: Tensor, name: string, label: string): string[] {
-  if (t.datatype !== 'BYTES' || !Array.isArray(t.data)) throw invalidInput(label, `input '${name}' must be BYTES text, got ${t.datatype}`);
+function textsOf(t: Tensor, name: string): string[] {
+  if (t.datatype !== 'BYTES' || !Array.isArray(t.data)) throw invalidInput(`input '${name}' must be BYTES text, got ${t.datatype}`);
   return t.data;
 }
 

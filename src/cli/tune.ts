@@ -10,7 +10,7 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { ModelConfigDescriptor } from '../config/model-config-schema.js';
 import { parseTextFormat } from '../config/pbtxt/parser.js';
-import { ServingError } from '../errors.js';
+import { ServingError, withModel } from '../errors.js';
 import { scanRepository, type RepositoryLayout } from '../registry/repository-layout.js';
 import { parseSweep } from '../perf/sweep-spec.js';
 import { runTune, TuneError, type Objective } from '../tune/tune-run.js';
@@ -156,7 +156,7 @@ function parseTuneArgs(argv: readonly string[]): TuneArgs | 'help' {
 
 /** The package's one model and its config's JSON form, or the exit status when it holds several, an ensemble, or a config that does not parse. */
 async function singleModel(pkg: PackageInput, input: string, io: CliIo): Promise<{ model: TuneModel; configJson: Record<string, unknown> } | number> {
-  const layout = await scanRepository(pkg.dir, pkg.fallbackName, pkg.label);
+  const layout = await withModel(pkg.label, () => scanRepository(pkg.dir, pkg.fallbackName));
   if (layout.models.length !== 1) {
     write(
       io.stderr,

@@ -44,14 +44,14 @@ export async function isSourceDirectory(dir: string, configMaxBytes: number): Pr
   const label = path.basename(path.resolve(dir));
   let layout;
   try {
-    layout = await scanRepository(dir, label, label, { configMaxBytes });
+    layout = await scanRepository(dir, label, { configMaxBytes });
   } catch {
     // No model at its top (e.g. only archives), or a config too large to read: a source if it lists targets.
     return (await listModelTree(dir).catch(() => [])).length > 0;
   }
   if (layout.singleModel) return false;
   try {
-    chooseEntryModel(layout, label);
+    chooseEntryModel(layout);
   } catch {
     return true;
   }
@@ -60,7 +60,7 @@ export async function isSourceDirectory(dir: string, configMaxBytes: number): Pr
 }
 
 /** Validate every target of the source `dir` (one at a time: each loads real sessions). */
-export async function validateSource(dir: string, validate: (input: string, label: string) => Promise<ValidationReport>): Promise<SourceValidation> {
+export async function validateSource(dir: string, validate: (input: string, target: string) => Promise<ValidationReport>): Promise<SourceValidation> {
   const targets: (ValidationReport & { target: string })[] = [];
   for (const t of await listModelTree(dir)) targets.push({ ...(await validate(path.join(dir, t.target), t.target)), target: t.target });
   return { source: dir, ok: targets.every((t) => t.ok), targets };
@@ -70,7 +70,7 @@ export async function validateSource(dir: string, validate: (input: string, labe
 export async function validateS3Prefix(
   uri: string,
   settings: Pick<ServerConfig, 'awsRegion' | 's3Endpoint' | 'archiveMaxBytes' | 'archiveMaxEntries' | 'archiveMaxRatio'>,
-  validate: (dir: string, label: string) => Promise<ValidationReport>,
+  validate: (dir: string, target: string) => Promise<ValidationReport>,
 ): Promise<SourceValidation> {
   const cacheDir = await mkdtemp(path.join(os.tmpdir(), 'onnx-mme-validate-s3-'));
   const source = new S3ModelSource({

@@ -212,13 +212,13 @@ Exit status: 0 valid (every model of a source), 1 problems found, 2 bad command 
     const input = parsed.positionals[0]!;
     if (isS3Uri(input)) {
       const settings = readSettings(io.env, ['awsRegion', 's3Endpoint', 'archiveMaxBytes', 'archiveMaxEntries', 'archiveMaxRatio']);
-      const source = await validateS3Prefix(input, settings, (dir, label) => validatePackage(dir, io.env, label));
+      const source = await validateS3Prefix(input, settings, (dir, target) => validatePackage(dir, io.env, target));
       write(io.stdout, parsed.values['json'] === true ? JSON.stringify(source, null, 2) : formatSourceReport(source));
       return source.ok && source.targets.length > 0 ? EXIT_OK : EXIT_FAILED;
     }
     const { configMaxBytes } = readSettings(io.env, ['configMaxBytes']);
     if (parsed.values['package'] !== true && (await isSourceDirectory(input, configMaxBytes))) {
-      const source = await validateSource(input, (dir, label) => validatePackage(dir, io.env, label));
+      const source = await validateSource(input, (dir, target) => validatePackage(dir, io.env, target));
       write(io.stdout, parsed.values['json'] === true ? JSON.stringify(source, null, 2) : formatSourceReport(source));
       return source.ok && source.targets.length > 0 ? EXIT_OK : EXIT_FAILED;
     }

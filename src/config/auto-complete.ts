@@ -56,9 +56,9 @@ export function graphCanBatch(inputs: readonly GraphTensor[], outputs: readonly 
   return [...inputs, ...outputs].every((t) => t.shape !== undefined && t.shape.length >= 1 && t.shape[0] === -1);
 }
 
-function tensorJson(t: GraphTensor, batching: boolean, label: string, kind: string): Json {
+function tensorJson(t: GraphTensor, batching: boolean, kind: string): Json {
   if (t.datatype === undefined) {
-    throw new ServingError('INVALID_MODEL', `model '${label}': ${kind} '${t.name}' ${unservableKind(t)}; onnx-mme serves tensors only`, { model: label });
+    throw new ServingError('INVALID_MODEL', `${kind} '${t.name}' ${unservableKind(t)}; onnx-mme serves tensors only`);
   }
   const full = t.shape ?? [-1];
   const dims = batching ? full.slice(1) : full.slice();
@@ -77,11 +77,7 @@ function tensorJson(t: GraphTensor, batching: boolean, label: string, kind: stri
  * Complete `config` (JSON form, possibly `{}`) from the graph. Returns a new
  * object; the input is not modified.
  */
-export function autoCompleteConfig(
-  config: Readonly<Json>,
-  graph: { readonly inputs: readonly GraphTensor[]; readonly outputs: readonly GraphTensor[] },
-  label: string,
-): Json {
+export function autoCompleteConfig(config: Readonly<Json>, graph: { readonly inputs: readonly GraphTensor[]; readonly outputs: readonly GraphTensor[] }): Json {
   const out: Json = { ...config };
   if (!out['platform'] && !out['backend']) out['platform'] = 'onnxruntime_onnx';
   const hasIo = listOf(out, 'input').length > 0 && listOf(out, 'output').length > 0;
@@ -106,15 +102,14 @@ export function autoCompleteConfig(
   if (!canBatch && mbs !== 0) {
     throw new ServingError(
       'INVALID_MODEL',
-      `model '${label}': autofill failed: model does not support batching while non-zero max_batch_size is specified${graph.inputs.length === 0 ? ' (it declares no inputs, so no request carries a batch dimension: set max_batch_size: 0)' : ''}`,
-      { model: label },
+      `autofill failed: model does not support batching while non-zero max_batch_size is specified${graph.inputs.length === 0 ? ' (it declares no inputs, so no request carries a batch dimension: set max_batch_size: 0)' : ''}`,
     );
   }
   if (mbs > 1 && out['dynamic_batching'] === undefined && out['sequence_batching'] === undefined) {
     out['dynamic_batching'] = {};
   }
   const batching = mbs > 0;
-  if (listOf(out, 'input').length === 0) out['input'] = graph.inputs.map((t) => tensorJson(t, batching, label, 'input'));
-  if (listOf(out, 'output').length === 0) out['output'] = graph.outputs.map((t) => tensorJson(t, batching, label, 'output'));
+  if (listOf(out, 'input').length === 0) out['input'] = graph.inputs.map((t) => tensorJson(t, batching, 'input'));
+  if (listOf(out, 'output').length === 0) out['output'] = graph.outputs.map((t) => tensorJson(t, batching, 'output'));
   return out;
 }

@@ -99,9 +99,8 @@ export function finishModelConfig(draft: ModelConfigDraft): ModelConfig {
 export function completeModelConfig(
   draft: ModelConfigDraft,
   graph: { readonly inputs: readonly GraphTensor[]; readonly outputs: readonly GraphTensor[] },
-  label: string,
 ): ModelConfig {
-  return modelConfigFromJson(autoCompleteConfig(draft.json, graph, label), draft.options);
+  return modelConfigFromJson(autoCompleteConfig(draft.json, graph), draft.options);
 }
 
 /**
@@ -109,12 +108,12 @@ export function completeModelConfig(
  * `parameters { key: "intra_op_thread_count" value: { string_value: "2" } }`;
  * 0 (or absent) = onnxruntime's default, given as undefined.
  */
-export function threadCountParameter(draft: ModelConfigDraft, key: 'intra_op_thread_count' | 'inter_op_thread_count', label: string): number | undefined {
+export function threadCountParameter(draft: ModelConfigDraft, key: 'intra_op_thread_count' | 'inter_op_thread_count'): number | undefined {
   const v = draft.parameters[key];
   if (v === undefined) return undefined;
   const n = Number(v);
   if (v.trim() === '' || !Number.isInteger(n) || n < 0) {
-    throw new ServingError('INVALID_MODEL', `model '${label}': parameter ${key} must be a non-negative integer, got ${JSON.stringify(v)}`, { model: label });
+    throw new ServingError('INVALID_MODEL', `parameter ${key} must be a non-negative integer, got ${JSON.stringify(v)}`);
   }
   return n === 0 ? undefined : n;
 }

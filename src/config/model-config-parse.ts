@@ -40,15 +40,15 @@ export type ParseAnswer =
 
 /**
  * Refuses a config.pbtxt of `bytes` bytes over `maxBytes` with INVALID_MODEL
- * naming the model and the limit (called with the file's stat size, before
+ * naming the file and the limit (called with the file's stat size, before
  * reading it).
  */
-export function checkConfigSize(bytes: number, maxBytes: number, sourceName: string, model: string): void {
+export function checkConfigSize(bytes: number, maxBytes: number, sourceName: string): void {
   if (bytes <= maxBytes) return;
   throw new ServingError(
     'INVALID_MODEL',
-    `model '${model}': ${sourceName} is ${bytes} bytes, over the limit of ${maxBytes} bytes for a model configuration (MME_CONFIG_MAX_BYTES); Triton configs are a few KiB`,
-    { model, details: { configBytes: bytes, limitBytes: maxBytes } },
+    `${sourceName} is ${bytes} bytes, over the limit of ${maxBytes} bytes for a model configuration (MME_CONFIG_MAX_BYTES); Triton configs are a few KiB`,
+    { details: { configBytes: bytes, limitBytes: maxBytes } },
   );
 }
 

@@ -205,22 +205,22 @@ function validateTensors(kind: 'input' | 'output', tensors: Json[], mbs: number,
 }
 
 /** core ValidateIOShape: reshape keeps the element count, chunk by chunk around -1 dims. */
-function validateReshape(label: string, dims: number[], reshape: number[], mbs: number, problems: string[]): void {
+function validateReshape(where: string, dims: number[], reshape: number[], mbs: number, problems: string[]): void {
   if (reshape.some((d) => d < 1 && d !== -1)) {
-    problems.push(`${label}: reshape dimensions must be >= 1 or -1 (variable), got ${shape(reshape)}`);
+    problems.push(`${where}: reshape dimensions must be >= 1 or -1 (variable), got ${shape(reshape)}`);
     return;
   }
   if (dims.some((d) => d < -1)) return; // already reported
   const dimChunks = chunkCounts(dims);
   const reshapeChunks = chunkCounts(reshape);
-  const mismatch = `${label}: reshape ${shape(reshape)} does not have the same element count as dims ${shape(dims)}`;
+  const mismatch = `${where}: reshape ${shape(reshape)} does not have the same element count as dims ${shape(dims)}`;
   if (dimChunks.length === 1 && reshapeChunks.length === 1) {
     // An empty reshape stands for a scalar: dims must hold exactly one element.
     if (dimChunks[0] !== reshapeChunks[0]) problems.push(mismatch);
   } else if (dimChunks.length === 1 || reshapeChunks.length === 1) {
     problems.push(mismatch);
   } else if (dimChunks.length !== reshapeChunks.length) {
-    problems.push(`${label}: dims ${shape(dims)} and reshape ${shape(reshape)} have a different number of variable (-1) dimensions`);
+    problems.push(`${where}: dims ${shape(dims)} and reshape ${shape(reshape)} have a different number of variable (-1) dimensions`);
   } else if (dimChunks.some((c, i) => c !== reshapeChunks[i])) {
     problems.push(mismatch);
   }

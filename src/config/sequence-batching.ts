@@ -114,50 +114,50 @@ export function validateSequenceBatching(config: Json, sequence: Json, problems:
   });
 }
 
-function validateControl(label: string, kind: string, c: Json, push: (m: string) => void): void {
+function validateControl(where: string, kind: string, c: Json, push: (m: string) => void): void {
   const dtype = str(c['data_type']);
   const lists = { int32: arr<number>(c['int32_false_true']), fp32: arr<number>(c['fp32_false_true']), bool: arr<boolean>(c['bool_false_true']) };
   const given = Object.entries(lists).filter(([, v]) => v.length > 0);
   if (kind === 'CONTROL_SEQUENCE_CORRID') {
-    if (given.length > 0) push(`${label}: ${kind} must not specify ${given.map(([k]) => `${k}_false_true`).join(', ')}`);
-    if (!CORRID_TYPES.has(dtype)) push(`${label}: ${kind} data_type must be one of ${[...CORRID_TYPES].join(', ')}, got ${dtype || 'none'}`);
+    if (given.length > 0) push(`${where}: ${kind} must not specify ${given.map(([k]) => `${k}_false_true`).join(', ')}`);
+    if (!CORRID_TYPES.has(dtype)) push(`${where}: ${kind} data_type must be one of ${[...CORRID_TYPES].join(', ')}, got ${dtype || 'none'}`);
     return;
   }
   if (!FLAG_KINDS.includes(kind as SequenceControlKind)) {
-    push(`${label}: unknown control kind ${kind}`);
+    push(`${where}: unknown control kind ${kind}`);
     return;
   }
   if (given.length !== 1) {
     push(
-      `${label}: ${kind} must specify exactly one of int32_false_true, fp32_false_true, bool_false_true${given.length > 1 ? `, got ${given.map(([k]) => `${k}_false_true`).join(', ')}` : ''}`,
+      `${where}: ${kind} must specify exactly one of int32_false_true, fp32_false_true, bool_false_true${given.length > 1 ? `, got ${given.map(([k]) => `${k}_false_true`).join(', ')}` : ''}`,
     );
     return;
   }
   const [which, values] = given[0]!;
-  if (values.length !== 2) push(`${label}: ${which}_false_true must have exactly 2 entries (false, true), got ${values.length}`);
+  if (values.length !== 2) push(`${where}: ${which}_false_true must have exactly 2 entries (false, true), got ${values.length}`);
   const implied = which === 'int32' ? 'TYPE_INT32' : which === 'fp32' ? 'TYPE_FP32' : 'TYPE_BOOL';
-  if (dtype !== 'TYPE_INVALID' && dtype !== '' && dtype !== implied) push(`${label}: data_type ${dtype} does not match ${which}_false_true (${implied})`);
+  if (dtype !== 'TYPE_INVALID' && dtype !== '' && dtype !== implied) push(`${where}: data_type ${dtype} does not match ${which}_false_true (${implied})`);
 }
 
-function validateInitialState(label: string, dtype: string, dims: readonly number[], init: Json, push: (m: string) => void): void {
+function validateInitialState(where: string, dtype: string, dims: readonly number[], init: Json, push: (m: string) => void): void {
   const initType = str(init['data_type']);
-  if (initType !== dtype) push(`${label}: the data type of initial_state (${initType || 'none'}) does not match the state data type (${dtype})`);
-  if (str(init['name']) === '') push(`${label}: initial_state must specify 'name'`);
+  if (initType !== dtype) push(`${where}: the data type of initial_state (${initType || 'none'}) does not match the state data type (${dtype})`);
+  if (str(init['name']) === '') push(`${where}: initial_state must specify 'name'`);
   const initDims = arr<number>(init['dims']);
   if (initDims.length !== dims.length) {
-    push(`${label}: initial_state has ${initDims.length} dims but the state has ${dims.length}`);
+    push(`${where}: initial_state has ${initDims.length} dims but the state has ${dims.length}`);
     return;
   }
   initDims.forEach((d, i) => {
-    if (d < 0) push(`${label}: initial_state dims must be fixed, got [${initDims.join(', ')}]`);
-    else if (dims[i] !== -1 && dims[i] !== d) push(`${label}: initial_state dim ${i} is ${d} but the state says ${dims[i]}`);
+    if (d < 0) push(`${where}: initial_state dims must be fixed, got [${initDims.join(', ')}]`);
+    else if (dims[i] !== -1 && dims[i] !== d) push(`${where}: initial_state dim ${i} is ${d} but the state says ${dims[i]}`);
   });
   const file = init['data_file'];
-  if (init['zero_data'] === undefined && file === undefined) push(`${label}: initial_state must set zero_data or data_file`);
+  if (init['zero_data'] === undefined && file === undefined) push(`${where}: initial_state must set zero_data or data_file`);
   if (typeof file === 'string') {
     const parts = file.split(/[\\/]/);
     if (file === '' || file.startsWith('/') || /^[A-Za-z]:/.test(file) || parts.includes('..')) {
-      push(`${label}: initial_state data_file must be a relative path inside the model's initial_state/ folder, got '${file}'`);
+      push(`${where}: initial_state data_file must be a relative path inside the model's initial_state/ folder, got '${file}'`);
     }
   }
 }

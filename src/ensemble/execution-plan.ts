@@ -222,15 +222,15 @@ function checkEnsembleOutputs(check: PlanCheck): void {
  * for a (name, version) or undefined when the package has no such model.
  * Throws INVALID_MODEL listing every problem.
  */
-export function ensemblePlan(ensemble: EnsembleSpec, label: string, resolve: (name: string, version: number) => StepModel | undefined): ExecutionPlan {
+export function ensemblePlan(ensemble: EnsembleSpec, resolve: (name: string, version: number) => StepModel | undefined): ExecutionPlan {
   const { problems, steps } = ensembleProblems(ensemble, resolve);
   const order = problems.length === 0 ? topologicalOrder(steps, ensemble, problems) : steps;
-  if (problems.length > 0) throw invalidEnsemble(ensemble.name, label, problems);
+  if (problems.length > 0) throw invalidEnsemble(ensemble.name, problems);
   return Object.freeze({ entry: ensemble.name, steps: Object.freeze(order) });
 }
 
-export function invalidEnsemble(ensembleName: string, label: string, problems: readonly string[]): ServingError {
-  return new ServingError('INVALID_MODEL', `model '${label}': ensemble '${ensembleName}' is invalid: ${problems.join('; ')}`, { model: label });
+export function invalidEnsemble(ensembleName: string, problems: readonly string[]): ServingError {
+  return new ServingError('INVALID_MODEL', `ensemble '${ensembleName}' is invalid: ${problems.join('; ')}`);
 }
 
 /** Kahn's algorithm over tensors; leftover steps form a cycle. */

@@ -107,7 +107,7 @@ function checkSequenceTensors(
 export function checkConfigAgainstGraph(
   config: ModelConfig,
   graph: { readonly inputs: readonly GraphTensor[]; readonly outputs: readonly GraphTensor[] },
-  label: string,
+  version: number,
 ): void {
   const problems: string[] = [];
   const inputNames = graph.inputs.map((t) => t.name);
@@ -138,8 +138,7 @@ export function checkConfigAgainstGraph(
     if (!configured.has(g.name)) problems.push(`ONNX model input '${g.name}' is missing from config.pbtxt`);
   }
   if (problems.length > 0) {
-    throw new ServingError('INVALID_MODEL', `model '${label}' (${config.name}): config.pbtxt does not match the ONNX model: ${problems.join('; ')}`, {
-      model: label,
-    });
+    // The load names the model (errors.ts, withModel).
+    throw new ServingError('INVALID_MODEL', `'${config.name}' version ${version}: config.pbtxt does not match the ONNX model: ${problems.join('; ')}`);
   }
 }

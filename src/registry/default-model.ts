@@ -70,12 +70,7 @@ export async function chooseDefaultModel(options: DefaultModelOptions): Promise<
   const label = defaultModel ?? path.basename(defaultRoot);
   let layout: RepositoryLayout;
   try {
-    layout = await scanRepository(
-      defaultRoot,
-      defaultModel ?? 'model',
-      label,
-      options.configMaxBytes === undefined ? {} : { configMaxBytes: options.configMaxBytes },
-    );
+    layout = await scanRepository(defaultRoot, defaultModel ?? 'model', options.configMaxBytes === undefined ? {} : { configMaxBytes: options.configMaxBytes });
   } catch (err) {
     // No model in it, or not a directory; anything else (the root unreadable) is the request's error, decided again next time.
     if (!(err instanceof ServingError) || (err.code !== 'INVALID_MODEL' && err.code !== 'MODEL_NOT_FOUND')) throw err;
@@ -88,7 +83,7 @@ export async function chooseDefaultModel(options: DefaultModelOptions): Promise<
   if (defaultModel !== undefined)
     return names.includes(defaultModel) ? { kind: 'repository', dir: defaultRoot, label, preferredEntry: defaultModel } : notFound();
   try {
-    chooseEntryModel(layout, label);
+    chooseEntryModel(layout);
   } catch (err) {
     if (!(err instanceof ServingError) || err.code !== 'INVALID_MODEL') throw err;
     const which = options.listNames === false ? '' : ` (${shortList(names)})`;

@@ -11,6 +11,7 @@
  * packages and a fake memory probe. createModelLoader wires the real parts.
  */
 import path from 'node:path';
+import { inModel, ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { gpuProcessBytes, processRssBytes } from '../runtime/memory-usage.js';
@@ -171,7 +172,7 @@ export function createModelLoader(options: ModelLoaderOptions): PackageModelLoad
     // The package owns the series handle from here: its release, or loadPackage's own failure, hands it back.
     loadPackage: (request) =>
       loadPackage(request.seriesTarget === undefined ? request : { ...request, metrics: options.metrics.forTarget(request.seriesTarget) }, loadDeps),
-    warmUp: (model, label) => warmUpModel(model, label, logger),
+    warmUp: (model, label) => warmUpModel(model, logger.child({ model: label })),
     place: (model, label, warmupRunUs, book, sizeOf) => placeModel(model, label, placement, logger, warmupRunUs, book, copies, sizeOf),
     predictFiles: predictPackageFootprint,
     footprint: loadedFootprint,
@@ -443,8 +444,10 @@ export class PackageModelLoader implements ModelLoader {
       return signal.reason;
     }
     metrics.modelLoadDuration.observe({ outcome: 'failure' }, a.elapsedMs() / 1000);
-    logger.warn({ model: request.label, err: (err as Error).message, durationMs: a.elapsedMs() }, 'model load failed');
-    return err;
+    // The one place a load's errors get the model's name (the package's own errors carry it already).
+    const named = err instanceof ServingError ? inModel(err, request.label) : err;
+    logger.warn({ model: request.label, err: (named as Error).message, durationMs: a.elapsedMs() }, 'model load failed');
+    return named;
   }
 
   /** Normalise the bookings `delayMs` from now (unless one is due sooner), and then every NORMALIZE_INTERVAL_MS while any is held. */

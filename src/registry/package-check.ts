@@ -14,7 +14,7 @@ import { readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { ignoredParameterKeys } from '../config/field-support.js';
 import type { ModelConfig, TensorConfig } from '../config/model-config-types.js';
-import { ServingError, type ErrorCode } from '../errors.js';
+import { inModel, ServingError, withModelSync, type ErrorCode } from '../errors.js';
 import type { DataType } from '../protocol/tensor.js';
 import type { LoadedModel } from './loaded-model.js';
 import { PackageBuilder, type PackageLoadDeps, type PackageLoadRequest } from './package-loader.js';
@@ -157,21 +157,17 @@ export async function checkPackage(request: PackageLoadRequest, deps: PackageLoa
   const notes: string[] = [];
   let layout: RepositoryLayout;
   try {
-    layout = await scanRepository(
-      request.dir,
-      request.fallbackName,
-      request.label,
-      deps.configMaxBytes === undefined ? {} : { configMaxBytes: deps.configMaxBytes },
-    );
+    layout = await scanRepository(request.dir, request.fallbackName, deps.configMaxBytes === undefined ? {} : { configMaxBytes: deps.configMaxBytes });
   } catch (err) {
-    return { root: undefined, singleModel: false, entry: undefined, models: [], problems: [problemOf(err, undefined)], notes, fileBytes: 0, predictedBytes: 0 };
+    const problem = problemOf(inModel(err, request.label), undefined);
+    return { root: undefined, singleModel: false, entry: undefined, models: [], problems: [problem], notes, fileBytes: 0, predictedBytes: 0 };
   }
 
   let entry: ModelDirectory | undefined;
   try {
-    entry = chooseEntryModel(layout, request.label, request.preferredEntry);
+    entry = chooseEntryModel(layout, request.preferredEntry);
   } catch (err) {
-    problems.push(problemOf(err, undefined));
+    problems.push(problemOf(inModel(err, request.label), undefined));
   }
 
   const builder = new PackageBuilder(layout, request.label, deps);
@@ -186,7 +182,8 @@ export async function checkPackage(request: PackageLoadRequest, deps: PackageLoa
       if (builder.loaded.has(md.name) || failed.has(md.name)) continue;
       try {
         const model = await builder.load(md);
-        if (model.config.platform === 'ensemble') builder.plan(model); // ensemble plan validation, every problem at once
+        // Ensemble plan validation, every problem at once; named for the package, as the load names it.
+        if (model.config.platform === 'ensemble') withModelSync(request.label, () => builder.plan(model));
       } catch (err) {
         failed.add(md.name);
         const problem = problemOf(err, md.name);

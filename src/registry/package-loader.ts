@@ -16,7 +16,7 @@ import type { ProviderName } from '../config/server-config.js';
 import { isStepBackend, loadStep, STEP_BACKENDS, type LoadedStep } from '../backends/step-backend.js';
 import { ensembleSpecFromJson } from '../ensemble/ensemble-spec.js';
 import { ensemblePlan, ensembleProblems, singleModelPlan, type EnsembleSpec, type ExecutionPlan, type StepModel } from '../ensemble/execution-plan.js';
-import { ServingError } from '../errors.js';
+import { inModel, ServingError, withModel } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { TargetMetrics } from '../observability/metrics.js';
 import { chooseProviders, type HostCapabilities } from '../runtime/execution-providers.js';
@@ -159,27 +159,35 @@ function stepBackendOf(draft: ModelConfigDraft): string | undefined {
   return isStepBackend(draft.backend) && draft.platform === '' ? draft.backend : undefined;
 }
 
-async function modelFilePath(md: ModelDirectory, version: number, fileName: string, label: string): Promise<string> {
+async function modelFilePath(md: ModelDirectory, version: number, fileName: string): Promise<string> {
   const p = path.join(md.dir, String(version), fileName);
   try {
     const s = await stat(p);
     // Triton allows model.onnx to be a directory holding model.onnx plus external-data files.
     return s.isDirectory() ? path.join(p, 'model.onnx') : p;
   } catch {
-    throw new ServingError('INVALID_MODEL', `model '${label}': '${md.name}' version ${version} has no ${fileName}`, { model: label });
+    throw new ServingError('INVALID_MODEL', `'${md.name}' version ${version} has no ${fileName}`);
   }
 }
 
 /** Refuse another framework before looking for a model.onnx it would not have (e.g. backend "python", platform "tensorrt_plan"). */
-function refuseOtherFramework(draft: ModelConfigDraft, modelLabel: string): void {
+function refuseOtherFramework(draft: ModelConfigDraft): void {
   const { backend, platform } = draft;
   if ((backend !== '' && backend !== 'onnxruntime') || (platform !== '' && platform !== 'onnxruntime_onnx')) {
     throw new ServingError(
       'INVALID_MODEL',
-      `model '${modelLabel}': platform '${platform || '(none)'}' backend '${backend || '(none)'}' is not supported; onnx-mme serves ${SUPPORTED_PLATFORMS}`,
-      { model: modelLabel },
+      `platform '${platform || '(none)'}' backend '${backend || '(none)'}' is not supported; onnx-mme serves ${SUPPORTED_PLATFORMS}`,
     );
   }
+}
+
+/**
+ * The name a model of the package `label` goes by in messages and logs: the
+ * package's own for a single-model package, `<label>/<model>` for each model
+ * of a repository.
+ */
+export function modelLabelOf(label: string, layout: RepositoryLayout, md: ModelDirectory): string {
+  return layout.singleModel ? label : `${label}/${md.name}`;
 }
 
 /**
@@ -187,24 +195,20 @@ function refuseOtherFramework(draft: ModelConfigDraft, modelLabel: string): void
  * start-up survey of a local source): config.pbtxt parsed, the platform one
  * onnx-mme serves, the versions the policy selects and their model files
  * present, an ensemble's steps present in the package. Throws the error the
- * load would.
+ * load would, without the model's name (the caller names it: modelLabelOf).
  */
-export async function preflightModel(layout: RepositoryLayout, md: ModelDirectory, label: string): Promise<void> {
-  const modelLabel = layout.singleModel ? label : `${label}/${md.name}`;
+export async function preflightModel(layout: RepositoryLayout, md: ModelDirectory): Promise<void> {
   const draft = await parseModelConfigDraft(md.configText, { sourceName: `${md.name}/config.pbtxt`, directoryName: md.name });
   if (draft.platform === 'ensemble') {
     const names = new Set(layout.models.map((m) => m.name));
     const missing = (finishModelConfig(draft).ensembleSteps ?? []).map((s) => s.modelName).filter((n) => !names.has(n));
-    if (missing.length > 0)
-      throw new ServingError('INVALID_MODEL', `model '${modelLabel}': ensemble steps name models the package lacks: ${[...new Set(missing)].join(', ')}`, {
-        model: modelLabel,
-      });
+    if (missing.length > 0) throw new ServingError('INVALID_MODEL', `ensemble steps name models the package lacks: ${[...new Set(missing)].join(', ')}`);
     return;
   }
   if (stepBackendOf(draft) !== undefined) return;
-  refuseOtherFramework(draft, modelLabel);
+  refuseOtherFramework(draft);
   const fileName = draft.defaultModelFilename || 'model.onnx';
-  for (const version of selectVersions(md.versions, draft.versionPolicy, modelLabel)) await modelFilePath(md, version, fileName, modelLabel);
+  for (const version of selectVersions(md.versions, draft.versionPolicy)) await modelFilePath(md, version, fileName);
 }
 
 /** Exported for registry/package-check (the `onnx-mme validate` collecting mode); the server only uses loadPackage. */
@@ -242,17 +246,19 @@ export class PackageBuilder {
       const sourceName = `${md.name}/config.pbtxt`;
       // A large config is parsed in the config thread: it must not hold /ping (config/model-config-parse.ts).
       const draft = await parseModelConfigDraft(md.configText, { sourceName, directoryName: md.name });
-      const model =
-        draft.platform === 'ensemble'
-          ? await this.loadEnsemble(md, draft)
-          : stepBackendOf(draft) !== undefined
-            ? await this.loadStep(md, draft)
-            : await this.loadOnnx(md, draft);
+      // The one place a model's load errors get its name.
+      const model = await withModel(this.labelOf(md), () =>
+        draft.platform === 'ensemble' ? this.loadEnsemble(md, draft) : stepBackendOf(draft) !== undefined ? this.loadStep(md, draft) : this.loadOnnx(md, draft),
+      );
       this.models.set(md.name, model);
       return model;
     } finally {
       this.loading.delete(md.name);
     }
+  }
+
+  private labelOf(md: ModelDirectory): string {
+    return modelLabelOf(this.label, this.layout, md);
   }
 
   /** Models loaded so far, by directory name. */
@@ -274,7 +280,7 @@ export class PackageBuilder {
       throw new ServingError('INVALID_MODEL', `${err.message}; ${problems.join('; ')}`, { model: err.model ?? md.name, cause: err });
     }
     await this.loadStepModels(config);
-    this.warnIgnored(config, this.layout.singleModel ? this.label : `${this.label}/${md.name}`, false);
+    this.warnIgnored(config, md, false);
     return { name: md.name, dir: md.dir, config, versions: new Map() };
   }
 
@@ -304,17 +310,13 @@ export class PackageBuilder {
    * with instance_group count batches at once (default 1).
    */
   private async loadStep(md: ModelDirectory, draft: ModelConfigDraft): Promise<LoadedModel> {
-    const modelLabel = this.layout.singleModel ? this.label : `${this.label}/${md.name}`;
+    const modelLabel = this.labelOf(md);
     const config = finishModelConfig(draft);
-    this.warnIgnored(config, modelLabel, false);
+    this.warnIgnored(config, md, false);
     if (config.sequenceBatching !== undefined) {
-      throw new ServingError(
-        'INVALID_MODEL',
-        `model '${modelLabel}': sequence_batching is served for onnxruntime models only, not for backend '${config.backend}'`,
-        { model: modelLabel },
-      );
+      throw new ServingError('INVALID_MODEL', `sequence_batching is served for onnxruntime models only, not for backend '${config.backend}'`);
     }
-    const versions = selectVersions(md.versions, config.versionPolicy, modelLabel);
+    const versions = selectVersions(md.versions, config.versionPolicy);
     const policy = resolveBatchPolicy(config, draft.dynamicBatchingWritten, this.deps.batching ?? DEFAULT_BATCHING);
     const instances = Math.min(MAX_STEP_INSTANCES, requestedInstances(config.instanceGroup, true));
     const loaded = new Map<number, LoadedVersion>();
@@ -346,7 +348,7 @@ export class PackageBuilder {
         ...(step.stopped ? { stopped: step.stopped } : {}),
       });
     }
-    if (loaded.size === 0) throw new ServingError('INVALID_MODEL', `model '${modelLabel}': no version to load`, { model: modelLabel });
+    if (loaded.size === 0) throw new ServingError('INVALID_MODEL', 'no version to load');
     this.deps.logger.debug(
       { model: modelLabel, backend: config.backend, versions, instances, batching: policy.source, maxBatchSize: policy.maxBatchSize },
       'processing step loaded',
@@ -355,9 +357,9 @@ export class PackageBuilder {
   }
 
   private async loadOnnx(md: ModelDirectory, draft: ModelConfigDraft): Promise<LoadedModel> {
-    const modelLabel = this.layout.singleModel ? this.label : `${this.label}/${md.name}`;
-    refuseOtherFramework(draft, modelLabel);
-    const versions = selectVersions(md.versions, draft.versionPolicy, modelLabel);
+    const modelLabel = this.labelOf(md);
+    refuseOtherFramework(draft);
+    const versions = selectVersions(md.versions, draft.versionPolicy);
     const fileName = draft.defaultModelFilename || 'model.onnx';
     const providerChoice = chooseProviders(providerHintsOf(draft), this.deps.serverProviders, this.deps.host);
     for (const w of providerChoice.warnings) this.deps.logger.warn({ model: modelLabel }, w);
@@ -366,8 +368,8 @@ export class PackageBuilder {
       pool: this.deps.pool,
       providerChoice,
       graphLevel: draft.graphLevel,
-      intraOpThreads: threadCountParameter(draft, 'intra_op_thread_count', modelLabel) ?? this.deps.intraOpThreads,
-      interOpThreads: threadCountParameter(draft, 'inter_op_thread_count', modelLabel),
+      intraOpThreads: threadCountParameter(draft, 'intra_op_thread_count') ?? this.deps.intraOpThreads,
+      interOpThreads: threadCountParameter(draft, 'inter_op_thread_count'),
       logger: this.deps.logger,
       model: modelLabel,
       ...(this.deps.quiet ? { quiet: this.deps.quiet } : {}),
@@ -378,24 +380,23 @@ export class PackageBuilder {
     let instances = 1;
     const loaded = new Map<number, LoadedVersion>();
     for (const version of versions) {
-      const file = await modelFilePath(md, version, fileName, modelLabel);
+      const file = await modelFilePath(md, version, fileName);
       const session = await createModelSession(file, sessionOptions);
       this.sessions.push(session);
       if (!config) {
         // Auto-complete from the first loaded version's graph, as Triton does.
-        config = completeModelConfig(draft, session, modelLabel);
+        config = completeModelConfig(draft, session);
         if (config.platform !== 'onnxruntime_onnx' && config.backend !== 'onnxruntime') {
           throw new ServingError(
             'INVALID_MODEL',
-            `model '${modelLabel}': platform '${config.platform || '(none)'}' backend '${config.backend || '(none)'}' is not supported; onnx-mme serves ${SUPPORTED_PLATFORMS}`,
-            { model: modelLabel },
+            `platform '${config.platform || '(none)'}' backend '${config.backend || '(none)'}' is not supported; onnx-mme serves ${SUPPORTED_PLATFORMS}`,
           );
         }
       }
-      checkConfigAgainstGraph(config, session, `${modelLabel} version ${version}`);
+      checkConfigAgainstGraph(config, session, version);
       // The user's own dynamic_batching block is Triton's knobs; none (or auto-complete's empty one) gets the server default.
       policy ??= resolveBatchPolicy(config, draft.dynamicBatchingWritten, this.deps.batching ?? DEFAULT_BATCHING);
-      if (loaded.size === 0) instances = this.instanceCount(config, session, modelLabel);
+      if (loaded.size === 0) instances = this.instanceCount(config, session, md);
       // One session per instance, each on its own worker: a worker runs one session at a
       // time and one session never overlaps its own runs (bench/README.md, "instance-overlap").
       const sessions = [session];
@@ -406,15 +407,15 @@ export class PackageBuilder {
       }
       const cfg = config;
       const executors = sessions.map((s) => new SessionExecutor(s, cfg));
-      initialStates ??= await this.initialStates(md, config, modelLabel);
+      initialStates ??= await this.initialStates(md, config);
       const scheduler =
         config.sequenceBatching !== undefined
           ? this.sequenceBatcher(modelLabel, md.name, version, config, executors, initialStates)
           : this.batcher(modelLabel, md.name, version, policy, executors, SESSION_BATCHES_PER_INSTANCE);
       loaded.set(version, { version, session, sessions, executors, scheduler });
     }
-    if (!config || !policy) throw new ServingError('INVALID_MODEL', `model '${modelLabel}': no version to load`, { model: modelLabel });
-    this.warnIgnored(config, modelLabel, true);
+    if (!config || !policy) throw new ServingError('INVALID_MODEL', 'no version to load');
+    this.warnIgnored(config, md, true);
     this.deps.logger.debug(
       {
         model: modelLabel,
@@ -440,12 +441,12 @@ export class PackageBuilder {
    * runtime worker, since instances on one worker would take turns and only
    * add memory.
    */
-  private instanceCount(config: ModelConfig, session: ModelSession, label: string): number {
+  private instanceCount(config: ModelConfig, session: ModelSession, md: ModelDirectory): number {
     const wanted = requestedInstances(config.instanceGroup, session.provider === 'cpu');
     const workers = Math.max(1, this.deps.pool.size);
     if (wanted <= workers) return wanted;
     this.deps.logger.warn(
-      { model: label, instances: wanted, workers },
+      { model: this.labelOf(md), instances: wanted, workers },
       `instance_group asks for ${wanted} instances but there are ${workers} runtime workers (MME_RUNTIME_WORKERS); ` +
         `loading ${workers}: a worker runs one session at a time, so more would only take memory`,
     );
@@ -469,7 +470,8 @@ export class PackageBuilder {
   }
 
   /** Logs each config field the server ignores (config/field-support.ts), and, for ONNX models, each `parameters` key onnxruntime is not given. */
-  private warnIgnored(config: ModelConfig, label: string, onnx: boolean): void {
+  private warnIgnored(config: ModelConfig, md: ModelDirectory, onnx: boolean): void {
+    const label = this.labelOf(md);
     for (const f of config.ignoredFields) this.deps.logger.warn({ model: label, field: f.path }, ignoredFieldMessage(f));
     if (!onnx) return;
     for (const key of ignoredParameterKeys(config.parameters)) {
@@ -493,7 +495,7 @@ export class PackageBuilder {
   }
 
   /** Each state input's tensor at the start of a sequence (zeros, or the initial_state data_file from `initial_state/`). */
-  private async initialStates(md: ModelDirectory, config: ModelConfig, label: string): Promise<ReadonlyMap<string, Tensor>> {
+  private async initialStates(md: ModelDirectory, config: ModelConfig): Promise<ReadonlyMap<string, Tensor>> {
     const out = new Map<string, Tensor>();
     for (const state of config.sequenceBatching?.states ?? []) {
       const source = state.initialState?.source;
@@ -504,14 +506,11 @@ export class PackageBuilder {
         } catch {
           throw new ServingError(
             'INVALID_MODEL',
-            `model '${label}': initial_state data_file '${source.file}' of state '${state.inputName}' is missing from the model's initial_state/ folder`,
-            {
-              model: label,
-            },
+            `initial_state data_file '${source.file}' of state '${state.inputName}' is missing from the model's initial_state/ folder`,
           );
         }
       }
-      out.set(state.inputName, initialStateTensor(state, config.maxBatchSize > 0, bytes, label));
+      out.set(state.inputName, initialStateTensor(state, config.maxBatchSize > 0, bytes, this.labelOf(md)));
     }
     return out;
   }
@@ -555,7 +554,7 @@ export class PackageBuilder {
       const v = latestVersion(entry)!;
       return singleModelPlan(entry.name, { config: entry.config, version: v.version, scheduler: v.scheduler });
     }
-    return ensemblePlan(entry.config, this.label, (name, version) => this.stepModel(name, version));
+    return ensemblePlan(entry.config, (name, version) => this.stepModel(name, version));
   }
 
   packaged(entry: LoadedModel, dir: string): LoadedPackage {
@@ -599,16 +598,12 @@ async function releaseModels(models: ReadonlyMap<string, LoadedModel>): Promise<
   await Promise.allSettled(all.flatMap((v) => [...v.sessions.map((s) => s.release()), ...(v.release ? [v.release()] : [])]));
 }
 
+/** The package's sessions, schedulers and plan; its errors name the model (request.label) once, here. */
 export async function loadPackage(request: PackageLoadRequest, deps: PackageLoadDeps): Promise<LoadedPackage> {
   let builder: PackageBuilder | undefined;
   try {
-    const layout = await scanRepository(
-      request.dir,
-      request.fallbackName,
-      request.label,
-      deps.configMaxBytes === undefined ? {} : { configMaxBytes: deps.configMaxBytes },
-    );
-    const entryDir = chooseEntryModel(layout, request.label, request.preferredEntry);
+    const layout = await scanRepository(request.dir, request.fallbackName, deps.configMaxBytes === undefined ? {} : { configMaxBytes: deps.configMaxBytes });
+    const entryDir = chooseEntryModel(layout, request.preferredEntry);
     builder = new PackageBuilder(layout, request.label, deps, request.metrics, request.signal);
     const entry = await builder.load(entryDir);
     return builder.packaged(entry, layout.root);
@@ -616,6 +611,6 @@ export async function loadPackage(request: PackageLoadRequest, deps: PackageLoad
     // Step models that loaded before the failure have schedulers too: stop them, then free every session.
     await builder?.releaseAll();
     request.metrics?.release();
-    throw err;
+    throw inModel(err, request.label);
   }
 }

@@ -12,10 +12,11 @@
  * with the counts.
  */
 import path from 'node:path';
+import { inModel, withModel } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { SourceEntry } from '../store/model-source.js';
 import { archiveStem } from '../store/target-path.js';
-import { preflightModel } from './package-loader.js';
+import { modelLabelOf, preflightModel } from './package-loader.js';
 import { chooseEntryModel, scanRepository, type ScanOptions } from './repository-layout.js';
 
 export type SurveyState = 'ready to load' | 'broken' | 'archive (checked when loaded)';
@@ -37,12 +38,12 @@ const SURVEY_CONCURRENCY = 8;
 /** The reason a model directory would fail to load (without sessions), or undefined when it looks loadable. */
 export async function preflightPackage(dir: string, label: string, fallbackName: string, options: ScanOptions = {}): Promise<string | undefined> {
   try {
-    const layout = await scanRepository(dir, fallbackName, label, options);
-    chooseEntryModel(layout, label);
-    for (const md of layout.models) await preflightModel(layout, md, label);
+    const layout = await scanRepository(dir, fallbackName, options);
+    chooseEntryModel(layout);
+    for (const md of layout.models) await withModel(modelLabelOf(label, layout, md), () => preflightModel(layout, md));
     return undefined;
   } catch (err) {
-    return err instanceof Error ? err.message : String(err);
+    return err instanceof Error ? inModel(err, label).message : String(err);
   }
 }
 

@@ -48,7 +48,7 @@ async function isDir(p: string): Promise<boolean> {
  * `maxBytes` it is refused from its size (fstat of the open file, so the size
  * checked is the size read), not read.
  */
-async function readConfig(dir: string, name: string, label: string, maxBytes: number): Promise<string | undefined> {
+async function readConfig(dir: string, name: string, maxBytes: number): Promise<string | undefined> {
   let handle;
   try {
     handle = await open(path.join(dir, 'config.pbtxt'), 'r');
@@ -57,7 +57,7 @@ async function readConfig(dir: string, name: string, label: string, maxBytes: nu
     throw err;
   }
   try {
-    checkConfigSize((await handle.stat()).size, maxBytes, `${name}/config.pbtxt`, label);
+    checkConfigSize((await handle.stat()).size, maxBytes, `${name}/config.pbtxt`);
     return await handle.readFile('utf8');
   } finally {
     await handle.close();
@@ -73,9 +73,9 @@ async function versionsIn(dir: string): Promise<number[]> {
 }
 
 /** A directory is a model directory when it has config.pbtxt or a numeric version dir. */
-async function readModelDir(dir: string, name: string, label: string, maxBytes: number): Promise<ModelDirectory | undefined> {
+async function readModelDir(dir: string, name: string, maxBytes: number): Promise<ModelDirectory | undefined> {
   // Both at once: each is a few trips to libuv's pool, on every cold load.
-  const [configText, versions] = await Promise.all([readConfig(dir, name, label, maxBytes), versionsIn(dir)]);
+  const [configText, versions] = await Promise.all([readConfig(dir, name, maxBytes), versionsIn(dir)]);
   if (configText === undefined && versions.length === 0) return undefined;
   return { name, dir, configText, versions };
 }
@@ -87,7 +87,7 @@ async function readModelDir(dir: string, name: string, label: string, maxBytes: 
  */
 const SCAN_CONCURRENCY = 16;
 
-async function subModels(root: string, label: string, maxBytes: number): Promise<ModelDirectory[]> {
+async function subModels(root: string, maxBytes: number): Promise<ModelDirectory[]> {
   const entries = (await readdir(root, { withFileTypes: true }))
     .filter((e) => !IGNORED.has(e.name) && !e.name.startsWith('.') && (e.isDirectory() || e.isSymbolicLink()))
     .sort((a, b) => a.name.localeCompare(b.name));
@@ -101,7 +101,7 @@ async function subModels(root: string, label: string, maxBytes: number): Promise
       try {
         // The entry's type says a directory without a stat (Node lstats where the file system gives none); a link is followed.
         if (!e.isDirectory() && !(await isDir(dir))) continue;
-        found[i] = await readModelDir(dir, e.name, label, maxBytes);
+        found[i] = await readModelDir(dir, e.name, maxBytes);
       } catch (err) {
         failed.push({ index: i, err });
       }
@@ -121,7 +121,7 @@ async function subModels(root: string, label: string, maxBytes: number): Promise
  */
 export async function flatModelName(dir: string, options: ScanOptions = {}): Promise<string | undefined> {
   const name = path.basename(dir);
-  const text = await readConfig(dir, name, name, options.configMaxBytes ?? DEFAULT_CONFIG_MAX_BYTES).catch(() => undefined);
+  const text = await readConfig(dir, name, options.configMaxBytes ?? DEFAULT_CONFIG_MAX_BYTES).catch(() => undefined);
   if (text === undefined) return undefined;
   try {
     return (await parseModelConfigDraft(text, { sourceName: `${name}/config.pbtxt` })).name === name ? name : undefined;
@@ -132,30 +132,30 @@ export async function flatModelName(dir: string, options: ScanOptions = {}): Pro
 
 /**
  * Scan `root`. `fallbackName` names a root-level single model that has no
- * config name (e.g. the archive name without `.tar.gz`).
+ * config name (e.g. the archive name without `.tar.gz`). Its errors do not
+ * name the model: the caller that knows it does (errors.ts, withModel).
  */
-export async function scanRepository(root: string, fallbackName: string, label: string, options: ScanOptions = {}): Promise<RepositoryLayout> {
+export async function scanRepository(root: string, fallbackName: string, options: ScanOptions = {}): Promise<RepositoryLayout> {
   if (!(await isDir(root))) {
     // Never `root` itself: it is a host path (the cache, the source root, a SageMaker url).
-    throw new ServingError('MODEL_NOT_FOUND', `model '${label}': the model directory does not exist or is not a directory`, { model: label });
+    throw new ServingError('MODEL_NOT_FOUND', 'the model directory does not exist or is not a directory');
   }
   const maxBytes = options.configMaxBytes ?? DEFAULT_CONFIG_MAX_BYTES;
-  const single = await readModelDir(root, fallbackName, label, maxBytes);
+  const single = await readModelDir(root, fallbackName, maxBytes);
   if (single) return { root, models: [single], singleModel: true };
-  let models = await subModels(root, label, maxBytes);
+  let models = await subModels(root, maxBytes);
   if (models.length === 0) {
     // A tarball made with `tar -czf x.tar.gz repo/` wraps the repository in one more directory.
     const entries = (await readdir(root, { withFileTypes: true })).filter((e) => !IGNORED.has(e.name) && !e.name.startsWith('.'));
     const only = entries[0];
     if (entries.length === 1 && only && (await isDir(path.join(root, only.name)))) {
-      return scanRepository(path.join(root, only.name), only.name, label, options);
+      return scanRepository(path.join(root, only.name), only.name, options);
     }
   }
   if (models.length === 0) {
     throw new ServingError(
       'INVALID_MODEL',
-      `model '${label}': no model found in the package; expected Triton layout <model>/config.pbtxt and <model>/<version>/model.onnx (or config.pbtxt at the archive root)`,
-      { model: label },
+      'no model found in the package; expected Triton layout <model>/config.pbtxt and <model>/<version>/model.onnx (or config.pbtxt at the archive root)',
     );
   }
   models = models.sort((a, b) => a.name.localeCompare(b.name));
@@ -168,14 +168,12 @@ const ENSEMBLE_PLATFORM = /platform\s*:\s*["']ensemble["']/;
  * The model a request without further qualification runs: `preferred` when
  * given, else the single ensemble, else the single model.
  */
-export function chooseEntryModel(layout: RepositoryLayout, label: string, preferred?: string): ModelDirectory {
+export function chooseEntryModel(layout: RepositoryLayout, preferred?: string): ModelDirectory {
   const names = layout.models.map((m) => m.name);
   if (preferred !== undefined) {
     const m = layout.models.find((x) => x.name === preferred);
     if (!m) {
-      throw new ServingError('MODEL_NOT_FOUND', `model '${label}': the package has no model named '${preferred}' (it has: ${names.join(', ')})`, {
-        model: label,
-      });
+      throw new ServingError('MODEL_NOT_FOUND', `the package has no model named '${preferred}' (it has: ${names.join(', ')})`);
     }
     return m;
   }
@@ -188,7 +186,6 @@ export function chooseEntryModel(layout: RepositoryLayout, label: string, prefer
       : `it has ${names.length} models (${names.join(', ')}) and no ensemble`;
   throw new ServingError(
     'INVALID_MODEL',
-    `model '${label}': cannot choose the entry model: ${why}; package one model per archive, add exactly one ensemble (platform: "ensemble") that wires them, or set MME_DEFAULT_MODEL for the default model`,
-    { model: label },
+    `cannot choose the entry model: ${why}; package one model per archive, add exactly one ensemble (platform: "ensemble") that wires them, or set MME_DEFAULT_MODEL for the default model`,
   );
 }

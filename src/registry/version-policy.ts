@@ -7,7 +7,8 @@
 import type { VersionPolicy } from '../config/model-config-types.js';
 import { ServingError } from '../errors.js';
 
-export function selectVersions(available: readonly number[], policy: VersionPolicy, label: string): number[] {
+/** The versions `policy` serves out of `available`; INVALID_MODEL when it names one the package lacks, or leaves none (the load names the model). */
+export function selectVersions(available: readonly number[], policy: VersionPolicy): number[] {
   const sorted = [...available].sort((a, b) => a - b);
   let chosen: number[];
   if (policy.kind === 'all') {
@@ -15,13 +16,7 @@ export function selectVersions(available: readonly number[], policy: VersionPoli
   } else if (policy.kind === 'specific') {
     const missing = policy.versions.filter((v) => !sorted.includes(v));
     if (missing.length > 0) {
-      throw new ServingError(
-        'INVALID_MODEL',
-        `model '${label}': version_policy asks for version(s) ${missing.join(', ')} but the package has ${sorted.join(', ') || 'none'}`,
-        {
-          model: label,
-        },
-      );
+      throw new ServingError('INVALID_MODEL', `version_policy asks for version(s) ${missing.join(', ')} but the package has ${sorted.join(', ') || 'none'}`);
     }
     chosen = sorted.filter((v) => policy.versions.includes(v));
   } else {
@@ -30,8 +25,7 @@ export function selectVersions(available: readonly number[], policy: VersionPoli
   if (chosen.length === 0) {
     throw new ServingError(
       'INVALID_MODEL',
-      `model '${label}': at least one version must be available under the version policy; add a numeric version directory such as 1/model.onnx`,
-      { model: label },
+      'at least one version must be available under the version policy; add a numeric version directory such as 1/model.onnx',
     );
   }
   return chosen;

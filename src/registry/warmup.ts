@@ -30,7 +30,11 @@ const MAX_WARMUP_ELEMENTS = 64 * 1024 * 1024;
 /** Microseconds of each version's implicit warm-up run (first instance), where it ran and succeeded. */
 export type WarmupTimes = ReadonlyMap<number, number>;
 
-export async function warmUpModel(model: LoadedModel, label: string, logger: Logger): Promise<WarmupTimes> {
+/**
+ * Run every version's warm-up (config model_warmup, else one implicit run of zeros). A failed model_warmup is
+ * INVALID_MODEL without the model's name (the load names it); `logger` is the model's own (its lines carry the model).
+ */
+export async function warmUpModel(model: LoadedModel, logger: Logger): Promise<WarmupTimes> {
   const config = model.config;
   const times = new Map<number, number>();
   if (config.platform === 'ensemble') return times;
@@ -46,20 +50,17 @@ export async function warmUpModel(model: LoadedModel, label: string, logger: Log
           await executor.execute(zeroFeeds(config, 1), outputs);
           if (!times.has(version.version)) times.set(version.version, (performance.now() - started) * 1000);
         } catch (err) {
-          logger.debug({ model: label, version: version.version, err: (err as Error).message }, 'implicit warm-up skipped: the model did not take zero inputs');
+          logger.debug({ version: version.version, err: (err as Error).message }, 'implicit warm-up skipped: the model did not take zero inputs');
         }
         continue;
       }
       for (const sample of config.modelWarmup) {
         try {
-          const feeds = await sampleFeeds(sample, config, model.dir, label);
+          const feeds = await sampleFeeds(sample, config, model.dir);
           for (let i = 0; i < Math.max(1, sample.count); i++) await executor.execute(feeds, outputs);
         } catch (err) {
           const message = err instanceof Error ? err.message : String(err);
-          throw new ServingError('INVALID_MODEL', `model '${label}' version ${version.version}: model_warmup '${sample.name}' failed: ${message}`, {
-            model: label,
-            cause: err,
-          });
+          throw new ServingError('INVALID_MODEL', `version ${version.version}: model_warmup '${sample.name}' failed: ${message}`, { cause: err });
         }
       }
     }
@@ -100,7 +101,7 @@ function addSequenceZeros(config: ModelConfig, rows: number, feeds: Map<string, 
   }
 }
 
-async function sampleFeeds(sample: WarmupConfig, config: ModelConfig, modelDir: string, label: string): Promise<Map<string, Tensor>> {
+async function sampleFeeds(sample: WarmupConfig, config: ModelConfig, modelDir: string): Promise<Map<string, Tensor>> {
   const feeds = new Map<string, Tensor>();
   for (const [name, spec] of Object.entries(sample.inputs)) {
     const shape = config.maxBatchSize > 0 ? [Math.max(1, sample.batchSize), ...spec.dims] : [...spec.dims];
@@ -108,7 +109,7 @@ async function sampleFeeds(sample: WarmupConfig, config: ModelConfig, modelDir: 
     feeds.set(
       name,
       spec.source.kind === 'file'
-        ? await fromFile(spec, shape, path.join(modelDir, 'warmup', spec.source.file), label)
+        ? await fromFile(spec, shape, path.join(modelDir, 'warmup', spec.source.file))
         : filled(spec.dataType, shape, spec.source.kind),
     );
   }
@@ -140,10 +141,10 @@ function filled(datatype: WarmupInputConfig['dataType'], shape: number[], kind: 
   return { datatype, shape, data };
 }
 
-async function fromFile(spec: WarmupInputConfig, shape: number[], file: string, label: string): Promise<Tensor> {
+async function fromFile(spec: WarmupInputConfig, shape: number[], file: string): Promise<Tensor> {
   const bytes = await readFile(file).catch((err: unknown) => {
     // Named within the package (warmup/<file>), never by its host path.
-    throw new Error(`cannot read warm-up data warmup/${path.basename(file)}: ${pathFreeMessage(err)} (model '${label}')`);
+    throw new Error(`cannot read warm-up data warmup/${path.basename(file)}: ${pathFreeMessage(err)}`);
   });
   const n = count(shape);
   if (spec.dataType === 'BYTES') {

@@ -140,13 +140,11 @@ const REFINE_RUNS = 25;
 const REFINE_BELOW = 10;
 const PARAMETER = 'execution_thread';
 
-export function executionThreadOf(config: ModelConfig, label: string): ExecutionThread {
+export function executionThreadOf(config: ModelConfig): ExecutionThread {
   const v = config.parameters[PARAMETER];
   if (v === undefined || v === '' || v === 'auto') return 'auto';
   if (v === 'main' || v === 'worker') return v;
-  throw new ServingError('INVALID_MODEL', `model '${label}': parameter ${PARAMETER} must be "auto", "main" or "worker", got ${JSON.stringify(v)}`, {
-    model: label,
-  });
+  throw new ServingError('INVALID_MODEL', `parameter ${PARAMETER} must be "auto", "main" or "worker", got ${JSON.stringify(v)}`);
 }
 
 /** Zeros at the largest batch, or undefined when a run's cost cannot be bounded from the config alone. */
@@ -229,7 +227,7 @@ export async function placeSessions(
   copies: MainThreadCopies = new MainThreadCopies(DEFAULT_MAIN_THREAD_COPIES),
 ): Promise<void> {
   if (config.platform === 'ensemble') return;
-  const choice = executionThreadOf(config, label);
+  const choice = executionThreadOf(config);
   if (choice === 'worker') return;
   const ownThreads = config.parameters['intra_op_thread_count'];
   const placement: Placement = {

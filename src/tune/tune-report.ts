@@ -165,8 +165,8 @@ function recommendationSection(r: TuneResult, c: Comparison, gain: number | unde
   } else {
     lines.push(`**${describeSetting(r.recommended)}** (yours: ${describeSetting(r.userSetting)}).`, '');
   }
-  const row = (label: string, p: TunePoint): string =>
-    `| ${label} | ${fmt(p.score)} | ${p.at?.concurrency ?? '-'} | ${fmt(p.at?.p50Ms, 2)} | ${fmt(p.at?.p99Ms, 2)} | ${p.modelBytes === undefined ? '-' : fmt(p.modelBytes / MiB)} |`;
+  const row = (title: string, p: TunePoint): string =>
+    `| ${title} | ${fmt(p.score)} | ${p.at?.concurrency ?? '-'} | ${fmt(p.at?.p50Ms, 2)} | ${fmt(p.at?.p99Ms, 2)} | ${p.modelBytes === undefined ? '-' : fmt(p.modelBytes / MiB)} |`;
   const conf = r.confirmation;
   lines.push(
     conf !== undefined

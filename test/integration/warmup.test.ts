@@ -67,7 +67,7 @@ describe('model warm-up', () => {
     const r = await invoke(s, 'cold');
     assert.equal(r.status, 400, r.text);
     assert.equal(r.body.code, 'INVALID_MODEL');
-    assert.match(r.body.error, /model 'cold' version 1: model_warmup 'from_file' failed: .*input0\.bin is 12 bytes; shape \[1,4\] of FP32 needs 16/);
+    assert.match(r.body.error, /model 'cold': version 1: model_warmup 'from_file' failed: .*input0\.bin is 12 bytes; shape \[1,4\] of FP32 needs 16/);
     assert.equal(s.running.registry.loadedCount(), 0, 'nothing stays loaded');
   });
 

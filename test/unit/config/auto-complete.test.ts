@@ -30,7 +30,7 @@ function throwsInvalidModel(fn: () => unknown, message: string): void {
     assert.ok(err instanceof ServingError);
     assert.equal(err.code, 'INVALID_MODEL');
     assert.equal(err.message, message);
-    assert.equal(err.model, 'm');
+    assert.equal(err.model, undefined); // the load names the model (errors.ts withModel)
     return true;
   });
 }
@@ -57,7 +57,7 @@ describe('autoCompleteConfig', () => {
   });
 
   test('empty config + batching graph → platform, max_batch_size 4, dynamic_batching {}, dims without the batch dim', () => {
-    assert.deepEqual(autoCompleteConfig({}, BATCHING_GRAPH, 'm'), {
+    assert.deepEqual(autoCompleteConfig({}, BATCHING_GRAPH), {
       platform: 'onnxruntime_onnx',
       max_batch_size: 4,
       dynamic_batching: {},
@@ -70,14 +70,14 @@ describe('autoCompleteConfig', () => {
   });
 
   test('a given max_batch_size is kept; dynamic_batching added when it is > 1', () => {
-    const out = autoCompleteConfig({ name: 'm', max_batch_size: 16 }, BATCHING_GRAPH, 'm');
+    const out = autoCompleteConfig({ name: 'm', max_batch_size: 16 }, BATCHING_GRAPH);
     assert.equal(out['max_batch_size'], 16);
     assert.deepEqual(out['dynamic_batching'], {});
     assert.equal(out['name'], 'm');
   });
 
   test('max_batch_size 1 gets no dynamic_batching', () => {
-    const out = autoCompleteConfig({ max_batch_size: 1 }, BATCHING_GRAPH, 'm');
+    const out = autoCompleteConfig({ max_batch_size: 1 }, BATCHING_GRAPH);
     assert.equal(out['max_batch_size'], 1);
     assert.equal('dynamic_batching' in out, false);
     assert.deepEqual((out['input'] as Array<{ dims: number[] }>)[0]!.dims, [16]);
@@ -85,14 +85,14 @@ describe('autoCompleteConfig', () => {
 
   test('existing dynamic_batching or sequence_batching is kept, not replaced', () => {
     const dyn = { max_queue_delay_microseconds: 100 };
-    assert.equal(autoCompleteConfig({ dynamic_batching: dyn }, BATCHING_GRAPH, 'm')['dynamic_batching'], dyn);
-    const out = autoCompleteConfig({ sequence_batching: {} }, BATCHING_GRAPH, 'm');
+    assert.equal(autoCompleteConfig({ dynamic_batching: dyn }, BATCHING_GRAPH)['dynamic_batching'], dyn);
+    const out = autoCompleteConfig({ sequence_batching: {} }, BATCHING_GRAPH);
     assert.equal('dynamic_batching' in out, false);
     assert.deepEqual(out['sequence_batching'], {});
   });
 
   test('graph that cannot batch + no max_batch_size → full dims, no max_batch_size, no dynamic_batching', () => {
-    assert.deepEqual(autoCompleteConfig({}, FIXED_GRAPH, 'm'), {
+    assert.deepEqual(autoCompleteConfig({}, FIXED_GRAPH), {
       platform: 'onnxruntime_onnx',
       input: [{ name: 'x', data_type: 'TYPE_FP32', dims: [1, 16] }],
       output: [{ name: 'y', data_type: 'TYPE_FP32', dims: [1, 2] }],
@@ -100,44 +100,44 @@ describe('autoCompleteConfig', () => {
   });
 
   test('graph that cannot batch + explicit max_batch_size 0 → max_batch_size stays 0', () => {
-    const out = autoCompleteConfig({ max_batch_size: 0 }, FIXED_GRAPH, 'm');
+    const out = autoCompleteConfig({ max_batch_size: 0 }, FIXED_GRAPH);
     assert.equal(out['max_batch_size'], 0);
     assert.deepEqual((out['input'] as Array<{ dims: number[] }>)[0]!.dims, [1, 16]);
   });
 
   test('graph that cannot batch + non-zero max_batch_size → INVALID_MODEL (Triton autofill error)', () => {
     throwsInvalidModel(
-      () => autoCompleteConfig({ max_batch_size: 8 }, FIXED_GRAPH, 'm'),
-      "model 'm': autofill failed: model does not support batching while non-zero max_batch_size is specified",
+      () => autoCompleteConfig({ max_batch_size: 8 }, FIXED_GRAPH),
+      'autofill failed: model does not support batching while non-zero max_batch_size is specified',
     );
     throwsInvalidModel(
-      () => autoCompleteConfig({ max_batch_size: 1 }, { inputs: [t('s', 'FP32', [])], outputs: [t('o', 'FP32', [-1])] }, 'm'),
-      "model 'm': autofill failed: model does not support batching while non-zero max_batch_size is specified",
+      () => autoCompleteConfig({ max_batch_size: 1 }, { inputs: [t('s', 'FP32', [])], outputs: [t('o', 'FP32', [-1])] }),
+      'autofill failed: model does not support batching while non-zero max_batch_size is specified',
     );
   });
 
   test('per-item scalar of a batching graph ([-1]) → dims [1] + reshape { shape: [] }', () => {
-    const out = autoCompleteConfig({}, { inputs: [t('s', 'FP32', [-1])], outputs: [t('o', 'INT32', [-1, 3])] }, 'm');
+    const out = autoCompleteConfig({}, { inputs: [t('s', 'FP32', [-1])], outputs: [t('o', 'INT32', [-1, 3])] });
     assert.deepEqual(out['input'], [{ name: 's', data_type: 'TYPE_FP32', dims: [1], reshape: { shape: [] } }]);
     assert.deepEqual(out['output'], [{ name: 'o', data_type: 'TYPE_INT32', dims: [3] }]);
   });
 
   test('true scalar ([]) of a non-batching graph → dims [1] without reshape', () => {
-    const out = autoCompleteConfig({}, { inputs: [t('s', 'FP64', [])], outputs: [t('o', 'FP64', [])] }, 'm');
+    const out = autoCompleteConfig({}, { inputs: [t('s', 'FP64', [])], outputs: [t('o', 'FP64', [])] });
     assert.equal('max_batch_size' in out, false);
     assert.deepEqual(out['input'], [{ name: 's', data_type: 'TYPE_FP64', dims: [1] }]);
     assert.deepEqual(out['output'], [{ name: 'o', data_type: 'TYPE_FP64', dims: [1] }]);
   });
 
   test('a tensor without a declared shape → dims [-1] (cannot batch)', () => {
-    const out = autoCompleteConfig({}, { inputs: [t('x', 'FP32', undefined)], outputs: [t('y', 'FP32', [-1])] }, 'm');
+    const out = autoCompleteConfig({}, { inputs: [t('x', 'FP32', undefined)], outputs: [t('y', 'FP32', [-1])] });
     assert.deepEqual(out['input'], [{ name: 'x', data_type: 'TYPE_FP32', dims: [-1] }]);
     assert.deepEqual(out['output'], [{ name: 'y', data_type: 'TYPE_FP32', dims: [-1] }]);
   });
 
   test('every datatype maps to its config name (BYTES → TYPE_STRING)', () => {
     const types = ['BOOL', 'UINT8', 'UINT16', 'UINT32', 'UINT64', 'INT8', 'INT16', 'INT32', 'INT64', 'FP16', 'FP32', 'FP64', 'BYTES', 'BF16'] as const;
-    const out = autoCompleteConfig({}, { inputs: types.map((d) => t(`in_${d}`, d, [-1, 2])), outputs: [t('o', 'FP32', [-1])] }, 'm');
+    const out = autoCompleteConfig({}, { inputs: types.map((d) => t(`in_${d}`, d, [-1, 2])), outputs: [t('o', 'FP32', [-1])] });
     assert.deepEqual(
       (out['input'] as Array<{ data_type: string }>).map((i) => i.data_type),
       [
@@ -161,21 +161,20 @@ describe('autoCompleteConfig', () => {
 
   test('a non-tensor input or output is INVALID_MODEL naming it and its kind', () => {
     throwsInvalidModel(
-      () => autoCompleteConfig({}, { inputs: [t('seq', undefined, undefined)], outputs: [t('y', 'FP32', [1])] }, 'm'),
-      "model 'm': input 'seq' is not a tensor; onnx-mme serves tensors only",
+      () => autoCompleteConfig({}, { inputs: [t('seq', undefined, undefined)], outputs: [t('y', 'FP32', [1])] }),
+      "input 'seq' is not a tensor; onnx-mme serves tensors only",
     );
     throwsInvalidModel(
-      () => autoCompleteConfig({}, { inputs: [{ ...t('seq', undefined, undefined), declared: 'seq(tensor(float))' }], outputs: [t('y', 'FP32', [1])] }, 'm'),
-      "model 'm': input 'seq' is a sequence (seq(tensor(float))), not a tensor; onnx-mme serves tensors only",
+      () => autoCompleteConfig({}, { inputs: [{ ...t('seq', undefined, undefined), declared: 'seq(tensor(float))' }], outputs: [t('y', 'FP32', [1])] }),
+      "input 'seq' is a sequence (seq(tensor(float))), not a tensor; onnx-mme serves tensors only",
     );
     throwsInvalidModel(
-      () =>
-        autoCompleteConfig({}, { inputs: [t('x', 'FP32', [1])], outputs: [{ ...t('opt', undefined, undefined), declared: 'optional(tensor(int64))' }] }, 'm'),
-      "model 'm': output 'opt' is an optional (optional(tensor(int64))), not a tensor; onnx-mme serves tensors only",
+      () => autoCompleteConfig({}, { inputs: [t('x', 'FP32', [1])], outputs: [{ ...t('opt', undefined, undefined), declared: 'optional(tensor(int64))' }] }),
+      "output 'opt' is an optional (optional(tensor(int64))), not a tensor; onnx-mme serves tensors only",
     );
     throwsInvalidModel(
-      () => autoCompleteConfig({}, { inputs: [t('x', 'FP32', [1])], outputs: [{ ...t('map', undefined, [1]), declared: 'map(int64,tensor(float))' }] }, 'm'),
-      "model 'm': output 'map' is a map (map(int64,tensor(float))), not a tensor; onnx-mme serves tensors only",
+      () => autoCompleteConfig({}, { inputs: [t('x', 'FP32', [1])], outputs: [{ ...t('map', undefined, [1]), declared: 'map(int64,tensor(float))' }] }),
+      "output 'map' is a map (map(int64,tensor(float))), not a tensor; onnx-mme serves tensors only",
     );
   });
 
@@ -185,34 +184,34 @@ describe('autoCompleteConfig', () => {
       input: [Object.freeze({ name: 'x', data_type: 'TYPE_FP32', dims: [3] })],
       output: [Object.freeze({ name: 'y', data_type: 'TYPE_FP32', dims: [3] })],
     });
-    const out = autoCompleteConfig(config, BATCHING_GRAPH, 'm');
+    const out = autoCompleteConfig(config, BATCHING_GRAPH);
     assert.deepEqual(out, config);
     assert.notEqual(out, config);
     // Even a graph the config cannot describe is not looked at.
-    assert.deepEqual(autoCompleteConfig({ ...config, max_batch_size: 8 }, FIXED_GRAPH, 'm'), { ...config, max_batch_size: 8 });
+    assert.deepEqual(autoCompleteConfig({ ...config, max_batch_size: 8 }, FIXED_GRAPH), { ...config, max_batch_size: 8 });
   });
 
   test('a config with inputs and outputs but no platform or backend only gets the platform', () => {
     const config = { input: [{ name: 'x', data_type: 'TYPE_FP32', dims: [3] }], output: [{ name: 'y', data_type: 'TYPE_FP32', dims: [3] }] };
-    assert.deepEqual(autoCompleteConfig(config, BATCHING_GRAPH, 'm'), { platform: 'onnxruntime_onnx', ...config });
+    assert.deepEqual(autoCompleteConfig(config, BATCHING_GRAPH), { platform: 'onnxruntime_onnx', ...config });
   });
 
   test('backend given → no platform is added', () => {
-    const out = autoCompleteConfig({ backend: 'onnxruntime' }, BATCHING_GRAPH, 'm');
+    const out = autoCompleteConfig({ backend: 'onnxruntime' }, BATCHING_GRAPH);
     assert.equal('platform' in out, false);
     assert.equal(out['backend'], 'onnxruntime');
   });
 
   test('only the missing list is generated: existing inputs kept, outputs generated', () => {
     const input = [{ name: 'INPUT0', data_type: 'TYPE_FP32', dims: [-1] }];
-    const out = autoCompleteConfig({ max_batch_size: 2, input }, BATCHING_GRAPH, 'm');
+    const out = autoCompleteConfig({ max_batch_size: 2, input }, BATCHING_GRAPH);
     assert.equal(out['input'], input);
     assert.deepEqual(out['output'], [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [2] }]);
   });
 
   test('only the missing list is generated: existing outputs kept, inputs generated', () => {
     const output = [{ name: 'OUTPUT0', data_type: 'TYPE_FP32', dims: [2] }];
-    const out = autoCompleteConfig({ output }, BATCHING_GRAPH, 'm');
+    const out = autoCompleteConfig({ output }, BATCHING_GRAPH);
     assert.equal(out['output'], output);
     assert.equal(out['max_batch_size'], 4);
     assert.deepEqual((out['input'] as unknown[]).length, 2);
@@ -220,14 +219,14 @@ describe('autoCompleteConfig', () => {
 
   test('the given config object is not modified', () => {
     const config = Object.freeze({ name: 'm' });
-    const out = autoCompleteConfig(config, BATCHING_GRAPH, 'm');
+    const out = autoCompleteConfig(config, BATCHING_GRAPH);
     assert.deepEqual(config, { name: 'm' });
     assert.equal(out['max_batch_size'], 4);
   });
 
   test('the completed config passes modelConfigFromJson and normalises as Triton does', () => {
     const graph = { inputs: [t('s', 'FP32', [-1]), t('v', 'FP32', [-1, 8])], outputs: [t('o', 'FP32', [-1, 2])] };
-    const config = modelConfigFromJson(autoCompleteConfig({}, graph, 'm'), { sourceName: 'm (auto-complete)', directoryName: 'm' });
+    const config = modelConfigFromJson(autoCompleteConfig({}, graph), { sourceName: 'm (auto-complete)', directoryName: 'm' });
     assert.equal(config.name, 'm');
     assert.equal(config.platform, 'onnxruntime_onnx');
     assert.equal(config.backend, 'onnxruntime');

@@ -144,12 +144,12 @@ function ensemble(inputs: Io[], outputs: Io[], steps: Step[]): ModelConfig {
 
 function invalid(config: ModelConfig, problems: string[]): void {
   assert.throws(
-    () => ensemblePlan(config, 'lbl', resolve),
+    () => ensemblePlan(config, resolve),
     (err: unknown) => {
       assert.ok(err instanceof ServingError);
       assert.equal(err.code, 'INVALID_MODEL');
-      assert.equal(err.model, 'lbl');
-      assert.equal(err.message, `model 'lbl': ensemble 'ens' is invalid: ${problems.join('; ')}`);
+      assert.equal(err.model, undefined);
+      assert.equal(err.message, `ensemble 'ens' is invalid: ${problems.join('; ')}`);
       return true;
     },
   );
@@ -164,7 +164,7 @@ const DIAMOND_STEPS: Step[] = [
 
 describe('ensemblePlan: valid plans', () => {
   test('a diamond listed out of order is sorted so every step follows its producers', () => {
-    const plan = ensemblePlan(validEnsemble([['IN', 'FP32']], [['OUT', 'FP32']], DIAMOND_STEPS), 'lbl', resolve);
+    const plan = ensemblePlan(validEnsemble([['IN', 'FP32']], [['OUT', 'FP32']], DIAMOND_STEPS), resolve);
     assert.equal(plan.entry, 'ens');
     assert.deepEqual(
       plan.steps.map((s) => [s.index, s.modelName]),
@@ -185,7 +185,7 @@ describe('ensemblePlan: valid plans', () => {
   });
 
   test('steps carry the resolved version, the model scheduler and the maps', () => {
-    const plan = ensemblePlan(validEnsemble([['IN', 'FP32']], [['OUT', 'FP32']], [['scale3', { x: 'IN' }, { y: 'OUT' }]]), 'lbl', resolve);
+    const plan = ensemblePlan(validEnsemble([['IN', 'FP32']], [['OUT', 'FP32']], [['scale3', { x: 'IN' }, { y: 'OUT' }]]), resolve);
     const step = plan.steps[0]!;
     assert.equal(step.version, 4);
     assert.equal(step.scheduler, MODELS.get('scale3')!.scheduler);
@@ -194,12 +194,12 @@ describe('ensemblePlan: valid plans', () => {
   });
 
   test('an explicit step version that exists is accepted', () => {
-    const plan = ensemblePlan(validEnsemble([['IN', 'FP32']], [['OUT', 'FP32']], [['scale3', { x: 'IN' }, { y: 'OUT' }, 4]]), 'lbl', resolve);
+    const plan = ensemblePlan(validEnsemble([['IN', 'FP32']], [['OUT', 'FP32']], [['scale3', { x: 'IN' }, { y: 'OUT' }, 4]]), resolve);
     assert.equal(plan.steps[0]!.version, 4);
   });
 
   test('an optional step input may stay unmapped', () => {
-    assert.doesNotThrow(() => ensemblePlan(validEnsemble([['IN', 'FP32']], [['OUT', 'FP32']], [['masked', { x: 'IN' }, { y: 'OUT' }]]), 'lbl', resolve));
+    assert.doesNotThrow(() => ensemblePlan(validEnsemble([['IN', 'FP32']], [['OUT', 'FP32']], [['masked', { x: 'IN' }, { y: 'OUT' }]]), resolve));
   });
 
   test('an ensemble tensor may feed several steps and also be an ensemble output', () => {
@@ -215,7 +215,7 @@ describe('ensemblePlan: valid plans', () => {
       ],
     );
     assert.deepEqual(
-      ensemblePlan(config, 'lbl', resolve).steps.map((s) => s.modelName),
+      ensemblePlan(config, resolve).steps.map((s) => s.modelName),
       ['scale2', 'add'],
     );
   });

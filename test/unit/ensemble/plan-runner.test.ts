@@ -168,7 +168,7 @@ function diamond(overrides: { b?: Compute; c?: Compute } = {}): Diamond {
       ['add', { a: 'BOUT', b: 'COUT' }, { sum: 'OUT' }],
     ],
   );
-  const plan = ensemblePlan(config, 'ens', (name) => models.get(name));
+  const plan = ensemblePlan(config, (name) => models.get(name));
   return { plan, log, a, b, c, d };
 }
 
@@ -339,7 +339,7 @@ describe('runPlan: ensembles', () => {
       log,
     );
     const config = ensembleConfig(['IN', 'MASK'], ['OUT'], [['masked', { x: 'IN', mask: 'MASK' }, { y: 'OUT' }]], ['MASK']);
-    const plan = ensemblePlan(config, 'ens', () => ({ config: onnxConfig('masked', ['x', 'mask'], ['y'], ['mask']), version: 1, scheduler: masked }));
+    const plan = ensemblePlan(config, () => ({ config: onnxConfig('masked', ['x', 'mask'], ['y'], ['mask']), version: 1, scheduler: masked }));
 
     const without = await runPlan(plan, new Map([['IN', f32(2, 3)]]), ['OUT']);
     assert.deepEqual(values(without.get('OUT')), [2, 3]);

@@ -63,12 +63,12 @@ function ensemble(mbs: number, inputs: Io[], outputs: Io[], steps: Step[]): Mode
 
 function problemsOf(c: ModelConfig): string[] {
   try {
-    ensemblePlan(c, 'lbl', resolve);
+    ensemblePlan(c, resolve);
     return [];
   } catch (err) {
     assert.ok(err instanceof ServingError);
     assert.equal(err.code, 'INVALID_MODEL');
-    const prefix = `model 'lbl': ensemble 'ens' is invalid: `;
+    const prefix = `ensemble 'ens' is invalid: `;
     assert.ok(err.message.startsWith(prefix), err.message);
     return err.message.slice(prefix.length).split('; ');
   }

@@ -27,15 +27,15 @@ function g(name: string, datatype: GraphTensor['datatype'], shape: number[] | un
 
 const fp32 = (name: string, dims: number[], extra: Partial<TensorJson> = {}): TensorJson => ({ name, data_type: 'TYPE_FP32', dims, ...extra });
 
-const PREFIX = "model 'lbl' (m): config.pbtxt does not match the ONNX model: ";
+const PREFIX = "'m' version 1: config.pbtxt does not match the ONNX model: ";
 
 function mismatch(cfg: ModelConfig, graph: { inputs: GraphTensor[]; outputs: GraphTensor[] }, problems: string[]): void {
   assert.throws(
-    () => checkConfigAgainstGraph(cfg, graph, 'lbl'),
+    () => checkConfigAgainstGraph(cfg, graph, 1),
     (err: unknown) => {
       assert.ok(err instanceof ServingError);
       assert.equal(err.code, 'INVALID_MODEL');
-      assert.equal(err.model, 'lbl');
+      assert.equal(err.model, undefined);
       assert.equal(err.message, PREFIX + problems.join('; '));
       return true;
     },
@@ -56,35 +56,35 @@ describe('checkConfigAgainstGraph: agreement', () => {
   test('matching names, datatypes and shapes pass (batching)', () => {
     const cfg = config(8, [fp32('x', [4]), { name: 'ids', data_type: 'TYPE_INT64', dims: [-1] }], [fp32('y', [2])]);
     assert.doesNotThrow(() =>
-      checkConfigAgainstGraph(cfg, { inputs: [g('ids', 'INT64', [-1, -1]), g('x', 'FP32', [-1, 4])], outputs: [g('y', 'FP32', [-1, 2])] }, 'lbl'),
+      checkConfigAgainstGraph(cfg, { inputs: [g('ids', 'INT64', [-1, -1]), g('x', 'FP32', [-1, 4])], outputs: [g('y', 'FP32', [-1, 2])] }, 1),
     );
   });
 
   test('matching shapes pass (no batching)', () => {
     const cfg = config(0, [fp32('x', [3, 4])], [fp32('y', [3])]);
-    assert.doesNotThrow(() => checkConfigAgainstGraph(cfg, { inputs: [g('x', 'FP32', [3, 4])], outputs: [g('y', 'FP32', [3])] }, 'lbl'));
+    assert.doesNotThrow(() => checkConfigAgainstGraph(cfg, { inputs: [g('x', 'FP32', [3, 4])], outputs: [g('y', 'FP32', [3])] }, 1));
   });
 
   test('a config may be stricter than the model: fixed config dim vs model -1 passes', () => {
     const cfg = config(0, [fp32('x', [4, 4])], [fp32('y', [4])]);
-    assert.doesNotThrow(() => checkConfigAgainstGraph(cfg, { inputs: [g('x', 'FP32', [4, -1])], outputs: [g('y', 'FP32', [-1])] }, 'lbl'));
+    assert.doesNotThrow(() => checkConfigAgainstGraph(cfg, { inputs: [g('x', 'FP32', [4, -1])], outputs: [g('y', 'FP32', [-1])] }, 1));
   });
 
   test('a reshape is compared, not the dims', () => {
     const cfg = config(8, [fp32('s', [1], { reshape: { shape: [] } }), fp32('img', [12], { reshape: { shape: [3, 4] } })], [fp32('y', [1])]);
     assert.doesNotThrow(() =>
-      checkConfigAgainstGraph(cfg, { inputs: [g('s', 'FP32', [-1]), g('img', 'FP32', [-1, 3, 4])], outputs: [g('y', 'FP32', [-1, 1])] }, 'lbl'),
+      checkConfigAgainstGraph(cfg, { inputs: [g('s', 'FP32', [-1]), g('img', 'FP32', [-1, 3, 4])], outputs: [g('y', 'FP32', [-1, 1])] }, 1),
     );
   });
 
   test('a graph tensor without a declared shape is not shape-checked', () => {
     const cfg = config(8, [fp32('x', [4])], [fp32('y', [2])]);
-    assert.doesNotThrow(() => checkConfigAgainstGraph(cfg, { inputs: [g('x', 'FP32', undefined)], outputs: [g('y', 'FP32', undefined)] }, 'lbl'));
+    assert.doesNotThrow(() => checkConfigAgainstGraph(cfg, { inputs: [g('x', 'FP32', undefined)], outputs: [g('y', 'FP32', undefined)] }, 1));
   });
 
   test('extra ONNX outputs that the config leaves out are allowed', () => {
     const cfg = config(0, [fp32('x', [2])], [fp32('y', [2])]);
-    assert.doesNotThrow(() => checkConfigAgainstGraph(cfg, { inputs: [g('x', 'FP32', [2])], outputs: [g('y', 'FP32', [2]), g('debug', 'FP32', [2])] }, 'lbl'));
+    assert.doesNotThrow(() => checkConfigAgainstGraph(cfg, { inputs: [g('x', 'FP32', [2])], outputs: [g('y', 'FP32', [2]), g('debug', 'FP32', [2])] }, 1));
   });
 });
 

@@ -47,7 +47,7 @@ async function rejectsWith(p: Promise<unknown>, code: ErrorCode, message: string
     assert.ok(err instanceof ServingError, `expected ServingError, got ${String(err)}`);
     assert.equal(err.code, code);
     assert.equal(err.message, message);
-    assert.equal(err.model, 'lbl');
+    assert.equal(err.model, undefined);
     return true;
   });
 }
@@ -55,7 +55,7 @@ async function rejectsWith(p: Promise<unknown>, code: ErrorCode, message: string
 describe('scanRepository: single model directory', () => {
   test('config.pbtxt and a version dir at the root → one model named by the fallback name', async () => {
     const root = await tree({ 'config.pbtxt': ONNX_CONFIG, '1/model.onnx': 'x' });
-    const layout = await scanRepository(root, 'my-model', 'lbl');
+    const layout = await scanRepository(root, 'my-model');
     assert.deepEqual(layout, {
       root,
       singleModel: true,
@@ -65,14 +65,14 @@ describe('scanRepository: single model directory', () => {
 
   test('version dirs without config.pbtxt → single model with configText undefined (auto-complete)', async () => {
     const root = await tree({ '3/model.onnx': 'x', '1/model.onnx': 'x' });
-    const layout = await scanRepository(root, 'fallback', 'lbl');
+    const layout = await scanRepository(root, 'fallback');
     assert.equal(layout.singleModel, true);
     assert.deepEqual(layout.models, [{ name: 'fallback', dir: root, configText: undefined, versions: [1, 3] }]);
   });
 
   test('config.pbtxt alone (no versions) is still a model directory', async () => {
     const root = await tree({ 'config.pbtxt': ENSEMBLE_CONFIG });
-    const layout = await scanRepository(root, 'fb', 'lbl');
+    const layout = await scanRepository(root, 'fb');
     assert.equal(layout.singleModel, true);
     assert.deepEqual(layout.models[0]!.versions, []);
   });
@@ -92,14 +92,14 @@ describe('scanRepository: single model directory', () => {
       '1.5/': '',
       '5': 'a file named 5, not a directory',
     });
-    const layout = await scanRepository(root, 'm', 'lbl');
+    const layout = await scanRepository(root, 'm');
     assert.deepEqual(layout.models[0]!.versions, [1, 2, 10]);
   });
 
   test('a symlinked version directory counts', async () => {
     const root = await tree({ 'config.pbtxt': ONNX_CONFIG, 'real/model.onnx': 'x' });
     await symlink(path.join(root, 'real'), path.join(root, '7'));
-    const layout = await scanRepository(root, 'm', 'lbl');
+    const layout = await scanRepository(root, 'm');
     assert.deepEqual(layout.models[0]!.versions, [7]);
   });
 });
@@ -117,7 +117,7 @@ describe('scanRepository: repository of models', () => {
       '__MACOSX/config.pbtxt': ONNX_CONFIG,
       'notes.txt': 'file at root',
     });
-    const layout = await scanRepository(root, 'fb', 'lbl');
+    const layout = await scanRepository(root, 'fb');
     assert.equal(layout.singleModel, false);
     assert.equal(layout.root, root);
     assert.deepEqual(layout.models, [
@@ -134,7 +134,7 @@ describe('scanRepository: repository of models', () => {
     await symlink(elsewhere, path.join(root, 'linked'));
     await writeFile(path.join(base, `file${counter}`), 'x');
     await symlink(path.join(base, `file${counter}`), path.join(root, 'to-a-file'));
-    const layout = await scanRepository(root, 'fb', 'lbl');
+    const layout = await scanRepository(root, 'fb');
     assert.deepEqual(
       layout.models.map((m) => m.name),
       [...Array.from({ length: 60 }, (_, i) => `m${String(i).padStart(2, '0')}`), 'linked'].sort((a, b) => a.localeCompare(b)),
@@ -147,7 +147,7 @@ describe('scanRepository: repository of models', () => {
     for (let i = 0; i < 40; i++) entries[`m${String(i).padStart(2, '0')}/1/model.onnx`] = 'x';
     for (const bad of ['m07', 'm31']) entries[`${bad}/config.pbtxt`] = `${'#'.repeat(64)}\n${ONNX_CONFIG}`;
     const root = await tree(entries);
-    await assert.rejects(scanRepository(root, 'fb', 'lbl', { configMaxBytes: 32 }), (err: unknown) => {
+    await assert.rejects(scanRepository(root, 'fb', { configMaxBytes: 32 }), (err: unknown) => {
       assert.ok(err instanceof ServingError);
       assert.match(err.message, /m07\/config\.pbtxt/);
       return true;
@@ -162,7 +162,7 @@ describe('scanRepository: repository of models', () => {
       '__MACOSX/repo/._a': 'junk',
       '.DS_Store': 'junk',
     });
-    const layout = await scanRepository(root, 'fb', 'lbl');
+    const layout = await scanRepository(root, 'fb');
     assert.equal(layout.root, path.join(root, 'repo'));
     assert.equal(layout.singleModel, false);
     assert.deepEqual(
@@ -176,7 +176,7 @@ describe('scanRepository: repository of models', () => {
 
   test('a single model wrapped in one directory takes that directory name', async () => {
     const root = await tree({ 'resnet/config.pbtxt': ONNX_CONFIG, 'resnet/1/model.onnx': 'x' });
-    const layout = await scanRepository(root, 'archive-name', 'lbl');
+    const layout = await scanRepository(root, 'archive-name');
     // The wrapper 'resnet' is itself a model directory, so it is found as a repository of one model.
     assert.equal(layout.singleModel, false);
     assert.deepEqual(layout.models, [{ name: 'resnet', dir: path.join(root, 'resnet'), configText: ONNX_CONFIG, versions: [1] }]);
@@ -184,7 +184,7 @@ describe('scanRepository: repository of models', () => {
 
   test('a single model wrapped in two directories is unwrapped to the inner model', async () => {
     const root = await tree({ 'outer/resnet/config.pbtxt': ONNX_CONFIG, 'outer/resnet/1/model.onnx': 'x' });
-    const layout = await scanRepository(root, 'archive-name', 'lbl');
+    const layout = await scanRepository(root, 'archive-name');
     assert.equal(layout.root, path.join(root, 'outer'));
     assert.deepEqual(
       layout.models.map((m) => m.name),
@@ -195,29 +195,29 @@ describe('scanRepository: repository of models', () => {
   test('a missing root is MODEL_NOT_FOUND', async () => {
     const root = path.join(base, 'does-not-exist');
     // The message never names the host path (it may be the cache or a SageMaker url).
-    await rejectsWith(scanRepository(root, 'fb', 'lbl'), 'MODEL_NOT_FOUND', "model 'lbl': the model directory does not exist or is not a directory");
+    await rejectsWith(scanRepository(root, 'fb'), 'MODEL_NOT_FOUND', 'the model directory does not exist or is not a directory');
   });
 
   test('a file as root is MODEL_NOT_FOUND', async () => {
     const root = await tree({ 'f.txt': 'x' });
     const file = path.join(root, 'f.txt');
-    await rejectsWith(scanRepository(file, 'fb', 'lbl'), 'MODEL_NOT_FOUND', "model 'lbl': the model directory does not exist or is not a directory");
+    await rejectsWith(scanRepository(file, 'fb'), 'MODEL_NOT_FOUND', 'the model directory does not exist or is not a directory');
   });
 
   const NO_MODEL =
-    "model 'lbl': no model found in the package; expected Triton layout <model>/config.pbtxt and <model>/<version>/model.onnx (or config.pbtxt at the archive root)";
+    'no model found in the package; expected Triton layout <model>/config.pbtxt and <model>/<version>/model.onnx (or config.pbtxt at the archive root)';
 
   test('an empty root is INVALID_MODEL', async () => {
-    await rejectsWith(scanRepository(await tree({}), 'fb', 'lbl'), 'INVALID_MODEL', NO_MODEL);
+    await rejectsWith(scanRepository(await tree({}), 'fb'), 'INVALID_MODEL', NO_MODEL);
   });
 
   test('directories without any model content are INVALID_MODEL', async () => {
-    await rejectsWith(scanRepository(await tree({ 'x/': '', 'y/readme.md': 'hi', 'z.txt': 'z' }), 'fb', 'lbl'), 'INVALID_MODEL', NO_MODEL);
-    await rejectsWith(scanRepository(await tree({ 'wrapper/nothing/': '' }), 'fb', 'lbl'), 'INVALID_MODEL', NO_MODEL);
+    await rejectsWith(scanRepository(await tree({ 'x/': '', 'y/readme.md': 'hi', 'z.txt': 'z' }), 'fb'), 'INVALID_MODEL', NO_MODEL);
+    await rejectsWith(scanRepository(await tree({ 'wrapper/nothing/': '' }), 'fb'), 'INVALID_MODEL', NO_MODEL);
   });
 
   test('version dirs that are all ignored do not make a model', async () => {
-    await rejectsWith(scanRepository(await tree({ '0/model.onnx': 'x', '01/model.onnx': 'x', 'v1/model.onnx': 'x' }), 'fb', 'lbl'), 'INVALID_MODEL', NO_MODEL);
+    await rejectsWith(scanRepository(await tree({ '0/model.onnx': 'x', '01/model.onnx': 'x', 'v1/model.onnx': 'x' }), 'fb'), 'INVALID_MODEL', NO_MODEL);
   });
 });
 
@@ -236,7 +236,7 @@ function throwsWith(fn: () => unknown, code: ErrorCode, message: string): void {
     assert.ok(err instanceof ServingError);
     assert.equal(err.code, code);
     assert.equal(err.message, message);
-    assert.equal(err.model, 'lbl');
+    assert.equal(err.model, undefined);
     return true;
   });
 }
@@ -244,62 +244,54 @@ function throwsWith(fn: () => unknown, code: ErrorCode, message: string): void {
 describe('chooseEntryModel', () => {
   test('a single model is the entry, ensemble or not', () => {
     const only = model('solo', ONNX_CONFIG);
-    assert.equal(chooseEntryModel(layoutOf(only), 'lbl'), only);
+    assert.equal(chooseEntryModel(layoutOf(only)), only);
     const noConfig = model('bare');
-    assert.equal(chooseEntryModel(layoutOf(noConfig), 'lbl'), noConfig);
+    assert.equal(chooseEntryModel(layoutOf(noConfig)), noConfig);
   });
 
   test('among several models, the single ensemble is the entry', () => {
     const ens = model('pipeline', ENSEMBLE_CONFIG);
-    assert.equal(chooseEntryModel(layoutOf(model('a', ONNX_CONFIG), ens, model('b')), 'lbl'), ens);
+    assert.equal(chooseEntryModel(layoutOf(model('a', ONNX_CONFIG), ens, model('b'))), ens);
   });
 
   test('the ensemble platform is recognised with single quotes and without spaces', () => {
     const ens1 = model('e1', "platform:'ensemble'");
-    assert.equal(chooseEntryModel(layoutOf(model('a', ONNX_CONFIG), ens1), 'lbl'), ens1);
+    assert.equal(chooseEntryModel(layoutOf(model('a', ONNX_CONFIG), ens1)), ens1);
     const ens2 = model('e2', 'max_batch_size: 4\nplatform : "ensemble"\n');
-    assert.equal(chooseEntryModel(layoutOf(ens2, model('a', ONNX_CONFIG)), 'lbl'), ens2);
+    assert.equal(chooseEntryModel(layoutOf(ens2, model('a', ONNX_CONFIG))), ens2);
   });
 
   test('a platform that only starts with "ensemble" is not an ensemble', () => {
     throwsWith(
-      () => chooseEntryModel(layoutOf(model('a', 'platform: "ensemble_like"'), model('b', ONNX_CONFIG)), 'lbl'),
+      () => chooseEntryModel(layoutOf(model('a', 'platform: "ensemble_like"'), model('b', ONNX_CONFIG))),
       'INVALID_MODEL',
-      'model \'lbl\': cannot choose the entry model: it has 2 models (a, b) and no ensemble; package one model per archive, add exactly one ensemble (platform: "ensemble") that wires them, or set MME_DEFAULT_MODEL for the default model',
+      'cannot choose the entry model: it has 2 models (a, b) and no ensemble; package one model per archive, add exactly one ensemble (platform: "ensemble") that wires them, or set MME_DEFAULT_MODEL for the default model',
     );
   });
 
   test('preferred wins over the ensemble rule', () => {
     const a = model('a', ONNX_CONFIG);
-    assert.equal(chooseEntryModel(layoutOf(a, model('pipeline', ENSEMBLE_CONFIG)), 'lbl', 'a'), a);
+    assert.equal(chooseEntryModel(layoutOf(a, model('pipeline', ENSEMBLE_CONFIG)), 'a'), a);
   });
 
   test('a preferred name that is not in the package is MODEL_NOT_FOUND listing the models', () => {
-    throwsWith(
-      () => chooseEntryModel(layoutOf(model('a'), model('b')), 'lbl', 'zz'),
-      'MODEL_NOT_FOUND',
-      "model 'lbl': the package has no model named 'zz' (it has: a, b)",
-    );
-    throwsWith(
-      () => chooseEntryModel(layoutOf(model('only')), 'lbl', 'other'),
-      'MODEL_NOT_FOUND',
-      "model 'lbl': the package has no model named 'other' (it has: only)",
-    );
+    throwsWith(() => chooseEntryModel(layoutOf(model('a'), model('b')), 'zz'), 'MODEL_NOT_FOUND', "the package has no model named 'zz' (it has: a, b)");
+    throwsWith(() => chooseEntryModel(layoutOf(model('only')), 'other'), 'MODEL_NOT_FOUND', "the package has no model named 'other' (it has: only)");
   });
 
   test('several models and no ensemble is INVALID_MODEL listing the models', () => {
     throwsWith(
-      () => chooseEntryModel(layoutOf(model('a', ONNX_CONFIG), model('b'), model('c', ONNX_CONFIG)), 'lbl'),
+      () => chooseEntryModel(layoutOf(model('a', ONNX_CONFIG), model('b'), model('c', ONNX_CONFIG))),
       'INVALID_MODEL',
-      'model \'lbl\': cannot choose the entry model: it has 3 models (a, b, c) and no ensemble; package one model per archive, add exactly one ensemble (platform: "ensemble") that wires them, or set MME_DEFAULT_MODEL for the default model',
+      'cannot choose the entry model: it has 3 models (a, b, c) and no ensemble; package one model per archive, add exactly one ensemble (platform: "ensemble") that wires them, or set MME_DEFAULT_MODEL for the default model',
     );
   });
 
   test('several ensembles is INVALID_MODEL listing the ensembles', () => {
     throwsWith(
-      () => chooseEntryModel(layoutOf(model('e1', ENSEMBLE_CONFIG), model('m', ONNX_CONFIG), model('e2', ENSEMBLE_CONFIG)), 'lbl'),
+      () => chooseEntryModel(layoutOf(model('e1', ENSEMBLE_CONFIG), model('m', ONNX_CONFIG), model('e2', ENSEMBLE_CONFIG))),
       'INVALID_MODEL',
-      'model \'lbl\': cannot choose the entry model: it has 2 ensembles (e1, e2); package one model per archive, add exactly one ensemble (platform: "ensemble") that wires them, or set MME_DEFAULT_MODEL for the default model',
+      'cannot choose the entry model: it has 2 ensembles (e1, e2); package one model per archive, add exactly one ensemble (platform: "ensemble") that wires them, or set MME_DEFAULT_MODEL for the default model',
     );
   });
 
@@ -311,12 +303,12 @@ describe('chooseEntryModel', () => {
       'ens/1/': '',
       'post/1/model.onnx': 'x',
     });
-    const layout = await scanRepository(root, 'fb', 'lbl');
+    const layout = await scanRepository(root, 'fb');
     assert.deepEqual(
       layout.models.map((m) => m.name),
       ['ens', 'post', 'pre'],
     );
-    assert.equal(chooseEntryModel(layout, 'lbl').name, 'ens');
-    assert.equal(chooseEntryModel(layout, 'lbl', 'post').dir, path.join(root, 'post'));
+    assert.equal(chooseEntryModel(layout).name, 'ens');
+    assert.equal(chooseEntryModel(layout, 'post').dir, path.join(root, 'post'));
   });
 });
