@@ -123,3 +123,49 @@ test("admit: a model's queue counts the requests on their way to it; over its li
   assert.equal(a.onTheWayTo('target:m'), 1);
   a.admit(other);
 });
+
+test('a refusal says when to come back and why; every refusal and every freed place is announced', () => {
+  const a = new Admission({ maxInflightBytes: 100, maxQueued: 10, maxRequests: 1 });
+  const refusals: string[] = [];
+  const freed: string[] = [];
+  a.onRefusal((reason, model) => refusals.push(`${reason}:${model}`));
+  a.onFreed((key) => freed.push(key));
+  const m = { key: 'target:m', model: 'm', queued: 0, limit: 10 };
+  const t = a.admit(m);
+  assert.throws(
+    () => a.admit(m),
+    (e: unknown) => e instanceof ServingError && e.details?.['retryAfterSeconds'] === 1 && e.details['reason'] === 'inflight_requests',
+  );
+  assert.throws(
+    () => a.reserve(200, 'm'),
+    (e: unknown) => e instanceof ServingError && e.details?.['reason'] === 'inflight_bytes',
+  );
+  assert.deepEqual(refusals, ['inflight_requests:m', 'inflight_bytes:m']);
+  t.release();
+  t.release();
+  assert.deepEqual(freed, ['target:m'], 'announced once');
+});
+
+test('a place kept for a woken connection counts as taken for everyone but the request that claims it', () => {
+  const a = new Admission({ maxInflightBytes: 1e9, maxQueued: 10, maxRequests: 2 });
+  const m = { key: 'target:m', model: 'm', queued: 0, limit: 100 };
+  a.admit(m);
+  a.keepPlace('*');
+  assert.throws(() => a.admit(m), /MME_MAX_INFLIGHT_REQUESTS/, 'a fresh request finds the kept place taken');
+  const claimed = a.admit(m, '*');
+  assert.equal(a.requestsInFlight, 2);
+  claimed.release();
+  // A kept place that nobody claims is given back.
+  a.keepPlace('*');
+  assert.throws(() => a.admit(m));
+  a.dropPlace('*');
+  a.dropPlace('*');
+  a.admit(m);
+  // Per model: a place kept in a model's queue counts against that queue only.
+  const q = { key: 'target:q', model: 'q', queued: 1, limit: 2 };
+  const b = new Admission({ maxInflightBytes: 1e9, maxQueued: 10 });
+  b.keepPlace('target:q');
+  assert.throws(() => b.admit(q), /queue is full/);
+  b.admit({ ...q, key: 'target:r', model: 'r' });
+  b.admit(q, 'target:q');
+});
