@@ -113,7 +113,7 @@ export async function prepareSandbox(options: SandboxOptions): Promise<Sandbox> 
     const limitBytes = (options.heapLimitMb + JS_STEP_FIXED_OVERHEAD_MB) * 1024 * 1024;
     const args = [
       `--as=${limitBytes}`,
-      // No file it writes (its scratch, the bulk file of js-step-bulk.ts on /dev/shm) grows past its memory bound: EFBIG.
+      // No file it writes (in its scratch, its bulk file of js-step-bulk.ts) grows past its memory bound: EFBIG.
       `--fsize=${limitBytes}`,
       '--',
       process.execPath,

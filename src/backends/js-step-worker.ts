@@ -91,6 +91,24 @@ function exitCause(code: number | null, signal: NodeJS.Signals | null, stderr: s
   return `its process exited with code ${code}`;
 }
 
+/** The step's process, holding `bulk`'s two files at fds 4 and 5 (closed here once it has them; both, if it cannot start). */
+function spawnStep(sandbox: Sandbox, bulk: BulkFiles | undefined, capBytes: number): ChildProcess {
+  try {
+    return spawn(sandbox.command, [...sandbox.args, ...(bulk ? ['--bulk', String(capBytes)] : [])], {
+      cwd: sandbox.scratchDir,
+      env: sandbox.env,
+      // fd 3: the frames; 4 and 5: the bulk files (js-step-bulk.ts STEP_BULK_FDS).
+      stdio: ['ignore', 'pipe', 'pipe', 'pipe', ...(bulk ? bulk.childFds : [])],
+      ...(sandbox.user ? { uid: sandbox.user.uid, gid: sandbox.user.gid } : {}),
+    });
+  } catch (err) {
+    bulk?.link.close();
+    throw err;
+  } finally {
+    bulk?.handedOver();
+  }
+}
+
 /** One step process and the calls waiting on it. */
 class Instance {
   readonly child: ChildProcess;
@@ -116,17 +134,7 @@ class Instance {
     const capBytes = Math.min(BULK_CAP_BYTES, sandbox.memoryBoundBytes);
     this.bulk = openBulkFiles(capBytes);
     if (!this.bulk) logger.warn({ model: label }, 'js step: no bulk files could be made in the temp directory; its large tensors go through the socket');
-    try {
-      this.child = spawn(sandbox.command, [...sandbox.args, ...(this.bulk ? ['--bulk', String(capBytes)] : [])], {
-        cwd: sandbox.scratchDir,
-        env: sandbox.env,
-        // fd 3: the frames; 4 and 5: the bulk files (js-step-bulk.ts STEP_BULK_FDS).
-        stdio: ['ignore', 'pipe', 'pipe', 'pipe', ...(this.bulk ? this.bulk.childFds : [])],
-        ...(sandbox.user ? { uid: sandbox.user.uid, gid: sandbox.user.gid } : {}),
-      });
-    } finally {
-      this.bulk?.handedOver();
-    }
+    this.child = spawnStep(sandbox, this.bulk, capBytes);
     this.channel = this.child.stdio[3] as Socket;
     this.writer = new FrameWriter(this.channel, JS_STEP_TENSORS, this.bulk?.link);
     const died = (cause: string): void => {
