@@ -3,7 +3,8 @@
  * What running a `backend: "js"` step in a sandboxed process of its own costs
  * (issue 36 item 4): an identity step (y = x) called back to back through the
  * server's own loader (backends/loadStep: the batch written to the step's
- * process as raw bytes, execute() there, the output read back and checked
+ * process as raw bytes, over its socket pair or, from 64 KiB, through its
+ * bulk files (js-step-bulk.ts), execute() there, the output read back and checked
  * against the config), against two references measured in the same run:
  * - "thread": the same model.mjs in a worker thread, the batch copied in and
  *   the output's buffer transferred back (how steps ran before issue 36, less
@@ -175,7 +176,7 @@ export async function run(): Promise<BenchReport> {
   const note =
     `Identity js step; "direct" = model.mjs imported into this thread, execute() awaited (no hop, no checks); ` +
     `"thread" = model.mjs in a worker thread, input copied in, output transferred back (steps before issue 36, less the checks); ` +
-    `"process" = the server's loadStep: the step's sandboxed process, tensors as raw bytes over a socket pair, output checked against the config. ` +
+    `"process" = the server's loadStep: the step's sandboxed process, tensors as raw bytes over a socket pair (64 KiB and more through its two bulk files), output checked against the config. ` +
     `Medians of ${settings.repeats} round(s) of ${num(seconds)} s per cell (thread and process: two interleaved runs each). ` +
     `The goal column is issue 36's (process / thread).`;
   return {

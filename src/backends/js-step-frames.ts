@@ -15,10 +15,17 @@
  * else (shapes, BYTES string arrays, plain arrays of numbers, Maps, errors)
  * rides in the header, as V8's structured serialization writes it.
  *
+ * With a BulkLink (js-step-bulk.ts), a section of BULK_MIN_BYTES or more
+ * is written to a file both processes hold instead, and its `bins` entry
+ * says at which offset (`at`): one kernel copy each way, no turns on the
+ * socket. The header then carries the frame's sequence number (`seq`) and,
+ * always, the last one its writer read (`ack`), which frees the regions.
+ *
  * Tensors are lifted from one place per message: `tensorsOf(msg)`, the
  * batch's inputs or what execute() returned (a Map or an object of tensors).
  */
 import v8 from 'node:v8';
+import { BULK_MIN_BYTES, type BulkLink } from './js-step-bulk.js';
 
 /** A header larger than this is a broken or hostile peer, not a message. */
 export const MAX_HEADER_BYTES = 256 * 1024 * 1024;
@@ -60,11 +67,12 @@ function typeOf(data: unknown): string | undefined {
   return TYPE_NAMES.find((n) => data instanceof TYPES[n]!);
 }
 
-/** A lifted tensor: where its data goes back, its type, its byte length. */
+/** A lifted tensor: where its data goes back, its type, its byte length, and its offset in the bulk file when it went there. */
 interface Bin {
   readonly key: string;
   readonly type: string;
   readonly bytes: number;
+  readonly at?: number;
 }
 
 /** The tensors of a message: a Map or an object of `{ data }` (anything else has none). */
@@ -81,19 +89,22 @@ export interface TensorPlaces {
  * its tensors are; their typed arrays travel as sections, the rest of `msg`
  * in the header. Throws what v8.serialize throws (a function, a symbol, …).
  */
-export function encodeFrame(msg: Record<string, unknown>, places: TensorPlaces): Buffer[] {
+export function encodeFrame(msg: Record<string, unknown>, places: TensorPlaces, bulk?: BulkLink): Buffer[] {
   const bins: Bin[] = [];
   const sections: Buffer[] = [];
   const tensors = places.tensorsOf(msg);
   let sent = msg;
+  let seq: number | undefined;
   if (tensors) {
     const lift = (key: unknown, t: unknown): unknown => {
       const data = (t as { data?: unknown } | null)?.data;
       const type = typeof key === 'string' ? typeOf(data) : undefined;
       if (type === undefined || (t as object).constructor !== Object) return t;
       const view = data as TypedArray;
-      bins.push({ key: key as string, type, bytes: view.byteLength });
-      sections.push(Buffer.from(view.buffer, view.byteOffset, view.byteLength));
+      const bytes = Buffer.from(view.buffer, view.byteOffset, view.byteLength);
+      const at = bulk && bytes.length >= BULK_MIN_BYTES ? bulk.put((seq ??= bulk.nextSeq()), bytes) : undefined;
+      bins.push(at === undefined ? { key: key as string, type, bytes: bytes.length } : { key: key as string, type, bytes: bytes.length, at });
+      if (at === undefined) sections.push(bytes);
       return { ...(t as object), data: null };
     };
     const lifted =
@@ -102,7 +113,7 @@ export function encodeFrame(msg: Record<string, unknown>, places: TensorPlaces):
         : Object.fromEntries(Object.entries(tensors).map(([k, t]) => [k, lift(k, t)]));
     sent = places.withTensors(msg, lifted);
   }
-  const header = v8.serialize({ msg: sent, bins });
+  const header = v8.serialize(bulk ? { msg: sent, bins, seq, ack: bulk.lastRead } : { msg: sent, bins });
   const length = Buffer.allocUnsafe(4);
   length.writeUInt32LE(header.length, 0);
   return [length, header, ...sections.filter((s) => s.length > 0)];
@@ -119,11 +130,12 @@ export class FrameWriter {
   constructor(
     private readonly socket: { cork(): void; uncork(): void; write(b: Buffer): boolean },
     private readonly places: TensorPlaces,
+    private readonly bulk?: BulkLink,
   ) {}
 
   /** Throws, writing nothing, when `msg` cannot be encoded. */
   write(msg: Record<string, unknown>): void {
-    const buffers = encodeFrame(msg, this.places);
+    const buffers = encodeFrame(msg, this.places, this.bulk);
     if (!this.corked) {
       this.corked = true;
       this.socket.cork();
@@ -136,9 +148,34 @@ export class FrameWriter {
   }
 }
 
+/**
+ * V8's deserializer, except that a typed array left in a header is copied
+ * out: the default one makes it a view of the bytes it reads, and a header
+ * may be read where it lies in a read buffer that is then reused.
+ */
+class OwningDeserializer extends v8.DefaultDeserializer {
+  _readHostObject(): unknown {
+    const read = (v8.DefaultDeserializer.prototype as unknown as { _readHostObject(this: v8.Deserializer): ArrayBufferView })._readHostObject;
+    const view = read.call(this);
+    const bytes = new Uint8Array(view.byteLength);
+    bytes.set(new Uint8Array(view.buffer, view.byteOffset, view.byteLength));
+    if (Buffer.isBuffer(view)) return Buffer.from(bytes.buffer);
+    if (view instanceof DataView) return new DataView(bytes.buffer);
+    return new (view.constructor as new (b: ArrayBuffer) => ArrayBufferView)(bytes.buffer);
+  }
+}
+
+function deserialize(bytes: Uint8Array): unknown {
+  const deserializer = new OwningDeserializer(bytes);
+  deserializer.readHeader();
+  return deserializer.readValue();
+}
+
 interface Header {
   readonly msg: Record<string, unknown>;
   readonly bins: readonly Bin[];
+  readonly seq?: number;
+  readonly ack?: number;
 }
 
 /**
@@ -151,7 +188,8 @@ export class FrameReader {
   private filled = 0;
   private stage: 'length' | 'header' | 'bins' = 'length';
   private header: Header | undefined;
-  private buffers: ArrayBuffer[] = [];
+  /** The sections of the current frame by bin, those from the bulk file read at once. */
+  private buffers: (ArrayBuffer | undefined)[] = [];
   private binIndex = 0;
 
   /**
@@ -163,12 +201,23 @@ export class FrameReader {
   constructor(
     private readonly places: TensorPlaces,
     private readonly maxFrameBytes = Number.POSITIVE_INFINITY,
+    private readonly bulk?: BulkLink,
   ) {}
 
   push(chunk: Buffer): Record<string, unknown>[] {
     const done: Record<string, unknown>[] = [];
     let at = 0;
     while (at < chunk.length || (this.stage === 'bins' && this.filled === this.target.length)) {
+      if (this.stage === 'length' && this.filled === 0 && chunk.length - at >= 4) {
+        // The usual case: the whole header in this chunk, read where it lies (no copy, no buffer of its own).
+        const length = this.checkLength(chunk.readUInt32LE(at));
+        if (chunk.length - at - 4 >= length) {
+          at += 4 + length;
+          const msg = this.takeHeader(chunk.subarray(at - length, at));
+          if (msg) done.push(msg);
+          continue;
+        }
+      }
       const n = Math.min(this.target.length - this.filled, chunk.length - at);
       this.target.set(chunk.subarray(at, at + n), this.filled);
       this.filled += n;
@@ -183,39 +232,63 @@ export class FrameReader {
   /** The current target is full: move to the next one; a whole message when it was the last. */
   private advance(): Record<string, unknown> | undefined {
     if (this.stage === 'length') {
-      const length = Buffer.from(this.target.buffer, this.target.byteOffset, 4).readUInt32LE(0);
-      if (length === 0 || length > MAX_HEADER_BYTES || length > this.maxFrameBytes) throw new Error(`a frame header of ${length} bytes`);
+      const length = this.checkLength(Buffer.from(this.target.buffer, this.target.byteOffset, 4).readUInt32LE(0));
       this.stage = 'header';
       this.expect(new Uint8Array(length));
       return undefined;
     }
-    if (this.stage === 'header') {
-      const header = v8.deserialize(this.target) as Header;
-      if (header === null || typeof header !== 'object' || typeof header.msg !== 'object' || !Array.isArray(header.bins))
-        throw new Error('a malformed frame header');
-      for (const b of header.bins) {
-        if (!(typeof b.key === 'string' && b.type in TYPES && Number.isSafeInteger(b.bytes) && b.bytes >= 0 && b.bytes <= MAX_SECTION_BYTES)) {
-          throw new Error('a malformed tensor section');
-        }
-      }
-      const total = header.bins.reduce((sum, b) => sum + b.bytes, this.target.length);
-      if (total > this.maxFrameBytes) throw new Error(`a frame of ${total} bytes, over the ${this.maxFrameBytes} it may hold`);
-      this.header = header;
-      this.buffers = [];
-      this.binIndex = 0;
-      this.stage = 'bins';
-      return this.nextBin();
-    }
-    this.buffers.push(this.target.buffer as ArrayBuffer);
+    if (this.stage === 'header') return this.takeHeader(this.target);
+    this.buffers[this.binIndex] = this.target.buffer as ArrayBuffer;
     this.binIndex++;
     return this.nextBin();
   }
 
-  /** Expect the next section (a fresh buffer of its size), or finish the message. */
+  private checkLength(length: number): number {
+    if (length === 0 || length > MAX_HEADER_BYTES || length > this.maxFrameBytes) throw new Error(`a frame header of ${length} bytes`);
+    return length;
+  }
+
+  /** A frame's header, read: its sections expected next (or the message, when it has none inline). */
+  private takeHeader(bytes: Uint8Array): Record<string, unknown> | undefined {
+    const header = deserialize(bytes) as Header;
+    if (header === null || typeof header !== 'object' || typeof header.msg !== 'object' || !Array.isArray(header.bins))
+      throw new Error('a malformed frame header');
+    this.checkBins(header, bytes.length);
+    this.header = header;
+    this.buffers = this.fromBulk(header);
+    this.binIndex = 0;
+    this.stage = 'bins';
+    return this.nextBin();
+  }
+
+  private checkBins(header: Header, headerBytes: number): void {
+    for (const b of header.bins) {
+      if (!(typeof b.key === 'string' && b.type in TYPES && Number.isSafeInteger(b.bytes) && b.bytes >= 0 && b.bytes <= MAX_SECTION_BYTES)) {
+        throw new Error('a malformed tensor section');
+      }
+      if (b.at !== undefined && !(this.bulk && Number.isSafeInteger(b.at) && b.at >= 0)) throw new Error('a malformed bulk tensor section');
+    }
+    const total = header.bins.reduce((sum, b) => sum + b.bytes, headerBytes);
+    if (total > this.maxFrameBytes) throw new Error(`a frame of ${total} bytes, over the ${this.maxFrameBytes} it may hold`);
+  }
+
+  /** The sections the frame placed in the bulk file, read now; its acknowledgement noted. */
+  private fromBulk(header: Header): (ArrayBuffer | undefined)[] {
+    const buffers = header.bins.map((b) => (b.at === undefined ? undefined : this.bulk!.get(b.at, b.bytes)));
+    if (this.bulk) {
+      if (Number.isSafeInteger(header.ack)) this.bulk.acknowledged(header.ack!);
+      if (Number.isSafeInteger(header.seq)) this.bulk.lastRead = header.seq!;
+    }
+    return buffers;
+  }
+
+  /** Expect the next inline section (a fresh buffer of its size), or finish the message. */
   private nextBin(): Record<string, unknown> | undefined {
     const header = this.header!;
+    while (this.binIndex < header.bins.length && this.buffers[this.binIndex] !== undefined) this.binIndex++;
     if (this.binIndex < header.bins.length) {
-      this.expect(new Uint8Array(new ArrayBuffer(header.bins[this.binIndex]!.bytes)));
+      // Not zeroed: every byte of it is read from the stream before anyone sees it.
+      this.expect(new Uint8Array(Buffer.allocUnsafeSlow(header.bins[this.binIndex]!.bytes).buffer));
       return undefined;
     }
     const { msg, bins } = header;

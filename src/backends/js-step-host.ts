@@ -17,6 +17,7 @@
  * This file imports nothing but node: and its siblings copied beside it.
  */
 import net from 'node:net';
+import { BulkLink, STEP_BULK_FDS } from './js-step-bulk.js';
 import { encodeFrame, FrameReader, FrameWriter } from './js-step-frames.js';
 import { describeError, JS_STEP_TENSORS, UNHANDLED_REJECTION, type HostReply, type HostRequest, type JsHostData } from './js-step-protocol.js';
 
@@ -29,8 +30,18 @@ interface JsModule {
 /** The exit code of a process that reported its crash (the server reads the report, not the code). */
 const CRASH_EXIT = 70;
 
-const channel = new net.Socket({ fd: 3, readable: true, writable: true });
-const writer = new FrameWriter(channel, JS_STEP_TENSORS);
+/** Every read lands in this one buffer (FrameReader copies out what it keeps): no fresh 64 KiB buffer per read. */
+const readBuffer = Buffer.allocUnsafe(64 * 1024);
+const channel = new net.Socket({
+  fd: 3,
+  readable: true,
+  writable: true,
+  onread: { buffer: readBuffer, callback: (n: number) => received(readBuffer.subarray(0, n)) },
+});
+/** The files for large tensors (js-step-bulk.ts), when the server passed them: `--bulk <cap bytes>` after this script. */
+const bulkAt = process.argv.indexOf('--bulk');
+const bulk = bulkAt > 0 ? new BulkLink(STEP_BULK_FDS.read, STEP_BULK_FDS.write, Number(process.argv[bulkAt + 1])) : undefined;
+const writer = new FrameWriter(channel, JS_STEP_TENSORS, bulk);
 let ending = false;
 
 function post(reply: HostReply): void {
@@ -142,8 +153,8 @@ function handle(request: HostRequest): void {
 }
 
 post({ op: 'online' });
-const reader = new FrameReader(JS_STEP_TENSORS);
-channel.on('data', (chunk: Buffer) => {
+const reader = new FrameReader(JS_STEP_TENSORS, undefined, bulk);
+function received(chunk: Buffer): true {
   let requests;
   try {
     requests = reader.push(chunk);
@@ -151,7 +162,8 @@ channel.on('data', (chunk: Buffer) => {
     crash(
       isOutOfMemory(err) ? `it ran out of memory receiving a batch: ${(err as Error).message}` : `a broken message from the server: ${(err as Error).message}`,
     );
-    return;
+    return true;
   }
   for (const r of requests) handle(r as unknown as HostRequest);
-});
+  return true;
+}

@@ -39,7 +39,7 @@ export const DEFAULT_JS_HEAP_LIMIT_MB = 1024;
 /** The user a step runs as when the server runs as root and MME_JS_STEP_USER is not set (nobody:nogroup). */
 export const DEFAULT_JS_STEP_USER = { uid: 65534, gid: 65534 } as const;
 
-const HOST_FILES = ['js-step-host.js', 'js-step-frames.js', 'js-step-protocol.js'];
+const HOST_FILES = ['js-step-host.js', 'js-step-bulk.js', 'js-step-frames.js', 'js-step-protocol.js'];
 
 export interface StepUser {
   readonly uid: number;
@@ -113,6 +113,8 @@ export async function prepareSandbox(options: SandboxOptions): Promise<Sandbox> 
     const limitBytes = (options.heapLimitMb + JS_STEP_FIXED_OVERHEAD_MB) * 1024 * 1024;
     const args = [
       `--as=${limitBytes}`,
+      // No file it writes (in its scratch, its bulk file of js-step-bulk.ts) grows past its memory bound: EFBIG.
+      `--fsize=${limitBytes}`,
       '--',
       process.execPath,
       '--permission',
@@ -125,7 +127,13 @@ export async function prepareSandbox(options: SandboxOptions): Promise<Sandbox> 
       '--disable-wasm-trap-handler',
       path.join(host, 'js-step-host.js'),
     ];
-    const env: NodeJS.ProcessEnv = { MALLOC_ARENA_MAX: '1', ...(process.env['TZ'] === undefined ? {} : { TZ: process.env['TZ'] }) };
+    const env: NodeJS.ProcessEnv = {
+      MALLOC_ARENA_MAX: '1',
+      // Tensors up to 32 MiB from malloc's heap, and what is freed kept there: a batch's fresh ArrayBuffers then
+      // reuse pages already mapped instead of faulting in new ones (most of a 4 MiB tensor's cost on a VM).
+      GLIBC_TUNABLES: `glibc.malloc.mmap_threshold=${32 * 1024 * 1024}:glibc.malloc.trim_threshold=${limitBytes}`,
+      ...(process.env['TZ'] === undefined ? {} : { TZ: process.env['TZ'] }),
+    };
     return {
       modelDir,
       scratchDir: scratch,

@@ -29,6 +29,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import type { Socket } from 'node:net';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
+import { BULK_CAP_BYTES, openBulkFiles, type BulkFiles } from './js-step-bulk.js';
 import { FrameReader, FrameWriter } from './js-step-frames.js';
 import { JS_STEP_TENSORS, type HostReply, type HostRequest, type JsBatch, type JsHostData, type JsStepError } from './js-step-protocol.js';
 import type { Sandbox } from './js-step-sandbox.js';
@@ -90,6 +91,24 @@ function exitCause(code: number | null, signal: NodeJS.Signals | null, stderr: s
   return `its process exited with code ${code}`;
 }
 
+/** The step's process, holding `bulk`'s two files at fds 4 and 5 (closed here once it has them; both, if it cannot start). */
+function spawnStep(sandbox: Sandbox, bulk: BulkFiles | undefined, capBytes: number): ChildProcess {
+  try {
+    return spawn(sandbox.command, [...sandbox.args, ...(bulk ? ['--bulk', String(capBytes)] : [])], {
+      cwd: sandbox.scratchDir,
+      env: sandbox.env,
+      // fd 3: the frames; 4 and 5: the bulk files (js-step-bulk.ts STEP_BULK_FDS).
+      stdio: ['ignore', 'pipe', 'pipe', 'pipe', ...(bulk ? bulk.childFds : [])],
+      ...(sandbox.user ? { uid: sandbox.user.uid, gid: sandbox.user.gid } : {}),
+    });
+  } catch (err) {
+    bulk?.link.close();
+    throw err;
+  } finally {
+    bulk?.handedOver();
+  }
+}
+
 /** One step process and the calls waiting on it. */
 class Instance {
   readonly child: ChildProcess;
@@ -102,6 +121,8 @@ class Instance {
   private onEnd: ((err: Error) => void) | undefined;
   private readonly channel: Socket;
   private readonly writer: FrameWriter;
+  /** The files large tensors travel through (undefined when they could not be made: everything goes inline). */
+  private readonly bulk: BulkFiles | undefined;
   private stderrTail = '';
 
   constructor(
@@ -110,14 +131,12 @@ class Instance {
     onLoadFailed: (instance: Instance, failure: JsLoadFailure) => void,
   ) {
     const { sandbox, label, logger } = options;
-    this.child = spawn(sandbox.command, [...sandbox.args], {
-      cwd: sandbox.scratchDir,
-      env: sandbox.env,
-      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
-      ...(sandbox.user ? { uid: sandbox.user.uid, gid: sandbox.user.gid } : {}),
-    });
+    const capBytes = Math.min(BULK_CAP_BYTES, sandbox.memoryBoundBytes);
+    this.bulk = openBulkFiles(capBytes);
+    if (!this.bulk) logger.warn({ model: label }, 'js step: no bulk files could be made in the temp directory; its large tensors go through the socket');
+    this.child = spawnStep(sandbox, this.bulk, capBytes);
     this.channel = this.child.stdio[3] as Socket;
-    this.writer = new FrameWriter(this.channel, JS_STEP_TENSORS);
+    this.writer = new FrameWriter(this.channel, JS_STEP_TENSORS, this.bulk?.link);
     const died = (cause: string): void => {
       if (this.ended) return;
       onDeath(this, cause);
@@ -142,7 +161,7 @@ class Instance {
         p.resolve(reply);
       };
       // The step cannot have built an answer larger than its own memory bound: nothing larger is read.
-      const reader = new FrameReader(JS_STEP_TENSORS, sandbox.memoryBoundBytes);
+      const reader = new FrameReader(JS_STEP_TENSORS, sandbox.memoryBoundBytes, this.bulk?.link);
       this.channel.on('data', (chunk: Buffer) => {
         let replies;
         try {
@@ -169,7 +188,10 @@ class Instance {
       });
     }
     this.child.on('error', (err) => died(`its process could not be started: ${err.message}`));
-    this.child.on('close', (code, signal) => died(exitCause(code, signal, this.stderrTail, options.heapLimitMb)));
+    this.child.on('close', (code, signal) => {
+      this.bulk?.link.close();
+      died(exitCause(code, signal, this.stderrTail, options.heapLimitMb));
+    });
     this.send({ op: 'init', data: options.hostData });
   }
 
@@ -182,6 +204,7 @@ class Instance {
     for (const p of this.pending.values()) p.reject(err);
     this.pending.clear();
     this.child.kill('SIGKILL');
+    this.bulk?.link.close();
     this.updateRef();
   }
 

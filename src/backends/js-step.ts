@@ -121,36 +121,52 @@ function heapLimitMb(ctx: StepLoadContext): number {
   return value;
 }
 
-export async function loadJsStep(ctx: StepLoadContext): Promise<LoadedStep> {
+/** The step's file name in its version directory (`default_model_filename` or model.mjs); refused when it leaves it. */
+function stepFileName(ctx: StepLoadContext): string {
   const { config, label } = ctx;
-  if (!ctx.allowJs) {
-    throw new ServingError('UNSUPPORTED', `model '${label}': the js backend is disabled on this server (MME_ALLOW_JS_BACKEND=false)`, { model: label });
-  }
   const fileName = config.defaultModelFilename || DEFAULT_JS_FILENAME;
-  const file = path.join(ctx.versionDir, fileName);
-  if (path.relative(ctx.versionDir, file).startsWith('..')) {
+  if (path.relative(ctx.versionDir, path.join(ctx.versionDir, fileName)).startsWith('..')) {
     throw new ServingError('INVALID_MODEL', `model '${label}': default_model_filename '${fileName}' leaves the version directory`, { model: label });
   }
-  const deadlineMs = timeoutMs(ctx);
-  const heapMb = heapLimitMb(ctx);
-  const isFile = await stat(file).then(
+  return fileName;
+}
+
+async function requireFile(ctx: StepLoadContext, fileName: string): Promise<void> {
+  const isFile = await stat(path.join(ctx.versionDir, fileName)).then(
     (s) => s.isFile(),
     () => false,
   );
-  if (!isFile) throw new ServingError('INVALID_MODEL', `model '${label}': version ${ctx.version} has no ${fileName}`, { model: label });
-  let sandbox: Sandbox;
+  if (!isFile) throw new ServingError('INVALID_MODEL', `model '${ctx.label}': version ${ctx.version} has no ${fileName}`, { model: ctx.label });
+}
+
+/** The step's sandbox, or the load's error (a SandboxError's message, else a pointer to the log: no host path). */
+async function sandboxFor(ctx: StepLoadContext, heapMb: number): Promise<Sandbox> {
+  const { label } = ctx;
   try {
-    sandbox = await prepareSandbox({ modelDir: ctx.modelDir, heapLimitMb: heapMb, ...(ctx.jsStepUser ? { user: ctx.jsStepUser } : {}) });
+    return await prepareSandbox({ modelDir: ctx.modelDir, heapLimitMb: heapMb, ...(ctx.jsStepUser ? { user: ctx.jsStepUser } : {}) });
   } catch (err) {
     ctx.logger.error({ model: label, err: (err as Error).message }, 'js step sandbox could not be prepared');
     const why = err instanceof SandboxError ? err.message : 'its sandbox could not be prepared (the server log says why)';
     throw new ServingError('INVALID_MODEL', `model '${label}': ${why}`, { model: label, cause: err });
   }
-  const dirs = [sandbox.modelDir, ctx.modelDir, sandbox.scratchDir];
+}
+
+/** The step's worker, started (import + initialize() done), or the load's error with the sandbox removed. */
+interface WorkerPlan {
+  readonly fileName: string;
+  readonly deadlineMs: number;
+  readonly heapMb: number;
+  /** The directories messages must not name (withinPackage). */
+  readonly dirs: readonly string[];
+}
+
+async function startWorker(ctx: StepLoadContext, sandbox: Sandbox, plan: WorkerPlan): Promise<JsStepWorker> {
+  const { fileName, heapMb, dirs } = plan;
+  const { config, label } = ctx;
   const inSandbox = path.join(sandbox.modelDir, path.relative(ctx.modelDir, ctx.versionDir));
   const worker = new JsStepWorker({
     label,
-    timeoutMs: deadlineMs,
+    timeoutMs: plan.deadlineMs,
     heapLimitMb: heapMb,
     sandbox,
     logger: ctx.logger,
@@ -169,12 +185,27 @@ export async function loadJsStep(ctx: StepLoadContext): Promise<LoadedStep> {
   });
   try {
     await worker.started();
+    return worker;
   } catch (err) {
     await sandbox.remove();
     if (err instanceof JsLoadFailure) throw withinPackage(failure(label, err.what, err.error, 'INVALID_MODEL', err), ...dirs);
     // It crashed while loading (an exception from a timer in initialize(), …): the package's fault.
     throw withinPackage(new ServingError('INVALID_MODEL', `${(err as Error).message} (while loading)`, { model: label, cause: err }), ...dirs);
   }
+}
+
+export async function loadJsStep(ctx: StepLoadContext): Promise<LoadedStep> {
+  const { config, label } = ctx;
+  if (!ctx.allowJs) {
+    throw new ServingError('UNSUPPORTED', `model '${label}': the js backend is disabled on this server (MME_ALLOW_JS_BACKEND=false)`, { model: label });
+  }
+  const fileName = stepFileName(ctx);
+  const deadlineMs = timeoutMs(ctx);
+  const heapMb = heapLimitMb(ctx);
+  await requireFile(ctx, fileName);
+  const sandbox = await sandboxFor(ctx, heapMb);
+  const dirs = [sandbox.modelDir, ctx.modelDir, sandbox.scratchDir];
+  const worker = await startWorker(ctx, sandbox, { fileName, deadlineMs, heapMb, dirs });
   const outputs = new Map(config.output.map((o) => [o.name, o]));
   const batching = config.maxBatchSize > 0;
   let released: Promise<void> | undefined;
@@ -195,29 +226,43 @@ export async function loadJsStep(ctx: StepLoadContext): Promise<LoadedStep> {
         if (err instanceof ServingError) throw withinPackage(err, ...dirs);
         throw withinPackage(failure(label, 'execute() failed', describeError(err), 'INTERNAL', err), ...dirs);
       }
-      const entries =
-        returned instanceof Map
-          ? [...(returned as Map<string, unknown>)]
-          : returned !== null && typeof returned === 'object'
-            ? Object.entries(returned)
-            : undefined;
-      if (!entries)
-        throw new ServingError(
-          'INTERNAL',
-          `model '${label}': execute() must return an object of output tensors, got ${returned === null ? 'null' : typeof returned}`,
-          { model: label },
-        );
-      const byName = new Map(entries);
-      const result = new Map<string, Tensor>();
-      for (const name of outputNames) {
-        const cfg = outputs.get(name);
-        if (!cfg) continue;
-        if (!byName.has(name)) throw new ServingError('INTERNAL', `model '${label}': execute() did not return output '${name}'`, { model: label });
-        result.set(name, checkOutput(byName.get(name), cfg, configShape(cfg, config), batching ? rows : undefined, label));
-      }
-      return result;
+      return checkOutputs(returned, outputNames, outputs, config, batching ? rows : undefined, label);
     },
   };
+}
+
+/** What execute() returned, checked against the config: the requested outputs in the server's representation. */
+function checkOutputs(
+  returned: unknown,
+  outputNames: readonly string[],
+  outputs: ReadonlyMap<string, TensorConfig>,
+  config: StepLoadContext['config'],
+  rows: number | undefined,
+  label: string,
+): Map<string, Tensor> {
+  const entries =
+    returned instanceof Map
+      ? [...(returned as Map<string, unknown>)]
+      : returned !== null && typeof returned === 'object'
+        ? Object.entries(returned)
+        : undefined;
+  if (!entries)
+    throw new ServingError(
+      'INTERNAL',
+      `model '${label}': execute() must return an object of output tensors, got ${returned === null ? 'null' : typeof returned}`,
+      {
+        model: label,
+      },
+    );
+  const byName = new Map(entries);
+  const result = new Map<string, Tensor>();
+  for (const name of outputNames) {
+    const cfg = outputs.get(name);
+    if (!cfg) continue;
+    if (!byName.has(name)) throw new ServingError('INTERNAL', `model '${label}': execute() did not return output '${name}'`, { model: label });
+    result.set(name, checkOutput(byName.get(name), cfg, configShape(cfg, config), rows, label));
+  }
+  return result;
 }
 
 /** A returned tensor, checked against its config and converted to the server's representation. */

@@ -4,7 +4,9 @@
  * everything a step must not do: read the server's environment (a fake
  * AWS_SECRET_ACCESS_KEY is planted in it) and /proc/<server>/environ and
  * mem, read another model's files, write outside its scratch directory, start
- * a process or a worker thread, kill the server, and (another step) hold
+ * a process or a worker thread, kill the server, write the file the server
+ * passes large tensors in, grow a file past its memory bound, forge a frame,
+ * and (another step) hold
  * 1 GiB of typed arrays under `js_heap_limit_mb 64`. Each attempt fails or is
  * contained, while the server keeps serving another model. Connecting out is
  * NOT blocked (Node's permission model has no network rule in node 24): the
@@ -67,6 +69,21 @@ export const ATTACKS = {
     fs.writeSync(3, Buffer.concat([length, header]));
     return new Promise(() => {});
   },
+  // Its bulk files (js-step-bulk.ts: fd 4 from the server, read-only; fd 5 to it): no writing the server's,
+  // no growing its own or any scratch file past its memory bound (RLIMIT_FSIZE, 2.3 GiB here), no path to either.
+  bulk_write_in: () => attempt(() => fs.writeSync(4, Buffer.from('x'), 0, 1, 0)),
+  bulk_grow: () => attempt(() => fs.writeSync(5, Buffer.from('x'), 0, 1, 3e9)),
+  scratch_grow: () => attempt(() => { const fd = fs.openSync('big-scratch-file', 'w'); try { return fs.writeSync(fd, Buffer.from('x'), 0, 1, 3e9); } finally { fs.closeSync(fd); } }),
+  bulk_path: () => attempt(() => fs.readlinkSync('/proc/self/fd/5')),
+  // A frame naming a bulk section past the end of the file: the server must drop the process, not read garbage.
+  bulk_forge: async () => {
+    const v8 = await import('node:v8');
+    const header = v8.serialize({ msg: { op: 'result', id: 1, ok: true, value: { report: { datatype: 'BYTES', shape: [1, 1], data: null } } }, bins: [{ key: 'report', type: 'Uint8Array', bytes: 16, at: 1e12 }], ack: 0 });
+    const length = Buffer.alloc(4);
+    length.writeUInt32LE(header.length, 0);
+    fs.writeSync(3, Buffer.concat([length, header]));
+    return new Promise(() => {});
+  },
 };
 const NAMES = Object.keys(ATTACKS);
 export async function execute({ inputs, rows }) {
@@ -92,6 +109,11 @@ const ATTACK_NAMES = [
   'connect',
   'forge',
   'oversize',
+  'bulk_write_in',
+  'bulk_grow',
+  'scratch_grow',
+  'bulk_path',
+  'bulk_forge',
 ];
 
 const HOSTILE_CONFIG = `name: "hostile"
@@ -220,6 +242,18 @@ describe('a hostile js step', () => {
     assert.equal(reply.status, 500, reply.text);
     assert.match(reply.text, /the js step crashed: it wrote a malformed message \(a frame of \d+ bytes, over the \d+ it may hold\)/);
     assert.ok(rssBytes(server.proc.pid!) - rssBefore < 256 * 1024 * 1024, 'the server did not allocate the announced answer');
+    assert.equal(await attack('write_scratch'), 'ok: x');
+    await assertServing();
+  });
+
+  it('cannot write the bulk file the server fills, grow its own or a scratch file past its memory bound, find either by path, or forge an offset', async () => {
+    assert.match(await attack('bulk_write_in'), /^denied: EBADF/);
+    assert.match(await attack('bulk_grow'), /^denied: EFBIG/);
+    assert.match(await attack('scratch_grow'), /^denied: EFBIG/);
+    assert.match(await attack('bulk_path'), /^denied: /);
+    const reply = await invoke('hostile', { inputs: [input('x', 'INT32', [1, 1], [ATTACK_NAMES.indexOf('bulk_forge')])] });
+    assert.equal(reply.status, 500, reply.text);
+    assert.match(reply.text, /the js step crashed: it wrote a malformed message \(a tensor section past the end of its file\)/);
     assert.equal(await attack('write_scratch'), 'ok: x');
     await assertServing();
   });

@@ -204,6 +204,38 @@ export function execute({ inputs, rows }) {
       await f.close();
     }
   });
+  test('4 MiB tensors cross through the bulk files both ways, several batches in flight at once, each answer its own', async () => {
+    const config = `
+backend: "js"
+max_batch_size: 1
+input [ { name: "x" data_type: TYPE_FP32 dims: [ 1048576 ] } ]
+output [ { name: "y" data_type: TYPE_FP32 dims: [ 1048576 ] } ]
+`;
+    const model = `
+export async function execute({ inputs }) {
+  await new Promise((r) => setTimeout(r, 5));
+  return { y: { datatype: 'FP32', shape: inputs.x.shape, data: inputs.x.data.map((v) => v + 1) } };
+}
+`;
+    const f = await loadStepFromText('big', config, { version: { 'model.mjs': model } });
+    try {
+      const sent = [0, 1, 2, 3, 4, 5].map((k) => Float32Array.from({ length: 1 << 20 }, (_, i) => (i % 1000) + k * 1000));
+      for (let round = 0; round < 2; round++) {
+        const outs = await Promise.all(sent.map((x) => f.run({ x: { datatype: 'FP32', shape: [1, 1 << 20], data: x } })));
+        for (const [k, out] of outs.entries()) {
+          const y = out.get('y')!.data as Float32Array;
+          assert.equal(y.length, 1 << 20);
+          assert.ok(
+            y.every((v, i) => v === sent[k]![i]! + 1),
+            `answer ${k} of round ${round} is its own input + 1`,
+          );
+        }
+      }
+    } finally {
+      await f.close();
+    }
+  });
+
   test('load deadlines: an initialize() that never returns, one that crashes from a timer, and a bad js_timeout_seconds fail the load with INVALID_MODEL', async () => {
     const fast = `${CONFIG}parameters { key: "js_timeout_seconds" value: { string_value: "0.5" } }\n`;
     const started = performance.now();
