@@ -791,7 +791,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['MME_MAIN_THREAD_ONLY_MAX_RUN_US'],
     defaultText: '15',
     description:
-      'Of the models that get a main-thread session, those whose largest batch runs in at most this many µs (estimated from the model\'s size, so the decision is the same on every start) run there only, busy or not, with no worker session: handing a batch to a worker and taking the answer back costs the main thread more than such a run. 0 = never. At most 100000.',
+      "Of the models that get a main-thread session, those whose largest batch runs in at most this many µs (estimated from the model's size, so the decision is the same on every start) run there only, busy or not, with no worker session: handing a batch to a worker and taking the answer back costs the main thread more than such a run. 0 = never. At most 100000.",
     parse: (raw) => (raw === undefined ? 15 : int('MME_MAIN_THREAD_ONLY_MAX_RUN_US', raw, 0, 100_000)),
   },
   {

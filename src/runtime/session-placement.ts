@@ -396,7 +396,13 @@ async function probeRunUs(p: Placement, session: ModelSession, feeds: Map<string
 }
 
 /** A model without a batch dimension, set against the hop it pays per request: hopUs is set when the main thread only wins. */
-async function againstTheHop(p: Placement, version: PlacedVersion, session: ModelSession, runUs: number, staticUs: number): Promise<{ runUs: number; hopUs?: number }> {
+async function againstTheHop(
+  p: Placement,
+  version: PlacedVersion,
+  session: ModelSession,
+  runUs: number,
+  staticUs: number,
+): Promise<{ runUs: number; hopUs?: number }> {
   try {
     const probe = await perRequestProbe(session, probeFeeds(p.config, p.zeros)!, p.outputs);
     if (withinOnlyLimit(probe.runUs, p.onlyMaxRunUs, staticUs) || probe.runUs <= Math.min(probe.hopUs, p.onlyMaxRunUs * HOP_CAP_TIMES)) {
