@@ -277,15 +277,6 @@ function localPath(name: string, raw: string): string {
 /** Where SageMaker extracts the models it loads on a multi-model endpoint (its POST /models urls lie under it). */
 export const SAGEMAKER_MODEL_DIR = '/opt/ml/models';
 
-function sageMakerMultiModel(env: NodeJS.ProcessEnv): boolean {
-  const raw = env['SAGEMAKER_MULTI_MODEL'];
-  try {
-    return raw !== undefined && parseBooleanSetting('SAGEMAKER_MULTI_MODEL', raw);
-  } catch {
-    return false; // reported by its own setting
-  }
-}
-
 function modelMeshOn(env: NodeJS.ProcessEnv): boolean {
   const raw = env['MME_MODEL_MESH'];
   try {
@@ -305,7 +296,7 @@ function modelControlOf(env: NodeJS.ProcessEnv): ModelControl {
     }
     return Object.freeze({ mode: v, reason: `MME_MODEL_CONTROL=${v}` });
   }
-  if (sageMakerMultiModel(env)) return Object.freeze({ mode: 'explicit', reason: 'SAGEMAKER_MULTI_MODEL=true (SageMaker drives POST /models)' });
+  if (onSageMakerMme(env)) return Object.freeze({ mode: 'explicit', reason: 'SAGEMAKER_MULTI_MODEL=true (SageMaker drives POST /models)' });
   if (modelMeshOn(env)) return Object.freeze({ mode: 'explicit', reason: 'MME_MODEL_MESH=true (model-mesh drives loadModel)' });
   return Object.freeze({ mode: 'none', reason: 'the default off SageMaker and ModelMesh' });
 }
@@ -603,7 +594,7 @@ export const SETTINGS: readonly AnySetting[] = [
       'Comma-separated absolute directories a SageMaker `POST /models` url (and a ModelMesh modelPath) must lie in, judged on its real path. A url outside them gets one answer whatever is there (400 `INVALID_REQUEST`, the same message for a file, a missing path or a system directory). Required when `MME_MODEL_CONTROL=explicit` off SageMaker: the server refuses to start without it ([security](security.md#model-urls)).',
     parse: (raw, env) => {
       if (raw === undefined || raw.trim() === '') {
-        if (sageMakerMultiModel(env)) return Object.freeze([SAGEMAKER_MODEL_DIR]);
+        if (onSageMakerMme(env)) return Object.freeze([SAGEMAKER_MODEL_DIR]);
         if (modelControlOf(env).mode === 'explicit') {
           throw new Error(
             'MME_MODEL_CONTROL=explicit (load and unload through the API) needs MME_MODEL_URL_ROOTS: the directories a POST /models url or a ModelMesh modelPath may name (e.g. /opt/ml/models)',
@@ -692,10 +683,10 @@ export const SETTINGS: readonly AnySetting[] = [
   {
     key: 'holdRefusedConnections',
     env: ['MME_HOLD_REFUSED_CONNECTIONS'],
-    defaultText: 'true',
+    defaultText: '`false` with `SAGEMAKER_MULTI_MODEL=true`, else `true`',
     description:
-      '`true`: an inference request refused for overload (429, 503 on the KServe routes, with `Retry-After: 1`) is answered at once, and its keep-alive connection is not read again until a place frees for it (the connection refused longest ago first) or Retry-After passes, so a client that retries at once costs one refusal per freed place, not one per retry. `false`: the connection is read again at once. [Operations](operations.md#overload-and-retry-storms) says why.',
-    parse: (raw) => (raw === undefined ? true : parseBooleanSetting('MME_HOLD_REFUSED_CONNECTIONS', raw)),
+      "`true`: an inference request refused for overload (429, 503 on the KServe routes, with `Retry-After: 1`) is answered at once, and its keep-alive connection is not read again until a place frees for it (the connection refused longest ago first) or Retry-After passes, so a client that retries at once costs one refusal per freed place, not one per retry. `false`: the connection is read again at once. Off by default on a SageMaker multi-model endpoint, whose front end carries many callers' requests on its connections to the container: a held connection would delay whoever's request comes next on it. [Operations](operations.md#overload-and-retry-storms) says why.",
+    parse: (raw, env) => (raw === undefined ? !onSageMakerMme(env) : parseBooleanSetting('MME_HOLD_REFUSED_CONNECTIONS', raw)),
   },
   {
     key: 'maxInflightBytes',
@@ -791,7 +782,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['MME_MAIN_THREAD_ONLY_MAX_RUN_US'],
     defaultText: '15',
     description:
-      "Of the models that get a main-thread session, those whose largest batch runs in at most this many µs (estimated from the model's size, so the decision is the same on every start) run there only, busy or not, with no worker session: handing a batch to a worker and taking the answer back costs the main thread more than such a run. 0 = never. At most 100000.",
+      'Of the models that get a main-thread session, those whose largest batch runs in at most this many µs run there only, busy or not, with no worker session: handing a batch to a worker and taking the answer back costs the main thread more than such a run. 0 = never. At most 100000.',
     parse: (raw) => (raw === undefined ? 15 : int('MME_MAIN_THREAD_ONLY_MAX_RUN_US', raw, 0, 100_000)),
   },
   {

@@ -164,47 +164,6 @@ export interface PlacedVersion {
   readonly warmupRunUs?: number | undefined;
 }
 
-/**
- * A reading within this factor of the copy limit (MME_MAIN_THREAD_MAX_RUN_US),
- * either side, is too close to decide by; the static estimate decides there
- * (staticRunUs), which reads the same on every start.
- */
-const NEAR_FACTOR = 2;
-/**
- * The main-thread-only limit (MME_MAIN_THREAD_ONLY_MAX_RUN_US, 15 µs) is
- * decided by the static estimate: runs that short are mostly the call's own
- * overhead, and the timing probe read the tiny model at 8 µs on one start
- * and 17.6 (or past 30 on a busy host) on another, so its placement flipped
- * between starts. The reading only vetoes a model it puts this many times
- * over the limit (one the size misjudges: a small convolution over a large
- * input costs far more than its weights say).
- */
-const ONLY_VETO_FACTOR = 8;
-/** The static estimate's fixed cost of a run (the tiny model's run at 8 rows, measured: 5.5-8 µs). */
-const STATIC_CALL_US = 6;
-/**
- * Its cost per weight and row: the 256→1024→1024→16 MLP (1.3 M FP32
- * weights) ran 8 rows in about 210 µs on the 2-core bench box.
- */
-const STATIC_US_PER_WEIGHT_ROW = 0.00002;
-
-/** A run's cost at `rows` rows from the version's size alone (4 bytes a weight): no timing, the same on every start. */
-export function staticRunUs(fileBytes: number, rows: number): number {
-  return STATIC_CALL_US + (fileBytes / 4) * rows * STATIC_US_PER_WEIGHT_ROW;
-}
-
-/** Whether a run is within the copy limit: the reading decides when it is clear of the limit, the static estimate when near it. */
-export function withinLimit(runUs: number, limit: number, staticUs: number): boolean {
-  if (runUs <= limit / NEAR_FACTOR) return true;
-  if (runUs >= limit * NEAR_FACTOR) return false;
-  return staticUs <= limit;
-}
-
-/** Whether a run is within the main-thread-only limit: by the static estimate, unless the reading is far over it. */
-export function withinOnlyLimit(runUs: number, limit: number, staticUs: number): boolean {
-  return staticUs <= limit && runUs < limit * ONLY_VETO_FACTOR;
-}
-
 /** Round trips the per-request probe makes (a model without a batch dimension): each one run in the worker. */
 const HOP_PROBES = 20;
 /**
@@ -320,20 +279,18 @@ async function placeVersion(p: Placement, version: PlacedVersion): Promise<void>
     return;
   }
   let runUs: number | undefined;
-  let staticUs = 0;
   if (choice === 'auto') {
-    staticUs = staticRunUs(await version.fileBytes(), Math.max(1, config.maxBatchSize));
-    runUs = await measuredRunUs(p, version, session, staticUs);
+    runUs = await measuredRunUs(p, version, session);
     if (runUs === undefined) return;
   }
   // A model without a batch dimension: the hop is paid per request (perRequestProbe).
   let hopUs: number | undefined;
-  if (choice === 'auto' && config.maxBatchSize === 0 && runUs !== undefined && !withinOnlyLimit(runUs, p.onlyMaxRunUs, staticUs)) {
-    ({ runUs, hopUs } = await againstTheHop(p, version, session, runUs, staticUs));
+  if (choice === 'auto' && config.maxBatchSize === 0 && runUs !== undefined && runUs > p.onlyMaxRunUs) {
+    ({ runUs, hopUs } = await againstTheHop(p, version, session, runUs));
   }
   // Cheaper than the hop: no worker copy at all. One intra-op thread (unless the model sets its own): a run
   // this short gains nothing from more, and a pool's threads would spin beside the server under load.
-  const only = choice === 'main' || (runUs !== undefined && withinOnlyLimit(runUs, p.onlyMaxRunUs, staticUs)) || hopUs !== undefined;
+  const only = choice === 'main' || (runUs !== undefined && runUs <= p.onlyMaxRunUs) || hopUs !== undefined;
   if (!only && p.copies.capacity === 0) return;
   if (!(await useMainThread(p, version, session, only))) return;
   logPlaced(p, version, only, runUs, hopUs);
@@ -343,7 +300,7 @@ async function placeVersion(p: Placement, version: PlacedVersion): Promise<void>
  * For `auto`: the session's run time at the largest batch (µs, see probeRunUs), or undefined when
  * it stays in its worker (not measurable from the config, files too large, too slow, or the probe failed).
  */
-async function measuredRunUs(p: Placement, version: PlacedVersion, session: ModelSession, staticUs: number): Promise<number | undefined> {
+async function measuredRunUs(p: Placement, version: PlacedVersion, session: ModelSession): Promise<number | undefined> {
   const { settings, logger, label } = p;
   if (settings.mainThreadMaxRunUs <= 0) return undefined;
   const feeds = probeFeeds(p.config, p.zeros);
@@ -365,9 +322,9 @@ async function measuredRunUs(p: Placement, version: PlacedVersion, session: Mode
     logger.debug({ model: label, version: version.version, err: (err as Error).message }, 'placement probe failed; the session stays in its runtime worker');
     return undefined;
   }
-  if (!withinLimit(runUs, settings.mainThreadMaxRunUs, staticUs)) {
+  if (runUs > settings.mainThreadMaxRunUs) {
     logger.debug(
-      { model: label, version: version.version, runUs: Math.round(runUs), staticUs: Math.round(staticUs), maxRunUs: settings.mainThreadMaxRunUs },
+      { model: label, version: version.version, runUs: Math.round(runUs), maxRunUs: settings.mainThreadMaxRunUs },
       'session stays in its runtime worker',
     );
     return undefined;
@@ -396,16 +353,10 @@ async function probeRunUs(p: Placement, session: ModelSession, feeds: Map<string
 }
 
 /** A model without a batch dimension, set against the hop it pays per request: hopUs is set when the main thread only wins. */
-async function againstTheHop(
-  p: Placement,
-  version: PlacedVersion,
-  session: ModelSession,
-  runUs: number,
-  staticUs: number,
-): Promise<{ runUs: number; hopUs?: number }> {
+async function againstTheHop(p: Placement, version: PlacedVersion, session: ModelSession, runUs: number): Promise<{ runUs: number; hopUs?: number }> {
   try {
     const probe = await perRequestProbe(session, probeFeeds(p.config, p.zeros)!, p.outputs);
-    if (withinOnlyLimit(probe.runUs, p.onlyMaxRunUs, staticUs) || probe.runUs <= Math.min(probe.hopUs, p.onlyMaxRunUs * HOP_CAP_TIMES)) {
+    if (probe.runUs <= p.onlyMaxRunUs || probe.runUs <= Math.min(probe.hopUs, p.onlyMaxRunUs * HOP_CAP_TIMES)) {
       return { runUs: probe.runUs, hopUs: probe.hopUs };
     }
   } catch (err) {

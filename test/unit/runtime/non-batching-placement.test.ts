@@ -4,9 +4,7 @@
  * lives on the main thread only when its run costs less than the hop (both
  * timed at load) and at most 4× MME_MAIN_THREAD_ONLY_MAX_RUN_US; a batching
  * model with the same timings keeps its worker. A fake session reports the
- * runs and takes as long as told to answer, so the hop is known; its model
- * file is as large as a dense model with that run time (the main-thread-only
- * limit is decided by the size: staticRunUs).
+ * runs and takes as long as told to answer, so the hop is known.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -15,7 +13,7 @@ import { parseModelConfig } from '../../../src/config/model-config.js';
 import { silentLogger } from '../../../src/observability/logger.js';
 import type { Tensor } from '../../../src/protocol/tensor.js';
 import type { ModelSession } from '../../../src/runtime/onnx-session.js';
-import { placeSessions, staticRunUs } from '../../../src/runtime/session-placement.js';
+import { placeSessions } from '../../../src/runtime/session-placement.js';
 import { fakePlacedSession } from '../../support/fake-placed-session.js';
 
 const tensors = (dims: number[]) => ({
@@ -26,18 +24,10 @@ const config = (maxBatchSize: number) =>
   parseModelConfig(configText({ maxBatchSize, ...tensors(maxBatchSize === 0 ? [1, 16] : [16]) }), { sourceName: 'm/config.pbtxt', directoryName: 'm' });
 const zeros = (): Map<string, Tensor> => new Map();
 
-/** Model files as large as a dense model whose runs take `runUs` at `rows` rows (staticRunUs read backwards): the size agrees with the timing. */
-function bytesFor(runUs: number, rows: number): number {
-  let bytes = 4;
-  while (staticRunUs(bytes, rows) < runUs) bytes *= 1.01;
-  return Math.ceil(bytes);
-}
-
-async function place(maxBatchSize: number, session: ModelSession, onlyMaxRunUs = 15, runUs = 40): Promise<void> {
-  const fileBytes = bytesFor(runUs, Math.max(1, maxBatchSize));
+async function place(maxBatchSize: number, session: ModelSession, onlyMaxRunUs = 15): Promise<void> {
   await placeSessions(
     config(maxBatchSize),
-    [{ version: 1, sessions: [session], fileBytes: async () => fileBytes }],
+    [{ version: 1, sessions: [session], fileBytes: async () => 1024 }],
     zeros,
     'm',
     { mainThreadMaxRunUs: 1000, mainThreadOnlyMaxRunUs: onlyMaxRunUs },
@@ -61,7 +51,7 @@ describe('placement of a model without a batch dimension', () => {
 
   it('keeps its worker when the run is over 4× MME_MAIN_THREAD_ONLY_MAX_RUN_US, or that is 0', async () => {
     const long = fakePlacedSession(70, 2);
-    await place(0, long, 15, 70);
+    await place(0, long);
     assert.equal(long.placed, 'copy');
     const off = fakePlacedSession(40, 2);
     await place(0, off, 0);
