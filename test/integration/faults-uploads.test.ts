@@ -19,7 +19,8 @@ import { tempDir } from '../support/temp-dir.js';
 async function refusedForBytes(url: string): Promise<number> {
   const text = await (await fetch(`${url}/metrics`)).text();
   let total = 0;
-  for (const line of text.split('\n')) if (line.startsWith('onnx_mme_admission_refusals_total{reason="inflight_bytes"')) total += Number(line.split(' ').at(-1));
+  for (const line of text.split('\n'))
+    if (line.startsWith('onnx_mme_admission_refusals_total{reason="inflight_bytes"')) total += Number(line.split(' ').at(-1));
   return total;
 }
 
