@@ -57,8 +57,8 @@ export interface DiskCacheOptions {
   /**
    * Wall-clock milliseconds, which order the LRU (a use is kept on disk as the
    * entry's metadata mtime, so the order survives a restart); Date.now by
-   * default, a fake in unit tests. A wall clock, not the scheduler's
-   * monotonic Clock: the time is compared with file times.
+   * default, a fake in unit tests. A wall clock, not the
+   * monotonic Clock (src/clock.ts): the time is compared with file times.
    */
   readonly nowMs?: (() => number) | undefined;
 }
