@@ -347,13 +347,13 @@ export async function guardedTransfer<R>(transfer: GuardedTransfer<R>): Promise<
 
 function transferFailure(err: unknown, upstream: Error | undefined, model: string, action: string): unknown {
   if (err instanceof ServingError && err.code === 'UPSTREAM_UNAVAILABLE') {
-    return markRetryable(withModel(err, model, `${action} failed: `));
+    return markRetryable(prefixedFor(err, model, `${action} failed: `));
   }
   if (upstream && !(err instanceof ServingError && err.code !== 'INTERNAL')) {
     // The stream broke first; whatever the consumer said is a consequence.
     return markRetryable(new ServingError('UPSTREAM_UNAVAILABLE', `model '${model}': ${action} failed: ${messageOf(upstream)}`, { model, cause: upstream }));
   }
-  return err instanceof ServingError ? withModel(err, model, '') : err;
+  return err instanceof ServingError ? prefixedFor(err, model, '') : err;
 }
 
 /**
@@ -375,7 +375,7 @@ function closedUnread(body: Readable, model: string, action: string): ServingErr
 }
 
 /** A consumer's error does not know the model: prefix it so logs and clients see which model failed. */
-export function withModel(err: ServingError, model: string, context: string): ServingError {
+function prefixedFor(err: ServingError, model: string, context: string): ServingError {
   if (err.message.startsWith(`model '${model}'`)) return err;
   return new ServingError(err.code, `model '${model}': ${context}${err.message}`, {
     model,
