@@ -9,7 +9,7 @@
  */
 import type { Logger } from './logger.js';
 
-/** The part of a Clock (src/scheduler/clock.ts) the summary needs: one timer per window. */
+/** The part of a Clock (src/clock.ts) the summary needs: one timer per window. */
 export interface SummaryTimer {
   setTimer(delayUs: number, fn: () => void): () => void;
 }

@@ -22,7 +22,7 @@ import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { CounterCell } from '../observability/metric-cells.js';
 import type { Metrics } from '../observability/metrics.js';
-import { systemClock, type Clock } from '../scheduler/clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import { abortable } from '../store/abort.js';
 import type { MemoryManager, Resident } from './memory-manager.js';
 import type { LoadedModelPackage, ModelLoader } from './model-loader.js';

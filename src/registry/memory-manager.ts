@@ -30,7 +30,7 @@ import { LRUCache } from 'lru-cache';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import { systemClock, type Clock } from '../scheduler/clock.js';
+import { systemClock, type Clock } from '../clock.js';
 
 export interface Resident {
   readonly key: string;

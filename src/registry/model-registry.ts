@@ -17,7 +17,7 @@ import type { LoadProgressView } from './load-progress.js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { Clock } from '../scheduler/clock.js';
+import type { Clock } from '../clock.js';
 import type { ModelSource } from '../store/model-source.js';
 import { DefaultModel, type DefaultChoice } from './default-model.js';
 import { ModelLifecycle, type EntryState } from './lifecycle.js';

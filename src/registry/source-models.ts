@@ -25,7 +25,7 @@ import type { Cancellation } from '../cancellation.js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import { systemClock, type Clock } from '../scheduler/clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import { abortable } from '../store/abort.js';
 import type { LocalModel, ModelSource } from '../store/model-source.js';
 import { archiveStem, normalizeTarget } from '../store/target-path.js';

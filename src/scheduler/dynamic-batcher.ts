@@ -36,7 +36,7 @@ import type { ModelMetrics } from '../observability/metrics.js';
 import type { Tensor } from '../protocol/tensor.js';
 import { batchSignature, concatInputs, requestRows, splitOutputs } from './batch-merge.js';
 import type { BatchPolicy } from './batch-policy.js';
-import { systemClock, type Clock } from './clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import type { BatchLoad, ModelExecutor, ModelScheduler, QueueDepth, ScheduleOptions } from './model-scheduler.js';
 
 /** The batch-level cells of the model version a batcher serves (observability/metrics.ts forModel). */

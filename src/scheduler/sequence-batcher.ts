@@ -44,7 +44,7 @@ import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Tensor } from '../protocol/tensor.js';
 import { batchSignature, concatInputs, requestRows, splitOutputs } from './batch-merge.js';
-import { systemClock, type Clock } from './clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import type { SchedulerMetrics } from './dynamic-batcher.js';
 import type { BatchLoad, ModelExecutor, ModelScheduler, QueueDepth, ScheduleOptions } from './model-scheduler.js';
 import {

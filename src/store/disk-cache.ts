@@ -44,6 +44,8 @@ import {
 /** Share of the cache volume the default budget takes (free space + what the cache already holds). */
 export const DEFAULT_BUDGET_SHARE = 0.8;
 
+const NO_SLOTS: ReadonlySet<never> = new Set();
+
 export type DiskCacheMetrics = Pick<Metrics, 'diskCacheBytes' | 'diskCacheBudgetBytes' | 'diskCacheEvictions' | 'modelCacheLookups'>;
 
 export interface DiskCacheOptions {
@@ -55,8 +57,8 @@ export interface DiskCacheOptions {
   /**
    * Wall-clock milliseconds, which order the LRU (a use is kept on disk as the
    * entry's metadata mtime, so the order survives a restart); Date.now by
-   * default, a fake in unit tests. A wall clock, not the scheduler's
-   * monotonic Clock: the time is compared with file times.
+   * default, a fake in unit tests. A wall clock, not the
+   * monotonic Clock (src/clock.ts): the time is compared with file times.
    */
   readonly nowMs?: (() => number) | undefined;
 }
@@ -114,6 +116,10 @@ export class DiskCache {
   private uses = 0;
   private budget = Number.POSITIVE_INFINITY;
   private readonly slots = new Map<string, Slot>();
+  /** Σ diskBytes over `slots`, kept with it (addSlot, evict): read on every publish and trim. */
+  private slotBytes = 0;
+  /** The slots of each target (every version), kept with `slots`: a request's lookups do not walk the whole cache. */
+  private readonly byTarget = new Map<string, Set<Slot>>();
   /** Bytes promised to extractions in progress. */
   private reserved = 0;
   private opening: Promise<void> | undefined;
@@ -142,9 +148,7 @@ export class DiskCache {
 
   /** Disk bytes (allocated blocks) of complete entries. */
   get usedBytes(): number {
-    let total = 0;
-    for (const slot of this.slots.values()) total += slot.diskBytes;
-    return total;
+    return this.slotBytes;
   }
 
   /**
@@ -172,7 +176,7 @@ export class DiskCache {
       const name = path.basename(dir);
       // Entries from before disk bytes were recorded are measured once here.
       const diskBytes = metadata.diskBytes ?? (await measureDiskBytes(dir));
-      this.slots.set(name, { name, dir, metadata, diskBytes, lastUsed: touched, useSeq: 0, pins: 0, retired: false });
+      this.addSlot({ name, dir, metadata, diskBytes, lastUsed: touched, useSeq: 0, pins: 0, retired: false });
     }
     this.budget = this.options.maxBytes ?? (await this.defaultBudget());
     this.logger?.info(
@@ -221,8 +225,8 @@ export class DiskCache {
   async lookupNewest(target: string): Promise<CachePin | undefined> {
     await this.open();
     let newest: Slot | undefined;
-    for (const slot of this.slots.values()) {
-      if (slot.metadata.target === target && !slot.retired && (newest === undefined || slot.lastUsed > newest.lastUsed)) newest = slot;
+    for (const slot of this.slotsOf(target)) {
+      if (!slot.retired && (newest === undefined || slot.lastUsed > newest.lastUsed)) newest = slot;
     }
     return newest === undefined ? undefined : this.lookup(target, newest.metadata.version);
   }
@@ -266,9 +270,10 @@ export class DiskCache {
     if (!slot) {
       const diskBytes = result.metadata.diskBytes ?? (await measureDiskBytes(result.dir));
       slot = { name, dir: result.dir, metadata: result.metadata, diskBytes, lastUsed: this.nowMs(), useSeq: ++this.uses, pins: 0, retired: false };
-      this.slots.set(name, slot);
+      this.addSlot(slot);
     }
-    const pin = this.pinSlot(slot);
+    // A new entry's metadata file was written just now: its mtime already records this use.
+    const pin = this.pinSlot(slot, result.reused);
     if (!result.reused) this.metrics?.modelCacheLookups.inc({ result: 'source' });
     await this.trim(0);
     this.report();
@@ -282,8 +287,8 @@ export class DiskCache {
   async retireOthers(target: string, keepDir: string | undefined): Promise<void> {
     const keep = keepDir === undefined ? undefined : path.basename(keepDir);
     const removals: Promise<void>[] = [];
-    for (const slot of [...this.slots.values()]) {
-      if (slot.metadata.target !== target || slot.name === keep) continue;
+    for (const slot of [...this.slotsOf(target)]) {
+      if (slot.name === keep) continue;
       slot.retired = true;
       if (slot.pins === 0) removals.push(this.evict(slot, 'superseded'));
     }
@@ -299,7 +304,7 @@ export class DiskCache {
 
   /** Whether any version of `target` is on disk. */
   hasAny(target: string): boolean {
-    for (const slot of this.slots.values()) if (slot.metadata.target === target && !slot.retired) return true;
+    for (const slot of this.slotsOf(target)) if (!slot.retired) return true;
     return false;
   }
 
@@ -321,9 +326,9 @@ export class DiskCache {
 
   // ---------------------------------------------------------------- internals
 
-  private pinSlot(slot: Slot): CachePin {
+  private pinSlot(slot: Slot, recordOnDisk = true): CachePin {
     slot.pins++;
-    this.touch(slot);
+    this.touch(slot, recordOnDisk);
     let released = false;
     return {
       entry: { dir: slot.dir, contentDir: path.join(slot.dir, ENTRY_CONTENT_DIR), metadata: slot.metadata },
@@ -343,10 +348,11 @@ export class DiskCache {
   }
 
   /** Remembers the use in memory, and on disk (metadata mtime) so LRU order survives a restart. */
-  private touch(slot: Slot): void {
+  private touch(slot: Slot, recordOnDisk = true): void {
     const now = this.nowMs();
     slot.lastUsed = now;
     slot.useSeq = ++this.uses;
+    if (!recordOnDisk) return;
     const seconds = now / 1000;
     const write: Promise<void> = utimes(path.join(slot.dir, ENTRY_METADATA_FILE), seconds, seconds)
       .catch(() => undefined)
@@ -383,7 +389,8 @@ export class DiskCache {
 
   /** Evicts unpinned entries (LRU first) until used + reserved + need ≤ budget, or none is left. */
   private async trim(need: number): Promise<void> {
-    if (!Number.isFinite(this.budget)) return;
+    // Within the budget (every publish but those that overflow it): nothing to sort.
+    if (!Number.isFinite(this.budget) || this.usedBytes + this.reserved + need <= this.budget) return;
     const candidates = [...this.slots.values()].filter((s) => s.pins === 0).sort((a, b) => a.lastUsed - b.lastUsed || a.useSeq - b.useSeq);
     const removals: Promise<void>[] = [];
     let used = this.usedBytes + this.reserved;
@@ -395,9 +402,25 @@ export class DiskCache {
     await Promise.all(removals);
   }
 
+  private addSlot(slot: Slot): void {
+    this.slots.set(slot.name, slot);
+    this.slotBytes += slot.diskBytes;
+    const versions = this.byTarget.get(slot.metadata.target);
+    if (versions) versions.add(slot);
+    else this.byTarget.set(slot.metadata.target, new Set([slot]));
+  }
+
+  private slotsOf(target: string): ReadonlySet<Slot> {
+    return this.byTarget.get(target) ?? NO_SLOTS;
+  }
+
   private evict(slot: Slot, why: 'budget' | 'superseded' | 'damaged'): Promise<void> {
     if (this.slots.get(slot.name) !== slot) return Promise.resolve();
     this.slots.delete(slot.name);
+    this.slotBytes -= slot.diskBytes;
+    const versions = this.byTarget.get(slot.metadata.target);
+    versions?.delete(slot);
+    if (versions?.size === 0) this.byTarget.delete(slot.metadata.target);
     if (why === 'budget') this.metrics?.diskCacheEvictions.inc();
     const removal = this.remove(slot, why).finally(() => this.removing.delete(removal));
     this.removing.add(removal);

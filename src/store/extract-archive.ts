@@ -84,12 +84,14 @@ export async function extractArchive(
 ): Promise<ExtractResult> {
   if (signal?.aborted) throw abortError(signal);
   let root: string;
+  // Together: one file-system round trip before the first byte is read, not two (blockBytesOf never throws).
+  const blockBytes = blockBytesOf(destDir);
   try {
     root = await realpath(destDir);
   } catch (err) {
     throw new ServingError('INTERNAL', `the extraction directory is not usable (${fsReason(err)})`, { cause: err });
   }
-  return new Extraction(root, limits, await blockBytesOf(root)).run(input, signal);
+  return new Extraction(root, limits, await blockBytes).run(input, signal);
 }
 
 type PathCheck = { readonly kind: 'ok'; readonly rel: string } | { readonly kind: 'skip' } | { readonly kind: 'reject'; readonly reason: string };

@@ -46,3 +46,26 @@ export class TransferProgress {
     return { bytes: this.received, totalBytes: total, fraction, bytesPerSecond, etaSeconds, elapsedMs: Math.round(elapsedMs) };
   }
 }
+
+/** The transfer running per key (a source's target), for `transferProgress(target)`. */
+export class ActiveTransfers {
+  private readonly running = new Map<string, TransferProgress>();
+
+  constructor(private readonly now: () => number = () => performance.now()) {}
+
+  /** A transfer of `totalBytes` (when known) begins for `key`; it replaces any earlier one's report. */
+  start(key: string, totalBytes: number | undefined): TransferProgress {
+    const progress = new TransferProgress(totalBytes, this.now);
+    this.running.set(key, progress);
+    return progress;
+  }
+
+  /** `progress` ended: no longer reported (unless a later transfer has replaced it already). */
+  end(key: string, progress: TransferProgress): void {
+    if (this.running.get(key) === progress) this.running.delete(key);
+  }
+
+  snapshot(key: string): TransferSnapshot | undefined {
+    return this.running.get(key)?.snapshot();
+  }
+}

@@ -11,22 +11,24 @@ import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-/** Which src folders each folder may import. Root files (app, server, main, errors) are listed by name. */
+/** Which src folders each folder may import. Root files (app, server, main, errors, cancellation, clock) are listed by name. */
 export const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   errors: [],
   // A request's cancellation (src/cancellation.ts): carried from the transport down to the queues, like errors.
   cancellation: [],
+  // Time as every stateful part reads it (src/clock.ts), injected so that tests drive it by hand.
+  clock: [],
   protocol: ['protocol', 'errors'],
   config: ['config', 'protocol', 'errors'],
   observability: ['observability', 'config', 'errors'],
-  store: ['store', 'config', 'observability', 'errors'],
+  store: ['store', 'config', 'observability', 'errors', 'clock'],
   runtime: ['runtime', 'config', 'protocol', 'observability', 'errors'],
   // Processing steps (image, tokenizer, tensor ops, js): beside runtime/, loaded by the registry; no scheduler knowledge.
   backends: ['backends', 'config', 'protocol', 'observability', 'errors'],
   // Batching only: it reports facts about load with each batch, and knows nothing of sessions, placement or models in memory.
-  scheduler: ['scheduler', 'protocol', 'config', 'observability', 'errors', 'cancellation'],
+  scheduler: ['scheduler', 'protocol', 'config', 'observability', 'errors', 'cancellation', 'clock'],
   ensemble: ['ensemble', 'scheduler', 'protocol', 'config', 'errors', 'cancellation'],
-  registry: ['registry', 'store', 'runtime', 'backends', 'scheduler', 'ensemble', 'config', 'protocol', 'observability', 'errors', 'cancellation'],
+  registry: ['registry', 'store', 'runtime', 'backends', 'scheduler', 'ensemble', 'config', 'protocol', 'observability', 'errors', 'cancellation', 'clock'],
   // The service works on the registry's handles; where models are stored is the registry's business, never the service's.
   service: ['service', 'registry', 'ensemble', 'scheduler', 'protocol', 'config', 'observability', 'errors', 'cancellation'],
   // The transports reach models only through the service (which re-exports the registry's vocabulary they need).

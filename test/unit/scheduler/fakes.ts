@@ -9,7 +9,7 @@ import type { ModelConfig } from '../../../src/config/model-config-types.js';
 import { modelConfigFromJson } from '../../../src/config/model-config.js';
 import { parseModelConfigJson } from '../../../src/config/model-config-text.js';
 import type { Tensor } from '../../../src/protocol/tensor.js';
-import type { Clock } from '../../../src/scheduler/clock.js';
+import type { Clock } from '../../../src/clock.js';
 import type { BatchLoad, ModelExecutor } from '../../../src/scheduler/model-scheduler.js';
 
 /**
