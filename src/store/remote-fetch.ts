@@ -151,7 +151,7 @@ function gaveUp(failure: ServingError, attempts: number, elapsedMs: number, mode
   return new ServingError('UPSTREAM_UNAVAILABLE', `${failure.message} (gave up after ${attempts} attempt${attempts === 1 ? '' : 's'} in ${elapsedMs} ms)`, {
     cause: failure,
     ...(model ? { model } : {}),
-    details: { attempts, elapsedMs },
+    details: { attempts, elapsedMs: Math.round(elapsedMs) },
   });
 }
 

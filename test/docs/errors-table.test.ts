@@ -61,7 +61,7 @@ it('documents every key of every `details` object in src/', () => {
   const keys = new Set<string>();
   for (const file of sources(path.join(repoRoot, 'src'))) {
     for (const m of readFileSync(file, 'utf8').matchAll(/details:\s*\{([^}]*)\}/g)) {
-      for (const k of m[1]!.matchAll(/(?:^|,)\s*([A-Za-z_]\w*)\s*(?::|,|$)/g)) keys.add(k[1]!);
+      for (const k of m[1]!.matchAll(/(?:^|,)\s*([A-Za-z_]\w*)\s*(?=:|,|$)/g)) keys.add(k[1]!);
     }
   }
   assert.ok(keys.has('needBytes') && keys.has('uris'), `the scan found ${[...keys].join(', ')}`);

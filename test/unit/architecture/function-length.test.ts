@@ -19,8 +19,6 @@ const ALLOWED: ReadonlyMap<string, string> = new Map([
   ['src/http/infer-exchange.ts#prepareExchange', 'being split by request front work this wave'],
   ['src/http/v2-routes.ts#v2Routes', 'being split by request front work this wave'],
   ['src/service/inference-service.ts#InferenceService.infer', 'being split by request front work this wave'],
-  ['src/store/s3-source.ts#S3ModelSource.localizeObject', 'being split by S3 source work this wave'],
-  ['src/store/s3-source.ts#S3ModelSource.download', 'being split by S3 source work this wave'],
 ]);
 
 describe('function length', () => {
