@@ -101,6 +101,15 @@ class Fifo {
     this.items.push(p);
   }
 
+  /** The first member, if any (no generator: the unbatched path asks this once per request). */
+  first(): Pending | undefined {
+    for (let i = this.head; i < this.items.length; i++) {
+      const p = this.items[i]!;
+      if (p.state === this.state) return p;
+    }
+    return undefined;
+  }
+
   *[Symbol.iterator](): Generator<Pending> {
     for (let i = this.head; i < this.items.length; i++) {
       const p = this.items[i]!;
@@ -389,11 +398,21 @@ export class DynamicBatcher implements ModelScheduler {
     this.timer = { atUs, cancel };
   }
 
+  /** The request inOrder() would yield first (only called while something is queued). */
+  private front(): Pending {
+    for (const level of this.levels) {
+      const p = level.waiting.first() ?? level.delayed.first();
+      if (p !== undefined) return p;
+    }
+    throw new Error(`model '${this.model}': the queue count says ${this.queued} but no request is queued`);
+  }
+
   /** Triton's GetDynamicBatch over the front of the queue. */
   private formBatch(now: number): Decision {
+    const head = this.front();
+    if (head.signature === undefined) return { kind: 'send', batch: [head] };
     const it = this.inOrder();
     const first = it.next().value as Pending;
-    if (first.signature === undefined) return { kind: 'send', batch: [first] };
     const maxRows = this.policy.maxBatchSize;
     const batch: Pending[] = [first];
     let rows = first.rows;
