@@ -10,16 +10,18 @@
 import { randomUUID } from 'node:crypto';
 import type { Metadata, ServerDuplexStream, ServerUnaryCall, UntypedServiceImplementation, sendUnaryData } from '@grpc/grpc-js';
 import { CancelSource } from '../cancellation.js';
-import { ServingError, type HostRedactor } from '../errors.js';
+import { inModel, ServingError, type HostRedactor } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Admission } from '../service/admission.js';
-import type { InferenceService, InferOptions, ModelHandle } from '../service/inference-service.js';
+import type { InferenceCall } from '../service/inference-call.js';
+import type { InferenceService, ModelHandle } from '../service/inference-service.js';
+import { RequestStats } from '../service/request-stats.js';
 import { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../service/server-identity.js';
 import { decodeModelInferRequest, encodeModelInferResponse, type ModelInferRequestMessage, type ModelInferResponseMessage } from './infer-codec.js';
 import type { AccessPolicy } from '../service/access-policy.js';
 import { rpcRefusal } from './access.js';
-import type { InferResponse } from '../protocol/infer-types.js';
+import type { InferRequest, InferResponse } from '../protocol/infer-types.js';
 import { binaryBytesBound } from '../protocol/response-size.js';
 import { grpcErrorReply, statusName } from './status-codes.js';
 
@@ -50,7 +52,6 @@ interface CallContext {
   readonly log: Logger;
 }
 
-const LATEST: InferOptions = Object.freeze({});
 /** Only a printable, short client id is echoed into logs (as X-Request-Id on HTTP). */
 const PRINTABLE_ID = /^[\x21-\x7e]{1,128}$/;
 
@@ -86,6 +87,34 @@ function lazyLog(root: Logger, id: string): { readonly log: Logger } {
     get log() {
       return (child ??= root.child({ reqId: id }));
     },
+  };
+}
+
+/** The one validated value the service gets: the message decoded (tensors in raw_input_contents), the stats started before it. */
+function inferenceCall(
+  handle: ModelHandle,
+  message: ModelInferRequestMessage,
+  version: number | undefined,
+  ctx: CallContext,
+  reachedModel: () => void,
+): InferenceCall {
+  const stats = new RequestStats();
+  let request: InferRequest;
+  try {
+    request = decodeModelInferRequest(message, handle.label);
+  } catch (err) {
+    throw inModel(err, handle.label);
+  }
+  return {
+    handle,
+    request,
+    version,
+    cancel: ctx.cancel,
+    get log() {
+      return ctx.log;
+    },
+    reachedModel,
+    stats,
   };
 }
 
@@ -167,20 +196,9 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
     const version = versionOf(request.model_version);
     const handle = handleOf(name);
     // The same admission as the HTTP front (service/admission.ts): in-flight requests and the model's queue.
-    const ticket = deps.admission.admit(service.queueOf(handle, name));
+    const ticket = deps.admission.admit(service.queueOf(handle));
     try {
-      const response = await service.infer(
-        handle,
-        (label) => decodeModelInferRequest(request, label),
-        {
-          cancel: ctx.cancel,
-          get log() {
-            return ctx.log;
-          },
-          reachedModel: ticket.arrived,
-        },
-        version === undefined ? LATEST : { version },
-      );
+      const response = await service.infer(inferenceCall(handle, request, version, ctx, ticket.arrived));
       service.checkAnswerSize(grpcAnswerBound(response), response.modelName);
       return encodeModelInferResponse(response);
     } finally {

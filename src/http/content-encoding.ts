@@ -37,7 +37,7 @@ const deflate = promisify(zlib.deflate);
 export type Coding = 'gzip' | 'deflate';
 
 /** The request's content codings in the order they were applied; undefined for none (or only `identity`). */
-export function requestCodings(headers: IncomingHttpHeaders, label: string): Coding[] | undefined {
+export function requestCodings(headers: IncomingHttpHeaders): Coding[] | undefined {
   const raw = headers['content-encoding'];
   if (raw === undefined || raw === '') return undefined;
   const codings: Coding[] = [];
@@ -47,21 +47,18 @@ export function requestCodings(headers: IncomingHttpHeaders, label: string): Cod
     if (c === 'gzip' || c === 'x-gzip') codings.push('gzip');
     else if (c === 'deflate') codings.push('deflate');
     else {
-      throw new ServingError('UNSUPPORTED_MEDIA_TYPE', `model '${label}': Content-Encoding '${c.slice(0, 40)}' is not supported (gzip, deflate or identity)`, {
-        model: label,
-      });
+      throw new ServingError('UNSUPPORTED_MEDIA_TYPE', `Content-Encoding '${c.slice(0, 40)}' is not supported (gzip, deflate or identity)`);
     }
   }
   return codings.length === 0 ? undefined : codings;
 }
 
-function tooLarge(label: string, limit: number, byRatio: boolean): ServingError {
+function tooLarge(limit: number, byRatio: boolean): ServingError {
   return new ServingError(
     'PAYLOAD_TOO_LARGE',
     byRatio
-      ? `model '${label}': the compressed request body expands more than ${MAX_RATIO} times; refused`
-      : `model '${label}': the decompressed request body exceeds the limit of ${limit} bytes (SAGEMAKER_MAX_PAYLOAD_IN_MB)`,
-    { model: label },
+      ? `the compressed request body expands more than ${MAX_RATIO} times; refused`
+      : `the decompressed request body exceeds the limit of ${limit} bytes (SAGEMAKER_MAX_PAYLOAD_IN_MB)`,
   );
 }
 
@@ -82,7 +79,7 @@ async function decodeOne(body: Buffer, coding: Coding, maxOutputLength: number):
  * size; `alignAfter` as in read-body (the byte after the JSON header lands
  * on an 8-byte boundary).
  */
-export async function decodeBody(body: Buffer, codings: readonly Coding[], limit: number, label: string, alignAfter?: number): Promise<Buffer> {
+export async function decodeBody(body: Buffer, codings: readonly Coding[], limit: number, alignAfter?: number): Promise<Buffer> {
   let out = body;
   for (const coding of [...codings].reverse()) {
     const byRatio = out.length * MAX_RATIO < limit;
@@ -91,8 +88,8 @@ export async function decodeBody(body: Buffer, codings: readonly Coding[], limit
       out = await decodeOne(out, coding, max);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ERR_BUFFER_TOO_LARGE' || err instanceof RangeError) throw tooLarge(label, limit, byRatio);
-      throw new ServingError('INVALID_REQUEST', `model '${label}': the request body is not valid ${coding} data (${(err as Error).message})`, { model: label });
+      if (code === 'ERR_BUFFER_TOO_LARGE' || err instanceof RangeError) throw tooLarge(limit, byRatio);
+      throw new ServingError('INVALID_REQUEST', `the request body is not valid ${coding} data (${(err as Error).message})`);
     }
   }
   if (alignAfter !== undefined && Number.isSafeInteger(alignAfter) && alignAfter >= 0 && alignAfter <= out.length && (out.byteOffset + alignAfter) % 8 !== 0) {

@@ -2,17 +2,28 @@
  * @module http/infer-route
  * The one inference handler behind /invocations, /endpoints/{e}/invocations,
  * /models/{m}/invoke and /v2/models/{m}[/versions/{v}]/infer, on plain
- * node:http objects (the lean path in http/inference-front.ts and the
- * express routes both call it): negotiate the answer type (406 before reading
- * the body), read the body under the limit, hand the decoder to
- * InferenceService, write the answer. Text answers go out as one string, so
+ * node:http objects, entered only through http/inference-front.ts: negotiate
+ * the answer type (406 before reading the body), read the body under the
+ * limit, decode it and build the InferenceCall (service/inference-call.ts)
+ * InferenceService runs, write the answer. Text answers go out as one string, so
  * node writes the head and the body in a single send; binary answers go out
  * as chunks straight from the output tensors' memory.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { DefaultAccept } from '../config/server-config.js';
-import type { InferContext, InferenceService, ModelHandle, ModelRef } from '../service/inference-service.js';
-import { announcedHeaderLength, prepareExchange, responseTypeFor, type HttpAnswer, type RouteFamily } from './infer-exchange.js';
+import { inModel, withModel, withModelSync } from '../errors.js';
+import type { InferenceCall, RequestBinder } from '../service/inference-call.js';
+import type { InferenceService, ModelHandle, ModelRef } from '../service/inference-service.js';
+import { RequestStats } from '../service/request-stats.js';
+import {
+  announcedHeaderLength,
+  prepareExchange,
+  responseTypeFor,
+  type Exchange,
+  type HttpAnswer,
+  type ResponseType,
+  type RouteFamily,
+} from './infer-exchange.js';
 import type { Admission, ByteTicket, RequestTicket } from '../service/admission.js';
 import { answerCoding, decodeBody, encodeBody, MIN_COMPRESS_BYTES, requestCodings, type Coding } from './content-encoding.js';
 import { readBody } from './read-body.js';
@@ -27,8 +38,6 @@ export interface InferRouteDeps {
 }
 
 const CUSTOM_ATTRIBUTES = 'x-amzn-sagemaker-custom-attributes';
-/** Infer options of a request that names no version (shared, not made per request). */
-const LATEST = Object.freeze({});
 
 /** The name a request gave its model, for the log line and messages before the model is known. */
 export function refLabel(ref: ModelRef): string {
@@ -96,47 +105,36 @@ async function sendCompressed(
   res.end(body);
 }
 
+/** What the front resolved for an inference request before its body is read. */
+export interface InferenceEntry {
+  readonly ref: ModelRef;
+  readonly family: RouteFamily;
+  readonly version: number | undefined;
+  /** Its place in the front's counts (service/admission.ts): it stops counting as on its way once it joins the model's queue. */
+  readonly admitted: RequestTicket | undefined;
+  /** The model, when the front resolved `ref` already (it counts the request against the model's queue). */
+  readonly handle: ModelHandle | undefined;
+}
+
+/**
+ * Negotiate, read the body, build the InferenceCall (the body decoded, the
+ * model resolved), hand it to InferenceService, write the answer. The errors
+ * of this edge's own checks name the model as the request names it.
+ */
 export async function serveInference(
   deps: InferRouteDeps,
   req: IncomingMessage,
   res: ServerResponse,
   ctx: RequestContext,
-  ref: ModelRef,
-  family: RouteFamily,
-  version?: number,
-  /** Its place in the front's counts (http/admission.ts): it stops counting as on its way once it joins the model's queue. */
-  admitted?: RequestTicket,
-  /** The model, when the front resolved `ref` already (it counts the request against the model's queue). */
-  handle?: ModelHandle,
+  entry: InferenceEntry,
 ): Promise<void> {
-  const label = refLabel(ref);
+  const label = refLabel(entry.ref);
   ctx.target = label;
-  const accept = req.headers['accept'];
-  const responseType = responseTypeFor(Array.isArray(accept) ? accept.join(',') : accept, deps.defaultAccept, label);
-  const ticket = reserveBytes(deps.admission, req, res, deps.bodyLimitBytes, label);
-  // Compressed bodies are read under the limit as they come, then decoded under it again (content-encoding.ts).
-  const codings = req.headers['content-encoding'] === undefined ? undefined : requestCodings(req.headers, label);
-  const raw = await readBody(req, deps.bodyLimitBytes, codings === undefined ? announcedHeaderLength(req.headers) : undefined, ticket);
-  const body = codings === undefined ? raw : await decodeBody(raw, codings, deps.bodyLimitBytes, label, announcedHeaderLength(req.headers));
-  // The decoded copy is in flight too.
-  if (codings !== undefined) ticket.add(body.length);
-  const exchange = prepareExchange(req.headers, body, family, responseType, label);
+  const { exchange, ticket } = await receive(deps, req, res, entry.family, label);
   // Parsing and writing text is main-thread work: each takes its bytes from the turn's budget (admission.ts).
   const decodeTurn = deps.admission.textTurn(exchange.decodeTextBytes);
   if (decodeTurn !== undefined) await decodeTurn;
-  // Resolved once (a target is validated here, after the body's own checks, before it is decoded), unless the front already did.
-  const model = handle ?? deps.service.resolve(ref);
-  const inferCtx: InferContext =
-    admitted === undefined
-      ? ctx
-      : {
-          cancel: ctx.cancel,
-          get log() {
-            return ctx.log;
-          },
-          reachedModel: admitted.arrived,
-        };
-  const response = await deps.service.infer(model, exchange.decode, inferCtx, version === undefined ? LATEST : { version });
+  const response = await deps.service.infer(callOf(deps, ctx, entry, exchange));
   ctx.model = response.modelName;
   ctx.modelVersion = response.modelVersion;
   // Refused before a byte of it is encoded: the process holds the output tensors, never an oversized copy of them.
@@ -145,7 +143,7 @@ export async function serveInference(
   if (answerTurn !== undefined) await answerTurn;
   const answer = exchange.answer(response);
   let customAttributes: string | undefined;
-  if (family === 'sagemaker') {
+  if (entry.family === 'sagemaker') {
     const attrs = req.headers[CUSTOM_ATTRIBUTES];
     const value = Array.isArray(attrs) ? attrs[0] : attrs;
     if (value !== undefined && value !== '') customAttributes = value;
@@ -153,6 +151,60 @@ export async function serveInference(
   const coding = req.headers['accept-encoding'] === undefined ? undefined : answerCoding(req.headers['accept-encoding']);
   if (coding === undefined) send(res, ctx, answer, customAttributes, ticket);
   else await sendCompressed(res, ctx, answer, customAttributes, coding, ticket);
+}
+
+/** The answer type negotiated (406 before the body is read), the body read and decompressed under the limit, its format read. */
+async function receive(
+  deps: InferRouteDeps,
+  req: IncomingMessage,
+  res: ServerResponse,
+  family: RouteFamily,
+  label: string,
+): Promise<{ exchange: Exchange; ticket: ByteTicket }> {
+  const accept = req.headers['accept'];
+  let responseType: ResponseType;
+  try {
+    responseType = responseTypeFor(Array.isArray(accept) ? accept.join(',') : accept, deps.defaultAccept);
+  } catch (err) {
+    throw inModel(err, label);
+  }
+  const ticket = reserveBytes(deps.admission, req, res, deps.bodyLimitBytes, label);
+  // Compressed bodies are read under the limit as they come, then decoded under it again (content-encoding.ts).
+  const codings = req.headers['content-encoding'] === undefined ? undefined : withModelSync(label, () => requestCodings(req.headers));
+  const raw = await readBody(req, deps.bodyLimitBytes, codings === undefined ? announcedHeaderLength(req.headers) : undefined, ticket);
+  const body = codings === undefined ? raw : await withModel(label, () => decodeBody(raw, codings, deps.bodyLimitBytes, announcedHeaderLength(req.headers)));
+  // The decoded copy is in flight too.
+  if (codings !== undefined) ticket.add(body.length);
+  try {
+    return { exchange: prepareExchange(req.headers, body, family, responseType, label), ticket };
+  } catch (err) {
+    throw inModel(err, label);
+  }
+}
+
+/** The one validated value the service gets: the model resolved (unless the front did), the body decoded, the stats started. */
+function callOf(deps: InferRouteDeps, ctx: RequestContext, entry: InferenceEntry, exchange: Exchange): InferenceCall {
+  // Resolved once (a target is validated here, after the body's own checks, before it is decoded), unless the front already did.
+  const handle = entry.handle ?? deps.service.resolve(entry.ref);
+  // Compute-input time counts the decode, as Triton's does.
+  const stats = new RequestStats();
+  let request: RequestBinder;
+  try {
+    request = exchange.decode(handle.label);
+  } catch (err) {
+    throw inModel(err, handle.label);
+  }
+  return {
+    handle,
+    request,
+    version: entry.version,
+    cancel: ctx.cancel,
+    get log() {
+      return ctx.log;
+    },
+    reachedModel: entry.admitted?.arrived,
+    stats,
+  };
 }
 
 /**

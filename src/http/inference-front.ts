@@ -161,7 +161,8 @@ function enter(deps: InferenceFrontDeps, req: IncomingMessage, res: ServerRespon
     return;
   }
   // The refusal's log line names the target as serveInference does.
-  envelope.ctx.target = refLabel(resolved.ref);
+  const target = refLabel(resolved.ref);
+  envelope.ctx.target = target;
   let handle: ModelHandle | undefined;
   try {
     handle = deps.service.resolve(resolved.ref);
@@ -169,7 +170,7 @@ function enter(deps: InferenceFrontDeps, req: IncomingMessage, res: ServerRespon
     // A reference that does not resolve (INVALID_TARGET) is refused after the body's own checks.
     handle = undefined;
   }
-  const queue = deps.service.queueOf(handle, envelope.ctx.target);
+  const queue = deps.service.queueOf(handle ?? target);
   let admitted: RequestTicket;
   try {
     // A connection woken for a freed place claims the place kept for it (http/held-connections.ts).
@@ -188,9 +189,8 @@ function enter(deps: InferenceFrontDeps, req: IncomingMessage, res: ServerRespon
   const start = (): void => {
     // A client that gave up while waiting for its turn costs nothing more.
     if (req.destroyed) return;
-    serveInference(deps, req, res, envelope.ctx, resolved.ref, match.family, resolved.version, admitted, handle).catch((err: unknown) =>
-      sendError(req, res, envelope, err),
-    );
+    const entry = { ref: resolved.ref, family: match.family, version: resolved.version, admitted, handle };
+    serveInference(deps, req, res, envelope.ctx, entry).catch((err: unknown) => sendError(req, res, envelope, err));
   };
   try {
     deps.admission.schedule(start, queue.key, queue.model);

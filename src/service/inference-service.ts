@@ -11,10 +11,9 @@
  */
 import type { Cancellation } from '../cancellation.js';
 import type { ModelConfig } from '../config/model-config-types.js';
-import { ServingError, toServingError } from '../errors.js';
+import { inModel, ServingError } from '../errors.js';
 import { singleModelPlan, type ExecutionPlan } from '../ensemble/execution-plan.js';
 import { runPlan } from '../ensemble/plan-runner.js';
-import type { Logger } from '../observability/logger.js';
 import { createMetrics, type Metrics, type ModelMetrics, type TargetMetrics } from '../observability/metrics.js';
 import { checkClassifiable, classificationOf, classify } from '../protocol/classification.js';
 import type { InferRequest, InferResponse, RequestedOutput } from '../protocol/infer-types.js';
@@ -26,20 +25,13 @@ import { scheduleOptionsFrom } from '../scheduler/schedule-options.js';
 import { modelStat, type ModelStatJson } from './model-statistics.js';
 import { outputLabels } from './output-labels.js';
 import type { ResponseCache } from './response-cache.js';
+import type { InferenceCall, RequestBinder } from './inference-call.js';
 import { validateRequest } from './validate-request.js';
 
 // What the transports need of the registry's vocabulary, through the service (they never import the registry).
 export type { ManagedModelInfo, ModelHandle, ModelRef, RepositoryIndexEntry } from '../registry/model-registry.js';
 export type { LoadProgressView } from '../registry/load-progress.js';
 export { checkModelName, checkTargetHeader } from '../registry/managed-records.js';
-
-export interface InferContext {
-  /** The client went away: queued work for the request is dropped. */
-  readonly cancel?: Cancellation;
-  readonly log: Logger;
-  /** Called once, when the request joins its model's queue (the transport stops counting it as on its way: http/admission.ts). */
-  readonly reachedModel?: () => void;
-}
 
 /** The queue a request to a model reference joins, as far as it is known before anything is read or loaded. */
 export interface ModelQueueView extends QueueDepth {
@@ -49,34 +41,35 @@ export interface ModelQueueView extends QueueDepth {
   readonly model: string;
 }
 
-/**
- * A body that becomes a request only against the entry model's config (CSV,
- * .npy, TF Serving JSON, raw binary: input names and datatypes come from the
- * model). Its syntax was already checked before anything was loaded.
- */
-export interface RequestBinder {
-  bindToModel(config: ModelConfig, label: string): InferRequest;
-}
+type OutputStep = (outputs: Map<string, Tensor>) => Map<string, Tensor>;
 
-/**
- * Decodes a request body before the model is leased (so a malformed body
- * never causes a load); returns the request, or a binder when the protocol
- * needs the model's config.
- */
-export type RequestDecoder = (label: string) => InferRequest | RequestBinder;
-
-export interface InferOptions {
-  /** Run this version of the entry model (KServe v2 `/versions/{v}`); default: the highest loaded version. */
-  readonly version?: number;
-}
+const unchanged: OutputStep = (outputs) => outputs;
 
 function isBinder(d: InferRequest | RequestBinder): d is RequestBinder {
   return typeof (d as RequestBinder).bindToModel === 'function';
 }
 
-type OutputStep = (outputs: Map<string, Tensor>) => Map<string, Tensor>;
+/** A request bound to the entry model of its lease, validated, with what its answer needs. */
+interface BoundRequest {
+  /** The lease's label: what messages of the protocol's codecs name. */
+  readonly label: string;
+  readonly pkg: Lease['pkg'];
+  readonly entry: LoadedModel;
+  readonly version: string;
+  readonly plan: ExecutionPlan;
+  readonly request: InferRequest;
+  /** Rows (1 for a model that does not batch). */
+  readonly batch: number;
+  readonly wanted: readonly string[];
+  readonly cache: ResponseCache | undefined;
+  /** Set by the lookup, for the insert of a miss. */
+  cacheKey: string | undefined;
+}
 
-const unchanged: OutputStep = (outputs) => outputs;
+/** Triton's failure reasons (nv_inference_request_failure's label). */
+function failureReason(e: ServingError): string {
+  return e.code === 'OVERLOADED' || e.code === 'TIMEOUT' ? 'REJECTED' : e.code === 'CANCELLED' ? 'CANCELED' : e.isClientFault ? 'OTHER' : 'BACKEND';
+}
 
 const ALL_OUTPUTS = new WeakMap<ModelConfig, readonly string[]>();
 
@@ -95,7 +88,7 @@ const LATEST = new WeakMap<ExecutionPlan, { readonly version: string; readonly p
  * Ensembles (no sessions of their own) serve only the version they report.
  */
 
-function servedVersion(entry: LoadedModel, plan: ExecutionPlan, requested: number | undefined, label: string): { version: string; plan: ExecutionPlan } {
+function servedVersion(entry: LoadedModel, plan: ExecutionPlan, requested: number | undefined): { version: string; plan: ExecutionPlan } {
   // A package's versions never change while it is loaded: its latest is worked out once (per request otherwise).
   let cached = LATEST.get(plan);
   if (cached === undefined) LATEST.set(plan, (cached = { version: String(latestVersion(entry)?.version ?? 1), plan }));
@@ -104,9 +97,7 @@ function servedVersion(entry: LoadedModel, plan: ExecutionPlan, requested: numbe
   const v = entry.versions.get(requested);
   if (!v) {
     const loaded = entry.versions.size > 0 ? [...entry.versions.keys()].sort((a, b) => a - b) : [latest];
-    throw new ServingError('MODEL_NOT_FOUND', `model '${label}': version ${requested} is not available (loaded versions: ${loaded.join(', ')})`, {
-      model: label,
-    });
+    throw new ServingError('MODEL_NOT_FOUND', `version ${requested} is not available (loaded versions: ${loaded.join(', ')})`);
   }
   return { version: String(requested), plan: singleModelPlan(entry.name, { config: entry.config, version: requested, scheduler: v.scheduler }) };
 }
@@ -169,124 +160,112 @@ export class InferenceService {
    * The queue a request to `handle` joins: the entry model's scheduler queue
    * when the model is in memory, else an empty queue with MME_MAX_QUEUE_SIZE
    * (an ensemble, which has no queue of its own, likewise). Never loads,
-   * never throws. `handle` undefined: a reference that did not resolve, refused
-   * later where it always was; it counts under its label alone.
+   * never throws. A string: a reference that did not resolve (as the client
+   * spelled it), refused later where it always was; it counts under that alone.
    */
-  queueOf(handle: ModelHandle | undefined, label: string): ModelQueueView {
+  queueOf(handle: ModelHandle | string): ModelQueueView {
     const fallback = this.options.maxQueueSize ?? Number.POSITIVE_INFINITY;
-    if (handle === undefined) return { key: `unresolved:${label}`, model: label, queued: 0, limit: fallback };
+    if (typeof handle === 'string') return { key: `unresolved:${handle}`, model: handle, queued: 0, limit: fallback };
     const pkg = handle.resident()?.pkg;
     const depth = pkg === undefined ? undefined : latestVersion(pkg.entry)?.scheduler.queueDepth?.();
     return { key: handle.queueKey, model: handle.label, queued: depth?.queued ?? 0, limit: depth?.limit ?? fallback };
   }
 
-  async infer(handle: ModelHandle, decode: RequestDecoder, ctx: InferContext, options: InferOptions = {}): Promise<InferResponse> {
+  /**
+   * One inference, in the order of its steps: a lease on the package (at once
+   * when it is in memory), the request bound and validated against the entry
+   * model, its outputs prepared, the answer from the response cache or the
+   * plan, and the stats recorded. Errors are named for the model here, once.
+   */
+  async infer(call: InferenceCall): Promise<InferResponse> {
+    this.admitOne(call.handle);
+    const { stats } = call;
+    let lease: Lease | undefined;
+    try {
+      lease = call.handle.leaseNow() ?? (await stats.waitFor(() => call.handle.acquire(call.cancel)));
+      const bound = this.bindAndValidate(call, lease);
+      // Without classification there is nothing to prepare: no promise to wait on (the common case).
+      const prepared = this.prepareOutputs(bound);
+      const postProcess = typeof prepared === 'function' ? prepared : await prepared;
+      stats.bound();
+      return this.cached(call, bound, postProcess) ?? (await this.run(call, bound, postProcess));
+    } catch (err) {
+      const e = inModel(err, lease?.label ?? call.handle.label);
+      stats.failed(failureReason(e));
+      throw e;
+    } finally {
+      stats.end();
+      lease?.release();
+      this.inflight--;
+    }
+  }
+
+  /** MME_MAX_INFLIGHT_REQUESTS: one more request in progress, or OVERLOADED. */
+  private admitOne(handle: ModelHandle): void {
     if (this.inflight >= this.options.maxInflight) {
       throw new ServingError('OVERLOADED', `server is at its limit of ${this.options.maxInflight} requests in progress; retry later`, {
         model: handle.label,
       });
     }
     this.inflight++;
-    const started = process.hrtime.bigint();
-    let lease: Lease | undefined;
-    let modelName = handle.label;
-    let version = '';
-    /** Set once the request is admitted for the model (the pending gauge counts it until the end). */
-    let cells: ModelMetrics | undefined;
-    try {
-      // A malformed body is refused before anything is loaded (the target was checked when the handle was made).
-      const decoded = decode(handle.label);
-      // Compute-input time leaves out any wait for the model (a load); a model in memory is leased at once, unclocked.
-      let waitNs = 0n;
-      lease = handle.leaseNow();
-      if (lease === undefined) {
-        const waitStart = process.hrtime.bigint();
-        lease = await handle.acquire(ctx.cancel);
-        waitNs = process.hrtime.bigint() - waitStart;
-      }
-      const { pkg } = lease;
-      const entry = pkg.entry;
-      modelName = entry.name;
-      const served = servedVersion(entry, pkg.plan, options.version, lease.label);
-      version = served.version;
-      const request = isBinder(decoded) ? decoded.bindToModel(entry.config, lease.label) : decoded;
-      const batch = validateRequest(request, entry.config, lease.label);
-      // Without classification there is nothing to prepare: no promise to wait on (the common case).
-      const prepared = this.prepareOutputs(request, entry, lease.label);
-      const postProcess = typeof prepared === 'function' ? prepared : await prepared;
-      // A clock read and its BigInt arithmetic cost about 0.05 µs on the hot path: one read ends a phase and starts the next.
-      const boundAt = process.hrtime.bigint();
-      const inputNs = boundAt - started - waitNs;
-      const wanted = request.outputs?.map((o) => o.name) ?? allOutputs(entry.config);
-      const cache = entry.config.responseCacheEnabled ? this.options.responseCache : undefined;
-      if (entry.config.responseCacheEnabled && cache === undefined && !this.uncachedWarned.has(entry)) {
-        this.uncachedWarned.add(entry);
-        ctx.log.warn(
-          { model: modelName },
-          'the model enables response_cache but the server has none (MME_RESPONSE_CACHE_BYTES is 0): every request runs the model',
-        );
-      }
-      let cacheKey: string | undefined;
-      let lookupNs = 0n;
-      if (cache !== undefined) {
-        const lookupStart = process.hrtime.bigint();
-        cacheKey = cache.keyOf(pkg, modelName, version, request.inputs, wanted);
-        const hit = cache.get(cacheKey);
-        lookupNs = process.hrtime.bigint() - lookupStart;
-        if (hit !== undefined) {
-          const hitCells = seriesOf(pkg).forModel(modelName, version);
-          hitCells.cacheHits.inc();
-          hitCells.cacheHitUs.add(Number(lookupNs) / 1000);
-          const outputs = postProcess(hit);
-          this.record(hitCells, batch, 0, started, process.hrtime.bigint(), false);
-          return { id: request.id, modelName, modelVersion: version, outputs };
-        }
-      }
-      cells = seriesOf(pkg).forModel(modelName, version);
-      cells.pending.inc();
-      ctx.reachedModel?.();
-      const computeStart = cache === undefined ? boundAt : process.hrtime.bigint();
-      const raw = await runPlan(served.plan, request.inputs, wanted, ctx.cancel, scheduleOptionsFrom(request.parameters, lease.label));
-      let outputStart = process.hrtime.bigint();
-      const computeUs = Number(outputStart - computeStart) / 1000;
-      if (cache !== undefined && cacheKey !== undefined) {
-        this.insert(cache, cacheKey, raw, cells, lookupNs);
-        outputStart = process.hrtime.bigint();
-      }
-      const outputs = postProcess(raw);
-      const done = process.hrtime.bigint();
-      // Triton's compute-input and compute-output phases (see metrics.ts for what they cover here).
-      cells.computeInputUs.add(Number(inputNs) / 1000);
-      cells.computeOutputUs.add(Number(done - outputStart) / 1000);
-      this.record(cells, batch, computeUs, started, done, entry.config.platform === 'ensemble');
-      return { id: request.id, modelName, modelVersion: version, outputs };
-    } catch (err) {
-      const e = toServingError(err, lease?.label ?? handle.label);
-      const reason = e.code === 'OVERLOADED' || e.code === 'TIMEOUT' ? 'REJECTED' : e.code === 'CANCELLED' ? 'CANCELED' : e.isClientFault ? 'OTHER' : 'BACKEND';
-      // Counted once the version is known (a version that is not loaded has no series: never an empty label).
-      if (lease && version !== '') {
-        const failed = cells ?? seriesOf(lease.pkg).forModel(modelName, version);
-        const now = process.hrtime.bigint();
-        failed.fail(reason, Number(now - started) / 1000);
-        failed.lastInferenceAt = now;
-      }
-      throw e;
-    } finally {
-      cells?.pending.dec();
-      lease?.release();
-      this.inflight--;
-    }
   }
 
-  /** A miss: keep the answer (before post-processing, which may replace outputs in `raw`); Triton's miss time is lookup + insert. */
-  private insert(cache: ResponseCache, key: string, raw: ReadonlyMap<string, Tensor>, cells: ModelMetrics, lookupNs: bigint): void {
+  /** The version served, the request bound to the entry model's config and validated against it; the stats count from here. */
+  private bindAndValidate(call: InferenceCall, lease: Lease): BoundRequest {
+    const { pkg, label } = lease;
+    const entry = pkg.entry;
+    const served = servedVersion(entry, pkg.plan, call.version);
+    call.stats.serving(seriesOf(pkg), entry.name, served.version);
+    const request = isBinder(call.request) ? call.request.bindToModel(entry.config) : call.request;
+    const batch = validateRequest(request, entry.config);
+    const cache = entry.config.responseCacheEnabled ? this.options.responseCache : undefined;
+    if (entry.config.responseCacheEnabled && cache === undefined && !this.uncachedWarned.has(entry)) {
+      this.uncachedWarned.add(entry);
+      call.log.warn(
+        { model: entry.name },
+        'the model enables response_cache but the server has none (MME_RESPONSE_CACHE_BYTES is 0): every request runs the model',
+      );
+    }
+    const wanted = request.outputs?.map((o) => o.name) ?? allOutputs(entry.config);
+    return { label, pkg, entry, version: served.version, plan: served.plan, request, batch, wanted, cache, cacheKey: undefined };
+  }
+
+  /** The answer kept in the response cache, when the model enables one and holds it; else undefined (the key is kept for the insert). */
+  private cached(call: InferenceCall, bound: BoundRequest, postProcess: OutputStep): InferResponse | undefined {
+    const { cache } = bound;
+    if (cache === undefined) return undefined;
+    const hit = call.stats.lookup(() =>
+      cache.get((bound.cacheKey = cache.keyOf(bound.pkg, bound.entry.name, bound.version, bound.request.inputs, bound.wanted))),
+    );
+    if (hit === undefined) return undefined;
+    const outputs = postProcess(hit);
+    call.stats.cacheHit(bound.batch);
+    return { id: bound.request.id, modelName: bound.entry.name, modelVersion: bound.version, outputs };
+  }
+
+  /** Run the plan (one step for a single model), keep a miss in the cache, post-process, record. */
+  private async run(call: InferenceCall, bound: BoundRequest, postProcess: OutputStep): Promise<InferResponse> {
+    const { stats } = call;
+    const { request } = bound;
+    stats.running(bound.cache !== undefined);
+    call.reachedModel?.();
+    const raw = await runPlan(bound.plan, request.inputs, bound.wanted, call.cancel, scheduleOptionsFrom(request.parameters, bound.label));
+    const computeUs = stats.computed();
+    if (bound.cache !== undefined && bound.cacheKey !== undefined) {
+      const { cache, cacheKey } = bound;
+      stats.cacheMiss(() => this.insert(cache, cacheKey, raw));
+    }
+    const outputs = postProcess(raw);
+    stats.answered(bound.batch, computeUs, bound.entry.config.platform === 'ensemble');
+    return { id: request.id, modelName: bound.entry.name, modelVersion: bound.version, outputs };
+  }
+
+  /** A miss: keep the answer (before post-processing, which may replace outputs in `raw`) and publish the cache's size. */
+  private insert(cache: ResponseCache, key: string, raw: ReadonlyMap<string, Tensor>): void {
     const m = this.options.metrics;
-    const insertStart = process.hrtime.bigint();
     const before = cache.stats().evictions;
     cache.set(key, raw);
     const after = cache.stats();
-    cells.cacheMisses.inc();
-    cells.cacheMissUs.add(Number(lookupNs + process.hrtime.bigint() - insertStart) / 1000);
     m.responseCacheBytes.set(after.bytes);
     m.responseCacheEntries.set(after.entries);
     if (after.evictions > before) m.responseCacheEvictions.inc(after.evictions - before);
@@ -297,20 +276,20 @@ export class InferenceService {
    * label file) and returns the step that turns the raw outputs into the
    * answer's outputs.
    */
-  private prepareOutputs(request: InferRequest, entry: LoadedModel, label: string): OutputStep | Promise<OutputStep> {
-    const asked = request.outputs?.filter((o) => classificationOf(o) !== undefined);
+  private prepareOutputs(bound: BoundRequest): OutputStep | Promise<OutputStep> {
+    const asked = bound.request.outputs?.filter((o) => classificationOf(o) !== undefined);
     if (asked === undefined || asked.length === 0) return unchanged;
-    return this.prepareClassification(asked, entry, label);
+    return this.prepareClassification(asked, bound);
   }
 
   /** Only requests that ask for classification wait here: their label files may have to be read. */
-  private async prepareClassification(asked: readonly RequestedOutput[], entry: LoadedModel, label: string): Promise<OutputStep> {
+  private async prepareClassification(asked: readonly RequestedOutput[], { entry, label }: BoundRequest): Promise<OutputStep> {
     const batching = entry.config.maxBatchSize > 0;
     const jobs = await Promise.all(
       asked.map(async (o) => {
         const declared = entry.config.output.find((t) => t.name === o.name);
         if (declared) checkClassifiable(label, o.name, declared.dataType);
-        return { name: o.name, k: classificationOf(o)!, labels: await outputLabels(entry, o.name, label) };
+        return { name: o.name, k: classificationOf(o)!, labels: await outputLabels(entry, o.name) };
       }),
     );
     return (outputs) => {
@@ -320,26 +299,6 @@ export class InferenceService {
       }
       return outputs;
     };
-  }
-
-  /**
-   * Per-request counters. A model's executions, rows and compute time are
-   * counted by its scheduler, once per batch (so nv_inference_exec_count counts
-   * batches and nv_inference_count rows); an ensemble has no scheduler of its
-   * own, so here each request is one execution of it. A response-cache hit
-   * passes `ensemble` false: hits are not inferences (Triton excludes them).
-   */
-  private record(cells: ModelMetrics, batch: number, computeUs: number, started: bigint, done: bigint, ensemble: boolean): void {
-    const totalUs = Number(done - started) / 1000;
-    cells.requestSuccess.inc();
-    if (ensemble) {
-      cells.inferenceCount.inc(batch);
-      cells.execCount.inc();
-      cells.computeInferUs.add(computeUs);
-    }
-    cells.requestDurationUs.add(totalUs);
-    cells.requestDuration.observe(totalUs / 1e6);
-    cells.lastInferenceAt = done;
   }
 
   // ------------------------------------------------------------ MME management
@@ -386,7 +345,9 @@ export class InferenceService {
     const lease = handle.leaseNow() ?? (await handle.acquire(cancel));
     try {
       const entry = lease.pkg.entry;
-      return read(entry, servedVersion(entry, lease.pkg.plan, version, lease.label).version);
+      return read(entry, servedVersion(entry, lease.pkg.plan, version).version);
+    } catch (err) {
+      throw inModel(err, lease.label);
     } finally {
       lease.release();
     }

@@ -13,10 +13,11 @@ import type { LoadedModel } from '../registry/loaded-model.js';
 
 const cache = new WeakMap<LoadedModel, Map<string, Promise<readonly string[]>>>();
 
-async function read(model: LoadedModel, file: string, label: string): Promise<readonly string[]> {
+/** Throws without naming the requested model (InferenceService names it: errors.ts inModel). */
+async function read(model: LoadedModel, file: string): Promise<readonly string[]> {
   // The name comes from config.pbtxt, which may come from an untrusted archive: it must stay in the model directory.
   if (file === '' || path.isAbsolute(file) || file.split(/[\\/]/).includes('..')) {
-    throw new ServingError('INVALID_MODEL', `model '${label}': label_filename '${file}' must name a file inside the model directory`, { model: label });
+    throw new ServingError('INVALID_MODEL', `label_filename '${file}' must name a file inside the model directory`);
   }
   try {
     const text = await readFile(path.join(model.dir, file), 'utf8');
@@ -24,15 +25,12 @@ async function read(model: LoadedModel, file: string, label: string): Promise<re
     if (lines[lines.length - 1] === '') lines.pop();
     return Object.freeze(lines);
   } catch (err) {
-    throw new ServingError('INVALID_MODEL', `model '${label}': cannot read label file '${file}' of model '${model.name}': ${pathFreeMessage(err)}`, {
-      model: label,
-      cause: err,
-    });
+    throw new ServingError('INVALID_MODEL', `cannot read label file '${file}' of model '${model.name}': ${pathFreeMessage(err)}`, { cause: err });
   }
 }
 
 /** The labels of `output` (undefined when it declares no label_filename). A failed read is not cached. */
-export function outputLabels(model: LoadedModel, output: string, label: string): Promise<readonly string[]> | undefined {
+export function outputLabels(model: LoadedModel, output: string): Promise<readonly string[]> | undefined {
   const file = model.config.output.find((o) => o.name === output)?.labelFilename;
   if (file === undefined) return undefined;
   let perModel = cache.get(model);
@@ -42,7 +40,7 @@ export function outputLabels(model: LoadedModel, output: string, label: string):
   }
   let labels = perModel.get(output);
   if (!labels) {
-    labels = read(model, file, label);
+    labels = read(model, file);
     perModel.set(output, labels);
     labels.catch(() => perModel.delete(output));
   }

@@ -3,15 +3,16 @@
  * Checks a decoded request against the entry model's declared inputs and
  * outputs (config.pbtxt, after auto-complete): names, datatypes, shapes with
  * -1 wildcards, the batch dimension and max_batch_size. Triton's messages,
- * with the model and the tensor named.
+ * with the tensor named; the caller names the model.
  */
 import type { ModelConfig, TensorConfig } from '../config/model-config-types.js';
 import { ServingError } from '../errors.js';
 import type { InferRequest } from '../protocol/infer-types.js';
 import { formatShape, type Tensor } from '../protocol/tensor.js';
 
-function bad(label: string, message: string): ServingError {
-  return new ServingError('INVALID_INPUT', `model '${label}': ${message}`, { model: label });
+/** Thrown without the model: InferenceService names it (errors.ts inModel). */
+function bad(message: string): ServingError {
+  return new ServingError('INVALID_INPUT', message);
 }
 
 function expectedShape(t: TensorConfig, config: ModelConfig): number[] {
@@ -40,17 +41,17 @@ function indexOf(config: ModelConfig): ConfigIndex {
   return index;
 }
 
-function checkShape(label: string, t: TensorConfig, tensor: Tensor, want: readonly number[]): void {
+function checkShape(t: TensorConfig, tensor: Tensor, want: readonly number[]): void {
   const got = tensor.shape;
   let ok = want.length === got.length;
   for (let i = 0; ok && i < want.length; i++) ok = want[i] === -1 || want[i] === got[i];
   if (!ok) {
-    throw bad(label, `unexpected shape for input '${t.name}'. Expected ${formatShape(want)}, got ${formatShape(got)}`);
+    throw bad(`unexpected shape for input '${t.name}'. Expected ${formatShape(want)}, got ${formatShape(got)}`);
   }
 }
 
 /** Returns the request's batch size (1 for models that do not batch). Throws INVALID_INPUT. */
-export function validateRequest(request: InferRequest, config: ModelConfig, label: string): number {
+export function validateRequest(request: InferRequest, config: ModelConfig): number {
   const index = indexOf(config);
   const declared = index.inputs;
   for (const name of request.inputs.keys()) {
@@ -59,7 +60,7 @@ export function validateRequest(request: InferRequest, config: ModelConfig, labe
         config.input.length === 0
           ? 'the model declares no inputs (send "inputs": [])'
           : `the model's inputs are ${config.input.map((t) => `'${t.name}'`).join(', ')}`;
-      throw bad(label, `unexpected inference input '${name}'; ${inputs}`);
+      throw bad(`unexpected inference input '${name}'; ${inputs}`);
     }
   }
   let batch: number | undefined;
@@ -68,29 +69,29 @@ export function validateRequest(request: InferRequest, config: ModelConfig, labe
     const tensor = request.inputs.get(t.name);
     if (!tensor) {
       if (t.optional) continue;
-      throw bad(label, `expected input '${t.name}' (${t.dataType} ${formatShape(expectedShape(t, config))}) but the request does not have it`);
+      throw bad(`expected input '${t.name}' (${t.dataType} ${formatShape(expectedShape(t, config))}) but the request does not have it`);
     }
     if (tensor.datatype !== t.dataType) {
-      throw bad(label, `inference input '${t.name}' data-type is '${tensor.datatype}', but the model expects '${t.dataType}'`);
+      throw bad(`inference input '${t.name}' data-type is '${tensor.datatype}', but the model expects '${t.dataType}'`);
     }
-    checkShape(label, t, tensor, index.shapes.get(t.name)!);
+    checkShape(t, tensor, index.shapes.get(t.name)!);
     if (config.maxBatchSize > 0) {
       const b = tensor.shape[0]!;
       if (batch === undefined) {
         batch = b;
         batchFrom = t.name;
       } else if (b !== batch) {
-        throw bad(label, `input '${t.name}' batch size ${b} does not match input '${batchFrom}' batch size ${batch}`);
+        throw bad(`input '${t.name}' batch size ${b} does not match input '${batchFrom}' batch size ${batch}`);
       }
     }
   }
   if (batch !== undefined && (batch < 1 || batch > config.maxBatchSize)) {
-    throw bad(label, `inference request batch-size must be between 1 and ${config.maxBatchSize}, got ${batch}`);
+    throw bad(`inference request batch-size must be between 1 and ${config.maxBatchSize}, got ${batch}`);
   }
   if (request.outputs) {
     for (const o of request.outputs) {
       if (!index.outputs.has(o.name)) {
-        throw bad(label, `unexpected inference output '${o.name}'; the model's outputs are ${config.output.map((t) => `'${t.name}'`).join(', ')}`);
+        throw bad(`unexpected inference output '${o.name}'; the model's outputs are ${config.output.map((t) => `'${t.name}'`).join(', ')}`);
       }
     }
   }

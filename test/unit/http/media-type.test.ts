@@ -54,21 +54,21 @@ describe('parseAccept and negotiate', () => {
 
 describe('responseTypeFor', () => {
   test('the configured default when Accept is absent; aliases of the JSON answer', () => {
-    assert.equal(responseTypeFor(undefined, 'text/csv', 'm'), 'text/csv');
-    assert.equal(responseTypeFor('*/*', 'application/x-npy', 'm'), 'application/x-npy');
-    assert.equal(responseTypeFor('application/vnd.sagemaker-triton.binary+json', 'application/json', 'm'), 'application/json');
-    assert.equal(responseTypeFor('application/octet-stream', 'text/csv', 'm'), 'application/json');
+    assert.equal(responseTypeFor(undefined, 'text/csv'), 'text/csv');
+    assert.equal(responseTypeFor('*/*', 'application/x-npy'), 'application/x-npy');
+    assert.equal(responseTypeFor('application/vnd.sagemaker-triton.binary+json', 'application/json'), 'application/json');
+    assert.equal(responseTypeFor('application/octet-stream', 'text/csv'), 'application/json');
   });
 
-  test('an impossible Accept is NOT_ACCEPTABLE naming the model and what is available', () => {
+  test('an impossible Accept is NOT_ACCEPTABLE naming what is available (the route names the model)', () => {
     assert.throws(
-      () => responseTypeFor('image/png, text/html', 'application/json', 'm'),
+      () => responseTypeFor('image/png, text/html', 'application/json'),
       (err: unknown) => {
         assert.ok(err instanceof ServingError);
         assert.equal(err.code, 'NOT_ACCEPTABLE');
         assert.match(
           err.message,
-          /^model 'm': cannot answer in any type of Accept 'image\/png, text\/html'; available: application\/json, text\/csv, application\/x-npy$/,
+          /^cannot answer in any type of Accept 'image\/png, text\/html'; available: application\/json, text\/csv, application\/x-npy$/,
         );
         return true;
       },
@@ -92,11 +92,11 @@ describe('remembered parses (the per-request Content-Type and Accept work)', () 
 
   test('responseTypeFor answers a repeated Accept the same way, per default type', () => {
     for (let round = 0; round < 2; round++) {
-      assert.equal(responseTypeFor('text/csv;q=0.5, application/x-npy', 'application/json', 'm'), 'application/x-npy');
-      assert.equal(responseTypeFor('*/*', 'text/csv', 'm'), 'text/csv');
-      assert.equal(responseTypeFor('*/*', 'application/json', 'm'), 'application/json');
+      assert.equal(responseTypeFor('text/csv;q=0.5, application/x-npy', 'application/json'), 'application/x-npy');
+      assert.equal(responseTypeFor('*/*', 'text/csv'), 'text/csv');
+      assert.equal(responseTypeFor('*/*', 'application/json'), 'application/json');
       assert.throws(
-        () => responseTypeFor('image/png', 'application/json', 'm'),
+        () => responseTypeFor('image/png', 'application/json'),
         (err: unknown) => err instanceof ServingError && err.code === 'NOT_ACCEPTABLE',
       );
     }

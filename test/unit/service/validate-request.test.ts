@@ -53,12 +53,13 @@ function batchRequest(batch: number, extra: Array<[string, Tensor]> = []): Infer
 
 function rejects(req: InferRequest, cfg: ModelConfig, message: string): void {
   assert.throws(
-    () => validateRequest(req, cfg, 'lbl'),
+    () => validateRequest(req, cfg),
     (err: unknown) => {
       assert.ok(err instanceof ServingError);
       assert.equal(err.code, 'INVALID_INPUT');
-      assert.equal(err.model, 'lbl');
-      assert.equal(err.message, `model 'lbl': ${message}`);
+      // Thrown without the model: InferenceService names it (errors.ts inModel; test/unit/service/inference-service.test.ts).
+      assert.equal(err.model, undefined);
+      assert.equal(err.message, message);
       return true;
     },
   );
@@ -66,19 +67,19 @@ function rejects(req: InferRequest, cfg: ModelConfig, message: string): void {
 
 describe('validateRequest: accepted requests', () => {
   test('returns the batch size (the shared first dim) for a batching model', () => {
-    assert.equal(validateRequest(batchRequest(3), BATCHING, 'lbl'), 3);
-    assert.equal(validateRequest(batchRequest(1), BATCHING, 'lbl'), 1);
-    assert.equal(validateRequest(batchRequest(8), BATCHING, 'lbl'), 8);
+    assert.equal(validateRequest(batchRequest(3), BATCHING), 3);
+    assert.equal(validateRequest(batchRequest(1), BATCHING), 1);
+    assert.equal(validateRequest(batchRequest(8), BATCHING), 8);
   });
 
   test('returns 1 for a model that does not batch; -1 dims match any size', () => {
-    assert.equal(validateRequest(request([['img', tensor('UINT8', [2, 5, 3])]]), FIXED, 'lbl'), 1);
-    assert.equal(validateRequest(request([['img', tensor('UINT8', [2, 0, 3])]]), FIXED, 'lbl'), 1);
+    assert.equal(validateRequest(request([['img', tensor('UINT8', [2, 5, 3])]]), FIXED), 1);
+    assert.equal(validateRequest(request([['img', tensor('UINT8', [2, 0, 3])]]), FIXED), 1);
   });
 
   test('an optional input may be omitted or given', () => {
-    assert.equal(validateRequest(batchRequest(2), BATCHING, 'lbl'), 2);
-    assert.equal(validateRequest(batchRequest(2, [['mask', tensor('BOOL', [2, 4])]]), BATCHING, 'lbl'), 2);
+    assert.equal(validateRequest(batchRequest(2), BATCHING), 2);
+    assert.equal(validateRequest(batchRequest(2, [['mask', tensor('BOOL', [2, 4])]]), BATCHING), 2);
   });
 
   test('inputs in any order; requested outputs that exist are fine', () => {
@@ -89,7 +90,7 @@ describe('validateRequest: accepted requests', () => {
       ],
       ['z', 'y'],
     );
-    assert.equal(validateRequest(req, BATCHING, 'lbl'), 2);
+    assert.equal(validateRequest(req, BATCHING), 2);
   });
 
   test('an optional input carries the batch size when a model has only optional inputs given', () => {
@@ -101,7 +102,7 @@ describe('validateRequest: accepted requests', () => {
       ],
       [{ name: 'y', data_type: 'TYPE_FP32', dims: [1] }],
     );
-    assert.equal(validateRequest(request([['b', tensor('FP32', [3, 1])]]), cfg, 'lbl'), 3);
+    assert.equal(validateRequest(request([['b', tensor('FP32', [3, 1])]]), cfg), 3);
   });
 });
 
