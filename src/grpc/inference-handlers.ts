@@ -118,119 +118,158 @@ function inferenceCall(
   };
 }
 
-export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplementation {
-  const { service, metrics } = deps;
-  const finish = (method: string, code: string): void => metrics.grpcRequests.cell({ method, code }).inc();
+function finish(deps: HandlerDeps, method: string, code: string): void {
+  deps.metrics.grpcRequests.cell({ method, code }).inc();
+}
 
-  const fail = (method: string, ctx: CallContext, err: unknown, started: number): ReturnType<typeof grpcErrorReply> => {
-    const reply = grpcErrorReply(err, deps.redactor);
-    const code = statusName(reply.grpcError.code!);
-    const fields = {
-      method,
-      grpcCode: code,
-      code: reply.error.code,
-      model: reply.error.model,
-      durationMs: performance.now() - started,
-      err: reply.error.message,
-    };
-    if (reply.error.isClientFault || reply.error.code === 'OVERLOADED' || reply.error.code === 'SHUTTING_DOWN') ctx.log.warn(fields, 'grpc call rejected');
-    else ctx.log.error({ ...fields, stack: reply.error.cause instanceof Error ? reply.error.cause.stack : undefined }, 'grpc call failed');
-    finish(method, code);
-    return reply;
+/** The failed call's status, logged (a client's fault as a warning, the server's as an error) and counted. */
+function fail(deps: HandlerDeps, method: string, ctx: CallContext, err: unknown, started: number): ReturnType<typeof grpcErrorReply> {
+  const reply = grpcErrorReply(err, deps.redactor);
+  const code = statusName(reply.grpcError.code!);
+  const fields = {
+    method,
+    grpcCode: code,
+    code: reply.error.code,
+    model: reply.error.model,
+    durationMs: performance.now() - started,
+    err: reply.error.message,
   };
+  if (reply.error.isClientFault || reply.error.code === 'OVERLOADED' || reply.error.code === 'SHUTTING_DOWN') ctx.log.warn(fields, 'grpc call rejected');
+  else ctx.log.error({ ...fields, stack: reply.error.cause instanceof Error ? reply.error.cause.stack : undefined }, 'grpc call failed');
+  finish(deps, method, code);
+  return reply;
+}
 
-  /** A unary RPC: `run` gets the request and the call's context; its result is the answer. */
-  const unary = <Req, Res>(method: string, run: (request: Req, ctx: CallContext) => Res | Promise<Res>) => {
-    return (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>): void => {
-      const started = performance.now();
-      deps.inflight.count++;
-      const id = requestId(call.metadata);
-      const logs = lazyLog(deps.logger, id);
-      const cancel = new CancelSource(id);
-      const ctx: CallContext = {
-        id,
-        cancel,
-        get log() {
-          return logs.log;
+/** A unary RPC: `run` gets the request and the call's context; its result is the answer. */
+function unary<Req, Res>(deps: HandlerDeps, method: string, run: (request: Req, ctx: CallContext) => Res | Promise<Res>) {
+  return (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>): void => {
+    const started = performance.now();
+    deps.inflight.count++;
+    const id = requestId(call.metadata);
+    const logs = lazyLog(deps.logger, id);
+    const cancel = new CancelSource(id);
+    const ctx: CallContext = {
+      id,
+      cancel,
+      get log() {
+        return logs.log;
+      },
+    };
+    call.once('cancelled', () => cancel.cancel());
+    let done = false;
+    const end = (): void => {
+      if (done) return;
+      done = true;
+      deps.inflight.count--;
+    };
+    Promise.resolve()
+      .then(() => {
+        const refused = rpcRefusal(deps.access, method, call.metadata);
+        if (refused !== undefined) throw refused;
+        return run(call.request, ctx);
+      })
+      .then(
+        (answer) => {
+          end();
+          finish(deps, method, cancel.aborted ? 'CANCELLED' : 'OK');
+          callback(null, answer);
         },
-      };
-      call.once('cancelled', () => cancel.cancel());
-      let done = false;
-      const end = (): void => {
-        if (done) return;
-        done = true;
-        deps.inflight.count--;
-      };
-      Promise.resolve()
-        .then(() => {
-          const refused = rpcRefusal(deps.access, method, call.metadata);
-          if (refused !== undefined) throw refused;
-          return run(call.request, ctx);
-        })
-        .then(
-          (answer) => {
-            end();
-            finish(method, cancel.aborted ? 'CANCELLED' : 'OK');
-            callback(null, answer);
-          },
-          (err: unknown) => {
-            end();
-            callback(
-              fail(
-                method,
-                ctx,
-                cancel.aborted ? new ServingError('CANCELLED', `the client cancelled the call (${(err as Error).message ?? String(err)})`) : err,
-                started,
-              ).grpcError,
-            );
-          },
-        );
-    };
+        (err: unknown) => {
+          end();
+          const reason = cancel.aborted ? new ServingError('CANCELLED', `the client cancelled the call (${(err as Error).message ?? String(err)})`) : err;
+          callback(fail(deps, method, ctx, reason, started).grpcError);
+        },
+      );
   };
+}
 
-  const handleOf = (name: string): ModelHandle => service.resolve({ kind: 'named', name });
+function handleOf(deps: HandlerDeps, name: string): ModelHandle {
+  return deps.service.resolve({ kind: 'named', name });
+}
 
-  const infer = async (request: ModelInferRequestMessage, ctx: CallContext): Promise<ModelInferResponseMessage> => {
-    refusedWhileDraining(deps);
-    const name = modelName(request.model_name, 'model_name');
-    const version = versionOf(request.model_version);
-    const handle = handleOf(name);
-    // The same admission as the HTTP front (service/admission.ts): in-flight requests and the model's queue.
-    const ticket = deps.admission.admit(service.queueOf(handle));
-    try {
-      const response = await service.infer(inferenceCall(handle, request, version, ctx, ticket.arrived));
-      service.checkAnswerSize(grpcAnswerBound(response), response.modelName);
-      return encodeModelInferResponse(response);
-    } finally {
-      ticket.release();
-    }
-  };
+/** ModelInfer (and each request of ModelStreamInfer): the same admission and InferenceCall as the HTTP front's. */
+async function modelInfer(deps: HandlerDeps, request: ModelInferRequestMessage, ctx: CallContext): Promise<ModelInferResponseMessage> {
+  const { service } = deps;
+  refusedWhileDraining(deps);
+  const name = modelName(request.model_name, 'model_name');
+  const version = versionOf(request.model_version);
+  const handle = handleOf(deps, name);
+  // The same admission as the HTTP front (service/admission.ts): in-flight requests and the model's queue.
+  const ticket = deps.admission.admit(service.queueOf(handle));
+  try {
+    const response = await service.infer(inferenceCall(handle, request, version, ctx, ticket.arrived));
+    service.checkAnswerSize(grpcAnswerBound(response), response.modelName);
+    return encodeModelInferResponse(response);
+  } finally {
+    ticket.release();
+  }
+}
 
-  const unsupported = (what: string) => () => {
-    throw new ServingError('UNSUPPORTED', `${what} is not supported by onnx-mme: send tensors in raw_input_contents`);
-  };
+interface RepositoryRequest {
+  readonly repository_name: string;
+  readonly model_name: string;
+  readonly parameters: Record<string, unknown>;
+}
 
+async function repositoryLoad(deps: HandlerDeps, r: RepositoryRequest, ctx: CallContext): Promise<Record<string, never>> {
+  const name = modelName(r.model_name, 'model_name');
+  refusedWhileDraining(deps);
+  const keys = Object.keys(r.parameters ?? {});
+  const overrides = keys.filter((k) => k === 'config' || k.startsWith('file:'));
+  if (overrides.length > 0) {
+    throw new ServingError(
+      'UNSUPPORTED',
+      `model '${name}': load parameters ${overrides.map((k) => `'${k}'`).join(', ')} are not supported: models load from the model source as they are`,
+      { model: name },
+    );
+  }
+  if (keys.length > 0) ctx.log.warn({ model: name, parameters: keys }, 'load parameters ignored: none of them changes how a model loads here');
+  ctx.log.info({ model: name }, 'load requested (gRPC repository)');
+  await deps.service.load(handleOf(deps, name), ctx.cancel);
+  return {};
+}
+
+async function repositoryUnload(deps: HandlerDeps, r: RepositoryRequest, ctx: CallContext): Promise<Record<string, never>> {
+  const name = modelName(r.model_name, 'model_name');
+  // unload_dependents is what always happens here: a package's step models go with it.
+  const ignored = Object.keys(r.parameters ?? {}).filter((k) => k !== 'unload_dependents');
+  if (ignored.length > 0) ctx.log.warn({ model: name, parameters: ignored }, 'unload parameters ignored');
+  ctx.log.info({ model: name }, 'unload requested (gRPC repository)');
+  await deps.service.unload(handleOf(deps, name));
+  return {};
+}
+
+const unsupported = (what: string) => () => {
+  throw new ServingError('UNSUPPORTED', `${what} is not supported by onnx-mme: send tensors in raw_input_contents`);
+};
+
+/** The RPC table: each entry one line, or a few, over the service. */
+export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplementation {
+  const { service } = deps;
+  const named = (name: string): ModelHandle => handleOf(deps, modelName(name, 'name'));
+  const infer = (request: ModelInferRequestMessage, ctx: CallContext) => modelInfer(deps, request, ctx);
   return {
-    ServerLive: unary('ServerLive', () => ({ live: true })),
-    ServerReady: unary('ServerReady', () => ({ ready: !deps.isDraining() })),
-    ServerMetadata: unary('ServerMetadata', () => ({ name: SERVER_NAME, version: SERVER_VERSION, extensions: GRPC_EXTENSIONS })),
+    ServerLive: unary(deps, 'ServerLive', () => ({ live: true })),
+    ServerReady: unary(deps, 'ServerReady', () => ({ ready: !deps.isDraining() })),
+    ServerMetadata: unary(deps, 'ServerMetadata', () => ({ name: SERVER_NAME, version: SERVER_VERSION, extensions: GRPC_EXTENSIONS })),
     // Readiness never loads anything (as GET /v2/models/{m}/ready).
-    ModelReady: unary('ModelReady', (r: { name: string; version: string }) => ({
-      ready: service.modelReady(handleOf(modelName(r.name, 'name')), versionOf(r.version)),
+    ModelReady: unary(deps, 'ModelReady', (r: { name: string; version: string }) => ({
+      ready: service.modelReady(named(r.name), versionOf(r.version)),
     })),
-    ModelMetadata: unary('ModelMetadata', async (r: { name: string; version: string }, ctx) =>
-      service.modelMetadata(handleOf(modelName(r.name, 'name')), versionOf(r.version), ctx.cancel),
+    ModelMetadata: unary(deps, 'ModelMetadata', async (r: { name: string; version: string }, ctx) =>
+      service.modelMetadata(named(r.name), versionOf(r.version), ctx.cancel),
     ),
-    ModelConfig: unary('ModelConfig', async (r: { name: string; version: string }, ctx) => ({
-      config: await service.modelConfig(handleOf(modelName(r.name, 'name')), versionOf(r.version), ctx.cancel),
+    ModelConfig: unary(deps, 'ModelConfig', async (r: { name: string; version: string }, ctx) => ({
+      config: await service.modelConfig(named(r.name), versionOf(r.version), ctx.cancel),
     })),
-    ModelInfer: unary('ModelInfer', infer),
-    ModelStreamInfer: (call: ServerDuplexStream<ModelInferRequestMessage, unknown>) => streamInfer(deps, call, infer, finish),
-    ModelStatistics: unary('ModelStatistics', async (r: { name: string; version: string }) => ({
+    ModelInfer: unary(deps, 'ModelInfer', infer),
+    ModelStreamInfer: (call: ServerDuplexStream<ModelInferRequestMessage, unknown>) =>
+      streamInfer(deps, call, infer, (method, code) => finish(deps, method, code)),
+    ModelStatistics: unary(deps, 'ModelStatistics', async (r: { name: string; version: string }) => ({
       // The statistics extension's JSON has the message's field names (one source for HTTP and gRPC).
-      model_stats: service.modelStatistics(r.name === '' ? undefined : handleOf(r.name), versionOf(r.version)).model_stats,
+      model_stats: service.modelStatistics(r.name === '' ? undefined : handleOf(deps, r.name), versionOf(r.version)).model_stats,
     })),
-    RepositoryIndex: unary('RepositoryIndex', async (r: { repository_name: string; ready: boolean }) => {
+    RepositoryIndex: unary(deps, 'RepositoryIndex', async (r: { repository_name: string; ready: boolean }) => {
       if (r.repository_name !== '')
         throw new ServingError(
           'INVALID_REQUEST',
@@ -239,45 +278,18 @@ export function inferenceImplementation(deps: HandlerDeps): UntypedServiceImplem
       const rows = await service.repositoryIndex(r.ready);
       return { models: rows.map((m) => ({ name: m.name, version: m.version ?? '', state: m.state, reason: m.reason })) };
     }),
-    RepositoryModelLoad: unary('RepositoryModelLoad', async (r: { repository_name: string; model_name: string; parameters: Record<string, unknown> }, ctx) => {
-      const name = modelName(r.model_name, 'model_name');
-      refusedWhileDraining(deps);
-      const keys = Object.keys(r.parameters ?? {});
-      const overrides = keys.filter((k) => k === 'config' || k.startsWith('file:'));
-      if (overrides.length > 0) {
-        throw new ServingError(
-          'UNSUPPORTED',
-          `model '${name}': load parameters ${overrides.map((k) => `'${k}'`).join(', ')} are not supported: models load from the model source as they are`,
-          { model: name },
-        );
-      }
-      if (keys.length > 0) ctx.log.warn({ model: name, parameters: keys }, 'load parameters ignored: none of them changes how a model loads here');
-      ctx.log.info({ model: name }, 'load requested (gRPC repository)');
-      await service.load(handleOf(name), ctx.cancel);
-      return {};
-    }),
-    RepositoryModelUnload: unary(
-      'RepositoryModelUnload',
-      async (r: { repository_name: string; model_name: string; parameters: Record<string, unknown> }, ctx) => {
-        const name = modelName(r.model_name, 'model_name');
-        // unload_dependents is what always happens here: a package's step models go with it.
-        const ignored = Object.keys(r.parameters ?? {}).filter((k) => k !== 'unload_dependents');
-        if (ignored.length > 0) ctx.log.warn({ model: name, parameters: ignored }, 'unload parameters ignored');
-        ctx.log.info({ model: name }, 'unload requested (gRPC repository)');
-        await service.unload(handleOf(name));
-        return {};
-      },
-    ),
-    SystemSharedMemoryStatus: unary('SystemSharedMemoryStatus', unsupported('system shared memory')),
-    SystemSharedMemoryRegister: unary('SystemSharedMemoryRegister', unsupported('system shared memory')),
-    SystemSharedMemoryUnregister: unary('SystemSharedMemoryUnregister', unsupported('system shared memory')),
-    CudaSharedMemoryStatus: unary('CudaSharedMemoryStatus', unsupported('CUDA shared memory')),
-    CudaSharedMemoryRegister: unary('CudaSharedMemoryRegister', unsupported('CUDA shared memory')),
-    CudaSharedMemoryUnregister: unary('CudaSharedMemoryUnregister', unsupported('CUDA shared memory')),
-    TraceSetting: unary('TraceSetting', () => {
+    RepositoryModelLoad: unary(deps, 'RepositoryModelLoad', (r: RepositoryRequest, ctx) => repositoryLoad(deps, r, ctx)),
+    RepositoryModelUnload: unary(deps, 'RepositoryModelUnload', (r: RepositoryRequest, ctx) => repositoryUnload(deps, r, ctx)),
+    SystemSharedMemoryStatus: unary(deps, 'SystemSharedMemoryStatus', unsupported('system shared memory')),
+    SystemSharedMemoryRegister: unary(deps, 'SystemSharedMemoryRegister', unsupported('system shared memory')),
+    SystemSharedMemoryUnregister: unary(deps, 'SystemSharedMemoryUnregister', unsupported('system shared memory')),
+    CudaSharedMemoryStatus: unary(deps, 'CudaSharedMemoryStatus', unsupported('CUDA shared memory')),
+    CudaSharedMemoryRegister: unary(deps, 'CudaSharedMemoryRegister', unsupported('CUDA shared memory')),
+    CudaSharedMemoryUnregister: unary(deps, 'CudaSharedMemoryUnregister', unsupported('CUDA shared memory')),
+    TraceSetting: unary(deps, 'TraceSetting', () => {
       throw new ServingError('UNSUPPORTED', 'trace settings are not supported by onnx-mme (request logs carry reqId and traceparent instead)');
     }),
-    LogSettings: unary('LogSettings', () => {
+    LogSettings: unary(deps, 'LogSettings', () => {
       throw new ServingError('UNSUPPORTED', 'log settings cannot be changed at run time: set MME_LOG_LEVEL');
     }),
   };

@@ -16,7 +16,7 @@
 import express, { type Request, type Response, type Router } from 'express';
 import { ServingError } from '../errors.js';
 import { parseJsonBody } from '../protocol/v2-json-codec.js';
-import type { LoadProgressView, ModelHandle, ModelRef } from '../service/inference-service.js';
+import type { LoadProgressView, ModelHandle, RepositoryIndexEntry } from '../service/inference-service.js';
 import { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../service/server-identity.js';
 import type { InferRouteDeps } from './infer-route.js';
 import { readBody } from './read-body.js';
@@ -57,23 +57,29 @@ function versionParam(req: Request): number | undefined {
   return parseVersion(raw === undefined ? undefined : String(raw));
 }
 
-/** An optional JSON body: empty means `{}`. */
-async function optionalJson(req: Request, limit: number, label: string): Promise<Record<string, unknown>> {
+/** An optional JSON body: empty means `{}`. `model` is what the JSON codec's messages name. */
+async function optionalJson(req: Request, limit: number, model: string): Promise<Record<string, unknown>> {
   const body = await readBody(req, limit);
   if (body.length === 0 || body.toString('utf8').trim() === '') return {};
-  const parsed = parseJsonBody(body, label);
+  const parsed = parseJsonBody(body, model);
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    throw new ServingError('INVALID_REQUEST', `model '${label}': the request body must be a JSON object`, { model: label });
+    throw new ServingError('INVALID_REQUEST', `model '${model}': the request body must be a JSON object`, { model });
   }
   return parsed as Record<string, unknown>;
 }
 
 export function v2Routes(deps: V2RouteDeps): Router {
   const router = express.Router();
-  const { service } = deps;
-  const refOf = (req: Request): ModelRef => ({ kind: 'named', name: String(req.params['model']) });
-  const handleOf = (req: Request): ModelHandle => service.resolve(refOf(req));
+  serverRoutes(router, deps);
+  modelRoutes(router, deps);
+  repositoryRoutes(router, deps);
+  return router;
+}
 
+const handleOf = (deps: V2RouteDeps, req: Request): ModelHandle => deps.service.resolve({ kind: 'named', name: String(req.params['model']) });
+
+/** Liveness, readiness and the server's metadata. */
+function serverRoutes(router: Router, deps: V2RouteDeps): void {
   register(router, ROUTES.v2Live, deps.guard, (_req, res) => {
     const reason = deps.unhealthy();
     if (reason === undefined) yes(res);
@@ -85,16 +91,20 @@ export function v2Routes(deps: V2RouteDeps): Router {
     else no(res, reason);
   });
   register(router, ROUTES.v2Server, deps.guard, (_req, res) => sendJson(res, 200, { name: SERVER_NAME, version: SERVER_VERSION, extensions: V2_EXTENSIONS }));
+}
 
+/** A model's statistics, metadata, readiness and config, each with and without `/versions/{v}`. */
+function modelRoutes(router: Router, deps: V2RouteDeps): void {
+  const { service } = deps;
   // Before /v2/models/:model, which would take `stats` for a model name.
   register(router, ROUTES.v2AllStats, deps.guard, (_req, res) => sendJson(res, 200, service.modelStatistics(undefined, undefined)));
-  const stats = (req: Request, res: Response): void => sendJson(res, 200, service.modelStatistics(handleOf(req), versionParam(req)));
+  const stats = (req: Request, res: Response): void => sendJson(res, 200, service.modelStatistics(handleOf(deps, req), versionParam(req)));
   register(router, ROUTES.v2Stats, deps.guard, stats);
   register(router, ROUTES.v2VersionStats, deps.guard, stats);
 
   const metadata = async (req: Request, res: Response): Promise<void> => {
     const ctx = deps.context(req, res);
-    sendJson(res, 200, await service.modelMetadata(handleOf(req), versionParam(req), ctx.cancel));
+    sendJson(res, 200, await service.modelMetadata(handleOf(deps, req), versionParam(req), ctx.cancel));
   };
   register(router, ROUTES.v2Metadata, deps.guard, metadata);
   register(router, ROUTES.v2VersionMetadata, deps.guard, metadata);
@@ -102,7 +112,7 @@ export function v2Routes(deps: V2RouteDeps): Router {
   const ready = (req: Request, res: Response): void => {
     const name = String(req.params['model']);
     const version = versionParam(req);
-    if (service.modelReady(handleOf(req), version)) yes(res);
+    if (service.modelReady(handleOf(deps, req), version)) yes(res);
     else
       no(
         res,
@@ -114,39 +124,43 @@ export function v2Routes(deps: V2RouteDeps): Router {
 
   const config = async (req: Request, res: Response): Promise<void> => {
     const ctx = deps.context(req, res);
-    sendJson(res, 200, await service.modelConfig(handleOf(req), versionParam(req), ctx.cancel));
+    sendJson(res, 200, await service.modelConfig(handleOf(deps, req), versionParam(req), ctx.cancel));
   };
   register(router, ROUTES.v2Config, deps.guard, config);
   register(router, ROUTES.v2VersionConfig, deps.guard, config);
+}
 
+/** Triton's repository index row, plus where a source model is: on local disk (`cached`) and how big its archive is. */
+function indexRow(r: RepositoryIndexEntry): Record<string, unknown> {
+  return {
+    name: r.name,
+    ...(r.version === undefined ? {} : { version: r.version }),
+    state: r.state,
+    reason: r.reason,
+    ...(r.cached === undefined ? {} : { cached: r.cached }),
+    ...(r.sizeBytes === undefined ? {} : { size_bytes: r.sizeBytes }),
+    // While resident (docs/memory-and-caching.md): its share of the budget, and what its load measured.
+    ...(r.reservedBytes === undefined ? {} : { reserved_bytes: r.reservedBytes }),
+    ...(r.measuredBytes === undefined ? {} : { measured_bytes: r.measuredBytes }),
+    ...(r.lastUsedMs === undefined ? {} : { last_used: new Date(r.lastUsedMs).toISOString() }),
+    ...(r.lastError === undefined
+      ? {}
+      : { last_error: { code: r.lastError.code, message: r.lastError.message, at: new Date(r.lastError.atMs).toISOString() } }),
+    // While LOADING: the phase, and the download's share done where S3 gave its size (`LOADING 43%`).
+    ...(r.progress === undefined ? {} : { progress: progressJson(r.progress) }),
+  };
+}
+
+/** The repository extension: the index, and explicit loads and unloads. */
+function repositoryRoutes(router: Router, deps: V2RouteDeps): void {
+  const { service } = deps;
   register(router, ROUTES.repositoryIndex, deps.guard, async (req, res) => {
     const body = await optionalJson(req, deps.bodyLimitBytes, 'repository');
     const readyOnly = body['ready'];
     if (readyOnly !== undefined && typeof readyOnly !== 'boolean')
       throw new ServingError('INVALID_REQUEST', `'ready' must be true or false, got ${JSON.stringify(readyOnly)}`);
     const rows = await service.repositoryIndex(readyOnly === true);
-    sendJson(
-      res,
-      200,
-      // Triton's fields, plus where a source model is: on local disk (`cached`) and how big its archive is.
-      rows.map((r) => ({
-        name: r.name,
-        ...(r.version === undefined ? {} : { version: r.version }),
-        state: r.state,
-        reason: r.reason,
-        ...(r.cached === undefined ? {} : { cached: r.cached }),
-        ...(r.sizeBytes === undefined ? {} : { size_bytes: r.sizeBytes }),
-        // While resident (docs/memory-and-caching.md): its share of the budget, and what its load measured.
-        ...(r.reservedBytes === undefined ? {} : { reserved_bytes: r.reservedBytes }),
-        ...(r.measuredBytes === undefined ? {} : { measured_bytes: r.measuredBytes }),
-        ...(r.lastUsedMs === undefined ? {} : { last_used: new Date(r.lastUsedMs).toISOString() }),
-        ...(r.lastError === undefined
-          ? {}
-          : { last_error: { code: r.lastError.code, message: r.lastError.message, at: new Date(r.lastError.atMs).toISOString() } }),
-        // While LOADING: the phase, and the download's share done where S3 gave its size (`LOADING 43%`).
-        ...(r.progress === undefined ? {} : { progress: progressJson(r.progress) }),
-      })),
-    );
+    sendJson(res, 200, rows.map(indexRow));
   });
 
   register(router, ROUTES.repositoryLoad, deps.guard, async (req, res) => {
@@ -166,7 +180,7 @@ export function v2Routes(deps: V2RouteDeps): Router {
     }
     const ctx = deps.context(req, res);
     ctx.log.info({ model: name }, 'load requested (v2 repository)');
-    await service.load(handleOf(req), ctx.cancel);
+    await service.load(handleOf(deps, req), ctx.cancel);
     yes(res);
   });
 
@@ -175,11 +189,9 @@ export function v2Routes(deps: V2RouteDeps): Router {
     await optionalJson(req, deps.bodyLimitBytes, name); // unload_dependents is always true here: a package's step models go with it
     const ctx = deps.context(req, res);
     ctx.log.info({ model: name }, 'unload requested (v2 repository)');
-    await service.unload(handleOf(req));
+    await service.unload(handleOf(deps, req));
     yes(res);
   });
-
-  return router;
 }
 
 /** A load's progress in the index's snake_case; fields the load does not know are left out. */

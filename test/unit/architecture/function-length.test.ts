@@ -14,12 +14,7 @@ const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..'
 const LIMIT = 80;
 
 /** `file#name` (name as test/support/function-lengths.ts writes it) → why it may be longer. */
-const ALLOWED: ReadonlyMap<string, string> = new Map([
-  ['src/grpc/inference-handlers.ts#inferenceImplementation', 'being split by request front work this wave'],
-  ['src/http/infer-exchange.ts#prepareExchange', 'being split by request front work this wave'],
-  ['src/http/v2-routes.ts#v2Routes', 'being split by request front work this wave'],
-  ['src/service/inference-service.ts#InferenceService.infer', 'being split by request front work this wave'],
-]);
+const ALLOWED: ReadonlyMap<string, string> = new Map<string, string>([]);
 
 describe('function length', () => {
   it(`no function in src/ is over ${LIMIT} lines, except those allowed with a reason`, async () => {
