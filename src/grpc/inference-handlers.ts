@@ -114,6 +114,7 @@ function inferenceCall(
       return ctx.log;
     },
     reachedModel,
+    oneOutput: undefined,
     stats,
   };
 }

@@ -16,25 +16,18 @@
  * text/csv or application/x-npy for one output tensor.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import type { ModelConfig } from '../config/model-config-types.js';
 import type { DefaultAccept } from '../config/server-config.js';
 import { ServingError } from '../errors.js';
-import {
-  decodeBinaryTensorData,
-  HEADER_LENGTH_HEADER,
-  parseHeaderLength,
-  rawBinaryShape,
-  SAGEMAKER_BINARY_CONTENT_TYPE,
-  SAGEMAKER_HEADER_SIZE_PARAM,
-} from '../protocol/binary-tensor.js';
-import { CSV_CONTENT_TYPE, csvToTensor, encodeCsv, parseCsv, type CsvTable } from '../protocol/csv-codec.js';
+import { HEADER_LENGTH_HEADER, parseHeaderLength, SAGEMAKER_BINARY_CONTENT_TYPE, SAGEMAKER_HEADER_SIZE_PARAM } from '../protocol/binary-tensor.js';
+import { CSV_CONTENT_TYPE, encodeCsv, parseCsv } from '../protocol/csv-codec.js';
 import type { InferRequest, InferResponse } from '../protocol/infer-types.js';
-import { decodeNpy, encodeNpy, NPY_CONTENT_TYPE, type NpyArray } from '../protocol/npy-codec.js';
+import { decodeNpy, encodeNpy, NPY_CONTENT_TYPE } from '../protocol/npy-codec.js';
 import { binaryBytesBound, npyBytesBound, textBytesBound } from '../protocol/response-size.js';
 import type { Tensor } from '../protocol/tensor.js';
-import { detectTfServing, encodeTfServingResponse, tfServingInputs, type TfStyle } from '../protocol/tfserving-codec.js';
+import { detectTfServing, encodeTfServingResponse, type TfStyle } from '../protocol/tfserving-codec.js';
 import { decodeInferRequest, encodeInferResponse, encodeInferResponseBinary, exactRetry, parseJsonBody, wantsBinaryOutput } from '../protocol/v2-json-codec.js';
 import type { RequestBinder } from '../service/inference-call.js';
+import { csvBinder, npyBinder, rawBinder, tfBinder } from '../service/request-binders.js';
 import { negotiate, parseMediaType } from './media-type.js';
 
 /** SageMaker routes answer binary data with SageMaker's content type; KServe routes with Triton's. */
@@ -161,81 +154,6 @@ export function responseTypeFor(accept: string | undefined, defaultType: Respons
   return chosen as ResponseType;
 }
 
-function onlyInput(config: ModelConfig, format: string): ModelConfig['input'][number] {
-  const [first, ...more] = config.input;
-  if (!first || more.length > 0) {
-    throw new ServingError(
-      'INVALID_INPUT',
-      `${format} needs a model with exactly one input; this one has ${config.input.map((t) => `'${t.name}'`).join(', ')} (send KServe v2 JSON instead)`,
-    );
-  }
-  return first;
-}
-
-function plainRequest(inputs: ReadonlyMap<string, Tensor>, parameters: InferRequest['parameters'] = {}): InferRequest {
-  return Object.freeze({ id: undefined, inputs, outputs: undefined, parameters });
-}
-
-/** The shape a CSV table takes for the model's one input. */
-function csvShape(config: ModelConfig, dims: readonly number[], table: CsvTable): number[] {
-  const fixed = dims.every((d) => d >= 0);
-  const perRow = dims.reduce((a, b) => a * b, 1);
-  if (config.maxBatchSize > 0) return fixed && dims.length > 1 && perRow === table.columns ? [table.rows, ...dims] : [table.rows, table.columns];
-  if (dims.length !== 2 && table.rows === 1 && fixed && perRow === table.columns) return [...dims];
-  return [table.rows, table.columns];
-}
-
-/**
- * Binders bind to the entry model's config; their own errors leave the model
- * to InferenceService, and `model` is what the protocol's codecs name.
- */
-function csvBinder(table: CsvTable, model: string): RequestBinder {
-  return {
-    bindToModel(config) {
-      const input = onlyInput(config, 'text/csv');
-      const tensor = csvToTensor(model, input.name, input.dataType, csvShape(config, input.dims, table), table);
-      return plainRequest(new Map([[input.name, tensor]]));
-    },
-  };
-}
-
-function npyBinder(array: NpyArray): RequestBinder {
-  return {
-    bindToModel(config) {
-      const input = onlyInput(config, NPY_CONTENT_TYPE);
-      return plainRequest(new Map([[input.name, Object.freeze({ datatype: array.datatype, shape: array.shape, data: array.data })]]));
-    },
-  };
-}
-
-/** `exact()` reads the body again with exact long integers, for when JSON.parse's reading may have rounded one (exactRetry). */
-function tfBinder(style: TfStyle, body: Record<string, unknown>, exact: () => Record<string, unknown>, model: string): RequestBinder {
-  return {
-    bindToModel: (config) =>
-      plainRequest(
-        exactRetry(
-          () => tfServingInputs(model, style, body, config.input),
-          () => tfServingInputs(model, style, exact(), config.input),
-        ),
-      ),
-  };
-}
-
-/** Triton's raw binary request: no JSON, the body is the one input's bytes, batch 1, every output binary. */
-function rawBinder(body: Uint8Array, model: string): RequestBinder {
-  return {
-    bindToModel(config) {
-      const input = onlyInput(config, 'a raw binary request (header length 0)');
-      const dims = config.maxBatchSize > 0 ? [1, ...input.dims] : [...input.dims];
-      const shape = rawBinaryShape(model, input.name, input.dataType, dims, body);
-      const data = decodeBinaryTensorData(model, input.name, input.dataType, shape, body);
-      return plainRequest(new Map([[input.name, Object.freeze({ datatype: input.dataType, shape: Object.freeze(shape), data })]]), {
-        binary_data_output: true,
-      });
-    },
-  };
-}
-
 /** The extra headers of most answers: none (one shared object, not one per answer). */
 const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
 
@@ -248,11 +166,13 @@ export interface HttpAnswer {
 
 export interface Exchange {
   /**
-   * The request, its syntax checked before any model is loaded: bound to the
-   * entry model's config inside InferenceService (always, since the bound
-   * request decides the answer). `model` is what the protocol's codecs name.
+   * The request, its syntax checked before any model is loaded, or a binder
+   * InferenceService binds to the entry model's config. `model` is what the
+   * protocol's codecs name.
    */
-  decode(model: string): RequestBinder;
+  decode(model: string): InferRequest | RequestBinder;
+  /** The answer's type when it carries one tensor (CSV, .npy): the request must get exactly one output. */
+  readonly oneOutput: string | undefined;
   answer(response: InferResponse): HttpAnswer;
   /** Bytes of text (JSON, CSV) the decoder parses on the main thread: the request's share of a turn (http/admission.ts). */
   readonly decodeTextBytes: number;
@@ -265,17 +185,20 @@ export interface Exchange {
 /** Characters a number takes in a JSON or CSV answer, about (a float32 printed in full, e.g. 0.14285714924335480, with its separator). */
 const TEXT_BYTES_PER_ELEMENT = 16;
 
-/** What decoding and binding learned that the answer depends on. */
+/** What decoding learned that the answer depends on. */
 interface Learned {
-  /** The bound request (which outputs it wants binary). */
-  bound: InferRequest | undefined;
+  /** A KServe v2 request (which outputs it wants binary); for a raw binary request, every output is binary. */
+  bound: InferRequest | 'all' | undefined;
   /** A TF Serving request is answered TF Serving style. */
   tfStyle: TfStyle | undefined;
 }
 
 /** A KServe v2 JSON header followed by binary tensor data, or Triton's raw binary request (header length 0). */
-function decodeBinary(body: Buffer, headerLength: number, model: string): InferRequest | RequestBinder {
-  if (headerLength === 0) return rawBinder(body, model);
+function decodeBinary(body: Buffer, headerLength: number, model: string, learned: Learned): InferRequest | RequestBinder {
+  if (headerLength === 0) {
+    learned.bound = 'all';
+    return rawBinder(body, model);
+  }
   const header = body.subarray(0, headerLength);
   const json = parseJsonBody(header, model);
   if (detectTfServing(json) !== undefined) {
@@ -285,10 +208,10 @@ function decodeBinary(body: Buffer, headerLength: number, model: string): InferR
     );
   }
   const binary = body.subarray(headerLength);
-  return exactRetry(
+  return (learned.bound = exactRetry(
     () => decodeInferRequest(json, model, binary),
     () => decodeInferRequest(parseJsonBody(header, model, true), model, binary),
-  );
+  ));
 }
 
 /** KServe v2 JSON, or TF Serving JSON (bound to the model's inputs later). */
@@ -308,10 +231,10 @@ function decodeJson(body: Buffer, octetStream: boolean, model: string, learned: 
   const json = read(false);
   learned.tfStyle = detectTfServing(json);
   if (learned.tfStyle !== undefined) return tfBinder(learned.tfStyle, json as Record<string, unknown>, () => read(true) as Record<string, unknown>, model);
-  return exactRetry(
+  return (learned.bound = exactRetry(
     () => decodeInferRequest(json, model),
     () => decodeInferRequest(read(true), model),
-  );
+  ));
 }
 
 function parseRequest(kind: BodyKind, body: Buffer, model: string, learned: Learned): InferRequest | RequestBinder {
@@ -321,35 +244,15 @@ function parseRequest(kind: BodyKind, body: Buffer, model: string, learned: Lear
     case 'npy':
       return npyBinder(decodeNpy(model, body));
     case 'binary':
-      return decodeBinary(body, kind.headerLength, model);
+      return decodeBinary(body, kind.headerLength, model, learned);
     case 'json':
       return decodeJson(body, kind.octetStream, model, learned);
   }
 }
 
-/** Binds `decoded` and checks that a CSV or .npy answer gets one output; the bound request is kept for the answer. */
-function answerBinder(decoded: InferRequest | RequestBinder, responseType: ResponseType, learned: Learned): RequestBinder {
-  return {
-    bindToModel(config) {
-      const request = 'bindToModel' in decoded ? decoded.bindToModel(config) : decoded;
-      if (responseType !== 'application/json') {
-        const outputs = request.outputs?.map((o) => o.name) ?? config.output.map((t) => t.name);
-        if (outputs.length !== 1) {
-          throw new ServingError(
-            'NOT_ACCEPTABLE',
-            `${responseType} carries one tensor but the request gets ${outputs.length} outputs (${outputs.map((o) => `'${o}'`).join(', ')}); ask for one output ("outputs": [{"name": ...}] in a KServe v2 request) or accept application/json`,
-          );
-        }
-      }
-      learned.bound = request;
-      return request;
-    },
-  };
-}
-
 /** Whether a KServe v2 answer writes output `name` as raw bytes (the bound request asked for it): the answer and its sizes decide alike. */
 function binaryOutput(learned: Learned, name: string): boolean {
-  return learned.bound !== undefined && wantsBinaryOutput(learned.bound, name);
+  return learned.bound === 'all' || (learned.bound !== undefined && wantsBinaryOutput(learned.bound, name));
 }
 
 function answerOf(response: InferResponse, responseType: ResponseType, family: RouteFamily, learned: Learned): HttpAnswer {
@@ -411,7 +314,8 @@ export function prepareExchange(headers: IncomingHttpHeaders, body: Buffer, fami
   const kind = bodyKind(headers, body.length, model);
   const learned: Learned = { bound: undefined, tfStyle: undefined };
   return {
-    decode: (name) => answerBinder(parseRequest(kind, body, name, learned), responseType, learned),
+    decode: (name) => parseRequest(kind, body, name, learned),
+    oneOutput: responseType === 'application/json' ? undefined : responseType,
     answer: (response) => answerOf(response, responseType, family, learned),
     decodeTextBytes: kind.kind === 'json' || kind.kind === 'csv' ? body.length : kind.kind === 'binary' ? kind.headerLength : 0,
     answerTextBytes: (response) => textBytesOf(response, responseType, learned),

@@ -12,6 +12,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { DefaultAccept } from '../config/server-config.js';
 import { inModel, withModel, withModelSync } from '../errors.js';
+import type { InferRequest } from '../protocol/infer-types.js';
 import type { InferenceCall, RequestBinder } from '../service/inference-call.js';
 import type { InferenceService, ModelHandle, ModelRef } from '../service/inference-service.js';
 import { RequestStats } from '../service/request-stats.js';
@@ -188,7 +189,7 @@ function callOf(deps: InferRouteDeps, ctx: RequestContext, entry: InferenceEntry
   const handle = entry.handle ?? deps.service.resolve(entry.ref);
   // Compute-input time counts the decode, as Triton's does.
   const stats = new RequestStats();
-  let request: RequestBinder;
+  let request: InferRequest | RequestBinder;
   try {
     request = exchange.decode(handle.label);
   } catch (err) {
@@ -203,6 +204,7 @@ function callOf(deps: InferRouteDeps, ctx: RequestContext, entry: InferenceEntry
       return ctx.log;
     },
     reachedModel: entry.admitted?.arrived,
+    oneOutput: exchange.oneOutput,
     stats,
   };
 }

@@ -4,7 +4,8 @@
  * once, handed to InferenceService.infer as one value: the model's handle, the
  * decoded request (or a binder when the wire format needs the model's
  * config), the version asked for, the client's cancellation, the log, the
- * admission ticket's hand-off, and the request's stats. The service never
+ * admission ticket's hand-off, what the answer's format allows, and the
+ * request's stats. The service never
  * calls back into a transport: the body is decoded before the call.
  */
 import type { Cancellation } from '../cancellation.js';
@@ -35,6 +36,8 @@ export interface InferenceCall {
   readonly log: Logger;
   /** Called once, when the request joins its model's queue (the admission stops counting it as on its way: service/admission.ts). */
   readonly reachedModel: (() => void) | undefined;
+  /** The answer's media type when it carries one tensor (CSV, .npy): the request must get exactly one output (NOT_ACCEPTABLE). */
+  readonly oneOutput: string | undefined;
   /** Started by the edge before the body was decoded. */
   readonly stats: RequestStats;
 }

@@ -66,6 +66,14 @@ interface BoundRequest {
   cacheKey: string | undefined;
 }
 
+/** Refused before the model runs: the answer's format (CSV, .npy) carries one tensor. */
+function oneTensorOnly(type: string, wanted: readonly string[]): ServingError {
+  return new ServingError(
+    'NOT_ACCEPTABLE',
+    `${type} carries one tensor but the request gets ${wanted.length} outputs (${wanted.map((o) => `'${o}'`).join(', ')}); ask for one output ("outputs": [{"name": ...}] in a KServe v2 request) or accept application/json`,
+  );
+}
+
 /** Triton's failure reasons (nv_inference_request_failure's label). */
 function failureReason(e: ServingError): string {
   return e.code === 'OVERLOADED' || e.code === 'TIMEOUT' ? 'REJECTED' : e.code === 'CANCELLED' ? 'CANCELED' : e.isClientFault ? 'OTHER' : 'BACKEND';
@@ -217,6 +225,8 @@ export class InferenceService {
     const served = servedVersion(entry, pkg.plan, call.version);
     call.stats.serving(seriesOf(pkg), entry.name, served.version);
     const request = isBinder(call.request) ? call.request.bindToModel(entry.config) : call.request;
+    const wanted = request.outputs?.map((o) => o.name) ?? allOutputs(entry.config);
+    if (call.oneOutput !== undefined && wanted.length !== 1) throw oneTensorOnly(call.oneOutput, wanted);
     const batch = validateRequest(request, entry.config);
     const cache = entry.config.responseCacheEnabled ? this.options.responseCache : undefined;
     if (entry.config.responseCacheEnabled && cache === undefined && !this.uncachedWarned.has(entry)) {
@@ -226,7 +236,6 @@ export class InferenceService {
         'the model enables response_cache but the server has none (MME_RESPONSE_CACHE_BYTES is 0): every request runs the model',
       );
     }
-    const wanted = request.outputs?.map((o) => o.name) ?? allOutputs(entry.config);
     return { label, pkg, entry, version: served.version, plan: served.plan, request, batch, wanted, cache, cacheKey: undefined };
   }
 
