@@ -82,7 +82,8 @@ it(`a warm /invocations request runs functions of at most ${MAX_FILES} src files
     await invoke();
     const files = filesThatRan(await session.post('Profiler.takePreciseCoverage'));
     await session.post('Profiler.stopPreciseCoverage');
-    t.diagnostic(`${files.length} src files ran for one warm request:\n${files.join('\n')}`);
+    t.diagnostic(`${files.length} src files ran for one warm request:`);
+    for (const file of files) t.diagnostic(file);
     assert.ok(files.includes('src/http/inference-front.ts'), files.join(', '));
     assert.ok(files.includes('src/service/inference-service.ts'), files.join(', '));
     assert.ok(files.length <= MAX_FILES, `${files.length} files ran for one warm request (bound ${MAX_FILES}): ${files.join(', ')}`);
