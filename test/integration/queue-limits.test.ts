@@ -6,7 +6,8 @@
  * process (keep-alive connections sending back to back, every answer timed),
  * /ping timed from this process on a new connection each time, as a health
  * check connects. Bounds are ratios within the same run, or generous:
- * - 429s come, and the client waits less for them than for a 200 (medians);
+ * - 429s come, and the client waits less for them than for a 200, or under
+ *   100 ms (medians);
  * - in the server's own log lines (durationMs: from the request's arrival to
  *   its answer, which the machine's load outside the server does not stretch
  *   as it stretches the client's clock), a refusal's median is under 1/20
@@ -133,7 +134,8 @@ function assertPromptRejections(r: FloodResult): string {
   const rejected = r.latencyMs['429'];
   assert.ok(accepted !== undefined && accepted.n > 0, `requests were served: ${report}`);
   assert.ok(rejected !== undefined && rejected.n > 0, `the limit refused requests: ${report}`);
-  assert.ok(rejected.p50 < accepted.p50, `the client waits less for a refusal than for an answer (medians): ${report}`);
+  // Held connections (MME_HOLD_REFUSED_CONNECTIONS) keep the answers prompt too, so the bound is either.
+  assert.ok(rejected.p50 < Math.max(accepted.p50, 100), `the client waits less for a refusal than for an answer, or under 100 ms (medians): ${report}`);
   assert.ok(r.serverMs.rejected.length > 0 && r.serverMs.accepted.length > 0, `the server logged both: ${report}`);
   assert.ok(server.rejected < 0.05 * server.accepted, `refused on arrival: the server's median for a 429 under 1/20 of a 200's: ${report}`);
   for (const status of Object.keys(r.statuses)) assert.ok(['200', '429', 'sockets'].includes(status), report);
