@@ -174,7 +174,7 @@ export interface Exchange {
   /** The answer's type when it carries one tensor (CSV, .npy): the request must get exactly one output. */
   readonly oneOutput: string | undefined;
   answer(response: InferResponse): HttpAnswer;
-  /** Bytes of text (JSON, CSV) the decoder parses on the main thread: the request's share of a turn (http/admission.ts). */
+  /** Bytes of text (JSON, CSV) the decoder parses on the main thread: the request's share of a turn (service/event-loop-turns.ts). */
   readonly decodeTextBytes: number;
   /** About how many bytes of text `answer(response)` writes on the main thread (binary outputs cost next to nothing). */
   answerTextBytes(response: InferResponse): number;

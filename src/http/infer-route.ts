@@ -34,7 +34,7 @@ export interface InferRouteDeps {
   readonly service: InferenceService;
   readonly bodyLimitBytes: number;
   readonly defaultAccept: DefaultAccept;
-  /** Bytes in flight and work per turn (http/admission.ts). */
+  /** Bytes in flight and work per turn (service/admission.ts). */
   readonly admission: Admission;
 }
 

@@ -47,7 +47,7 @@ function assemble(chunks: readonly Buffer[], total: number, alignAfter: number |
  * with that error.
  */
 /**
- * `ticket`: the request's bytes in flight (http/admission.ts). Its declared
+ * `ticket`: the request's bytes in flight (service/admission.ts). Its declared
  * Content-Length is reserved already; bytes past it (a body without one)
  * are reserved as they arrive, and the request fails with OVERLOADED once
  * they no longer fit.

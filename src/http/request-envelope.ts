@@ -53,7 +53,7 @@ export interface OpenOptions {
   readonly path?: string;
   /** Where the route label comes from at the end (express: the route it matched); default: `envelope.route`. */
   readonly routeOf?: () => string;
-  /** Every answer of this request goes out through writeHead with X-Request-Id in it (the lean path); see createRequestContext. */
+  /** Every answer of this request goes out through writeHead with X-Request-Id in it (the inference front); see createRequestContext. */
   readonly callerWritesId?: boolean;
 }
 

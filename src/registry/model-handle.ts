@@ -23,7 +23,7 @@ export type ModelRef =
 export interface ModelHandle {
   /** The model's name for logs, metrics and messages. */
   readonly label: string;
-  /** The same for every handle of the same model, distinct across provenances: the front counts requests on their way to a model by it (http/admission.ts). */
+  /** The same for every handle of the same model, distinct across provenances: the front counts requests on their way to a model by it (service/admission.ts). */
   readonly queueKey: string;
   /** A lease at once when the model is resident and ready, with no promise (the hot path); undefined: call acquire. */
   leaseNow(): Lease | undefined;

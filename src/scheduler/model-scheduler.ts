@@ -52,7 +52,7 @@ export interface ModelScheduler {
   /**
    * The queue a new request joins (the default priority level): how many
    * wait in it and the most that may. The HTTP front counts requests on their
-   * way to the model against the same limit (http/admission.ts).
+   * way to the model against the same limit (service/admission.ts).
    */
   queueDepth?(): QueueDepth;
 }

@@ -143,7 +143,7 @@ it('/ping answers within 2 s (or 2x a bare node:http server) under a flood of 51
 
 it('/ping answers within 2 s (or 2x a bare node:http server) while 16 connections send 5 MB JSON bodies', async (t) => {
   // Each body takes ~70 ms to parse and its answer ~130 ms to write on the main thread (on a quiet machine).
-  // Before the per-turn text budget (http/admission.ts) many of them ran in one event-loop turn: the worst
+  // Before the per-turn text budget (service/admission.ts) many of them ran in one event-loop turn: the worst
   // /ping under this flood took 6-18 s (32 connections); now one large body is parsed or answered per turn.
   const ELEMENTS = 300_000;
   const root = await tempDir(ctx);

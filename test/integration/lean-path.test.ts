@@ -1,11 +1,11 @@
 /**
- * The lean inference path (http/inference-front.ts) and express answer the
- * same requests the same way: each inference request is sent in its
- * canonical spelling (served by the lean path) and with a trailing slash
- * (which only express routes), and the two answers must agree in status,
- * body, content type, request id and custom attributes, for successes,
- * binary answers and errors on both route families. The route metric and
- * the request log lines come out for lean requests as for express ones.
+ * Every spelling of an inference route is one route: each inference
+ * request is sent in its canonical spelling and with a trailing slash (which
+ * express also matches, and which the inference front, http/inference-front.ts,
+ * now takes too), and the two answers must agree in status, body, content
+ * type, request id and custom attributes, for successes, binary answers and
+ * errors on both route families. The route metric and the request log lines
+ * come out the same for both.
  */
 import assert from 'node:assert/strict';
 import path from 'node:path';
@@ -59,7 +59,7 @@ async function post(p: string, body: string, headers: Record<string, string>): P
   };
 }
 
-/** The same request on the lean path (canonical path) and through express (trailing slash). */
+/** The same request in its canonical spelling and with a trailing slash. */
 async function bothPaths(p: string, body: string, headers: Record<string, string> = {}): Promise<{ lean: Answer; express: Answer }> {
   const lean = await post(p, body, { 'X-Request-Id': 'parity-lean', ...headers });
   const express = await post(`${p}/`, body, { 'X-Request-Id': 'parity-express', ...headers });
