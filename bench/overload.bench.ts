@@ -32,11 +32,11 @@ import { processCpuUs } from './lib/proc-cpu.js';
 import { markdownTable, textTable, type BenchReport, type Table } from './lib/report.js';
 import { benchSettings } from './lib/settings.js';
 import type { StormResult } from './lib/storm-client.js';
+import { runStorm } from './lib/storm.js';
 import { median, percentileSorted } from './lib/stats.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '..', '..');
-const STORM_CLIENT = path.join(here, 'lib', 'storm-client.js');
 const STORM = 1024;
 const LARGE = 512;
 const NEIGHBOUR_FLOOD = 128;
@@ -107,20 +107,6 @@ async function startServe(label: string, root: string, source: string, env: Read
   };
 }
 
-/** /ping on a new connection, ms to the first byte. */
-function ping(port: number): Promise<number> {
-  const started = performance.now();
-  return new Promise((resolve) => {
-    const sock = net.connect(port, '127.0.0.1', () => sock.write('GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'));
-    const done = (): void => {
-      sock.destroy();
-      resolve(performance.now() - started);
-    };
-    sock.once('data', done);
-    sock.once('error', done);
-  });
-}
-
 interface StormRun {
   readonly storm: StormResult;
   readonly seconds: number;
@@ -128,26 +114,11 @@ interface StormRun {
   readonly pingsMs: number[];
 }
 
-/** A storm against `server`, /ping probed meanwhile. */
+/** A storm against `server`, /ping probed meanwhile, and the server's CPU over it. */
 async function storm(server: Server, connections: number, seconds: number, route: string, target: string, bodyFile: string): Promise<StormRun> {
   const cpu0 = processCpuUs(server.pid);
-  const child = spawn(process.execPath, [STORM_CLIENT, String(server.port), String(connections), String(seconds), route, target, bodyFile], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let out = '';
-  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  let running = true;
-  void exited.then(() => (running = false));
-  const pingsMs: number[] = [];
-  await new Promise((r) => setTimeout(r, 500));
-  while (running) {
-    pingsMs.push(await ping(server.port));
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  await exited;
-  const cpuUs = processCpuUs(server.pid) - cpu0;
-  return { storm: JSON.parse(out.trim().split('\n').at(-1)!) as StormResult, seconds, cpuUs, pingsMs };
+  const run = await runStorm(server.port, { connections, seconds, route, target, bodyFile, pingEveryMs: 50 });
+  return { ...run, seconds, cpuUs: processCpuUs(server.pid) - cpu0 };
 }
 
 const ok = (r: StormRun): number => Object.entries(r.storm.statuses).reduce((n, [s, c]) => (s.startsWith('2') ? n + c : n), 0);
@@ -163,6 +134,21 @@ function spread(xs: readonly number[], digits = 2): string {
   const finite = xs.filter(Number.isFinite);
   if (finite.length === 0) return '-';
   return `${median(finite).toFixed(digits)} (${Math.min(...finite).toFixed(digits)}-${Math.max(...finite).toFixed(digits)})`;
+}
+
+/** Figures of the rounds, per server and name: what the tables print the median and spread of. */
+class RoundFigures {
+  private readonly byServer = new Map<string, Record<string, number[]>>();
+
+  add(server: string, key: string, value: number): void {
+    const f = this.byServer.get(server) ?? {};
+    (f[key] ??= []).push(value);
+    this.byServer.set(server, f);
+  }
+
+  of(server: string): Record<string, number[]> {
+    return this.byServer.get(server)!;
+  }
 }
 
 interface Roots {
@@ -203,12 +189,8 @@ async function settingCells(
   };
   for (const setting of SETTINGS) {
     const servers = await Promise.all(roots.map((r, i) => startServe(r.label, r.root, source, setting.env, path.join(work, `${setting.name}-${i}.log`))));
-    const figures = new Map<string, Record<string, number[]>>();
-    const add = (server: string, key: string, v: number): void => {
-      const f = figures.get(server) ?? {};
-      (f[key] ??= []).push(v);
-      figures.set(server, f);
-    };
+    const figures = new RoundFigures();
+    const add = (server: string, key: string, v: number): void => figures.add(server, key, v);
     for (const s of servers) await storm(s, 16, 1, '/invocations', 'mlp', bodies['mlp']!);
     for (let round = 0; round < repeats; round++) {
       const order = round % 2 === 0 ? servers : [...servers].reverse();
@@ -240,7 +222,7 @@ async function settingCells(
     }
     for (const s of servers) await s.stop();
     for (const r of roots) {
-      const f = figures.get(r.label)!;
+      const f = figures.of(r.label);
       rows.push([
         setting.name,
         r.label,
@@ -293,12 +275,8 @@ async function refusalCostCells(
       ),
     ),
   );
-  const figures = new Map<string, Record<string, number[]>>();
-  const add = (server: string, key: string, v: number): void => {
-    const f = figures.get(server) ?? {};
-    (f[key] ??= []).push(v);
-    figures.set(server, f);
-  };
+  const figures = new RoundFigures();
+  const add = (server: string, key: string, v: number): void => figures.add(server, key, v);
   for (const s of servers) await storm(s, 1, 1, '/invocations', 'mlp', bodies['mlp']!);
   for (let round = 0; round < repeats; round++) {
     for (const s of round % 2 === 0 ? servers : [...servers].reverse()) {
@@ -315,7 +293,7 @@ async function refusalCostCells(
   }
   for (const s of servers) await s.stop();
   for (const r of roots) {
-    const f = figures.get(r.label)!;
+    const f = figures.of(r.label);
     rows.push([r.label, spread(f['rps']!, 0), spread(f['aps']!, 0), spread(f['cpu']!, 1), spread(f['answer']!, 0), spread(f['load']!, 1)]);
   }
   return table;
@@ -348,12 +326,8 @@ async function neighbourCells(
     ],
   };
   const servers = await Promise.all(roots.map((r, i) => startServe(r.label, r.root, source, {}, path.join(work, `neighbour-${i}.log`))));
-  const figures = new Map<string, Record<string, number[]>>();
-  const add = (server: string, key: string, v: number): void => {
-    const f = figures.get(server) ?? {};
-    (f[key] ??= []).push(v);
-    figures.set(server, f);
-  };
+  const figures = new RoundFigures();
+  const add = (server: string, key: string, v: number): void => figures.add(server, key, v);
   for (const s of servers) {
     await storm(s, 1, 1, '/invocations', 'light', bodies['light']!);
     await storm(s, 16, 1, '/invocations', 'mlp', bodies['mlp']!);
@@ -384,7 +358,7 @@ async function neighbourCells(
   }
   for (const s of servers) await s.stop();
   for (const r of roots) {
-    const f = figures.get(r.label)!;
+    const f = figures.of(r.label);
     rows.push([
       r.label,
       spread(f['lp50a']!),

@@ -18,7 +18,6 @@
  * (test/unit/service/event-loop-turns.test.ts).
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
@@ -26,9 +25,10 @@ import { after, it } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import { mlp, tiny, writeModelDir } from '../../examples/models/zoo.js';
 import type { StormResult } from '../../bench/lib/storm-client.js';
+import { pingMs as ping, runStorm } from '../../bench/lib/storm.js';
 import { call, connect, inferRequest } from '../support/grpc-client.js';
 import { sample } from '../support/metric-value.js';
-import { repoRoot, startServe } from '../support/serve-process.js';
+import { startServe } from '../support/serve-process.js';
 import { tempDir } from '../support/temp-dir.js';
 import { startTestServer } from '../support/test-server.js';
 
@@ -117,30 +117,7 @@ it('one admission on every route: HTTP SageMaker 429 with Retry-After, KServe 50
 
 /** A storm from another process: `connections` connections, each sending again the moment any answer arrives. */
 async function storm(port: number, connections: number, seconds: number, bodyFile: string, target = 'mlp'): Promise<StormResult> {
-  const client = spawn(
-    process.execPath,
-    [path.join(repoRoot, 'dist/bench/lib/storm-client.js'), String(port), String(connections), String(seconds), '/invocations', target, bodyFile],
-    {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  );
-  let out = '';
-  client.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  await new Promise((r) => client.once('exit', r));
-  return JSON.parse(out.trim().split('\n').at(-1)!) as StormResult;
-}
-
-function ping(port: number): Promise<number> {
-  const started = performance.now();
-  return new Promise((resolve) => {
-    const sock = net.connect(port, '127.0.0.1', () => sock.write('GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'));
-    const done = (): void => {
-      sock.destroy();
-      resolve(performance.now() - started);
-    };
-    sock.once('data', done);
-    sock.once('error', done);
-  });
+  return (await runStorm(port, { connections, seconds, route: '/invocations', target, bodyFile })).storm;
 }
 
 it('a retry storm of 512 connections against MME_MAX_INFLIGHT_REQUESTS=32: goodput holds, refusals are prompt and say Retry-After, /ping answers', async (t) => {
