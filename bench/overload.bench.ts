@@ -13,7 +13,9 @@
  *   max, during the storm and during 512 connections sending 4×1024-float bodies;
  * - neighbours (defaults): a light model (16→4, one request at a time) p50
  *   and p99 while the MLP is flooded with 128 connections ÷ alone, and the
- *   MLP's throughput with the neighbour ÷ alone.
+ *   MLP's throughput with the neighbour ÷ alone; beside them the same ratios
+ *   with the flood sent to another server process instead (the floor: what
+ *   sharing the machine's cores alone costs the light model).
  * Every server runs twice in the same run when BENCH_BASELINE_ROOT names a
  * built checkout of the previous landed commit: `new` (this checkout) and
  * `base`, runs interleaved, medians of BENCH_REPEATS rounds with their
@@ -315,9 +317,11 @@ async function neighbourCells(
       'light p50 ms alone',
       'with flood',
       'p50 ratio',
+      'p50 ratio, flood in another process',
       'light p99 alone',
       'with flood',
       'p99 ratio',
+      'p99 ratio, flood in another process',
       'heavy req/s alone',
       'with light',
       'heavy ratio',
@@ -326,6 +330,10 @@ async function neighbourCells(
     ],
   };
   const servers = await Promise.all(roots.map((r, i) => startServe(r.label, r.root, source, {}, path.join(work, `neighbour-${i}.log`))));
+  // The control: the same flood against a second process of this checkout, so the light model shares only the machine's
+  // cores with it (no event loop, worker or queue in common). What the light model loses there is the machine's floor.
+  const apart = await startServe('apart', repo, source, {}, path.join(work, 'neighbour-apart.log'));
+  await storm(apart, 16, 1, '/invocations', 'mlp', bodies['mlp']!);
   const figures = new RoundFigures();
   const add = (server: string, key: string, v: number): void => figures.add(server, key, v);
   for (const s of servers) {
@@ -342,6 +350,10 @@ async function neighbourCells(
         storm(s, 1, seconds, '/invocations', 'light', bodies['light']!),
         storm(s, NEIGHBOUR_FLOOD, seconds, '/invocations', 'mlp', bodies['mlp']!),
       ]);
+      const [lightBesideApart] = await Promise.all([
+        storm(s, 1, seconds, '/invocations', 'light', bodies['light']!),
+        storm(apart, NEIGHBOUR_FLOOD, seconds, '/invocations', 'mlp', bodies['mlp']!),
+      ]);
       const p = (r: StormRun, q: 'p50' | 'p99'): number => r.storm.latencyMs['200']?.[q] ?? Number.NaN;
       add(s.label, 'lp50a', p(lightAlone, 'p50'));
       add(s.label, 'lp50', p(light, 'p50'));
@@ -352,11 +364,13 @@ async function neighbourCells(
       add(s.label, 'ha', ok(heavyAlone) / seconds);
       add(s.label, 'h', ok(heavy) / seconds);
       add(s.label, 'hr', ok(heavy) / ok(heavyAlone));
+      add(s.label, 'floor50', p(lightBesideApart, 'p50') / p(lightAlone, 'p50'));
+      add(s.label, 'floor99', p(lightBesideApart, 'p99') / p(lightAlone, 'p99'));
       add(s.label, 'hrefused', refused(heavy));
       add(s.label, 'load', os.loadavg()[0]!);
     }
   }
-  for (const s of servers) await s.stop();
+  for (const s of [...servers, apart]) await s.stop();
   for (const r of roots) {
     const f = figures.of(r.label);
     rows.push([
@@ -364,9 +378,11 @@ async function neighbourCells(
       spread(f['lp50a']!),
       spread(f['lp50']!),
       spread(f['r50']!),
+      spread(f['floor50']!),
       spread(f['lp99a']!),
       spread(f['lp99']!),
       spread(f['r99']!),
+      spread(f['floor99']!),
       spread(f['ha']!, 0),
       spread(f['h']!, 0),
       spread(f['hr']!),
@@ -395,21 +411,36 @@ export async function run(): Promise<BenchReport> {
     const roots: Roots[] = [{ label: 'new', root: repo }];
     const baseline = process.env['BENCH_BASELINE_ROOT'];
     if (baseline !== undefined && baseline !== '') roots.push({ label: 'base', root: path.resolve(baseline) });
-    const [storms] = await settingCells(roots, source, bodies, work, seconds, repeats);
-    const neighbours = await neighbourCells(roots, source, bodies, work, seconds, repeats);
-    const refusalCost = await refusalCostCells(roots, source, bodies, work, seconds, repeats);
+    const parts = overloadParts();
+    const tables: Record<string, Table> = {};
+    if (parts.has('storms')) tables['storms'] = (await settingCells(roots, source, bodies, work, seconds, repeats))[0]!;
+    if (parts.has('neighbours')) tables['neighbours'] = await neighbourCells(roots, source, bodies, work, seconds, repeats);
+    if (parts.has('refusals')) tables['refusalCost'] = await refusalCostCells(roots, source, bodies, work, seconds, repeats);
+    const shown = Object.values(tables);
     const note = `${seconds} s per run, ${repeats} rounds interleaved (median (min-max)); load average at the end: ${loadavg()}; ${os.cpus().length} CPUs`;
     return {
       name: 'overload',
       title: 'Overload: retry storms, refusal cost, health and neighbours',
-      settings: { seconds, repeats, storm: STORM, large: LARGE, neighbourFlood: NEIGHBOUR_FLOOD, baseline: baseline ?? null },
-      text: `${note}\n\n${textTable(storms!)}\n\n${textTable(neighbours)}\n\n${textTable(refusalCost)}`,
-      markdown: `${note}\n\n${markdownTable(storms!)}\n\n${markdownTable(neighbours)}\n\n${markdownTable(refusalCost)}`,
-      data: { storms: storms!.rows, neighbours: neighbours.rows, refusalCost: refusalCost.rows },
+      settings: { seconds, repeats, storm: STORM, large: LARGE, neighbourFlood: NEIGHBOUR_FLOOD, baseline: baseline ?? null, parts: [...parts] },
+      text: [note, ...shown.map(textTable)].join('\n\n'),
+      markdown: [note, ...shown.map(markdownTable)].join('\n\n'),
+      data: Object.fromEntries(Object.entries(tables).map(([k, t]) => [k, t.rows])),
     };
   } finally {
     await rm(work, { recursive: true, force: true });
   }
+}
+
+const PARTS = ['storms', 'neighbours', 'refusals'] as const;
+
+/** BENCH_OVERLOAD_PARTS (comma-separated: storms, neighbours, refusals): the tables to measure; default all three. */
+function overloadParts(): ReadonlySet<string> {
+  const raw = process.env['BENCH_OVERLOAD_PARTS'];
+  if (raw === undefined || raw.trim() === '') return new Set(PARTS);
+  const asked = raw.split(',').map((p) => p.trim());
+  const unknown = asked.filter((p) => !(PARTS as readonly string[]).includes(p));
+  if (unknown.length > 0) throw new Error(`BENCH_OVERLOAD_PARTS: unknown part(s) ${unknown.join(', ')}; known: ${PARTS.join(', ')}`);
+  return new Set(asked);
 }
 
 /** 4×1024 FP32 values in one v2 JSON body (the large-body flood). */
