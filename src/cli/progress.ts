@@ -35,7 +35,8 @@ export class ProgressBar {
   constructor(
     private readonly stream: NodeJS.WritableStream & { isTTY?: boolean },
     private readonly total: number,
-    private readonly label: string,
+    /** What is in progress, first on each line (`uploading model.tar.gz`). */
+    private readonly title: string,
     private readonly options: ProgressOptions = {},
   ) {
     this.intervalMs = options.intervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS;
@@ -52,7 +53,7 @@ export class ProgressBar {
     const perSecond = elapsed > 0 ? done / elapsed : 0;
     const rate = elapsed > 0 ? ` ${this.options.unit === undefined ? `${formatBytes(perSecond)}/s` : `${perSecond.toFixed(1)} ${this.options.unit}/s`}` : '';
     const eta = fraction > 0 && fraction < 1 && perSecond > 0 ? `, ${seconds((this.total - done) / perSecond)} left` : '';
-    return `${this.label} [${'#'.repeat(filled)}${'.'.repeat(WIDTH - filled)}] ${(fraction * 100).toFixed(0).padStart(3)}% ${this.amount(done)}/${this.amount(this.total)}${this.options.unit === undefined ? '' : ` ${this.options.unit}`}${rate}${eta}`;
+    return `${this.title} [${'#'.repeat(filled)}${'.'.repeat(WIDTH - filled)}] ${(fraction * 100).toFixed(0).padStart(3)}% ${this.amount(done)}/${this.amount(this.total)}${this.options.unit === undefined ? '' : ` ${this.options.unit}`}${rate}${eta}`;
   }
 
   /** `done` so far; `step` names what just finished (shown on plain lines). */

@@ -55,7 +55,7 @@ export function createLogger(level: LogLevel, destination?: DestinationStream): 
       level,
       base: { service: 'onnx-mme' },
       timestamp: pino.stdTimeFunctions.isoTime,
-      formatters: { level: (label) => ({ level: label }), log: roundDurations },
+      formatters: { level: (level) => ({ level }), log: roundDurations },
     },
     destination ?? logDestination(1),
   );

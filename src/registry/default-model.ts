@@ -106,7 +106,8 @@ function shortList(names: readonly string[]): string {
 
 /** The default model's provenance: its choice, made once, and its handle. */
 export class DefaultModel {
-  private readonly key = new KeySpace('default').key('');
+  private readonly keys = new KeySpace('default');
+  private readonly key = this.keys.key('');
   private choosing: Promise<DefaultChoice> | undefined;
   private chosen: DefaultChoice | undefined;
   readonly handle: ModelHandle;
@@ -148,8 +149,8 @@ export class DefaultModel {
       case 'target':
         return this.sources.acquire(c.target, cancel);
       case 'repository':
-        return this.lifecycle.acquire(this.key, c.label, cancel, (ctx) =>
-          this.sources.trackLoad(c.label, cancel?.requestId, (onPhase) =>
+        return this.lifecycle.acquire(this.keys.id('', c.label), cancel, (ctx) =>
+          this.sources.trackLoad(ctx.entry, cancel?.requestId, (onPhase) =>
             ctx.load({
               dir: c.dir,
               label: c.label,

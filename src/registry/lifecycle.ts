@@ -41,6 +41,17 @@ export class KeySpace {
   key(name: string): EntryKey {
     return `${this.prefix}:${name}` as EntryKey;
   }
+
+  /** The entry of `name` as the lifecycle loads it: its key and what logs and errors call it (`name` itself unless said otherwise). */
+  id(name: string, shownAs: string = name): EntryId {
+    return { key: this.key(name), label: shownAs };
+  }
+}
+
+/** Which entry a load is for: its key, and the model's name for logs and errors, made together once (KeySpace.id). */
+export interface EntryId {
+  readonly key: EntryKey;
+  readonly label: string;
 }
 
 /** A model's memory as the repository index and GET /models/{name} report it (undefined while not resident). */
@@ -69,9 +80,7 @@ export interface Lease {
 }
 
 /** An entry as its provenance sees it (read-only). */
-export interface LiveEntry {
-  readonly key: EntryKey;
-  readonly label: string;
+export interface LiveEntry extends EntryId {
   readonly state: EntryState;
   readonly pkg: LoadedPackage | undefined;
   readonly loaded: LoadedModelPackage | undefined;
@@ -179,9 +188,10 @@ export class ModelLifecycle {
     return this.lease(entry, entry.pkg);
   }
 
-  /** Lease the entry under `key`, loading it with `load` first when there is none (one load for all who ask meanwhile). */
-  async acquire(key: EntryKey, label: string, cancel: Cancellation | undefined, load: LoadFn, hooks: EntryHooks = NO_HOOKS): Promise<Lease> {
+  /** Lease the entry `id`, loading it with `load` first when there is none (one load for all who ask meanwhile). */
+  async acquire(id: EntryId, cancel: Cancellation | undefined, load: LoadFn, hooks: EntryHooks = NO_HOOKS): Promise<Lease> {
     if (this.closingState) throw shuttingDown();
+    const { key, label } = id;
     let entry = this.entries.get(key);
     if (entry?.state === 'UNLOADING') {
       await entry.ready.catch(() => undefined);
@@ -194,7 +204,7 @@ export class ModelLifecycle {
       return this.lease(entry, entry.pkg);
     }
     const waitStarted = this.clock.nowUs();
-    entry ??= this.start(key, label, load, hooks);
+    entry ??= this.start(id, load, hooks);
     const waited = entry;
     waited.waiting++;
     try {
@@ -208,13 +218,13 @@ export class ModelLifecycle {
   }
 
   /**
-   * Start loading `key` for a caller that holds the load rather than a lease
+   * Start loading `id` for a caller that holds the load rather than a lease
    * (POST /models): the entry stays pinned until `done` settles. The key must
    * be free (the caller checked).
    */
-  startPinned(key: EntryKey, label: string, load: LoadFn, hooks: EntryHooks = NO_HOOKS): PinnedLoad {
+  startPinned(id: EntryId, load: LoadFn, hooks: EntryHooks = NO_HOOKS): PinnedLoad {
     if (this.closingState) throw shuttingDown();
-    const entry = this.start(key, label, load, hooks);
+    const entry = this.start(id, load, hooks);
     entry.waiting++;
     const done = entry.ready.then((loaded) => loaded.pkg).finally(() => void entry.waiting--);
     return { entry, done };
@@ -285,7 +295,8 @@ export class ModelLifecycle {
 
   // ---------------------------------------------------------------- internals
 
-  private start(key: EntryKey, label: string, load: LoadFn, hooks: EntryHooks): Entry {
+  private start(id: EntryId, load: LoadFn, hooks: EntryHooks): Entry {
+    const { key, label } = id;
     const abort = new AbortController();
     const releases: (() => void)[] = [];
     const context = (entry: Entry): LoadContext => ({

@@ -14,7 +14,7 @@ import type { Cancellation } from '../cancellation.js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import { DEFAULT_EXTRACT_LIMITS } from '../store/extract-limits.js';
-import { KeySpace, memoryOf, type EntryHooks, type EntryKey, type Lease, type LiveEntry, type ModelLifecycle, type ResidentView } from './lifecycle.js';
+import { KeySpace, memoryOf, type EntryHooks, type Lease, type LiveEntry, type ModelLifecycle, type ResidentView } from './lifecycle.js';
 import { checkModelName, checkTargetHeader, info, ManagedRecords, type ManagedModelInfo, type ManagedRecord } from './managed-records.js';
 import { modelPathDir, resolveManagedUrl, type ManagedUrlLimits } from './managed-url.js';
 import { loadAndRelease, type ModelHandle } from './model-handle.js';
@@ -113,8 +113,7 @@ export class ManagedModels {
     const record = this.require(modelName, targetHeader);
     const fallbackName = record.targetHeader ? archiveBaseName(record.targetHeader) : modelName;
     return this.lifecycle.acquire(
-      this.keys.key(modelName),
-      record.label,
+      this.keys.id(modelName, record.label),
       cancel,
       (ctx) =>
         this.loading.run(modelName, { label: record.label, requestId: cancel?.requestId, firstPhase: 'preparing files' }, (progress) =>
@@ -218,8 +217,8 @@ export class ManagedModels {
 
   /** Registered in `loads` before its first await, so a DELETE or POST right after sees it. */
   private startLoad(modelName: string, url: string, targetHeader: string | undefined): Promise<ManagedModelInfo> {
-    const key: EntryKey = this.keys.key(modelName);
-    const label = targetHeader ?? modelName;
+    const id = this.keys.id(modelName, targetHeader ?? modelName);
+    const { label } = id;
     let cancelled: ServingError | undefined;
     let entry: LiveEntry | undefined;
     // A DELETE sets `cancelled` during an await; TypeScript cannot see that, and after a first check would type it `never`.
@@ -235,8 +234,7 @@ export class ManagedModels {
         (await flatModelName(dir, configMaxBytes === undefined ? {} : { configMaxBytes })) ?? (targetHeader ? archiveBaseName(targetHeader) : modelName);
       throwIfCancelled();
       const loading = this.lifecycle.startPinned(
-        key,
-        label,
+        id,
         (ctx) =>
           this.loading.run(modelName, { label, requestId: undefined, firstPhase: 'preparing files' }, (progress) =>
             ctx.load({ dir, label, fallbackName, seriesTarget: modelName, onPhase: (phase) => progress.setPhase(phase) }),

@@ -59,6 +59,14 @@ export interface MemoryManagerOptions {
   readonly clock?: Clock;
 }
 
+/** Who asks for memory: a model's load (registry/package-loader.ts PackageLoadRequest is one), named in its errors and logs. */
+export interface Claimant {
+  /** The model's name for messages and logs. */
+  readonly label: string;
+  /** Aborted when the load is cancelled: the wait for memory ends with CANCELLED. */
+  readonly signal?: AbortSignal | undefined;
+}
+
 /** A model's share of the budget; release() gives it back (idempotent). */
 export interface Reservation {
   readonly bytes: number;
@@ -168,10 +176,11 @@ export class MemoryManager {
   }
 
   /**
-   * Reserve `bytes` for `label`, evicting idle residents (LRU first) and, if
+   * Reserve `bytes` for `claimant`, evicting idle residents (LRU first) and, if
    * pinned ones hold the room, waiting for them. Throws INSUFFICIENT_MEMORY.
    */
-  async reserve(label: string, bytes: number, signal?: AbortSignal): Promise<Reservation> {
+  async reserve(claimant: Claimant, bytes: number): Promise<Reservation> {
+    const { label, signal } = claimant;
     const need = Math.max(0, Math.ceil(bytes));
     if (need > this.budgetBytes) {
       throw new ServingError(
@@ -190,7 +199,10 @@ export class MemoryManager {
       if (signal?.aborted) throw new ServingError('CANCELLED', `model '${label}': cancelled while waiting for memory`, { model: label });
       const bytesOver = this.used + need - this.budgetBytes;
       const countOver = this.maxModels === undefined ? 0 : this.count + 1 - this.maxModels;
-      if (bytesOver <= 0 && countOver <= 0) return this.grant(label, need, waited);
+      if (bytesOver <= 0 && countOver <= 0) {
+        if (waited) this.options.logger.info({ model: label, bytes: need }, 'memory became available');
+        return this.grant(need);
+      }
       const victims = this.pickVictims(bytesOver, countOver);
       if (victims.length > 0) {
         await Promise.all(victims.map((v) => this.evict(v, `to make room for '${label}'`)));
@@ -269,11 +281,10 @@ export class MemoryManager {
     return this.clock.nowUs() / 1000;
   }
 
-  private grant(label: string, bytes: number, waited: boolean): Reservation {
+  private grant(bytes: number): Reservation {
     this.used += bytes;
     this.count += 1;
     this.report();
-    if (waited) this.options.logger.info({ model: label, bytes }, 'memory became available');
     let size = bytes;
     let released = false;
     return {

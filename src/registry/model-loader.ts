@@ -101,13 +101,19 @@ export interface ModelLoaderDeps {
   readonly processGrowth?: () => number | undefined;
   /** Build the package's sessions, schedulers and plan (registry/package-loader.ts loadPackage). */
   readonly loadPackage: (request: PackageLoadRequest) => Promise<LoadedPackage>;
-  /** Run each session once before traffic (registry/warmup.ts); µs of each version's implicit run, where there was one. */
-  readonly warmUp: (model: LoadedModel, label: string) => Promise<WarmupTimes | void>;
+  /** Run each session once before traffic (registry/warmup.ts), for the load `request`; µs of each version's implicit run, where there was one. */
+  readonly warmUp: (model: LoadedModel, request: PackageLoadRequest) => Promise<WarmupTimes | void>;
   /**
    * Decide where each session runs (runtime/session-placement.ts), knowing the warm-up's run times;
    * `book` books a main-thread copy in the model's reservation while it exists.
    */
-  readonly place: (model: LoadedModel, label: string, warmupRunUs: WarmupTimes | undefined, book: CopyBooking, sizeOf?: FilesBytes) => Promise<void>;
+  readonly place: (
+    model: LoadedModel,
+    request: PackageLoadRequest,
+    warmupRunUs: WarmupTimes | undefined,
+    book: CopyBooking,
+    sizeOf?: FilesBytes,
+  ) => Promise<void>;
   /** Budget bytes predicted from the package's files before loading, and the files' own bytes. */
   readonly predictFiles: (
     dir: string,
@@ -142,10 +148,10 @@ export interface ModelLoaderOptions {
   readonly copies?: MainThreadCopies;
 }
 
-/** Placement of every ONNX version of a model (the runtime decides; this supplies the files and the zeros). */
+/** Placement of every ONNX version of a model of the load `request` (the runtime decides; this supplies the files and the zeros). */
 export function placeModel(
   model: LoadedModel,
-  label: string,
+  request: PackageLoadRequest,
   settings: PlacementSettings,
   logger: Logger,
   warmupRunUs?: WarmupTimes,
@@ -159,7 +165,7 @@ export function placeModel(
     fileBytes: () => sizeOf(path.join(model.dir, String(v.version))),
     warmupRunUs: warmupRunUs?.get(v.version),
   }));
-  return placeSessions(model.config, versions, (rows) => zeroFeeds(model.config, rows), label, settings, logger, book, copies);
+  return placeSessions(model.config, versions, (rows) => zeroFeeds(model.config, rows), request.label, settings, logger, book, copies);
 }
 
 /** The loader the server runs: real packages, warm-up, placement and probes. */
@@ -172,8 +178,8 @@ export function createModelLoader(options: ModelLoaderOptions): PackageModelLoad
     // The package owns the series handle from here: its release, or loadPackage's own failure, hands it back.
     loadPackage: (request) =>
       loadPackage(request.seriesTarget === undefined ? request : { ...request, metrics: options.metrics.forTarget(request.seriesTarget) }, loadDeps),
-    warmUp: (model, label) => warmUpModel(model, logger.child({ model: label })),
-    place: (model, label, warmupRunUs, book, sizeOf) => placeModel(model, label, placement, logger, warmupRunUs, book, copies, sizeOf),
+    warmUp: (model, request) => warmUpModel(model, logger.child({ model: request.label })),
+    place: (model, request, warmupRunUs, book, sizeOf) => placeModel(model, request, placement, logger, warmupRunUs, book, copies, sizeOf),
     predictFiles: predictPackageFootprint,
     footprint: loadedFootprint,
     ...(options.idleRssBytes === undefined ? {} : { processGrowth: () => processRssBytes() - options.idleRssBytes! }),
@@ -319,7 +325,7 @@ export class PackageModelLoader implements ModelLoader {
     a.freeSlot = await this.slots.acquire(signal);
     a.stage('slot');
     request.onPhase?.('waiting for memory');
-    const held = (a.reservation = await memory.reserve(request.label, loadPeakBytes(predicted, files), signal));
+    const held = (a.reservation = await memory.reserve(request, loadPeakBytes(predicted, files)));
     a.stage('reserve');
     const gpuBefore = probe.gpuBytes ? await probe.gpuBytes() : undefined;
     const token = (a.token = this.measurement.begin());
@@ -389,10 +395,10 @@ export class PackageModelLoader implements ModelLoader {
     request.onPhase?.('warming up');
     for (const model of pkg.models.values()) {
       throwIfAborted(request.signal);
-      const warmupRunUs = await this.deps.warmUp(model, request.label);
+      const warmupRunUs = await this.deps.warmUp(model, request);
       a.stage('warmup');
       throwIfAborted(request.signal);
-      await this.deps.place(model, request.label, warmupRunUs ?? undefined, book, sizeOf);
+      await this.deps.place(model, request, warmupRunUs ?? undefined, book, sizeOf);
       a.stage('place');
     }
   }

@@ -170,7 +170,7 @@ export async function checkPackage(request: PackageLoadRequest, deps: PackageLoa
     problems.push(problemOf(inModel(err, request.label), undefined));
   }
 
-  const builder = new PackageBuilder(layout, request.label, deps);
+  const builder = new PackageBuilder(layout, request, deps);
   const failed = new Set<string>();
   const models: CheckedModel[] = [];
   try {

@@ -182,12 +182,12 @@ function refuseOtherFramework(draft: ModelConfigDraft): void {
 }
 
 /**
- * The name a model of the package `label` goes by in messages and logs: the
- * package's own for a single-model package, `<label>/<model>` for each model
- * of a repository.
+ * The name a model of the package `pkg` goes by in messages and logs: the
+ * package's own for a single-model package, `<package>/<model>` for each
+ * model of a repository.
  */
-export function modelLabelOf(label: string, layout: RepositoryLayout, md: ModelDirectory): string {
-  return layout.singleModel ? label : `${label}/${md.name}`;
+export function modelLabelOf(pkg: Pick<PackageLoadRequest, 'label'>, layout: RepositoryLayout, md: ModelDirectory): string {
+  return layout.singleModel ? pkg.label : `${pkg.label}/${md.name}`;
 }
 
 /**
@@ -221,12 +221,11 @@ export class PackageBuilder {
   readonly sequences = new PackageSequences();
   private readonly tracker: SequenceTracker;
 
+  /** Builds the package of `request` (its name for messages, its series, its abort signal) from `layout`. */
   constructor(
     private readonly layout: RepositoryLayout,
-    private readonly label: string,
+    private readonly request: Pick<PackageLoadRequest, 'label' | 'metrics' | 'signal'>,
     private readonly deps: PackageLoadDeps,
-    private readonly metrics?: TargetMetrics,
-    private readonly signal?: AbortSignal,
   ) {
     this.tracker = deps.sequences ?? new SequenceTracker(DEFAULT_MAX_SEQUENCES);
   }
@@ -235,9 +234,11 @@ export class PackageBuilder {
     const done = this.models.get(md.name);
     if (done) return done;
     // Unloaded while loading: no further model's sessions are created (those made so far are released by the caller).
-    throwIfAborted(this.signal);
+    throwIfAborted(this.request.signal);
     if (this.loading.has(md.name)) {
-      throw new ServingError('INVALID_MODEL', `model '${this.label}': ensemble steps refer back to '${md.name}' (a cycle)`, { model: this.label });
+      throw new ServingError('INVALID_MODEL', `model '${this.request.label}': ensemble steps refer back to '${md.name}' (a cycle)`, {
+        model: this.request.label,
+      });
     }
     this.loading.add(md.name);
     // finally: a model that failed may be asked for again (the collecting check
@@ -258,7 +259,7 @@ export class PackageBuilder {
   }
 
   private labelOf(md: ModelDirectory): string {
-    return modelLabelOf(this.label, this.layout, md);
+    return modelLabelOf(this.request, this.layout, md);
   }
 
   /** Models loaded so far, by directory name. */
@@ -490,7 +491,7 @@ export class PackageBuilder {
       instances: executors,
       batchesPerInstance,
       logger: this.deps.logger,
-      ...(this.metrics ? { metrics: this.metrics.forModel(name, String(version)) } : {}),
+      ...(this.request.metrics ? { metrics: this.request.metrics.forModel(name, String(version)) } : {}),
     });
   }
 
@@ -524,7 +525,7 @@ export class PackageBuilder {
     executors: ModelExecutor[],
     initialStates: ReadonlyMap<string, Tensor>,
   ): ModelScheduler {
-    const cells = this.metrics?.forModel(name, String(version));
+    const cells = this.request.metrics?.forModel(name, String(version));
     const sequences = this.sequences;
     return new SequenceBatcher({
       model: modelLabel,
@@ -561,7 +562,7 @@ export class PackageBuilder {
     const plan = this.plan(entry);
     const models = new Map(this.models);
     let released: Promise<void> | undefined;
-    const metrics = this.metrics;
+    const metrics = this.request.metrics;
     if (metrics !== undefined) {
       metrics.setEntryModel(entry.name);
       // Every served version has its cells from the start (an ensemble has no scheduler to make them): statistics list them before any traffic.
@@ -569,7 +570,7 @@ export class PackageBuilder {
       for (const v of versions) metrics.forModel(entry.name, String(v));
     }
     return {
-      label: this.label,
+      label: this.request.label,
       dir,
       entry,
       models,
@@ -604,7 +605,7 @@ export async function loadPackage(request: PackageLoadRequest, deps: PackageLoad
   try {
     const layout = await scanRepository(request.dir, request.fallbackName, deps.configMaxBytes === undefined ? {} : { configMaxBytes: deps.configMaxBytes });
     const entryDir = chooseEntryModel(layout, request.preferredEntry);
-    builder = new PackageBuilder(layout, request.label, deps, request.metrics, request.signal);
+    builder = new PackageBuilder(layout, request, deps);
     const entry = await builder.load(entryDir);
     return builder.packaged(entry, layout.root);
   } catch (err) {

@@ -16,7 +16,7 @@ import { inModel, withModel } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { SourceEntry } from '../store/model-source.js';
 import { archiveStem } from '../store/target-path.js';
-import { modelLabelOf, preflightModel } from './package-loader.js';
+import { modelLabelOf, preflightModel, type PackageLoadRequest } from './package-loader.js';
 import { chooseEntryModel, scanRepository, type ScanOptions } from './repository-layout.js';
 
 export type SurveyState = 'ready to load' | 'broken' | 'archive (checked when loaded)';
@@ -35,15 +35,18 @@ export const BROKEN_LINES_MAX = 200;
 /** Model directories checked at once (each a few file reads). */
 const SURVEY_CONCURRENCY = 8;
 
-/** The reason a model directory would fail to load (without sessions), or undefined when it looks loadable. */
-export async function preflightPackage(dir: string, label: string, fallbackName: string, options: ScanOptions = {}): Promise<string | undefined> {
+/** The reason the package `pkg` would fail to load (without sessions), or undefined when it looks loadable. */
+export async function preflightPackage(
+  pkg: Pick<PackageLoadRequest, 'dir' | 'label' | 'fallbackName'>,
+  options: ScanOptions = {},
+): Promise<string | undefined> {
   try {
-    const layout = await scanRepository(dir, fallbackName, options);
+    const layout = await scanRepository(pkg.dir, pkg.fallbackName, options);
     chooseEntryModel(layout);
-    for (const md of layout.models) await withModel(modelLabelOf(label, layout, md), () => preflightModel(layout, md));
+    for (const md of layout.models) await withModel(modelLabelOf(pkg, layout, md), () => preflightModel(layout, md));
     return undefined;
   } catch (err) {
-    return err instanceof Error ? inModel(err, label).message : String(err);
+    return err instanceof Error ? inModel(err, pkg.label).message : String(err);
   }
 }
 
@@ -57,7 +60,7 @@ export const ROOT_PACKAGE = '(the source root: the default model)';
  */
 export async function surveyLocalSource(root: string, entries: readonly SourceEntry[], options: ScanOptions = {}): Promise<SurveyRow[]> {
   if (entries.length === 0) {
-    const reason = await preflightPackage(root, 'default', 'model', options);
+    const reason = await preflightPackage({ dir: root, label: 'default', fallbackName: 'model' }, options);
     return [reason === undefined ? { model: ROOT_PACKAGE, state: 'ready to load' } : { model: ROOT_PACKAGE, state: 'broken', reason }];
   }
   const rows: SurveyRow[] = new Array<SurveyRow>(entries.length);
@@ -70,7 +73,10 @@ export async function surveyLocalSource(root: string, entries: readonly SourceEn
         rows[i] = { model: e.target, state: 'archive (checked when loaded)' };
         continue;
       }
-      const reason = await preflightPackage(path.join(root, e.target), e.target, archiveStem(path.posix.basename(e.target)), options);
+      const reason = await preflightPackage(
+        { dir: path.join(root, e.target), label: e.target, fallbackName: archiveStem(path.posix.basename(e.target)) },
+        options,
+      );
       rows[i] = reason === undefined ? { model: e.target, state: 'ready to load' } : { model: e.target, state: 'broken', reason };
     }
   };

@@ -140,11 +140,11 @@ export class SourceModels {
     const remembered = this.missing.remembered(normalized);
     if (remembered !== undefined) throw remembered;
     const target = await this.canonicalTarget(normalized, cancel);
-    const key = this.keys.key(target);
-    const existing = this.lifecycle.find(key);
+    const id = this.keys.id(target);
+    const existing = this.lifecycle.find(id.key);
     if (existing?.state === 'READY' && this.isStale(existing)) await abortable(this.revalidate(existing), cancel?.signal, target);
     if (existing === undefined) await this.refuseRecentFailure(target, cancel);
-    return this.lifecycle.acquire(key, target, cancel, (ctx) => this.loadFromSource(target, ctx, cancel?.requestId));
+    return this.lifecycle.acquire(id, cancel, (ctx) => this.loadFromSource(target, ctx, cancel?.requestId));
   }
 
   /** An explicit load: a remembered failure is forgotten, and a resident package with a step stopped for good is loaded afresh. */
@@ -185,8 +185,9 @@ export class SourceModels {
     });
   }
 
-  /** A load of a package of the source root itself (the default model of a repository): with its progress lines and phases. */
-  trackLoad<T>(label: string, requestId: string | undefined, load: (onPhase: (phase: LoadPhase) => void) => Promise<T>): Promise<T> {
+  /** A load of a package of the source root itself (the default model of a repository, `entry`): with its progress lines and phases. */
+  trackLoad<T>(entry: LiveEntry, requestId: string | undefined, load: (onPhase: (phase: LoadPhase) => void) => Promise<T>): Promise<T> {
+    const { label } = entry;
     return this.loading.run(label, { label, requestId, firstPhase: 'preparing files' }, (progress) => load((phase) => progress.setPhase(phase)));
   }
 

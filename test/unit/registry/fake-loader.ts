@@ -106,7 +106,7 @@ export class FakeLoader implements ModelLoader {
     if (!this.hold) gate.resolve();
     let pkgPromise!: Promise<FakePackage>;
     const result = (async (): Promise<LoadedModelPackage> => {
-      const reservation = await this.memory.reserve(request.label, this.bytesOf(request.label));
+      const reservation = await this.memory.reserve(request, this.bytesOf(request.label));
       try {
         await gate.promise;
         const failure = this.failures.get(request.label);

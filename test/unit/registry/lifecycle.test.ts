@@ -40,8 +40,8 @@ describe('ModelLifecycle', () => {
     const { lifecycle, loader } = fixture();
     const targets = new KeySpace('target');
     const managed = new KeySpace('managed');
-    const a = await lifecycle.acquire(targets.key('m'), 'm', undefined, loadOf('/t/m'));
-    const b = await lifecycle.acquire(managed.key('m'), 'm', undefined, loadOf('/s/m'));
+    const a = await lifecycle.acquire(targets.id('m'), undefined, loadOf('/t/m'));
+    const b = await lifecycle.acquire(managed.id('m'), undefined, loadOf('/s/m'));
     assert.notEqual(a.pkg, b.pkg);
     assert.equal(loader.calls.length, 2);
     assert.equal(lifecycle.loadedCount(), 2);
@@ -53,8 +53,8 @@ describe('ModelLifecycle', () => {
     const { lifecycle, loader, clock, metrics } = fixture();
     const key = new KeySpace('x').key('a');
     loader.hold = true;
-    const first = lifecycle.acquire(key, 'a', undefined, loadOf('/a'));
-    const second = lifecycle.acquire(key, 'a', undefined, loadOf('/a-other'));
+    const first = lifecycle.acquire({ key, label: 'a' }, undefined, loadOf('/a'));
+    const second = lifecycle.acquire({ key, label: 'a' }, undefined, loadOf('/a-other'));
     await settle();
     assert.equal(loader.calls.length, 1);
     assert.equal(lifecycle.tryLease(lifecycle.find(key)), undefined, 'LOADING: no lease at once');
@@ -77,10 +77,10 @@ describe('ModelLifecycle', () => {
     const key = new KeySpace('x').key('a');
     const log: string[] = [];
     loader.failures.set('/bad', new Error('bad graph'));
-    await assert.rejects(lifecycle.acquire(key, 'bad', undefined, loadOf('/bad', log)), /bad graph/);
+    await assert.rejects(lifecycle.acquire({ key, label: 'bad' }, undefined, loadOf('/bad', log)), /bad graph/);
     assert.deepEqual(log, ['released /bad']);
     assert.equal(lifecycle.find(key), undefined, 'a failed load leaves no entry');
-    const lease = await lifecycle.acquire(key, 'a', undefined, loadOf('/a', log));
+    const lease = await lifecycle.acquire({ key, label: 'a' }, undefined, loadOf('/a', log));
     const pkg = await loader.calls[1]!.result;
     const unloading = lifecycle.unload(lifecycle.find(key)!);
     await settle();
@@ -97,7 +97,7 @@ describe('ModelLifecycle', () => {
     const { lifecycle, loader } = fixture();
     const key = new KeySpace('x').key('a');
     loader.hold = true;
-    const waiting = lifecycle.acquire(key, 'a', undefined, loadOf('/a'));
+    const waiting = lifecycle.acquire({ key, label: 'a' }, undefined, loadOf('/a'));
     waiting.catch(() => undefined);
     await settle();
     const signal = loader.calls[0]!.request.signal!;
@@ -116,9 +116,9 @@ describe('ModelLifecycle', () => {
     const keys = new KeySpace('x');
     const evicted: string[] = [];
     const hooks = { onEvict: (e: { label: string }) => void evicted.push(e.label) };
-    (await lifecycle.acquire(keys.key('a'), 'a', undefined, loadOf('/a'), hooks)).release();
-    (await lifecycle.acquire(keys.key('b'), 'b', undefined, loadOf('/b'), hooks)).release();
-    const held = await lifecycle.acquire(keys.key('c'), 'c', undefined, loadOf('/c'), hooks);
+    (await lifecycle.acquire(keys.id('a'), undefined, loadOf('/a'), hooks)).release();
+    (await lifecycle.acquire(keys.id('b'), undefined, loadOf('/b'), hooks)).release();
+    const held = await lifecycle.acquire(keys.id('c'), undefined, loadOf('/c'), hooks);
     assert.deepEqual(evicted, ['a'], 'least recently used first');
     assert.equal(lifecycle.find(keys.key('a')), undefined);
     assert.equal(lifecycle.loadedCount(), 2);
@@ -128,11 +128,11 @@ describe('ModelLifecycle', () => {
   test('close refuses new work and waits for the last lease', async () => {
     const { lifecycle } = fixture();
     const key = new KeySpace('x').key('a');
-    const lease = await lifecycle.acquire(key, 'a', undefined, loadOf('/a'));
+    const lease = await lifecycle.acquire({ key, label: 'a' }, undefined, loadOf('/a'));
     const gate = deferred();
     const closing = lifecycle.close().then(() => gate.resolve());
     await settle();
-    await assert.rejects(lifecycle.acquire(new KeySpace('x').key('b'), 'b', undefined, loadOf('/b')), isServingError('SHUTTING_DOWN', /shutting down/));
+    await assert.rejects(lifecycle.acquire(new KeySpace('x').id('b'), undefined, loadOf('/b')), isServingError('SHUTTING_DOWN', /shutting down/));
     assert.equal(lifecycle.tryLease(lifecycle.find(key)), undefined);
     lease.release();
     await closing;

@@ -32,7 +32,7 @@ interface FakeResident extends Resident {
 
 /** Reserve and register a resident the way the registry does. */
 async function resident(memory: MemoryManager, key: string, bytes: number): Promise<FakeResident> {
-  const reservation = await memory.reserve(key, bytes);
+  const reservation = await memory.reserve({ label: key }, bytes);
   const r: FakeResident = {
     key,
     label: key,
@@ -74,7 +74,7 @@ describe('MemoryManager', () => {
     a.inflight = 1;
     b.inflight = 1;
     let granted = false;
-    const waiting = memory.reserve('c', 100).then((r) => {
+    const waiting = memory.reserve({ label: 'c' }, 100).then((r) => {
       granted = true;
       return r;
     });
@@ -101,7 +101,7 @@ describe('MemoryManager', () => {
   it('a model larger than the whole budget is refused at once with both sizes', async () => {
     const { memory } = manager(1000);
     await assert.rejects(
-      memory.reserve('huge', 5000),
+      memory.reserve({ label: 'huge' }, 5000),
       isServingError('INSUFFICIENT_MEMORY', /model 'huge' needs about 5000 bytes of memory, more than the whole memory budget of 1000 bytes/),
     );
     assert.equal(memory.usedBytes, 0);
@@ -112,7 +112,7 @@ describe('MemoryManager', () => {
     const a = await resident(memory, 'a', 100);
     a.inflight = 1;
     await assert.rejects(
-      memory.reserve('b', 50),
+      memory.reserve({ label: 'b' }, 50),
       isServingError(
         'INSUFFICIENT_MEMORY',
         /model 'b' needs about 50 bytes but 100 of the 100-byte memory budget .* held by models with requests in flight or loading/,
@@ -152,7 +152,7 @@ describe('MemoryManager', () => {
     const a = await resident(memory, 'a', 100);
     a.inflight = 1;
     let outcome: unknown;
-    const waiting = memory.reserve('b', 50).then(
+    const waiting = memory.reserve({ label: 'b' }, 50).then(
       () => (outcome = 'granted'),
       (err: unknown) => (outcome = err),
     );
@@ -169,7 +169,7 @@ describe('MemoryManager', () => {
     const { memory } = manager(100, { waitMs: 30_000, clock });
     const a = await resident(memory, 'a', 100);
     a.inflight = 1;
-    const waiting = memory.reserve('b', 50);
+    const waiting = memory.reserve({ label: 'b' }, 50);
     await clock.advance(1_000);
     a.inflight = 0;
     memory.notify();

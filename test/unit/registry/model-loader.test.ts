@@ -71,7 +71,7 @@ function rig(
       return fakePackage(request);
     },
     warmUp: async () => {},
-    place: async (_model, _label, _warmup, book) => {
+    place: async (_model, _request, _warmup, book) => {
       options.books?.push(book);
     },
     predictFiles: async () => ({ predictedBytes: files + MIB, fileBytes: files }),
@@ -250,7 +250,11 @@ describe('reconciliation of measured memory with the budget', () => {
       metrics: createMetrics(),
       measure: () => measured,
     });
-    const grants = [await memory.reserve('a', 20 * MIB), await memory.reserve('b', 20 * MIB), await memory.reserve('c', 20 * MIB)];
+    const grants = [
+      await memory.reserve({ label: 'a' }, 20 * MIB),
+      await memory.reserve({ label: 'b' }, 20 * MIB),
+      await memory.reserve({ label: 'c' }, 20 * MIB),
+    ];
     const rs = ['a', 'b', 'c'].map((k) => resident(memory, k, 20 * MIB, log));
     for (const [i, r] of rs.entries()) r.evict = async () => void (log.push(r.key), grants[i]!.release(), (measured -= 20 * MIB));
     memory.touch('a'); // a is now the most recently used
@@ -273,11 +277,11 @@ describe('reconciliation of measured memory with the budget', () => {
       metrics: createMetrics(),
       measure: () => measured,
     });
-    const old = await memory.reserve('old', 10 * MIB);
+    const old = await memory.reserve({ label: 'old' }, 10 * MIB);
     const r = resident(memory, 'old', 10 * MIB, log);
     r.evict = async () => void (log.push('old'), old.release(), (measured -= 60 * MIB));
     // Reservations alone (10 + 20 of 100) would admit it at once; the process holds 90 MiB.
-    const grant = await memory.reserve('new', 20 * MIB);
+    const grant = await memory.reserve({ label: 'new' }, 20 * MIB);
     assert.deepEqual(log, ['old']);
     grant.release();
   });
@@ -292,9 +296,9 @@ describe('reconciliation of measured memory with the budget', () => {
       metrics: createMetrics(),
       measure: () => 10_000 * MIB,
     });
-    const first = await memory.reserve('a', 10 * MIB);
+    const first = await memory.reserve({ label: 'a' }, 10 * MIB);
     resident(memory, 'a', 10 * MIB, log).evict = async () => void (log.push('a'), first.release());
-    const second = await memory.reserve('b', 10 * MIB);
+    const second = await memory.reserve({ label: 'b' }, 10 * MIB);
     assert.deepEqual(log, ['a'], 'the idle model went');
     assert.equal(memory.usedBytes, 10 * MIB, 'and the load went ahead on its reservation');
     second.release();
@@ -312,7 +316,7 @@ describe('reconciliation of measured memory with the budget', () => {
       },
     });
     assert.equal(memory.measuredBytes(), undefined);
-    (await memory.reserve('a', 10 * MIB)).release();
+    (await memory.reserve({ label: 'a' }, 10 * MIB)).release();
     const nan = new MemoryManager({
       budgetBytes: 100 * MIB,
       maxModels: undefined,
@@ -327,9 +331,9 @@ describe('reconciliation of measured memory with the budget', () => {
   test('tryGrow grants only free room, without evicting', async () => {
     const log: string[] = [];
     const memory = new MemoryManager({ budgetBytes: 30 * MIB, maxModels: undefined, waitMs: 50, logger: silentLogger(), metrics: createMetrics() });
-    const idle = await memory.reserve('idle', 10 * MIB);
+    const idle = await memory.reserve({ label: 'idle' }, 10 * MIB);
     resident(memory, 'idle', 10 * MIB, log);
-    const r = await memory.reserve('a', 10 * MIB);
+    const r = await memory.reserve({ label: 'a' }, 10 * MIB);
     assert.equal(r.tryGrow(10 * MIB), true);
     assert.equal(r.tryGrow(1), false, 'the budget is full: no copy, and the idle model stays');
     assert.deepEqual(log, []);
