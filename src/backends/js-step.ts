@@ -47,7 +47,7 @@ import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { TensorConfig } from '../config/model-config-types.js';
-import { ERROR_CODES, ServingError, type ErrorCode } from '../errors.js';
+import { ERROR_CODES, inModel, ServingError, withModelSync, type ErrorCode } from '../errors.js';
 import { DATA_TYPE_INFO, elementCount, formatShape, isDataType, type Tensor, type TensorData } from '../protocol/tensor.js';
 import { describeError, type JsStepError } from './js-step-protocol.js';
 import { DEFAULT_JS_HEAP_LIMIT_MB, prepareSandbox, SandboxError, type Sandbox } from './js-step-sandbox.js';
@@ -64,9 +64,10 @@ export const MAX_JS_TIMEOUT_SECONDS = 3600;
 /** The config `parameters` key that caps a step's heap in MiB, and sizes its memory bound (DEFAULT_JS_HEAP_LIMIT_MB otherwise). */
 export const JS_HEAP_PARAMETER = 'js_heap_limit_mb';
 
-function failure(label: string, what: string, err: JsStepError | undefined, fallback: ErrorCode, cause?: unknown): ServingError {
+/** What the step's own code threw or reported, as an error (its code where it chose one of ours); the caller names the model (inModel). */
+function failure(what: string, err: JsStepError | undefined, fallback: ErrorCode, cause?: unknown): ServingError {
   const chosen: ErrorCode = err?.code !== undefined && (ERROR_CODES as readonly string[]).includes(err.code) ? (err.code as ErrorCode) : fallback;
-  return new ServingError(chosen, `model '${label}': ${what}${err ? `: ${err.message}` : ''}`, { model: label, cause });
+  return new ServingError(chosen, `${what}${err ? `: ${err.message}` : ''}`, { cause });
 }
 
 /**
@@ -188,7 +189,7 @@ async function startWorker(ctx: StepLoadContext, sandbox: Sandbox, plan: WorkerP
     return worker;
   } catch (err) {
     await sandbox.remove();
-    if (err instanceof JsLoadFailure) throw withinPackage(failure(label, err.what, err.error, 'INVALID_MODEL', err), ...dirs);
+    if (err instanceof JsLoadFailure) throw withinPackage(inModel(failure(err.what, err.error, 'INVALID_MODEL', err), label), ...dirs);
     // It crashed while loading (an exception from a timer in initialize(), …): the package's fault.
     throw withinPackage(new ServingError('INVALID_MODEL', `${(err as Error).message} (while loading)`, { model: label, cause: err }), ...dirs);
   }
@@ -222,11 +223,12 @@ export async function loadJsStep(ctx: StepLoadContext): Promise<LoadedStep> {
       try {
         returned = await worker.execute({ inputs: batchInputs, outputs: [...outputNames], rows });
       } catch (err) {
-        if (err instanceof JsCallFailure) throw withinPackage(failure(label, err.what, err.error, 'INTERNAL', err), ...dirs);
+        if (err instanceof JsCallFailure) throw withinPackage(inModel(failure(err.what, err.error, 'INTERNAL', err), label), ...dirs);
         if (err instanceof ServingError) throw withinPackage(err, ...dirs);
-        throw withinPackage(failure(label, 'execute() failed', describeError(err), 'INTERNAL', err), ...dirs);
+        throw withinPackage(inModel(failure('execute() failed', describeError(err), 'INTERNAL', err), label), ...dirs);
       }
-      return checkOutputs(returned, outputNames, outputs, config, batching ? rows : undefined, label);
+      // The output checks throw without the model's name; it is added here, once.
+      return withModelSync(label, () => checkOutputs(returned, outputNames, outputs, config, batching ? rows : undefined));
     },
   };
 }
@@ -238,7 +240,6 @@ function checkOutputs(
   outputs: ReadonlyMap<string, TensorConfig>,
   config: StepLoadContext['config'],
   rows: number | undefined,
-  label: string,
 ): Map<string, Tensor> {
   const entries =
     returned instanceof Map
@@ -246,28 +247,21 @@ function checkOutputs(
       : returned !== null && typeof returned === 'object'
         ? Object.entries(returned)
         : undefined;
-  if (!entries)
-    throw new ServingError(
-      'INTERNAL',
-      `model '${label}': execute() must return an object of output tensors, got ${returned === null ? 'null' : typeof returned}`,
-      {
-        model: label,
-      },
-    );
+  if (!entries) throw new ServingError('INTERNAL', `execute() must return an object of output tensors, got ${returned === null ? 'null' : typeof returned}`);
   const byName = new Map(entries);
   const result = new Map<string, Tensor>();
   for (const name of outputNames) {
     const cfg = outputs.get(name);
     if (!cfg) continue;
-    if (!byName.has(name)) throw new ServingError('INTERNAL', `model '${label}': execute() did not return output '${name}'`, { model: label });
-    result.set(name, checkOutput(byName.get(name), cfg, configShape(cfg, config), rows, label));
+    if (!byName.has(name)) throw new ServingError('INTERNAL', `execute() did not return output '${name}'`);
+    result.set(name, checkOutput(byName.get(name), cfg, configShape(cfg, config), rows));
   }
   return result;
 }
 
 /** A returned tensor, checked against its config and converted to the server's representation. */
-function checkOutput(value: unknown, cfg: TensorConfig, want: readonly number[], rows: number | undefined, label: string): Tensor {
-  const bad = (why: string): ServingError => new ServingError('INTERNAL', `model '${label}': execute() returned output '${cfg.name}' ${why}`, { model: label });
+function checkOutput(value: unknown, cfg: TensorConfig, want: readonly number[], rows: number | undefined): Tensor {
+  const bad = (why: string): ServingError => new ServingError('INTERNAL', `execute() returned output '${cfg.name}' ${why}`);
   if (value === null || typeof value !== 'object') throw bad(`as ${typeof value}, not { datatype, shape, data }`);
   const t = value as { datatype?: unknown; shape?: unknown; data?: unknown };
   const datatype = t.datatype ?? cfg.dataType;
