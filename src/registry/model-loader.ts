@@ -10,6 +10,7 @@
  * service are unit-tested with a fake loader, and this module with fake
  * packages and a fake memory probe. createModelLoader wires the real parts.
  */
+import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { inModel, ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
@@ -24,7 +25,7 @@ import { LoadSlots } from './load-slots.js';
 import type { MemoryManager, Reservation } from './memory-manager.js';
 import { loadPackage, throwIfAborted, type LoadedPackage, type PackageLoadDeps, type PackageLoadRequest } from './package-loader.js';
 import { filesBytes, loadedFootprint, predictPackageFootprint, SESSION_OVERHEAD_BYTES, sizeMemo, type FilesBytes } from './package-size.js';
-import { warmUpModel, zeroFeeds, type WarmupTimes } from './warmup.js';
+import { warmUpModel } from './warmup.js';
 
 /** A package in memory with its share of the budget; what the registry holds per entry. */
 export interface LoadedModelPackage {
@@ -101,19 +102,13 @@ export interface ModelLoaderDeps {
   readonly processGrowth?: () => number | undefined;
   /** Build the package's sessions, schedulers and plan (registry/package-loader.ts loadPackage). */
   readonly loadPackage: (request: PackageLoadRequest) => Promise<LoadedPackage>;
-  /** Run each session once before traffic (registry/warmup.ts), for the load `request`; µs of each version's implicit run, where there was one. */
-  readonly warmUp: (model: LoadedModel, request: PackageLoadRequest) => Promise<WarmupTimes | void>;
+  /** Run each session once before traffic (registry/warmup.ts), for the load `request`. */
+  readonly warmUp: (model: LoadedModel, request: PackageLoadRequest) => Promise<void>;
   /**
-   * Decide where each session runs (runtime/session-placement.ts), knowing the warm-up's run times;
-   * `book` books a main-thread copy in the model's reservation while it exists.
+   * Decide where each session runs and move it there (runtime/session-placement.ts), inside the load's measured
+   * section; `book` books a main-thread copy in the model's reservation while it exists.
    */
-  readonly place: (
-    model: LoadedModel,
-    request: PackageLoadRequest,
-    warmupRunUs: WarmupTimes | undefined,
-    book: CopyBooking,
-    sizeOf?: FilesBytes,
-  ) => Promise<void>;
+  readonly place: (model: LoadedModel, request: PackageLoadRequest, book: CopyBooking, sizeOf?: FilesBytes) => Promise<void>;
   /** Budget bytes predicted from the package's files before loading, and the files' own bytes. */
   readonly predictFiles: (
     dir: string,
@@ -148,24 +143,28 @@ export interface ModelLoaderOptions {
   readonly copies?: MainThreadCopies;
 }
 
-/** Placement of every ONNX version of a model of the load `request` (the runtime decides; this supplies the files and the zeros). */
+/** Placement of every ONNX version of a model of the load `request` (the runtime decides; this supplies the files). */
 export function placeModel(
   model: LoadedModel,
   request: PackageLoadRequest,
   settings: PlacementSettings,
   logger: Logger,
-  warmupRunUs?: WarmupTimes,
   book?: CopyBooking,
   copies?: MainThreadCopies,
   sizeOf: FilesBytes = filesBytes,
 ): Promise<void> {
-  const versions = [...model.versions.values()].map((v) => ({
-    version: v.version,
-    sessions: v.sessions,
-    fileBytes: () => sizeOf(path.join(model.dir, String(v.version))),
-    warmupRunUs: warmupRunUs?.get(v.version),
-  }));
-  return placeSessions(model.config, versions, (rows) => zeroFeeds(model.config, rows), request.label, settings, logger, book, copies);
+  const fileName = model.config.defaultModelFilename || 'model.onnx';
+  const versions = [...model.versions.values()].map((v) => {
+    const dir = path.join(model.dir, String(v.version));
+    return { version: v.version, sessions: v.sessions, fileBytes: () => sizeOf(dir), modelBytes: () => modelFileBytes(dir, fileName) };
+  });
+  return placeSessions(model.config, versions, request.label, settings, logger, book, copies);
+}
+
+/** A version's ONNX file (Triton allows `model.onnx` to be a directory holding model.onnx and its external data). */
+async function modelFileBytes(dir: string, fileName: string): Promise<Uint8Array> {
+  const file = path.join(dir, fileName);
+  return readFile((await stat(file)).isDirectory() ? path.join(file, 'model.onnx') : file);
 }
 
 /** The loader the server runs: real packages, warm-up, placement and probes. */
@@ -179,7 +178,7 @@ export function createModelLoader(options: ModelLoaderOptions): PackageModelLoad
     loadPackage: (request) =>
       loadPackage(request.seriesTarget === undefined ? request : { ...request, metrics: options.metrics.forTarget(request.seriesTarget) }, loadDeps),
     warmUp: (model, request) => warmUpModel(model, logger.child({ model: request.label })),
-    place: (model, request, warmupRunUs, book, sizeOf) => placeModel(model, request, placement, logger, warmupRunUs, book, copies, sizeOf),
+    place: (model, request, book, sizeOf) => placeModel(model, request, placement, logger, book, copies, sizeOf),
     predictFiles: predictPackageFootprint,
     footprint: loadedFootprint,
     ...(options.idleRssBytes === undefined ? {} : { processGrowth: () => processRssBytes() - options.idleRssBytes! }),
@@ -390,15 +389,15 @@ export class PackageModelLoader implements ModelLoader {
     };
   }
 
-  /** Each model of the package warmed up, then placed knowing its warm-up's run times. */
+  /** Each model of the package warmed up, then placed. */
   private async warmUpAndPlace(request: PackageLoadRequest, pkg: LoadedPackage, book: CopyBooking, sizeOf: FilesBytes, a: LoadAttempt): Promise<void> {
     request.onPhase?.('warming up');
     for (const model of pkg.models.values()) {
       throwIfAborted(request.signal);
-      const warmupRunUs = await this.deps.warmUp(model, request);
+      await this.deps.warmUp(model, request);
       a.stage('warmup');
       throwIfAborted(request.signal);
-      await this.deps.place(model, request, warmupRunUs ?? undefined, book, sizeOf);
+      await this.deps.place(model, request, book, sizeOf);
       a.stage('place');
     }
   }

@@ -27,17 +27,13 @@ import type { LoadedModel } from './loaded-model.js';
 /** Largest warm-up tensor we build (elements); a sample beyond it is refused rather than allocated. */
 const MAX_WARMUP_ELEMENTS = 64 * 1024 * 1024;
 
-/** Microseconds of each version's implicit warm-up run (first instance), where it ran and succeeded. */
-export type WarmupTimes = ReadonlyMap<number, number>;
-
 /**
  * Run every version's warm-up (config model_warmup, else one implicit run of zeros). A failed model_warmup is
  * INVALID_MODEL without the model's name (the load names it); `logger` is the model's own (its lines carry the model).
  */
-export async function warmUpModel(model: LoadedModel, logger: Logger): Promise<WarmupTimes> {
+export async function warmUpModel(model: LoadedModel, logger: Logger): Promise<void> {
   const config = model.config;
-  const times = new Map<number, number>();
-  if (config.platform === 'ensemble') return times;
+  if (config.platform === 'ensemble') return;
   const outputs = config.output.map((o) => o.name);
   for (const version of model.versions.values()) {
     // Every instance: each is its own session with its own lazy allocations.
@@ -46,9 +42,7 @@ export async function warmUpModel(model: LoadedModel, logger: Logger): Promise<W
         // The implicit run is for onnxruntime's lazy allocations; a processing step (backends/) has none, and zeros are no image or text.
         if (version.sessions.length === 0) continue;
         try {
-          const started = performance.now();
           await executor.execute(zeroFeeds(config, 1), outputs);
-          if (!times.has(version.version)) times.set(version.version, (performance.now() - started) * 1000);
         } catch (err) {
           logger.debug({ version: version.version, err: (err as Error).message }, 'implicit warm-up skipped: the model did not take zero inputs');
         }
@@ -65,7 +59,6 @@ export async function warmUpModel(model: LoadedModel, logger: Logger): Promise<W
       }
     }
   }
-  return times;
 }
 
 /**

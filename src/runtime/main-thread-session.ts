@@ -14,7 +14,7 @@
 import '../config/ort-env.js';
 import * as ort from 'onnxruntime-node';
 import type { Tensor } from '../protocol/tensor.js';
-import { fromOrtTensor, sessionIo, timeOrtRuns, toOrtTensor } from './onnx-io.js';
+import { fromOrtTensor, sessionIo, toOrtTensor } from './onnx-io.js';
 import { ortSessionOptions } from './provider-options.js';
 import type { PooledSession } from './runtime-pool.js';
 import type { CreateSessionOptions } from './worker-protocol.js';
@@ -46,7 +46,6 @@ export async function createMainThreadSession(path: string, options: CreateSessi
       }
       return out;
     },
-    timeRuns: (feeds, outputNames, repeats, budgetUs) => timeOrtRuns(session, feedsOf(feeds), outputNames, repeats, budgetUs),
     release: async () => {
       if (released) return;
       released = true;

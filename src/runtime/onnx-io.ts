@@ -98,27 +98,3 @@ export function fromOrtTensor(t: ort.Tensor): Tensor {
   // float16 data arrives as Uint16Array bits (runtime/ort-float16.ts), as our Tensor type holds it.
   return { datatype, shape: t.dims.slice(), data: t.data as TensorData };
 }
-
-/**
- * Durations (µs) of `repeats` runs, each measured around the run alone:
- * session placement decides on them. Fewer once the runs have taken
- * `budgetUs` together (at least one run).
- */
-export async function timeOrtRuns(
-  session: ort.InferenceSession,
-  feeds: Record<string, ort.Tensor>,
-  outputs: readonly string[],
-  repeats: number,
-  budgetUs = Number.POSITIVE_INFINITY,
-): Promise<number[]> {
-  const runUs: number[] = [];
-  let spentUs = 0;
-  for (let i = 0; i < repeats && spentUs < budgetUs; i++) {
-    const t0 = performance.now();
-    await session.run(feeds, outputs as string[]);
-    const us = (performance.now() - t0) * 1000;
-    runUs.push(us);
-    spentUs += us;
-  }
-  return runUs;
-}

@@ -39,12 +39,6 @@ export interface ModelSession {
    */
   run(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[], load?: RunLoad): Promise<Map<string, Tensor>>;
   /**
-   * Durations (µs) of `repeats` runs, measured inside the worker (no message
-   * passing): what session placement decides on. Fewer once the runs took
-   * `budgetUs` together (at least one).
-   */
-  timeRuns(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[], repeats: number, budgetUs?: number): Promise<number[]>;
-  /**
    * Allow a second copy on the main thread (CPU sessions only; see
    * runtime/main-thread-session.ts), used when the model is not busy. The
    * copy is made lazily, once the model has run COPY_AFTER_QUIET_RUNS times
@@ -55,10 +49,8 @@ export interface ModelSession {
   allowMainThreadCopy(plan: CopyPlan): void;
   /**
    * Create the session on the main thread, then release the worker's: every
-   * run is on the main thread. `afterNextRun`: not now but once the next run
-   * has answered (creating a session blocks the main thread for its create
-   * time, which a cold request need not wait for); until then runs stay in
-   * the worker, and a failure is told to `onError` and leaves it there.
+   * run is on the main thread. Session placement does this while the model
+   * loads, so the load's measurement sees the session where it stays.
    */
   moveToMainThread(options?: MoveOptions): Promise<void>;
   release(): Promise<void>;
@@ -67,8 +59,6 @@ export interface ModelSession {
 export interface MoveOptions {
   /** The main-thread session's intra-op threads; undefined: the session's own. */
   readonly intraOpThreads?: number | undefined;
-  readonly afterNextRun?: boolean;
-  readonly onError?: (err: Error) => void;
 }
 
 /** How a main-thread copy is booked in the memory budget: grown while it exists, given back when dropped. */
@@ -165,8 +155,6 @@ class PooledModelSession implements ModelSession, CopyHolder {
   private making = false;
   /** What the copy that exists is booked at. */
   private copyBooked = 0;
-  /** A move to the main thread waiting for the next run to answer (moveToMainThread's `afterNextRun`). */
-  private pendingMove: MoveOptions | undefined;
 
   constructor(
     session: PooledSession,
@@ -228,22 +216,6 @@ class PooledModelSession implements ModelSession, CopyHolder {
         this.making = true;
         setImmediate(() => void this.makeCopy());
       }
-      const move = this.pendingMove;
-      if (move !== undefined) {
-        this.pendingMove = undefined;
-        setImmediate(() => {
-          if (this.released) return;
-          this.moveToMainThread({ intraOpThreads: move.intraOpThreads }).catch((err: unknown) => move.onError?.(err as Error));
-        });
-      }
-    }
-  }
-
-  async timeRuns(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[], repeats: number, budgetUs?: number): Promise<number[]> {
-    try {
-      return await this.any.timeRuns(feeds, outputNames, repeats, budgetUs);
-    } catch (err) {
-      throw wrapRunError(this.model, err);
     }
   }
 
@@ -306,10 +278,6 @@ class PooledModelSession implements ModelSession, CopyHolder {
   async moveToMainThread(move: MoveOptions = {}): Promise<void> {
     if (this.onMain !== undefined && this.inWorker === undefined) return;
     if (this.provider !== 'cpu') throw new Error(`model '${this.model}': only CPU sessions run on the main thread (this one uses ${this.provider})`);
-    if (move.afterNextRun === true) {
-      this.pendingMove = move;
-      return;
-    }
     const { intraOpThreads } = move;
     const options = intraOpThreads === undefined ? this.origin.options : { ...this.origin.options, intraOpThreads };
     const session = await createMainThreadSession(this.origin.path, options);
@@ -330,7 +298,6 @@ class PooledModelSession implements ModelSession, CopyHolder {
   async release(): Promise<void> {
     if (this.released) return;
     this.released = true;
-    this.pendingMove = undefined;
     const copy = this.onMain;
     this.dropCopy();
     await Promise.all([this.inWorker?.release(), copy !== undefined && !copy.dropped ? copy.session.release() : undefined]);

@@ -98,8 +98,6 @@ export interface PooledSession {
   readonly inputs: readonly OnnxIoInfo[];
   readonly outputs: readonly OnnxIoInfo[];
   run(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[]): Promise<Map<string, Tensor>>;
-  /** Run `repeats` times (fewer once they took `budgetUs` together); each run's duration in µs, measured where the session lives (no message passing). */
-  timeRuns(feeds: ReadonlyMap<string, Tensor>, outputNames: readonly string[], repeats: number, budgetUs?: number): Promise<number[]>;
   release(): Promise<void>;
 }
 
@@ -197,20 +195,6 @@ export class RuntimePool {
         const r = unwrap(await worker.call({ op: 'run', session, feeds: toTensorList(feeds), outputs: outputNames }));
         if (r.op !== 'run') throw new Error('runtime worker answered a run with the wrong reply');
         return fromTensorList(r.outputs);
-      },
-      timeRuns: async (feeds, outputNames, repeats, budgetUs) => {
-        const r = unwrap(
-          await worker.call({
-            op: 'time',
-            session,
-            feeds: toTensorList(feeds),
-            outputs: outputNames,
-            repeats,
-            ...(budgetUs === undefined ? {} : { budgetUs }),
-          }),
-        );
-        if (r.op !== 'time') throw new Error('runtime worker answered a time with the wrong reply');
-        return [...r.runUs];
       },
       release: async () => {
         if (released) return;

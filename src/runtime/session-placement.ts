@@ -47,9 +47,10 @@ import os from 'node:os';
 import type { ModelConfig } from '../config/model-config-types.js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
-import type { Tensor } from '../protocol/tensor.js';
 import { MainThreadCopies } from './main-thread-copies.js';
 import type { CopyBooking, ModelSession } from './onnx-session.js';
+import { readGraphSummary } from './onnx-graph.js';
+import { estimateRunUs, runCostOf } from './run-estimate.js';
 
 export type ExecutionThread = 'auto' | 'main' | 'worker';
 
@@ -109,35 +110,6 @@ export const MAIN_THREAD_MAX_FILE_BYTES = 64 * 1024 * 1024;
 /** What a main-thread copy is booked at beyond its weights where no measurement says better (the per-session allowance of registry/package-size.ts). */
 export const MAIN_THREAD_COPY_ALLOWANCE_BYTES = 1024 * 1024;
 
-/** Runs timed per probe: enough for a stable median, few enough to keep loads fast (each run is at most a few ms). */
-const PROBE_RUNS = 7;
-/**
- * A first probe run this many times over MME_MAIN_THREAD_MAX_RUN_US settles
- * the probe at once: no median of noise could bring it under the limit. So a
- * heavy model costs one probe run (none when its implicit warm-up run already says so),
- * not PROBE_RUNS at max_batch_size rows (which would load a 4 s model in 32 s).
- */
-const SETTLED_ABOVE = 50;
-/**
- * The same for the implicit warm-up run, which is cold (first allocations,
- * kernel selection, the first hop to the worker): a tiny model's first run can
- * take milliseconds on a busy host, so only a run this far over the limit counts.
- */
-const WARMUP_SETTLED_ABOVE = 100;
-/** Most time the probe's further runs may take together, after a first run that did not settle it. */
-const PROBE_CAP_US = 20_000;
-/**
- * A model that may be cheaper than the hop is timed longer: the first runs
- * after a load are cold (tiny model: a median of 37 µs over the first 7 runs,
- * 8 µs from the 20th on), which is noise against a 1 ms limit but not against
- * MME_MAIN_THREAD_ONLY_MAX_RUN_US, so REFINE_RUNS runs after the first
- * PROBE_RUNS decide. The median of 25 such runs read the same as of 50 (tiny
- * model, 20 models: 17.6 and 17.5 µs at 8 rows on the 2-core bench box), at
- * half the time.
- */
-const REFINE_RUNS = 25;
-/** Runs up to this long, as a multiple of the main-thread-only limit, make a model small: timed with REFINE_RUNS more. */
-const REFINE_BELOW = 10;
 const PARAMETER = 'execution_thread';
 
 export function executionThreadOf(config: ModelConfig): ExecutionThread {
@@ -147,10 +119,34 @@ export function executionThreadOf(config: ModelConfig): ExecutionThread {
   throw new ServingError('INVALID_MODEL', `parameter ${PARAMETER} must be "auto", "main" or "worker", got ${JSON.stringify(v)}`);
 }
 
-/** Zeros at the largest batch, or undefined when a run's cost cannot be bounded from the config alone. */
-function probeFeeds(config: ModelConfig, zeros: (rows: number) => Map<string, Tensor>): Map<string, Tensor> | undefined {
-  const unbounded = config.input.some((i) => !i.optional && (i.dataType === 'BYTES' || i.dims.some((d) => d < 0)));
-  return unbounded ? undefined : zeros(config.maxBatchSize);
+/**
+ * A model without a batch dimension (max_batch_size 0) pays the hop to its
+ * worker on every request, not once per batch (tiny 16→4: 185 µs a request
+ * through its worker against 56 µs for the same weights batched; the hop
+ * itself read 65-185 µs a request on the bench box). So it lives on the main
+ * thread only up to this multiple of the main-thread-only limit: a run that
+ * long is still below the hop it saves, and does not hold up the event loop
+ * for long on every request.
+ */
+export const PER_REQUEST_ONLY_TIMES = 4;
+
+/** Where a version's session runs, and why. */
+export type Decision =
+  { readonly kind: 'worker'; readonly reason: string; readonly runUs?: number } | { readonly kind: 'main only' | 'copy'; readonly runUs: number };
+
+/** Elements per row of each input, or undefined when a run's cost depends on the request (a variable dimension, strings). */
+function perRowInputs(config: ModelConfig): Map<string, number> | undefined {
+  const out = new Map<string, number>();
+  for (const i of config.input) {
+    const bounded = i.dataType !== 'BYTES' && i.dims.every((d) => d >= 0);
+    if (!bounded && !i.optional) return undefined;
+    if (bounded)
+      out.set(
+        i.name,
+        i.dims.reduce((a, b) => a * b, 1),
+      );
+  }
+  return out;
 }
 
 /** One loaded version of a model, as placement sees it (the registry supplies it). */
@@ -160,59 +156,22 @@ export interface PlacedVersion {
   readonly sessions: readonly ModelSession[];
   /** Bytes of the version's files (the model and external data): a main-thread copy holds them again. */
   fileBytes(): Promise<number>;
-  /** µs of its implicit warm-up run (one row of zeros, registry/warmup.ts), when it ran: a run far over the limit settles the probe. */
-  readonly warmupRunUs?: number | undefined;
-}
-
-/** Round trips the per-request probe makes (a model without a batch dimension): each one run in the worker. */
-const HOP_PROBES = 20;
-/**
- * The longest run a model without a batch dimension may have to live on the
- * main thread only because the hop costs more, as a multiple of the
- * main-thread-only limit: on a loaded host the hop reads long, and a run this
- * long must still not hold up the event loop on every request.
- */
-const HOP_CAP_TIMES = 4;
-
-/**
- * A model without a batch dimension (max_batch_size 0) pays the hop to its
- * worker on every request, not once per batch: tiny 16→4 cost 185 µs a
- * request through its worker against 56 µs for the same weights batched. So
- * its run is set against the hop itself, both timed now, on this host as
- * loaded as it is: HOP_PROBES round trips of one run each from this thread;
- * the run is the fastest run the worker timed (the run's own cost, which a
- * busy host only adds to: the median of 50 read 26-27 µs for runs of 6-8 µs
- * on the shared bench box), the hop the fastest round trip less its run.
- */
-async function perRequestProbe(session: ModelSession, feeds: Map<string, Tensor>, outputs: readonly string[]): Promise<{ runUs: number; hopUs: number }> {
-  let runUs = Number.POSITIVE_INFINITY;
-  let hopUs = Number.POSITIVE_INFINITY;
-  for (let i = 0; i < HOP_PROBES; i++) {
-    const t0 = performance.now();
-    const [run = Number.POSITIVE_INFINITY] = await session.timeRuns(feeds, outputs, 1);
-    const tripUs = (performance.now() - t0) * 1000;
-    runUs = Math.min(runUs, run);
-    hopUs = Math.min(hopUs, Math.max(0, tripUs - run));
-  }
-  return { runUs, hopUs };
-}
-
-function median(values: readonly number[]): number {
-  const s = [...values].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)] ?? Number.POSITIVE_INFINITY;
+  /** The ONNX file's bytes (the graph the estimate reads; external data stays on disk). */
+  modelBytes(): Promise<Uint8Array>;
 }
 
 /**
- * Allow the sessions of `model` that qualify a main-thread copy (or move
- * them, for `execution_thread: "main"` and models cheaper than the hop). Runs while the model loads, before
- * it takes traffic. A failed probe or copy leaves the session in its worker
- * (logged); only a bad `execution_thread` fails the load.
+ * Decide where each session of `model` runs, from its config and graph
+ * (decide), and move it there: to the main thread only, or allowed a
+ * main-thread copy. Runs while the model loads, inside the load's measured
+ * section (registry/model-loader.ts), so a session moved to the main thread
+ * is booked at what it holds there. A failed move leaves the session in its
+ * worker (logged); only a bad `execution_thread` fails the load. Each version
+ * logs one `session placed` line.
  */
 export async function placeSessions(
   config: ModelConfig,
   versions: Iterable<PlacedVersion>,
-  /** Zeros shaped for the config at `rows` rows (the warm-up's own, registry/warmup.ts). */
-  zeros: (rows: number) => Map<string, Tensor>,
   label: string,
   settings: PlacementSettings,
   logger: Logger,
@@ -228,196 +187,99 @@ export async function placeSessions(
 ): Promise<void> {
   if (config.platform === 'ensemble') return;
   const choice = executionThreadOf(config);
-  if (choice === 'worker') return;
   const ownThreads = config.parameters['intra_op_thread_count'];
-  const placement: Placement = {
-    config,
-    zeros,
-    label,
-    settings,
-    logger,
-    book,
-    copies,
-    choice,
-    outputs: config.output.map((o) => o.name),
-    onlyMaxRunUs: Math.min(settings.mainThreadOnlyMaxRunUs ?? DEFAULT_MAIN_THREAD_ONLY_MAX_RUN_US, settings.mainThreadMaxRunUs),
-    copyThreads:
-      ownThreads !== undefined && ownThreads !== ''
-        ? undefined
-        : (settings.mainThreadIntraOpThreads ?? Math.min(MAIN_THREAD_MAX_INTRA_OP_THREADS, settings.cpuCount ?? os.availableParallelism())),
-  };
-  for (const version of versions) await placeVersion(placement, version);
-}
-
-/** One model's placement: what placeSessions was given, and what it derived once for all its versions. */
-interface Placement {
-  readonly config: ModelConfig;
-  readonly zeros: (rows: number) => Map<string, Tensor>;
-  readonly label: string;
-  readonly settings: PlacementSettings;
-  readonly logger: Logger;
-  readonly book: CopyBooking;
-  readonly copies: MainThreadCopies;
-  /** `auto` or `main` (`worker` places nothing). */
-  readonly choice: ExecutionThread;
-  readonly outputs: readonly string[];
-  /** Largest run that `auto` puts on the main thread only (never above the copy limit). */
-  readonly onlyMaxRunUs: number;
-  /** Intra-op threads of a main-thread copy; undefined: the model sets its own. */
-  readonly copyThreads: number | undefined;
-}
-
-async function placeVersion(p: Placement, version: PlacedVersion): Promise<void> {
-  const { config, choice, logger, label } = p;
-  const session = version.sessions[0];
-  if (session === undefined) return; // a processing step: already in-process
-  const why =
-    version.sessions.length > 1 ? `it has ${version.sessions.length} instances` : session.provider !== 'cpu' ? `it runs on ${session.provider}` : undefined;
-  if (why !== undefined) {
-    if (choice === 'main')
-      logger.warn({ model: label, version: version.version }, `execution_thread "main" ignored: ${why}; instances and GPU sessions run in runtime workers`);
-    return;
+  const copyThreads =
+    ownThreads !== undefined && ownThreads !== ''
+      ? undefined
+      : (settings.mainThreadIntraOpThreads ?? Math.min(MAIN_THREAD_MAX_INTRA_OP_THREADS, settings.cpuCount ?? os.availableParallelism()));
+  for (const version of versions) {
+    const session = version.sessions[0];
+    if (session === undefined) continue; // a processing step: already in-process
+    const decision = await decide(config, choice, version, settings, copies.capacity);
+    const placed = await apply(decision, session, { fileBytes: () => version.fileBytes(), copyThreads, book, copies });
+    const fields = { model: label, version: version.version, batch: Math.max(1, config.maxBatchSize) };
+    if (placed instanceof Error) {
+      logger.warn({ ...fields, err: placed.message }, 'could not create the session on the main thread; it stays in its runtime worker');
+    } else {
+      if (choice === 'main' && decision.kind === 'worker') logger.warn(fields, `execution_thread "main" ignored: ${decision.reason}`);
+      logger.info({ ...fields, ...placementFields(decision, choice, copyThreads) }, 'session placed');
+    }
   }
-  let runUs: number | undefined;
-  if (choice === 'auto') {
-    runUs = await measuredRunUs(p, version, session);
-    if (runUs === undefined) return;
-  }
-  // A model without a batch dimension: the hop is paid per request (perRequestProbe).
-  let hopUs: number | undefined;
-  if (choice === 'auto' && config.maxBatchSize === 0 && runUs !== undefined && runUs > p.onlyMaxRunUs) {
-    ({ runUs, hopUs } = await againstTheHop(p, version, session, runUs));
-  }
-  // Cheaper than the hop: no worker copy at all. One intra-op thread (unless the model sets its own): a run
-  // this short gains nothing from more, and a pool's threads would spin beside the server under load.
-  const only = choice === 'main' || (runUs !== undefined && runUs <= p.onlyMaxRunUs) || hopUs !== undefined;
-  if (!only && p.copies.capacity === 0) return;
-  if (!(await useMainThread(p, version, session, only))) return;
-  logPlaced(p, version, only, runUs, hopUs);
 }
 
 /**
- * For `auto`: the session's run time at the largest batch (µs, see probeRunUs), or undefined when
- * it stays in its worker (not measurable from the config, files too large, too slow, or the probe failed).
+ * Where one version's session runs. `auto`: from the run estimated at the
+ * largest batch (runtime/run-estimate.ts), the same on every start: at most
+ * MME_MAIN_THREAD_ONLY_MAX_RUN_US (PER_REQUEST_ONLY_TIMES that without a
+ * batch dimension) the main thread only, at most MME_MAIN_THREAD_MAX_RUN_US a
+ * main-thread copy beside the worker's, else the worker only.
  */
-async function measuredRunUs(p: Placement, version: PlacedVersion, session: ModelSession): Promise<number | undefined> {
-  const { settings, logger, label } = p;
-  if (settings.mainThreadMaxRunUs <= 0) return undefined;
-  const feeds = probeFeeds(p.config, p.zeros);
-  if (feeds === undefined) return undefined;
-  if ((await version.fileBytes()) > MAIN_THREAD_MAX_FILE_BYTES) return undefined;
-  // The implicit warm-up ran one row; the probe would run max_batch_size rows, which cost at least as much.
-  const oneRow = version.warmupRunUs;
-  if (oneRow !== undefined && oneRow > settings.mainThreadMaxRunUs * WARMUP_SETTLED_ABOVE) {
-    logger.debug(
-      { model: label, version: version.version, warmupRunUs: Math.round(oneRow), maxRunUs: settings.mainThreadMaxRunUs },
-      'session stays in its runtime worker (its warm-up run settles it)',
-    );
-    return undefined;
-  }
-  let runUs: number;
+export async function decide(
+  config: ModelConfig,
+  choice: ExecutionThread,
+  version: PlacedVersion,
+  settings: PlacementSettings,
+  copyCapacity: number,
+): Promise<Decision> {
+  const session = version.sessions[0];
+  if (version.sessions.length > 1) return { kind: 'worker', reason: `it has ${version.sessions.length} instances, each in its own runtime worker` };
+  if (session !== undefined && session.provider !== 'cpu') return { kind: 'worker', reason: `it runs on ${session.provider}` };
+  if (choice === 'worker') return { kind: 'worker', reason: 'execution_thread "worker"' };
+  if (choice === 'main') return { kind: 'main only', runUs: Number.NaN };
+  if (settings.mainThreadMaxRunUs <= 0) return { kind: 'worker', reason: 'MME_MAIN_THREAD_MAX_RUN_US is 0' };
+  const inputs = perRowInputs(config);
+  if (inputs === undefined) return { kind: 'worker', reason: 'a variable dimension or a string input: the cost depends on the request' };
+  if ((await version.fileBytes()) > MAIN_THREAD_MAX_FILE_BYTES) return { kind: 'worker', reason: 'its files are over 64 MiB' };
+  let cost;
   try {
-    runUs = await probeRunUs(p, session, feeds);
+    cost = runCostOf(readGraphSummary(await version.modelBytes()), inputs);
   } catch (err) {
-    logger.debug({ model: label, version: version.version, err: (err as Error).message }, 'placement probe failed; the session stays in its runtime worker');
-    return undefined;
+    return { kind: 'worker', reason: `its graph could not be read for an estimate: ${(err as Error).message}` };
   }
-  if (runUs > settings.mainThreadMaxRunUs) {
-    logger.debug(
-      { model: label, version: version.version, runUs: Math.round(runUs), maxRunUs: settings.mainThreadMaxRunUs },
-      'session stays in its runtime worker',
-    );
-    return undefined;
-  }
-  return runUs;
+  if ('unbounded' in cost) return { kind: 'worker', reason: `no estimate: ${cost.unbounded}` };
+  const runUs = Math.round(estimateRunUs(cost, Math.max(1, config.maxBatchSize)) * 10) / 10;
+  if (runUs > settings.mainThreadMaxRunUs) return { kind: 'worker', reason: 'estimated run over MME_MAIN_THREAD_MAX_RUN_US', runUs };
+  const onlyMaxRunUs = Math.min(settings.mainThreadOnlyMaxRunUs ?? DEFAULT_MAIN_THREAD_ONLY_MAX_RUN_US, settings.mainThreadMaxRunUs);
+  if (runUs <= onlyMaxRunUs * (config.maxBatchSize === 0 ? PER_REQUEST_ONLY_TIMES : 1)) return { kind: 'main only', runUs };
+  if (copyCapacity === 0) return { kind: 'worker', reason: 'MME_MAIN_THREAD_COPIES is 0', runUs };
+  return { kind: 'copy', runUs };
 }
 
-/** The median run at the largest batch: of the refinement runs for a small model, else of at most PROBE_RUNS runs. */
-async function probeRunUs(p: Placement, session: ModelSession, feeds: Map<string, Tensor>): Promise<number> {
-  const settled = p.settings.mainThreadMaxRunUs * SETTLED_ABOVE;
-  // One call first, bounded by what a small model's runs take: a model whose runs stay under the refinement
-  // limit is timed in full there, PROBE_RUNS runs that are still cold and REFINE_RUNS after them that decide, in
-  // one hop to the worker (a tiny model's probe: 0.6 ms, where two calls of 7 and 50 runs took 1.3).
-  const smallUs = p.onlyMaxRunUs * REFINE_BELOW;
-  const total = PROBE_RUNS + REFINE_RUNS;
-  const runs = await session.timeRuns(feeds, p.outputs, smallUs > 0 ? total : 1, smallUs > 0 ? smallUs * total : undefined);
-  if (runs.length === total) return median(runs.slice(PROBE_RUNS));
-  // Not small: the median of PROBE_RUNS, unless the first run already settles it.
-  const first = runs[0] ?? Number.POSITIVE_INFINITY;
-  if (first <= settled) {
-    // Bounded: at most PROBE_RUNS runs of at most `settled` µs each, and at most PROBE_CAP_US in all after the first.
-    const wanted = 1 + Math.max(2, Math.min(PROBE_RUNS - 1, Math.floor(PROBE_CAP_US / Math.max(1, first))));
-    if (runs.length < wanted) runs.push(...(await session.timeRuns(feeds, p.outputs, wanted - runs.length)));
-  }
-  return median(runs);
-}
-
-/** A model without a batch dimension, set against the hop it pays per request: hopUs is set when the main thread only wins. */
-async function againstTheHop(p: Placement, version: PlacedVersion, session: ModelSession, runUs: number): Promise<{ runUs: number; hopUs?: number }> {
+/** Puts the session where `decision` says; an Error when moving it failed (it then stays in its worker). */
+async function apply(
+  decision: Decision,
+  session: ModelSession,
+  copy: { fileBytes: () => Promise<number>; copyThreads: number | undefined; book: CopyBooking; copies: MainThreadCopies },
+): Promise<Error | undefined> {
   try {
-    const probe = await perRequestProbe(session, probeFeeds(p.config, p.zeros)!, p.outputs);
-    if (probe.runUs <= p.onlyMaxRunUs || probe.runUs <= Math.min(probe.hopUs, p.onlyMaxRunUs * HOP_CAP_TIMES)) {
-      return { runUs: probe.runUs, hopUs: probe.hopUs };
+    if (decision.kind === 'main only') {
+      // One intra-op thread unless the model sets its own: a run this short gains nothing from more, and a
+      // pool's threads would spin beside the server under load. `execution_thread: "main"` keeps the model's threads.
+      await session.moveToMainThread({ intraOpThreads: copy.copyThreads === undefined || Number.isNaN(decision.runUs) ? undefined : 1 });
+    } else if (decision.kind === 'copy') {
+      session.allowMainThreadCopy({ intraOpThreads: copy.copyThreads, fileBytes: await copy.fileBytes(), book: copy.book, copies: copy.copies });
     }
   } catch (err) {
-    p.logger.debug({ model: p.label, version: version.version, err: (err as Error).message }, 'per-request probe failed; placement as measured');
+    return err as Error;
   }
-  return { runUs };
+  return undefined;
 }
 
-/** Moves the session to the main thread (`only`, or `main`) or allows it a main-thread copy; false when that failed (logged). */
-async function useMainThread(p: Placement, version: PlacedVersion, session: ModelSession, only: boolean): Promise<boolean> {
-  const { logger, label } = p;
-  try {
-    if (p.choice === 'main') await session.moveToMainThread();
-    else if (only) {
-      // After its first answer: a cold request does not wait for the main thread's create (about 1 ms for a tiny model).
-      const v = version.version;
-      await session.moveToMainThread({
-        intraOpThreads: p.copyThreads === undefined ? undefined : 1,
-        afterNextRun: true,
-        onError: (err) =>
-          logger.warn({ model: label, version: v, err: err.message }, 'could not create the session on the main thread; it stays in its runtime worker'),
-      });
-    } else {
-      const fileBytes = await version.fileBytes();
-      const v = version.version;
-      const onError = (err: Error): void =>
-        logger.warn({ model: label, version: v, err: err.message }, 'could not create the main-thread copy; the session stays in its runtime worker');
-      session.allowMainThreadCopy({ intraOpThreads: p.copyThreads, fileBytes, book: p.book, copies: p.copies, onError });
-    }
-  } catch (err) {
-    logger.warn(
-      { model: label, version: version.version, err: (err as Error).message },
-      'could not create the session on the main thread; it stays in its runtime worker',
-    );
-    return false;
+/** The `session placed` line's fields: where, the estimate it was decided on, and why a session stays in its worker. */
+function placementFields(decision: Decision, choice: ExecutionThread, copyThreads: number | undefined): Record<string, unknown> {
+  const estimate = decision.runUs === undefined || Number.isNaN(decision.runUs) ? {} : { estimatedRunUs: decision.runUs };
+  switch (decision.kind) {
+    case 'main only':
+      return choice === 'main'
+        ? { placement: 'main thread only (execution_thread "main")' }
+        : { placement: 'main thread only (a batch runs in less than a hop to a worker costs)', ...estimate };
+    case 'copy':
+      return {
+        placement: 'main thread when the server is quiet (a copy, once used, among the most often used), worker when busy',
+        ...estimate,
+        intraOpThreads: copyThreads ?? "the model's intra_op_thread_count",
+      };
+    case 'worker':
+      return { placement: 'runtime worker only', reason: decision.reason, ...estimate };
   }
-  return true;
-}
-
-function logPlaced(p: Placement, version: PlacedVersion, only: boolean, runUs: number | undefined, hopUs: number | undefined): void {
-  const { config, label } = p;
-  p.logger.info(
-    p.choice === 'main'
-      ? { model: label, version: version.version, placement: 'main thread only (execution_thread "main")' }
-      : only
-        ? {
-            model: label,
-            version: version.version,
-            placement: 'main thread only (a batch runs in less than a hop to a worker costs)',
-            runUs: Math.round(runUs ?? 0),
-            batch: Math.max(1, config.maxBatchSize),
-            ...(hopUs === undefined ? {} : { hopUs: Math.round(hopUs) }),
-          }
-        : {
-            model: label,
-            version: version.version,
-            placement: 'main thread when the server is quiet (a copy, once used, among the most often used), worker when busy',
-            runUs: Math.round(runUs ?? 0),
-            batch: Math.max(1, config.maxBatchSize),
-            intraOpThreads: p.copyThreads ?? "the model's intra_op_thread_count",
-          },
-    'session placed',
-  );
 }

@@ -11,7 +11,7 @@ import '../config/ort-env.js';
 import { parentPort } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import type { Tensor } from '../protocol/tensor.js';
-import { fromOrtTensor, sessionIo, timeOrtRuns, toOrtTensor } from './onnx-io.js';
+import { fromOrtTensor, sessionIo, toOrtTensor } from './onnx-io.js';
 import { primeThread } from './prime.js';
 import { collectGarbage } from './reclaim.js';
 import { ortSessionOptions } from './provider-options.js';
@@ -84,11 +84,6 @@ async function handle(msg: WorkerRequest): Promise<void> {
       case 'run': {
         const outputs = await run(msg.session, msg.feeds, msg.outputs);
         parentPort!.postMessage({ id: msg.id, ok: true, op: 'run', outputs } satisfies WorkerReply, transferables(outputs));
-        return;
-      }
-      case 'time': {
-        const runUs = await timeOrtRuns(sessionOf(msg.session), ortFeedsOf(msg.feeds), msg.outputs, msg.repeats, msg.budgetUs);
-        parentPort!.postMessage({ id: msg.id, ok: true, op: 'time', runUs } satisfies WorkerReply);
         return;
       }
       case 'prime': {

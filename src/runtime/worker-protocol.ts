@@ -57,17 +57,7 @@ export type WorkerRequest =
   /** One full garbage collection in the worker (runtime/reclaim.ts). */
   | { readonly id: number; readonly op: 'reclaim' }
   /** Pay onnxruntime's fixed per-thread cost now (runtime/prime.ts). */
-  | { readonly id: number; readonly op: 'prime'; readonly intraOpThreads: number | undefined }
-  /** Run `repeats` times (fewer past `budgetUs` in all) and report each run's duration inside the worker (session placement measures with it). */
-  | {
-      readonly id: number;
-      readonly op: 'time';
-      readonly session: number;
-      readonly feeds: TensorList;
-      readonly outputs: readonly string[];
-      readonly repeats: number;
-      readonly budgetUs?: number;
-    };
+  | { readonly id: number; readonly op: 'prime'; readonly intraOpThreads: number | undefined };
 
 export interface WorkerError {
   readonly message: string;
@@ -86,5 +76,4 @@ export type WorkerReply =
   | { readonly id: number; readonly ok: true; readonly op: 'release' }
   | { readonly id: number; readonly ok: true; readonly op: 'prime' }
   | { readonly id: number; readonly ok: true; readonly op: 'reclaim' }
-  | { readonly id: number; readonly ok: true; readonly op: 'time'; readonly runUs: readonly number[] }
   | { readonly id: number; readonly ok: false; readonly error: WorkerError };

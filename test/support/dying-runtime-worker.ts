@@ -29,8 +29,6 @@ parentPort?.on('message', (msg: WorkerRequest) => {
       else if (what !== 'hang') reply({ ok: true, op: 'run', outputs: { names: [], datatypes: [], shapes: [], data: [] } });
       return;
     }
-    case 'time':
-      return reply({ ok: true, op: 'time', runUs: [] });
     default:
       return reply({ ok: true, op: msg.op });
   }

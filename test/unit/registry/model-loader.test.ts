@@ -71,7 +71,7 @@ function rig(
       return fakePackage(request);
     },
     warmUp: async () => {},
-    place: async (_model, _request, _warmup, book) => {
+    place: async (_model, _request, book) => {
       options.books?.push(book);
     },
     predictFiles: async () => ({ predictedBytes: files + MIB, fileBytes: files }),

@@ -1,0 +1,216 @@
+/**
+ * @module runtime/onnx-graph
+ * The shape of an ONNX model's main graph, read from the file's protobuf
+ * bytes: its nodes (operator, inputs, outputs, integer attributes) and the
+ * dims of its constants (initializers and Constant nodes). Session placement
+ * (runtime/session-placement.ts) estimates a run's cost from it
+ * (runtime/run-estimate.ts), so a model lands on the same thread on every
+ * start. onnxruntime-node exposes only a session's inputs and outputs, and a
+ * protobuf library is not a dependency of the server, so this reads the few
+ * fields it needs from the wire format and skips the rest (tensor data
+ * included: a 64 MiB model is walked, not copied).
+ */
+
+export interface GraphNode {
+  readonly opType: string;
+  /** '' for the default ONNX operator set. */
+  readonly domain: string;
+  /** Input names in order; '' marks an omitted optional input. */
+  readonly inputs: readonly string[];
+  readonly outputs: readonly string[];
+  /** Integer and integer-list attributes by name (e.g. Gemm's transB, Transpose's perm). */
+  readonly ints: ReadonlyMap<string, readonly number[]>;
+  /** Whether a node holds a subgraph (If, Loop, Scan): its cost is not the node's own. */
+  readonly hasSubgraph: boolean;
+  /** A Constant node's value dims (its `value` tensor; [] for a scalar, [n] for a list). */
+  readonly constantDims?: readonly number[];
+}
+
+export interface GraphSummary {
+  readonly nodes: readonly GraphNode[];
+  /** Dims of each initializer (sparse ones included). */
+  readonly constants: ReadonlyMap<string, readonly number[]>;
+}
+
+const VARINT = 0;
+const FIXED64 = 1;
+const BYTES = 2;
+const FIXED32 = 5;
+
+class Reader {
+  pos: number;
+  constructor(
+    private readonly buf: Uint8Array,
+    start = 0,
+    readonly end = buf.length,
+  ) {
+    this.pos = start;
+  }
+
+  get done(): boolean {
+    return this.pos >= this.end;
+  }
+
+  varint(): number {
+    let value = 0;
+    let scale = 1;
+    for (let i = 0; i < 10; i++) {
+      const byte = this.buf[this.pos++];
+      if (byte === undefined || this.pos > this.end) throw new Error('truncated varint');
+      value += (byte & 0x7f) * scale;
+      if (byte < 0x80) return value;
+      scale *= 128;
+    }
+    throw new Error('varint too long');
+  }
+
+  /** A length-delimited field's extent, skipped over. */
+  sub(): Reader {
+    const length = this.varint();
+    const start = this.pos;
+    this.pos += length;
+    if (this.pos > this.end) throw new Error('truncated field');
+    return new Reader(this.buf, start, this.pos);
+  }
+
+  string(): string {
+    const r = this.sub();
+    return Buffer.from(this.buf.buffer, this.buf.byteOffset + r.pos, r.end - r.pos).toString('utf8');
+  }
+
+  skip(wire: number): void {
+    if (wire === VARINT) this.varint();
+    else if (wire === FIXED64) this.pos += 8;
+    else if (wire === BYTES) this.sub();
+    else if (wire === FIXED32) this.pos += 4;
+    else throw new Error(`unsupported wire type ${wire}`);
+  }
+
+  /** Each field of this message in order: `visit` reads it or returns false to have it skipped. */
+  fields(visit: (field: number, wire: number) => boolean): void {
+    while (!this.done) {
+      const key = this.varint();
+      const field = Math.floor(key / 8);
+      const wire = key & 7;
+      if (!visit(field, wire)) this.skip(wire);
+    }
+  }
+
+  /** A repeated int64 field's values, packed or not. */
+  ints(wire: number, into: number[]): void {
+    if (wire === VARINT) into.push(this.varint());
+    else {
+      const r = this.sub();
+      while (!r.done) into.push(r.varint());
+    }
+  }
+}
+
+/** TensorProto: dims (1) and name (8). */
+function readTensor(r: Reader): { name: string; dims: number[] } {
+  let name = '';
+  const dims: number[] = [];
+  r.fields((field, wire) => {
+    if (field === 1) r.ints(wire, dims);
+    else if (field === 8 && wire === BYTES) name = r.string();
+    else return false;
+    return true;
+  });
+  return { name, dims };
+}
+
+/** SparseTensorProto: values (1, its name) and dims (3). */
+function readSparse(r: Reader): { name: string; dims: number[] } {
+  let name = '';
+  const dims: number[] = [];
+  r.fields((field, wire) => {
+    if (field === 1 && wire === BYTES) name = readTensor(r.sub()).name;
+    else if (field === 3) r.ints(wire, dims);
+    else return false;
+    return true;
+  });
+  return { name, dims };
+}
+
+interface Attribute {
+  name: string;
+  ints: number[];
+  tensorDims?: number[];
+  floats: number;
+  subgraph: boolean;
+}
+
+/** AttributeProto: name (1), i (3), t (5), g (6), floats (7), ints (8), graphs (11). */
+function readAttribute(r: Reader): Attribute {
+  const a: Attribute = { name: '', ints: [], floats: 0, subgraph: false };
+  r.fields((field, wire) => {
+    if (field === 1 && wire === BYTES) a.name = r.string();
+    else if (field === 3 && wire === VARINT) a.ints.push(r.varint());
+    else if (field === 8) r.ints(wire, a.ints);
+    else if (field === 5 && wire === BYTES) a.tensorDims = readTensor(r.sub()).dims;
+    else if (field === 7 && wire === BYTES) {
+      const packed = r.sub();
+      a.floats += (packed.end - packed.pos) / 4;
+    } else if (field === 7) {
+      a.floats++;
+      return false;
+    } else if ((field === 6 || field === 11) && wire === BYTES) {
+      a.subgraph = true;
+      return false;
+    } else return false;
+    return true;
+  });
+  return a;
+}
+
+/** NodeProto: input (1), output (2), op_type (4), attribute (5), domain (7). */
+function readNode(r: Reader): GraphNode {
+  const inputs: string[] = [];
+  const outputs: string[] = [];
+  const ints = new Map<string, number[]>();
+  let opType = '';
+  let domain = '';
+  let hasSubgraph = false;
+  let constantDims: number[] | undefined;
+  r.fields((field, wire) => {
+    if (wire !== BYTES) return false;
+    if (field === 1) inputs.push(r.string());
+    else if (field === 2) outputs.push(r.string());
+    else if (field === 4) opType = r.string();
+    else if (field === 7) domain = r.string();
+    else if (field === 5) {
+      const a = readAttribute(r.sub());
+      if (a.ints.length > 0) ints.set(a.name, a.ints);
+      hasSubgraph ||= a.subgraph;
+      if (a.tensorDims !== undefined) constantDims = a.tensorDims;
+      else if (a.name.startsWith('value_')) constantDims = a.name.endsWith('s') ? [Math.max(a.ints.length, a.floats)] : [];
+    } else return false;
+    return true;
+  });
+  return { opType, domain: domain === 'ai.onnx' ? '' : domain, inputs, outputs, ints, hasSubgraph, ...(opType === 'Constant' ? { constantDims } : {}) };
+}
+
+/** The main graph (ModelProto field 7) of an ONNX file's bytes; throws on bytes that are not a well-formed protobuf message. */
+export function readGraphSummary(bytes: Uint8Array): GraphSummary {
+  const nodes: GraphNode[] = [];
+  const constants = new Map<string, number[]>();
+  let sawGraph = false;
+  const model = new Reader(bytes);
+  model.fields((field, wire) => {
+    if (field !== 7 || wire !== BYTES) return false;
+    sawGraph = true;
+    const graph = model.sub();
+    graph.fields((gField, gWire) => {
+      if (gWire !== BYTES) return false;
+      if (gField === 1) nodes.push(readNode(graph.sub()));
+      else if (gField === 5 || gField === 15) {
+        const t = gField === 5 ? readTensor(graph.sub()) : readSparse(graph.sub());
+        constants.set(t.name, t.dims);
+      } else return false;
+      return true;
+    });
+    return true;
+  });
+  if (!sawGraph) throw new Error('no graph in the model file');
+  return { nodes, constants };
+}
