@@ -1,7 +1,8 @@
 /**
  * @module runtime/session-placement
- * Where a session runs: decided once per loaded model version here (a
- * main-thread copy or not), and per run by the session itself from the
+ * Where a session runs: decided once per loaded model version here (in its
+ * runtime worker, on the main thread only, or in its worker with a
+ * main-thread copy), and per run by the session itself from the
  * scheduler's facts (runtime/onnx-session.ts run, runtime/quiet-window.ts).
  * The scheduler only says what waits behind a batch; the runtime decides. By default a
  * session lives in a runtime worker, which keeps HTTP responsive while a
@@ -25,23 +26,32 @@
  * used while quiet, for the models that run most often, each booked in
  * the memory budget while it exists (`book`).
  *
- * A model qualifies when it runs on CPU with one instance, its version
- * directory holds at most MAIN_THREAD_MAX_FILE_BYTES (a copy doubles its
- * weights while it exists, and that is booked), and the median of PROBE_RUNS
- * runs of zeros at max(1, max_batch_size) rows, timed inside the worker after
- * warm-up, is at most MME_MAIN_THREAD_MAX_RUN_US: the event loop is then
- * blocked for at most about that long by a run. A variable non-batch
- * dimension (the cost depends on the request), string inputs, or inputs that
- * zeros do not suit keep it in its worker only.
+ * The decision needs no timing: a run at max(1, max_batch_size) rows is
+ * estimated from the model's graph (runtime/run-estimate.ts: multiply-adds
+ * against its weights and elements written, at one bench-box core's rates),
+ * so a model lands the same way on every start and every host; a timed probe
+ * read the 16→4 model at 14-142 µs across ten starts, across the
+ * main-thread-only limit. A model gets a main-thread copy when it runs on
+ * CPU with one instance, its version directory holds at most
+ * MAIN_THREAD_MAX_FILE_BYTES (a copy doubles its weights while it exists,
+ * and that is booked), and the estimate is at most MME_MAIN_THREAD_MAX_RUN_US:
+ * the event loop is then blocked for at most about that long by a run. A
+ * variable non-batch dimension or string inputs (the cost depends on the
+ * request), or a graph the estimate cannot bound (a convolution, a loop, an
+ * operator it does not know), keep it in its worker only; the `session
+ * placed` line says why.
  *
- * A model cheaper still, whose largest batch runs in at most
- * MME_MAIN_THREAD_ONLY_MAX_RUN_US, keeps no worker copy at all: under load
- * the hop costs the main thread more than such a run
- * (DEFAULT_MAIN_THREAD_ONLY_MAX_RUN_US has the measurement).
+ * A model cheaper still, whose largest batch is estimated at most
+ * MME_MAIN_THREAD_ONLY_MAX_RUN_US (PER_REQUEST_ONLY_TIMES that without a
+ * batch dimension), keeps no worker copy at all: under load the hop costs
+ * the main thread more than such a run (DEFAULT_MAIN_THREAD_ONLY_MAX_RUN_US
+ * has the measurement). It moves to the main thread while the model loads,
+ * inside the load's measured section (registry/model-loader.ts), so the
+ * load is booked at what the session holds there.
  *
  * Per model, `parameters { key: "execution_thread" value: { string_value: "auto" | "main" | "worker" } }`:
- * `main` runs it on the main thread only (no worker copy, no measurement;
- * CPU, one instance), `worker` keeps it in its worker only.
+ * `main` runs it on the main thread only (no worker copy, whatever the
+ * estimate; CPU, one instance), `worker` keeps it in its worker only.
  */
 import os from 'node:os';
 import type { ModelConfig } from '../config/model-config-types.js';
@@ -55,10 +65,10 @@ import { estimateRunUs, runCostOf } from './run-estimate.js';
 export type ExecutionThread = 'auto' | 'main' | 'worker';
 
 export interface PlacementSettings {
-  /** Largest measured run (µs, median, at the largest batch) that `auto` moves to the main thread; 0 = `auto` never does. */
+  /** Largest estimated run (µs, at the largest batch, runtime/run-estimate.ts) that `auto` moves to the main thread; 0 = `auto` never does. */
   readonly mainThreadMaxRunUs: number;
   /**
-   * Largest measured run that `auto` puts on the main thread only, with no
+   * Largest estimated run that `auto` puts on the main thread only, with no
    * worker session (DEFAULT_MAIN_THREAD_ONLY_MAX_RUN_US says why); 0 = none.
    */
   readonly mainThreadOnlyMaxRunUs?: number;
@@ -75,12 +85,12 @@ export interface PlacementSettings {
 
 /**
  * MME_MAIN_THREAD_ONLY_MAX_RUN_US's default. A model whose largest batch
- * runs in at most this many µs lives on the main thread only, busy or quiet:
- * handing a batch to a worker and taking its answer back costs the main
- * thread more than such a run. Measured on the 2-core bench box, tiny model
- * at 64 connections (8 rows a batch; the probe reads 8 µs a run, where a
- * loop of runs on the main thread costs it 5.5-6 µs each: the probe also
- * times the event-loop turn onnxruntime-node takes per run): the hop cost
+ * is estimated at most this many µs lives on the main thread only, busy or
+ * quiet: handing a batch to a worker and taking its answer back costs the
+ * main thread more than such a run. Measured on the 2-core bench box, tiny
+ * model at 64 connections (8 rows a batch; a loop of runs on the main thread
+ * costs 5.5-6 µs each, and 8 µs timed one by one with the event-loop turn
+ * onnxruntime-node takes per run; estimated 6.5 µs at 64 rows): the hop cost
  * the main thread about 10-14 µs a batch, and with every batch on the main
  * thread the server answered 44.9k req/s against 40.8k with busy batches in
  * the worker (medians of 5 interleaved runs). The main thread is what limits
