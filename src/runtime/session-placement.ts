@@ -140,9 +140,9 @@ export function executionThreadOf(config: ModelConfig): ExecutionThread {
  */
 export const PER_REQUEST_ONLY_TIMES = 4;
 
-/** Where a version's session runs, and why. */
+/** Where a version's session runs, and why; `runUs`: the estimate it was decided on (none: `execution_thread` decided). */
 export type Decision =
-  { readonly kind: 'worker'; readonly reason: string; readonly runUs?: number } | { readonly kind: 'main only' | 'copy'; readonly runUs: number };
+  { readonly kind: 'worker'; readonly reason: string; readonly runUs?: number } | { readonly kind: 'main only' | 'copy'; readonly runUs?: number };
 
 /** Elements per row of each input, or undefined when a run's cost depends on the request (a variable dimension, strings). */
 function perRowInputs(config: ModelConfig): Map<string, number> | undefined {
@@ -150,11 +150,8 @@ function perRowInputs(config: ModelConfig): Map<string, number> | undefined {
   for (const i of config.input) {
     const bounded = i.dataType !== 'BYTES' && i.dims.every((d) => d >= 0);
     if (!bounded && !i.optional) return undefined;
-    if (bounded)
-      out.set(
-        i.name,
-        i.dims.reduce((a, b) => a * b, 1),
-      );
+    const elements = i.dims.reduce((a, b) => a * b, 1);
+    if (bounded) out.set(i.name, elements);
   }
   return out;
 }
@@ -235,7 +232,7 @@ export async function decide(
   if (version.sessions.length > 1) return { kind: 'worker', reason: `it has ${version.sessions.length} instances, each in its own runtime worker` };
   if (session !== undefined && session.provider !== 'cpu') return { kind: 'worker', reason: `it runs on ${session.provider}` };
   if (choice === 'worker') return { kind: 'worker', reason: 'execution_thread "worker"' };
-  if (choice === 'main') return { kind: 'main only', runUs: Number.NaN };
+  if (choice === 'main') return { kind: 'main only' };
   if (settings.mainThreadMaxRunUs <= 0) return { kind: 'worker', reason: 'MME_MAIN_THREAD_MAX_RUN_US is 0' };
   const inputs = perRowInputs(config);
   if (inputs === undefined) return { kind: 'worker', reason: 'a variable dimension or a string input: the cost depends on the request' };
@@ -265,7 +262,7 @@ async function apply(
     if (decision.kind === 'main only') {
       // One intra-op thread unless the model sets its own: a run this short gains nothing from more, and a
       // pool's threads would spin beside the server under load. `execution_thread: "main"` keeps the model's threads.
-      await session.moveToMainThread({ intraOpThreads: copy.copyThreads === undefined || Number.isNaN(decision.runUs) ? undefined : 1 });
+      await session.moveToMainThread({ intraOpThreads: copy.copyThreads === undefined || decision.runUs === undefined ? undefined : 1 });
     } else if (decision.kind === 'copy') {
       session.allowMainThreadCopy({ intraOpThreads: copy.copyThreads, fileBytes: await copy.fileBytes(), book: copy.book, copies: copy.copies });
     }
@@ -277,7 +274,7 @@ async function apply(
 
 /** The `session placed` line's fields: where, the estimate it was decided on, and why a session stays in its worker. */
 function placementFields(decision: Decision, choice: ExecutionThread, copyThreads: number | undefined): Record<string, unknown> {
-  const estimate = decision.runUs === undefined || Number.isNaN(decision.runUs) ? {} : { estimatedRunUs: decision.runUs };
+  const estimate = decision.runUs === undefined ? {} : { estimatedRunUs: decision.runUs };
   switch (decision.kind) {
     case 'main only':
       return choice === 'main'

@@ -75,6 +75,9 @@ describe('density: each model costs about what onnxruntime costs', { skip: proce
       assert.ok(f.reservedBytes <= 1.5 * f.measuredBytes, `in all, reserved ≤ 1.5× measured: ${figures}`);
       const growthBytes = (f.server.loaded.rssKb - f.server.idle.rssKb) * 1024;
       assert.ok(f.reservedBytes <= 1.5 * growthBytes, `reserved ≤ 1.5× the RSS growth seen from /proc: ${figures}`);
+      // Every tiny model runs on the main thread only (runtime/session-placement.ts), moved there inside its load's
+      // measurement: 1,000 of them book 0.65-0.70 of the growth on a 2-core machine (0.33 when the move was unmeasured).
+      // What stays unbooked is not the sessions' (each model's share of the JavaScript heap, the first request's allocations).
       assert.ok(f.reservedBytes >= 0.5 * growthBytes, `and books at least half of it (the budget stays true of the process): ${figures}`);
     });
   }

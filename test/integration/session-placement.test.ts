@@ -209,7 +209,7 @@ describe('session placement', () => {
   });
 
   it('the same model lands the same way on every start: 10 starts, the bench models', async () => {
-    // The invocations bench's models: tiny 16→4 batching (max_batch_size 64) and without a batch dimension, the MLP at 8 rows.
+    // The invocations bench's models: tiny 16→4 batching (max_batch_size 64), without a batch dimension and with no config, the MLP at 8 rows.
     const t = tiny({ in: 16, out: 4 });
     const tensors = (dims: number[], out: number[]) => ({
       inputs: [{ name: 'INPUT0', dataType: 'FP32' as const, dims }],
@@ -218,12 +218,10 @@ describe('session placement', () => {
     const root = await tempDir(ctx);
     await writeModelDir(root, 'tiny', { onnx: t.onnx, config: configText({ maxBatchSize: 64, ...tensors([16], [4]) }) });
     await writeModelDir(root, 'tiny_mbs0', { onnx: t.onnx, config: configText({ maxBatchSize: 0, ...tensors([1, 16], [1, 4]) }) });
+    await writeModelDir(root, 'tiny_auto', { onnx: t.onnx });
     await writeModelDir(root, 'mlp', mlp({ in: 256, hidden: [1024, 1024], out: 16 }));
-    const rows: Record<string, number[][]> = {
-      tiny: [new Array<number>(16).fill(1)],
-      tiny_mbs0: [new Array<number>(16).fill(1)],
-      mlp: [new Array<number>(256).fill(1)],
-    };
+    const ones = (n: number) => [new Array<number>(n).fill(1)];
+    const rows: Record<string, number[][]> = { tiny: ones(16), tiny_mbs0: ones(16), tiny_auto: ones(16), mlp: ones(256) };
     const seen: Record<string, Set<string>> = {};
     for (let start = 0; start < 10; start++) {
       const s = await startTestServer({ modelSource: root, cacheDir: path.join(await tempDir(ctx), 'cache') });
@@ -247,6 +245,7 @@ describe('session placement', () => {
     // The hop to a worker costs more than these runs: main thread only, no worker session.
     assert.match(one('tiny'), /^main thread only .* worker none$/);
     assert.match(one('tiny_mbs0'), /^main thread only .* worker none$/);
+    assert.match(one('tiny_auto'), /^main thread only .* worker none$/);
     assert.match(one('mlp'), /^main thread when the server is quiet .* worker kept$/);
   });
 });
