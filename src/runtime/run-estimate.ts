@@ -12,10 +12,11 @@
  * The estimate is a call's fixed cost, a cost per node, and per row the
  * multiply-adds of MatMul and Gemm against constant weights plus the
  * elements every other node writes, at rates of one core of the 2-core bench
- * box (the calibration below). It errs high: the main-thread limits bound how
+ * box (the calibration below); a convolution's multiply-adds follow from its
+ * weights, the input's positions and its strides. It errs high: the main-thread limits bound how
  * long a run may hold the event loop. A graph whose cost does not follow
- * from its weights and input sizes (a convolution, a product of two
- * activations, a loop, an operator outside the default set or this list)
+ * from its weights and input sizes (a product of two activations, a loop,
+ * an operator outside the default set or this list)
  * has no estimate, and its model stays in its runtime worker.
  */
 import type { GraphNode, GraphSummary } from './onnx-graph.js';
@@ -113,6 +114,26 @@ function constantOutputDims(node: GraphNode, inputs: readonly Size[]): readonly 
 
 const rowsOf = (s: Size): number => ('perRow' in s ? s.perRow : elementsOf(s.dims));
 
+/**
+ * A convolution over a per-row input (N, C, spatial…) with constant weights
+ * (M, C / group, kernel…): each output element costs C / group × kernel
+ * multiply-adds, and the output holds M channels of the input's positions
+ * divided by the strides (padding at most keeps them: the estimate errs high).
+ */
+function convCost(
+  node: GraphNode,
+  x: Size | undefined,
+  w: Size | undefined,
+  bias: boolean,
+): { macs: number; elements: number; out: number } | { unbounded: string } {
+  if (x === undefined || w === undefined || !('perRow' in x) || !('dims' in w) || w.dims.length < 3) return { unbounded: 'Conv without constant weights' };
+  const [m = 1, perGroup = 1, ...kernel] = w.dims;
+  const channels = perGroup * (node.ints.get('group')?.[0] ?? 1);
+  const positions = x.perRow / Math.max(1, channels) / (node.ints.get('strides') ?? []).reduce((a, b) => a * b, 1);
+  const out = positions * m;
+  return { macs: out * perGroup * elementsOf(kernel), elements: bias ? out : 0, out };
+}
+
 /** One node with at least one per-row input: its multiply-adds and elements per row, and its output's elements per row. */
 function nodeCost(node: GraphNode, inputs: readonly (Size | undefined)[]): { macs: number; elements: number; out: number } | { unbounded: string } {
   const op = node.domain === '' ? node.opType : `${node.domain}.${node.opType}`;
@@ -130,7 +151,14 @@ function nodeCost(node: GraphNode, inputs: readonly (Size | undefined)[]): { mac
     // A Gemm's bias is one add per output element.
     return { macs: a.perRow * n, elements: op === 'Gemm' && inputs[2] !== undefined ? out : 0, out };
   }
+  if (op === 'Conv') return convCost(node, a, b, inputs[2] !== undefined);
   const present = inputs.filter((s): s is Size => s !== undefined);
+  if (op === 'MaxPool' || op === 'AveragePool') {
+    // Each output element reads a kernel's window of the input.
+    const strides = node.ints.get('strides') ?? [];
+    const out = rowsOf(present[0]!) / strides.reduce((x, y) => x * y, 1);
+    return { macs: 0, elements: out * elementsOf(node.ints.get('kernel_shape') ?? []), out };
+  }
   if (ELEMENTWISE.has(op)) {
     const out = Math.max(...present.map(rowsOf));
     return { macs: 0, elements: out, out };

@@ -37,8 +37,8 @@
  * and that is booked), and the estimate is at most MME_MAIN_THREAD_MAX_RUN_US:
  * the event loop is then blocked for at most about that long by a run. A
  * variable non-batch dimension or string inputs (the cost depends on the
- * request), or a graph the estimate cannot bound (a convolution, a loop, an
- * operator it does not know), keep it in its worker only; the `session
+ * request), or a graph the estimate cannot bound (a loop, a product of two
+ * activations, an operator it does not know), keep it in its worker only; the `session
  * placed` line says why.
  *
  * A model cheaper still, whose largest batch is estimated at most

@@ -6,7 +6,8 @@
  * the benches serve, and where each lands: the 16→4 model on the main
  * thread only at every batch size, the 256→1024→1024→16 MLP with a
  * main-thread copy at 8 rows and in its worker at 64, a graph whose cost
- * does not follow from its sizes in its worker with the reason said.
+ * does not follow from its sizes in its worker with the reason said, and
+ * the counts for dense and convolutional graphs.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -152,6 +153,22 @@ describe('where a model runs, from its config and graph', () => {
     assert.deepEqual(cost, { nodes: 2, macsPerRow: 64, elementsPerRow: 4 });
     if ('unbounded' in cost) return;
     assert.ok(estimateRunUs(cost, 8) > estimateRunUs(cost, 1));
+  });
+
+  it('counts a convolution from its weights, the input positions and the strides; pools by their windows', () => {
+    const graph = readGraphSummary(
+      buildModel({
+        inputs: [valueInfo('INPUT0', 'FP32', ['batch', 1, 16, 16])],
+        outputs: [valueInfo('OUTPUT0', 'FP32', ['batch', 8, 8, 8])],
+        nodes: [
+          node('Conv', ['INPUT0', 'W', 'B'], ['c'], { attributes: { pads: attr.ints([1, 1, 1, 1]) } }),
+          node('MaxPool', ['c'], ['OUTPUT0'], { attributes: { kernel_shape: attr.ints([2, 2]), strides: attr.ints([2, 2]) } }),
+        ],
+        initializers: [tensor('W', 'FP32', [8, 1, 3, 3], new Float32Array(72)), tensor('B', 'FP32', [8], new Float32Array(8))],
+      }),
+    );
+    // 256 positions × 8 channels out, 9 multiply-adds each, a bias add each; the pool reads 4 of them per output.
+    assert.deepEqual(runCostOf(graph, new Map([['INPUT0', 256]])), { nodes: 2, macsPerRow: 2048 * 9, elementsPerRow: 2048 + 512 * 4 });
   });
 
   it('placeSessions moves the session where decide says', async () => {
