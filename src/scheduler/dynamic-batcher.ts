@@ -32,15 +32,15 @@
 import type { Cancellation } from '../cancellation.js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
-import type { ModelMetrics } from '../observability/metrics.js';
 import type { Tensor } from '../protocol/tensor.js';
 import { batchSignature, concatInputs, requestRows, splitOutputs } from './batch-merge.js';
+import { recordExecution, runAlone, type Outcome, type SchedulerMetrics } from './batch-execution.js';
 import type { BatchPolicy } from './batch-policy.js';
 import { systemClock, type Clock } from '../clock.js';
 import type { BatchLoad, ModelExecutor, ModelScheduler, QueueDepth, ScheduleOptions } from './model-scheduler.js';
+import { PumpTrigger, WakeTimer } from './pump-triggers.js';
 
-/** The batch-level cells of the model version a batcher serves (observability/metrics.ts forModel). */
-export type SchedulerMetrics = Pick<ModelMetrics, 'execCount' | 'inferenceCount' | 'computeInferUs' | 'queueUs' | 'batchSize' | 'recordBatch'>;
+export type { SchedulerMetrics } from './batch-execution.js';
 
 export interface DynamicBatcherOptions {
   /** The model as messages and logs name it (the package label). */
@@ -83,8 +83,6 @@ interface Pending {
   /** Removes the cancellation callback. */
   detach(): void;
 }
-
-type Outcome = { readonly ok: true; readonly outputs: Map<string, Tensor> } | { readonly ok: false; readonly error: unknown };
 
 /**
  * A FIFO whose members are the entries in `state`; entries that left (ran,
@@ -153,8 +151,8 @@ export class DynamicBatcher implements ModelScheduler {
   private running = 0;
   private closed = false;
   private closeWaiters: (() => void)[] = [];
-  private pumpPending = false;
-  private timer: { readonly atUs: number; readonly cancel: () => void } | undefined;
+  private readonly pumpTrigger: PumpTrigger;
+  private readonly timer: WakeTimer;
   /** Earliest deadline among queued requests (may be stale-early: then one extra scan). */
   private nextDeadlineUs = Number.POSITIVE_INFINITY;
   /** preserve_ordering: batches are numbered at dispatch and answered in that order. */
@@ -174,6 +172,8 @@ export class DynamicBatcher implements ModelScheduler {
     const slots = n * Math.max(1, Math.floor(options.batchesPerInstance ?? 1));
     // A stack popped from the end: slot 0 (instance 0) first, every instance once before any gets a second batch.
     this.free = Array.from({ length: slots }, (_, i) => slots - 1 - i);
+    this.pumpTrigger = new PumpTrigger(options.policy.maxBatchSize > 1, () => this.pump());
+    this.timer = new WakeTimer(this.clock, () => this.pump());
   }
 
   /** Requests waiting (not yet running). */
@@ -337,35 +337,9 @@ export class DynamicBatcher implements ModelScheduler {
 
   // --------------------------------------------------------------- batching
 
-  /**
-   * Coalesce: requests enqueued in the same turn are considered together.
-   * While a batch of this model is in flight, the pump waits for the end of
-   * the event loop's I/O phase (setImmediate): every request read from the
-   * sockets that were ready together then joins one batch, instead of the
-   * first of them leaving alone in a free slot. Measured with the tiny model
-   * at 64 connections (max_batch_size 8): batches of 8.0 rows instead of
-   * 5.9, and 0.5 µs less main-thread CPU per request. With nothing in
-   * flight the pump stays a microtask, so a lone request waits for nothing.
-   * Nor does a request that no other can join (max_batch_size 0 or 1, or
-   * dynamic batching off): waiting would merge nothing and only cost
-   * event-loop turns (tiny 16→4 with max_batch_size 0 at 64 connections: 0.60
-   * epoll_wait calls per request that way, 0.50 this way; 0.06 with
-   * max_batch_size 64).
-   */
+  /** Soon, and after the I/O phase while a batch is in flight (pump-triggers.ts says why). */
   private schedulePump(): void {
-    if (this.pumpPending) return;
-    this.pumpPending = true;
-    if (this.running > 0 && this.policy.maxBatchSize > 1) {
-      setImmediate(() => {
-        this.pumpPending = false;
-        this.pump();
-      });
-      return;
-    }
-    queueMicrotask(() => {
-      this.pumpPending = false;
-      this.pump();
-    });
+    this.pumpTrigger.request(this.running);
   }
 
   private pump(): void {
@@ -382,20 +356,7 @@ export class DynamicBatcher implements ModelScheduler {
     }
     // Deadlines are enforced even while every instance is busy (a timeout does not wait for a batch to end).
     if (this.queued > 0) wakeUs = Math.min(wakeUs, this.nextDeadlineUs);
-    this.armTimer(wakeUs, now);
-  }
-
-  /** One timer at most, for the earliest reason to wake up; none while nothing waits. */
-  private armTimer(atUs: number, now: number): void {
-    if (atUs !== Number.POSITIVE_INFINITY && this.timer && this.timer.atUs <= atUs && this.timer.atUs > now) return; // an earlier wake-up is already set
-    this.timer?.cancel();
-    this.timer = undefined;
-    if (atUs === Number.POSITIVE_INFINITY) return;
-    const cancel = this.clock.setTimer(Math.max(0, atUs - now), () => {
-      this.timer = undefined;
-      this.pump();
-    });
-    this.timer = { atUs, cancel };
+    this.timer.arm(wakeUs, now);
   }
 
   /** The request inOrder() would yield first (only called while something is queued). */
@@ -468,7 +429,7 @@ export class DynamicBatcher implements ModelScheduler {
 
   /** Never rejects: every request gets an outcome. */
   private async execute(executor: ModelExecutor, batch: readonly Pending[], load: BatchLoad): Promise<Outcome[]> {
-    if (batch.length === 1) return [await this.runAlone(executor, batch[0]!, load)];
+    if (batch.length === 1) return [await this.runOne(executor, batch[0]!, load)];
     // The union of what the requests asked for; each gets back only its own.
     const names = [...new Set(batch.flatMap((p) => p.outputs))];
     const rows = batch.map((p) => p.rows);
@@ -486,7 +447,7 @@ export class DynamicBatcher implements ModelScheduler {
         batch.map((p) => p.outputs),
         this.model,
       );
-      this.recordExecution(totalRows, batch.length, ran - started, started - merging, this.clock.nowUs() - ran);
+      recordExecution(this.options.metrics, totalRows, batch.length, ran - started, started - merging, this.clock.nowUs() - ran);
       return split.map((o) => ({ ok: true, outputs: o }));
     } catch (err) {
       // A deadline that passed for the batch as a whole (a js step's call deadline): running each request
@@ -499,31 +460,13 @@ export class DynamicBatcher implements ModelScheduler {
         'batch failed; running its requests one at a time',
       );
       const outcomes: Outcome[] = [];
-      for (const p of batch) outcomes.push(await this.runAlone(executor, p, load));
+      for (const p of batch) outcomes.push(await this.runOne(executor, p, load));
       return outcomes;
     }
   }
 
-  private async runAlone(executor: ModelExecutor, p: Pending, load: BatchLoad): Promise<Outcome> {
-    try {
-      const started = this.clock.nowUs();
-      const outputs = await executor.execute(p.inputs, p.outputs, load);
-      this.recordExecution(p.rows, 1, this.clock.nowUs() - started, 0, 0);
-      return { ok: true, outputs };
-    } catch (error) {
-      return { ok: false, error };
-    }
-  }
-
-  private recordExecution(rows: number, requests: number, computeUs: number, inputUs: number, outputUs: number): void {
-    const m = this.options.metrics;
-    if (!m) return;
-    m.execCount.inc();
-    m.inferenceCount.inc(rows);
-    m.batchSize.observe(rows);
-    // Triton adds a batch's compute time to each of its requests.
-    m.computeInferUs.add(computeUs * requests, requests);
-    m.recordBatch(rows, inputUs, computeUs, outputUs);
+  private runOne(executor: ModelExecutor, p: Pending, load: BatchLoad): Promise<Outcome> {
+    return runAlone(executor, p.inputs, p.outputs, p.rows, load, this.clock, this.options.metrics);
   }
 
   private answer(seq: number, batch: readonly Pending[], outcomes: readonly Outcome[]): void {
@@ -549,8 +492,7 @@ export class DynamicBatcher implements ModelScheduler {
 
   private notifyIfIdle(): void {
     if (!this.closed || this.queued > 0 || this.running > 0) return;
-    this.timer?.cancel();
-    this.timer = undefined;
+    this.timer.cancel();
     for (const resolve of this.closeWaiters.splice(0)) resolve();
   }
 }

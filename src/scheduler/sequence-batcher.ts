@@ -45,8 +45,9 @@ import type { Logger } from '../observability/logger.js';
 import type { Tensor } from '../protocol/tensor.js';
 import { batchSignature, concatInputs, requestRows, splitOutputs } from './batch-merge.js';
 import { systemClock, type Clock } from '../clock.js';
-import type { SchedulerMetrics } from './dynamic-batcher.js';
+import { recordExecution, runAlone, type Outcome, type SchedulerMetrics } from './batch-execution.js';
 import type { BatchLoad, ModelExecutor, ModelScheduler, QueueDepth, ScheduleOptions } from './model-scheduler.js';
+import { PumpTrigger, WakeTimer } from './pump-triggers.js';
 import {
   controlTensors,
   ownedCopy,
@@ -138,8 +139,6 @@ interface Sequence {
  */
 export const SLOT_WAIT_DEFAULT_US = 30_000_000;
 
-type Outcome = { readonly ok: true; readonly outputs: Map<string, Tensor> } | { readonly ok: false; readonly error: unknown };
-
 export class SequenceBatcher implements ModelScheduler {
   private readonly model: string;
   private readonly clock: Clock;
@@ -157,8 +156,8 @@ export class SequenceBatcher implements ModelScheduler {
   private liveCount = 0;
   private closed = false;
   private closeWaiters: (() => void)[] = [];
-  private pumpPending = false;
-  private batchTimer: { readonly atUs: number; readonly cancel: () => void } | undefined;
+  private readonly pumpTrigger: PumpTrigger;
+  private readonly batchTimer: WakeTimer;
   private idleTimer: (() => void) | undefined;
 
   constructor(private readonly options: SequenceBatcherOptions) {
@@ -175,6 +174,8 @@ export class SequenceBatcher implements ModelScheduler {
     });
     this.inflight = options.instances.map(() => 0);
     this.capacity = Math.max(1, Math.floor(options.batchesPerInstance ?? 1));
+    this.pumpTrigger = new PumpTrigger(options.maxBatchSize > 1, () => this.pump());
+    this.batchTimer = new WakeTimer(this.clock, () => this.pump());
   }
 
   /** Live sequences (started, not ended), in a slot or waiting for one. */
@@ -482,16 +483,9 @@ export class SequenceBatcher implements ModelScheduler {
 
   // ---------------------------------------------------------------- batching
 
+  /** Soon, and after the I/O phase while a batch that others could have joined is in flight (pump-triggers.ts says why). */
   private schedulePump(): void {
-    if (this.pumpPending) return;
-    this.pumpPending = true;
-    const run = (): void => {
-      this.pumpPending = false;
-      this.pump();
-    };
-    // As the dynamic batcher: while a batch is in flight, wait for the I/O phase so requests read together batch together.
-    if (this.running > 0) setImmediate(run);
-    else queueMicrotask(run);
+    this.pumpTrigger.request(this.running);
   }
 
   private pump(): void {
@@ -508,20 +502,8 @@ export class SequenceBatcher implements ModelScheduler {
         this.dispatch(instance, decision.batch, now);
       }
     }
-    this.armBatchTimer(wakeUs, now);
+    this.batchTimer.arm(wakeUs, now);
     this.notifyIfIdle();
-  }
-
-  private armBatchTimer(atUs: number, now: number): void {
-    if (atUs !== Number.POSITIVE_INFINITY && this.batchTimer && this.batchTimer.atUs <= atUs && this.batchTimer.atUs > now) return;
-    this.batchTimer?.cancel();
-    this.batchTimer = undefined;
-    if (atUs === Number.POSITIVE_INFINITY) return;
-    const cancel = this.clock.setTimer(Math.max(0, atUs - now), () => {
-      this.batchTimer = undefined;
-      this.pump();
-    });
-    this.batchTimer = { atUs, cancel };
   }
 
   private signature(p: Pending): string {
@@ -600,7 +582,7 @@ export class SequenceBatcher implements ModelScheduler {
   /** Never rejects: every request gets an outcome. */
   private async execute(executor: ModelExecutor, batch: readonly Pending[], load: BatchLoad): Promise<Outcome[]> {
     const names = [...new Set([...batch.flatMap((p) => p.outputs), ...this.stateOutputs])];
-    if (batch.length === 1) return [await this.runAlone(executor, batch[0]!, names, load)];
+    if (batch.length === 1) return [await this.runOne(executor, batch[0]!, names, load)];
     try {
       const started = this.clock.nowUs();
       const outputs = await executor.execute(concatInputs(batch.map((p) => this.feeds(p))), names, load);
@@ -610,7 +592,8 @@ export class SequenceBatcher implements ModelScheduler {
         batch.map(() => names),
         this.model,
       );
-      this.record(batch.length, this.clock.nowUs() - started);
+      // One row per request: a sequence's step is one row.
+      recordExecution(this.options.metrics?.batch, batch.length, batch.length, this.clock.nowUs() - started, 0, 0);
       return split.map((o) => ({ ok: true, outputs: o }));
     } catch (err) {
       this.options.logger?.warn(
@@ -618,31 +601,13 @@ export class SequenceBatcher implements ModelScheduler {
         'sequence batch failed; running its requests one at a time',
       );
       const outcomes: Outcome[] = [];
-      for (const p of batch) outcomes.push(await this.runAlone(executor, p, names, load));
+      for (const p of batch) outcomes.push(await this.runOne(executor, p, names, load));
       return outcomes;
     }
   }
 
-  private async runAlone(executor: ModelExecutor, p: Pending, names: readonly string[], load: BatchLoad): Promise<Outcome> {
-    try {
-      const started = this.clock.nowUs();
-      const outputs = await executor.execute(this.feeds(p), names, load);
-      this.record(1, this.clock.nowUs() - started);
-      return { ok: true, outputs };
-    } catch (error) {
-      return { ok: false, error };
-    }
-  }
-
-  private record(rows: number, computeUs: number): void {
-    const m = this.options.metrics?.batch;
-    if (!m) return;
-    m.execCount.inc();
-    m.inferenceCount.inc(rows);
-    m.batchSize.observe(rows);
-    // Triton adds a batch's compute time to each of its requests (here one request per row).
-    m.computeInferUs.add(computeUs * rows, rows);
-    m.recordBatch(rows, 0, computeUs, 0);
+  private runOne(executor: ModelExecutor, p: Pending, names: readonly string[], load: BatchLoad): Promise<Outcome> {
+    return runAlone(executor, this.feeds(p), names, 1, load, this.clock, this.options.metrics?.batch);
   }
 
   /** Keep the state a request produced, answer it, and end its sequence at its sequence_end. */
@@ -686,8 +651,7 @@ export class SequenceBatcher implements ModelScheduler {
     if (!this.closed || this.queued > 0 || this.running > 0) return;
     // Everything accepted has run: the sequences still live end with the model.
     for (const seq of [...this.live.values()]) this.finish(seq, 'unload', 'ended when the model was unloaded; start it again with sequence_start', undefined);
-    this.batchTimer?.cancel();
-    this.batchTimer = undefined;
+    this.batchTimer.cancel();
     this.idleTimer?.();
     this.idleTimer = undefined;
     for (const resolve of this.closeWaiters.splice(0)) resolve();
