@@ -37,7 +37,7 @@ import { batchSignature, concatInputs, requestRows, splitOutputs } from './batch
 import { recordExecution, runAlone, type Outcome, type SchedulerMetrics } from './batch-execution.js';
 import type { BatchPolicy } from './batch-policy.js';
 import { systemClock, type Clock } from '../clock.js';
-import type { BatchLoad, ModelExecutor, ModelScheduler, QueueDepth, ScheduleOptions } from './model-scheduler.js';
+import { QueueingScheduler, type BatchLoad, type ModelExecutor, type QueueDepth, type ScheduleOptions } from './model-scheduler.js';
 import { PumpTrigger, WakeTimer } from './pump-triggers.js';
 
 export type { SchedulerMetrics } from './batch-execution.js';
@@ -138,7 +138,7 @@ interface Level {
 
 type Decision = { readonly kind: 'send'; readonly batch: readonly Pending[] } | { readonly kind: 'wait'; readonly untilUs: number };
 
-export class DynamicBatcher implements ModelScheduler {
+export class DynamicBatcher extends QueueingScheduler {
   private readonly model: string;
   private readonly policy: BatchPolicy;
   private readonly clock: Clock;
@@ -161,6 +161,7 @@ export class DynamicBatcher implements ModelScheduler {
   private readonly finished = new Map<number, () => void>();
 
   constructor(private readonly options: DynamicBatcherOptions) {
+    super();
     if (options.instances.length === 0) throw new Error(`model '${options.model}': a scheduler needs at least one instance`);
     this.model = options.model;
     this.policy = options.policy;
@@ -191,21 +192,7 @@ export class DynamicBatcher implements ModelScheduler {
     return this.running;
   }
 
-  /** Not `async`: the request's own promise is returned as is, not wrapped in another (two fewer microtask turns per request). */
-  schedule(
-    inputs: ReadonlyMap<string, Tensor>,
-    outputNames: readonly string[],
-    cancel?: Cancellation,
-    options: ScheduleOptions = {},
-  ): Promise<Map<string, Tensor>> {
-    try {
-      return this.enqueue(inputs, outputNames, cancel, options);
-    } catch (err) {
-      return Promise.reject(err);
-    }
-  }
-
-  private enqueue(
+  protected enqueue(
     inputs: ReadonlyMap<string, Tensor>,
     outputNames: readonly string[],
     cancel: Cancellation | undefined,

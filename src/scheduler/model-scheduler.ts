@@ -57,6 +57,36 @@ export interface ModelScheduler {
   queueDepth?(): QueueDepth;
 }
 
+/**
+ * A scheduler that queues: `enqueue` throws its refusals (unloading,
+ * cancelled, queue full, a bad request) and returns the request's own
+ * promise; `schedule` hands a refusal back as a rejected promise.
+ */
+export abstract class QueueingScheduler implements ModelScheduler {
+  /** Not `async`: the request's own promise is returned as is, not wrapped in another (two fewer microtask turns per request). */
+  schedule(
+    inputs: ReadonlyMap<string, Tensor>,
+    outputNames: readonly string[],
+    cancel?: Cancellation,
+    options: ScheduleOptions = {},
+  ): Promise<Map<string, Tensor>> {
+    try {
+      return this.enqueue(inputs, outputNames, cancel, options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  protected abstract enqueue(
+    inputs: ReadonlyMap<string, Tensor>,
+    outputNames: readonly string[],
+    cancel: Cancellation | undefined,
+    options: ScheduleOptions,
+  ): Promise<Map<string, Tensor>>;
+
+  abstract close(): Promise<void>;
+}
+
 export interface QueueDepth {
   readonly queued: number;
   readonly limit: number;

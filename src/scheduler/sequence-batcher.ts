@@ -46,7 +46,7 @@ import type { Tensor } from '../protocol/tensor.js';
 import { batchSignature, concatInputs, requestRows, splitOutputs } from './batch-merge.js';
 import { systemClock, type Clock } from '../clock.js';
 import { recordExecution, runAlone, type Outcome, type SchedulerMetrics } from './batch-execution.js';
-import type { BatchLoad, ModelExecutor, ModelScheduler, QueueDepth, ScheduleOptions } from './model-scheduler.js';
+import { QueueingScheduler, type BatchLoad, type ModelExecutor, type QueueDepth, type ScheduleOptions } from './model-scheduler.js';
 import { PumpTrigger, WakeTimer } from './pump-triggers.js';
 import {
   controlTensors,
@@ -139,7 +139,7 @@ interface Sequence {
  */
 export const SLOT_WAIT_DEFAULT_US = 30_000_000;
 
-export class SequenceBatcher implements ModelScheduler {
+export class SequenceBatcher extends QueueingScheduler {
   private readonly model: string;
   private readonly clock: Clock;
   private readonly controls: ControlTensors;
@@ -161,6 +161,7 @@ export class SequenceBatcher implements ModelScheduler {
   private idleTimer: (() => void) | undefined;
 
   constructor(private readonly options: SequenceBatcherOptions) {
+    super();
     if (options.instances.length === 0) throw new Error(`model '${options.model}': a scheduler needs at least one instance`);
     this.model = options.model;
     this.clock = options.clock ?? systemClock;
@@ -197,24 +198,11 @@ export class SequenceBatcher implements ModelScheduler {
     return this.backlog.length;
   }
 
-  schedule(
-    inputs: ReadonlyMap<string, Tensor>,
-    outputNames: readonly string[],
-    cancel?: Cancellation,
-    options: ScheduleOptions = {},
-  ): Promise<Map<string, Tensor>> {
-    try {
-      return this.enqueue(inputs, outputNames, cancel, options);
-    } catch (err) {
-      return Promise.reject(err);
-    }
-  }
-
   private error(code: 'INVALID_REQUEST' | 'INVALID_INPUT' | 'OVERLOADED' | 'MODEL_NOT_FOUND' | 'CANCELLED' | 'TIMEOUT', message: string): ServingError {
     return new ServingError(code, `model '${this.model}': ${message}`, { model: this.model });
   }
 
-  private enqueue(
+  protected enqueue(
     inputs: ReadonlyMap<string, Tensor>,
     outputNames: readonly string[],
     cancel: Cancellation | undefined,
