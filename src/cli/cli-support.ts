@@ -95,6 +95,23 @@ export function readSettings<K extends keyof ServerConfig>(env: NodeJS.ProcessEn
   return out as Pick<ServerConfig, K>;
 }
 
+/**
+ * The address of the server a client command talks to: --url, else this
+ * machine at the server's own port (SAGEMAKER_BIND_TO_PORT); an http(s) URL,
+ * without a trailing slash.
+ */
+export function serverUrl(parsed: Parsed, env: NodeJS.ProcessEnv): string {
+  const base = (stringOption(parsed, 'url') ?? `http://127.0.0.1:${readSettings(env, ['port']).port}`).replace(/\/+$/, '');
+  if (!/^https?:\/\/[^\s]+$/i.test(base)) throw new UsageError(`--url must be an http(s) URL, got '${base}'`);
+  return base;
+}
+
+/** Why a fetch of `timeoutMs` got no answer: the timeout, else the network error's own words (ECONNREFUSED, …). */
+export function noAnswerReason(err: unknown, timeoutMs: number): string {
+  const e = err as Error & { cause?: { message?: string } };
+  return e.name === 'TimeoutError' ? `no answer within ${timeoutMs / 1000} s` : (e.cause?.message ?? e.message);
+}
+
 export { formatBytes } from '../observability/format-bytes.js';
 
 export function write(stream: NodeJS.WritableStream, text: string): void {

@@ -10,9 +10,10 @@ import { readFile } from 'node:fs/promises';
 import {
   EXIT_FAILED,
   EXIT_OK,
+  noAnswerReason,
   numberOption,
   parseCommandLine,
-  readSettings,
+  serverUrl,
   stringOption,
   UsageError,
   write,
@@ -96,8 +97,7 @@ Exit status: 0 the server answered 2xx, 1 it answered an error or could not be r
     const target = stringOption(parsed, 'target');
     const modelName = stringOption(parsed, 'model-name');
     const timeoutMs = numberOption(parsed, 'timeout', 60, 0.001) * 1000;
-    const base = (stringOption(parsed, 'url') ?? `http://127.0.0.1:${readSettings(io.env, ['port']).port}`).replace(/\/+$/, '');
-    if (!/^https?:\/\/[^\s]+$/i.test(base)) throw new UsageError(`--url must be an http(s) URL, got '${base}'`);
+    const base = serverUrl(parsed, io.env);
     const url = modelName === undefined ? `${base}/invocations` : `${base}/models/${encodeURIComponent(modelName)}/invoke`;
 
     const body = await readBody(stringOption(parsed, format)!);
@@ -110,9 +110,7 @@ Exit status: 0 the server answered 2xx, 1 it answered an error or could not be r
     try {
       res = await fetch(url, { method: 'POST', headers, body, signal: AbortSignal.timeout(timeoutMs) });
     } catch (err) {
-      const e = err as Error & { cause?: { code?: string; message?: string } };
-      const why = e.name === 'TimeoutError' ? `no answer within ${timeoutMs / 1000} s` : (e.cause?.message ?? e.message);
-      write(io.stderr, `invoke: ${url}: ${why}`);
+      write(io.stderr, `invoke: ${url}: ${noAnswerReason(err, timeoutMs)}`);
       return EXIT_FAILED;
     }
     const answer = Buffer.from(await res.arrayBuffer());

@@ -11,11 +11,10 @@ import {
   EXIT_FAILED,
   EXIT_OK,
   formatBytes,
+  noAnswerReason,
   numberOption,
   parseCommandLine,
-  readSettings,
-  stringOption,
-  UsageError,
+  serverUrl,
   write,
   type CliCommand,
   type CliIo,
@@ -94,8 +93,7 @@ Exit status: 0 listed, 1 the server could not be reached or refused, 2 bad comma
       return EXIT_OK;
     }
     const timeoutMs = numberOption(parsed, 'timeout', 30, 0.001) * 1000;
-    const base = (stringOption(parsed, 'url') ?? `http://127.0.0.1:${readSettings(io.env, ['port']).port}`).replace(/\/+$/, '');
-    if (!/^https?:\/\/[^\s]+$/i.test(base)) throw new UsageError(`--url must be an http(s) URL, got '${base}'`);
+    const base = serverUrl(parsed, io.env);
     const url = `${base}/v2/repository/index`;
     let res: Response;
     try {
@@ -106,8 +104,7 @@ Exit status: 0 listed, 1 the server could not be reached or refused, 2 bad comma
         signal: AbortSignal.timeout(timeoutMs),
       });
     } catch (err) {
-      const e = err as Error & { cause?: { message?: string } };
-      write(io.stderr, `models: ${url}: ${e.name === 'TimeoutError' ? `no answer within ${timeoutMs / 1000} s` : (e.cause?.message ?? e.message)}`);
+      write(io.stderr, `models: ${url}: ${noAnswerReason(err, timeoutMs)}`);
       return EXIT_FAILED;
     }
     const text = await res.text();
