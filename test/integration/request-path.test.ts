@@ -14,28 +14,18 @@ import { Session } from 'node:inspector/promises';
 import path from 'node:path';
 import { after, before, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { addSub, writeModelDir } from '../../examples/models/zoo.js';
-import { tempDir } from '../support/temp-dir.js';
-import { input, startTestServer, type TestServer } from '../support/test-server.js';
+import { addSub } from '../../examples/models/zoo.js';
+import { Cleanups } from '../support/temp-dir.js';
+import { input, serveModelDirs, type TestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 let server: TestServer;
 
 before(async () => {
-  const root = await tempDir(ctx);
-  await writeModelDir(path.join(root, 'models'), 'add_sub', addSub());
-  server = await startTestServer({ modelSource: path.join(root, 'models'), cacheDir: path.join(root, 'cache') });
+  server = await serveModelDirs(ctx, { add_sub: addSub() });
 });
 
-after(async () => {
-  await server.close();
-  for (const fn of ctx.cleanups.reverse()) await fn();
-});
+after(() => ctx.run());
 
 const seq16 = Array.from({ length: 16 }, (_, i) => i);
 const body = JSON.stringify({ inputs: [input('INPUT0', 'FP32', [1, 16], seq16), input('INPUT1', 'FP32', [1, 16], seq16)] });

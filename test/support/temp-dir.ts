@@ -12,3 +12,21 @@ export async function tempDir(t: TestContext | { after(fn: () => Promise<void>):
   t.after(() => rm(dir, { recursive: true, force: true }));
   return dir;
 }
+
+/**
+ * Cleanups of a whole test file, whose before/after hooks get no
+ * TestContext: pass it where tempDir (and the fixtures) take one, and call
+ * run() in the file's `after`; they run last registered first, so a server
+ * stops before the directory under it goes.
+ */
+export class Cleanups {
+  private readonly fns: (() => Promise<void> | void)[] = [];
+
+  after(fn: () => Promise<void> | void): void {
+    this.fns.push(fn);
+  }
+
+  async run(): Promise<void> {
+    for (const fn of this.fns.splice(0).reverse()) await fn();
+  }
+}

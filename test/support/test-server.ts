@@ -5,11 +5,14 @@
  * logger that records JSON lines, so tests can assert on logs too.
  */
 import os from 'node:os';
+import path from 'node:path';
 import { Writable } from 'node:stream';
 import { loadServerConfig } from '../../src/config/server-config.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { createMetrics } from '../../src/observability/metrics.js';
 import { startServer, type RunningServer } from '../../src/server.js';
+import { writeRepository, type ModelDirContents } from '../../examples/models/zoo.js';
+import { tempDir, type Cleanups } from './temp-dir.js';
 
 export interface TestServer {
   readonly url: string;
@@ -87,4 +90,21 @@ export async function request(url: string, init: RequestInit & { json?: unknown 
 /** A KServe v2 JSON input. */
 export function input(name: string, datatype: string, shape: number[], data: unknown[]): Record<string, unknown> {
   return { name, datatype, shape, data };
+}
+
+/**
+ * A server over `models` (name → model), written as model directories into a
+ * fresh temp directory with the server's cache beside them; `ctx` stops the
+ * server, then removes the directory.
+ */
+export async function serveModelDirs(
+  ctx: Cleanups,
+  models: Readonly<Record<string, ModelDirContents>>,
+  env?: Readonly<Record<string, string>>,
+): Promise<TestServer> {
+  const root = await tempDir(ctx);
+  await writeRepository(path.join(root, 'models'), models);
+  const server = await startTestServer({ modelSource: path.join(root, 'models'), cacheDir: path.join(root, 'cache'), ...(env ? { env } : {}) });
+  ctx.after(() => server.close());
+  return server;
 }
