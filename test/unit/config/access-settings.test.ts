@@ -7,17 +7,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { loadServerConfig } from '../../../src/config/server-config.js';
+import { minimalEnv as base, configProblem as problem } from '../../support/config-problem.js';
 import { digestOf } from '../../../src/config/restricted-api.js';
-
-const base = { MME_MODEL_SOURCE: '/models' };
-const problem = (env: Record<string, string>): string => {
-  try {
-    loadServerConfig({ ...base, ...env });
-  } catch (err) {
-    return (err as Error).message;
-  }
-  return '';
-};
 
 describe('model control and url roots', () => {
   test('none by default, with no roots', () => {

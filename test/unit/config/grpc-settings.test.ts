@@ -7,16 +7,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { loadServerConfig } from '../../../src/config/server-config.js';
-
-const base = { MME_MODEL_SOURCE: '/models' };
-const problem = (env: Record<string, string>): string => {
-  try {
-    loadServerConfig({ ...base, ...env });
-  } catch (err) {
-    return (err as Error).message;
-  }
-  return '';
-};
+import { minimalEnv as base, configProblem as problem } from '../../support/config-problem.js';
 
 describe('gRPC settings', () => {
   test('off by default; a port; 0 = any free port', () => {
