@@ -13,36 +13,26 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, it } from 'node:test';
 import { addSub, packTarGz, writeModelDir } from '../../examples/models/zoo.js';
-import { S3Proxy } from '../support/s3-proxy.js';
-import { startLoopbackS3, type LoopbackS3, useS3rverCredentials } from '../support/s3rver.js';
+import { startProxiedBucket, type S3Proxy } from '../support/s3-proxy.js';
+import type { LoopbackS3 } from '../support/s3rver.js';
 import { slowModel } from '../support/slow-model.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
 const BUCKET = 'models';
 const PREFIX = 'prefix/';
-const cleanups: (() => Promise<void>)[] = [];
-const ctx = { after: (fn: () => Promise<void>) => cleanups.push(fn) };
-let restoreCredentials: (() => void) | undefined;
+const ctx = new Cleanups();
 const seq16 = Array.from({ length: 16 }, (_, i) => i);
 let s3: LoopbackS3;
 let proxy: S3Proxy;
 let work: string;
 
 before(async () => {
-  s3 = await startLoopbackS3([BUCKET]);
-  proxy = new S3Proxy(Number(new URL(s3.endpoint).port), BUCKET);
-  await proxy.start();
   work = await tempDir(ctx);
-  restoreCredentials = useS3rverCredentials();
+  ({ s3, proxy } = await startProxiedBucket(ctx, BUCKET));
 });
 
-after(async () => {
-  await proxy?.close();
-  await s3?.close();
-  for (const fn of cleanups.reverse()) await fn();
-  restoreCredentials?.();
-});
+after(() => ctx.run());
 
 interface IndexRow {
   name: string;
@@ -62,7 +52,7 @@ it('a slow S3 download logs its progress at the interval (bytes, percent, rate, 
     cacheDir: path.join(work, 'cache-download'),
     env: { AWS_ENDPOINT_URL_S3: proxy.url, AWS_REGION: 'us-east-1', MME_PROGRESS_LOG_SECONDS: '0.25' },
   });
-  cleanups.push(() => s.close());
+  ctx.after(() => s.close());
   // ~2.5 s for the archive: 24 KiB every 100 ms.
   proxy.trickleNextGets = 1;
   proxy.trickleBytes = 24 * 1024;
@@ -114,7 +104,7 @@ it('a slow warm-up logs its phase at the interval', async () => {
   const config = `${slow.config}model_warmup [ { name: "heavy" batch_size: 1 count: 3 inputs { key: "INPUT0" value: { data_type: TYPE_FP32 dims: [ 1, 512 ] zero_data: true } } } ]\n`;
   await writeModelDir(root, 'slow', { onnx: slow.onnx, config });
   const s = await startTestServer({ modelSource: root, cacheDir: path.join(work, 'cache-local'), env: { MME_PROGRESS_LOG_SECONDS: '0.1' } });
-  cleanups.push(() => s.close());
+  ctx.after(() => s.close());
   // Loaded on first use (no load API needed, whatever MME_MODEL_CONTROL allows).
   const r = await request(`${s.url}/v2/models/slow/infer`, {
     method: 'POST',
@@ -141,7 +131,7 @@ it('a SageMaker load (POST /models) of a slow model logs its phases too', async 
     cacheDir: path.join(work, 'cache-managed'),
     env: { MME_PROGRESS_LOG_SECONDS: '0.1', SAGEMAKER_MULTI_MODEL: 'true', MME_MODEL_URL_ROOTS: root },
   });
-  cleanups.push(() => s.close());
+  ctx.after(() => s.close());
   const r = await request(`${s.url}/models`, { method: 'POST', json: { model_name: 'slowm', url: dir } });
   assert.equal(r.status, 200, r.text);
   const lines = s.logs.filter((l) => l['msg'] === 'model load in progress' && l['model'] === 'slowm');

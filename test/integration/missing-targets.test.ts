@@ -14,16 +14,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, it } from 'node:test';
 import { addSub, packTarGz, writeModelDir } from '../../examples/models/zoo.js';
 import { metricValue } from '../support/metric-value.js';
-import { S3Proxy } from '../support/s3-proxy.js';
-import { startLoopbackS3, type LoopbackS3, useS3rverCredentials } from '../support/s3rver.js';
-import { tempDir } from '../support/temp-dir.js';
+import { startProxiedBucket, type S3Proxy } from '../support/s3-proxy.js';
+import type { LoopbackS3 } from '../support/s3rver.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
 const BUCKET = 'models';
 const PREFIX = 'prefix/';
-const cleanups: (() => Promise<void>)[] = [];
-const ctx = { after: (fn: () => Promise<void>) => cleanups.push(fn) };
-let restoreCredentials: (() => void) | undefined;
+const ctx = new Cleanups();
 const seq16 = Array.from({ length: 16 }, (_, i) => i);
 const body = { inputs: [input('INPUT0', 'FP32', [1, 16], seq16), input('INPUT1', 'FP32', [1, 16], seq16)] };
 let s3: LoopbackS3;
@@ -32,22 +30,14 @@ let work: string;
 let archive: Buffer;
 
 before(async () => {
-  s3 = await startLoopbackS3([BUCKET]);
-  proxy = new S3Proxy(Number(new URL(s3.endpoint).port), BUCKET);
-  await proxy.start();
   work = await tempDir(ctx);
+  ({ s3, proxy } = await startProxiedBucket(ctx, BUCKET));
   await writeModelDir(path.join(work, 'build'), 'add_sub', addSub());
   await packTarGz(path.join(work, 'build'), path.join(work, 'add_sub.tar.gz'));
   archive = await readFile(path.join(work, 'add_sub.tar.gz'));
-  restoreCredentials = useS3rverCredentials();
 });
 
-after(async () => {
-  await proxy?.close();
-  await s3?.close();
-  for (const fn of cleanups.reverse()) await fn();
-  restoreCredentials?.();
-});
+after(() => ctx.run());
 
 async function server(name: string, env: Record<string, string> = {}): Promise<TestServer> {
   const s = await startTestServer({
@@ -55,7 +45,7 @@ async function server(name: string, env: Record<string, string> = {}): Promise<T
     cacheDir: path.join(work, `cache-${name}`),
     env: { AWS_ENDPOINT_URL_S3: proxy.url, AWS_REGION: 'us-east-1', ...env },
   });
-  cleanups.push(() => s.close());
+  ctx.after(() => s.close());
   return s;
 }
 

@@ -14,42 +14,25 @@ import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { addSub, packTarGz, scale, sizedModel, writeModelDir, type ZooModel } from '../../examples/models/zoo.js';
-import { S3Proxy } from '../support/s3-proxy.js';
-import { startLoopbackS3, S3RVER_CREDENTIALS, type LoopbackS3 } from '../support/s3rver.js';
+import { startProxiedBucket, type S3Proxy } from '../support/s3-proxy.js';
+import type { LoopbackS3 } from '../support/s3rver.js';
 import { slowModel } from '../support/slow-model.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
 const BUCKET = 'models';
 const PREFIX = 'prefix/';
-const cleanups: (() => Promise<void>)[] = [];
-const ctx = { after: (fn: () => Promise<void>) => cleanups.push(fn) };
-const saved = { id: process.env['AWS_ACCESS_KEY_ID'], secret: process.env['AWS_SECRET_ACCESS_KEY'] };
+const ctx = new Cleanups();
 let s3: LoopbackS3;
 let proxy: S3Proxy;
 let work: string;
 
 before(async () => {
-  s3 = await startLoopbackS3([BUCKET]);
-  proxy = new S3Proxy(Number(new URL(s3.endpoint).port), BUCKET);
-  await proxy.start();
   work = await tempDir(ctx);
-  process.env['AWS_ACCESS_KEY_ID'] = S3RVER_CREDENTIALS.accessKeyId;
-  process.env['AWS_SECRET_ACCESS_KEY'] = S3RVER_CREDENTIALS.secretAccessKey;
+  ({ s3, proxy } = await startProxiedBucket(ctx, BUCKET));
 });
 
-after(async () => {
-  await proxy?.close();
-  await s3?.close();
-  for (const fn of cleanups.reverse()) await fn();
-  for (const [k, v] of [
-    ['AWS_ACCESS_KEY_ID', saved.id],
-    ['AWS_SECRET_ACCESS_KEY', saved.secret],
-  ] as const) {
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
-  }
-});
+after(() => ctx.run());
 
 let archiveCount = 0;
 async function archive(name: string, model: ZooModel, extra?: Buffer): Promise<Buffer> {
@@ -68,7 +51,7 @@ async function server(env: Record<string, string>, cacheDir?: string): Promise<T
     cacheDir: cacheDir ?? path.join(await tempDir(ctx), 'cache'),
     env: { AWS_ENDPOINT_URL_S3: proxy.url, MME_LOG_LEVEL: 'info', ...env },
   });
-  cleanups.push(() => s.close());
+  ctx.after(() => s.close());
   return s;
 }
 

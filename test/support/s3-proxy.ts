@@ -7,6 +7,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { startLoopbackS3, useS3rverCredentials, type LoopbackS3 } from './s3rver.js';
 
 interface SeenRequest {
   readonly method: string;
@@ -170,4 +171,23 @@ function isObjectRequest(bucket: string, url: string, key?: string): boolean {
 function pathOf(url: string): string {
   const q = url.indexOf('?');
   return decodeURIComponent(q < 0 ? url : url.slice(0, q));
+}
+
+/**
+ * s3rver holding `bucket`, an S3Proxy in front of it, and s3rver's
+ * credentials in this process's environment (the in-process servers' S3
+ * client reads them); `ctx` (temp-dir.ts Cleanups) puts the credentials back
+ * and stops both.
+ */
+export async function startProxiedBucket(
+  ctx: { after(fn: () => Promise<void> | void): void },
+  bucket: string,
+): Promise<{ readonly s3: LoopbackS3; readonly proxy: S3Proxy }> {
+  const s3 = await startLoopbackS3([bucket]);
+  ctx.after(() => s3.close());
+  const proxy = new S3Proxy(Number(new URL(s3.endpoint).port), bucket);
+  await proxy.start();
+  ctx.after(() => proxy.close());
+  ctx.after(useS3rverCredentials());
+  return { s3, proxy };
 }
