@@ -13,34 +13,17 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { addSub, tiny, writeModelDir } from '../../examples/models/zoo.js';
 import { runCli } from '../support/cli.js';
-import { tempDir } from '../support/temp-dir.js';
-import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
+import { addSubBody, input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
-after(async () => {
-  for (const fn of ctx.cleanups.reverse()) await fn();
-});
+const ctx = new Cleanups();
+after(() => ctx.run());
 
 let server: TestServer;
 let work = '';
 let requestFile = '';
 const seq16 = Array.from({ length: 16 }, (_, i) => i);
-const body = {
-  inputs: [
-    input('INPUT0', 'FP32', [1, 16], seq16),
-    input(
-      'INPUT1',
-      'FP32',
-      [1, 16],
-      seq16.map(() => 3),
-    ),
-  ],
-};
+const body = addSubBody(3);
 
 interface Recorded {
   readonly method: string | undefined;

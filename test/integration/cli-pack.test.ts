@@ -11,18 +11,11 @@ import { after, before, describe, it } from 'node:test';
 import * as tar from 'tar';
 import { addSub, configText, ensembleRepository, sizedModel, writeModelDir, writeRepository } from '../../examples/models/zoo.js';
 import { runCli } from '../support/cli.js';
-import { tempDir } from '../support/temp-dir.js';
-import { input, request, startTestServer } from '../support/test-server.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
+import { addSubBody, input, request, startTestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
-after(async () => {
-  for (const fn of ctx.cleanups.reverse()) await fn();
-});
+const ctx = new Cleanups();
+after(() => ctx.run());
 
 async function entries(file: string): Promise<string[]> {
   const names: string[] = [];
@@ -33,17 +26,7 @@ async function entries(file: string): Promise<string[]> {
 let work = '';
 let source = '';
 const seq16 = Array.from({ length: 16 }, (_, i) => i);
-const addSubBody = {
-  inputs: [
-    input('INPUT0', 'FP32', [1, 16], seq16),
-    input(
-      'INPUT1',
-      'FP32',
-      [1, 16],
-      seq16.map(() => 2),
-    ),
-  ],
-};
+const body = addSubBody(2);
 
 describe('onnx-mme pack', () => {
   before(async () => {
@@ -70,7 +53,7 @@ describe('onnx-mme pack', () => {
     const server = await startTestServer({ modelSource: source, cacheDir: path.join(work, 'cache') });
     ctx.after(() => server.close());
     for (const target of ['add_sub.tar.gz', 'renamed-in-s3.tar.gz']) {
-      const res = await request(`${server.url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': target }, json: addSubBody });
+      const res = await request(`${server.url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': target }, json: body });
       assert.equal(res.status, 200, `${target}: ${res.text}`);
       assert.equal(res.body.model_name, 'add_sub');
       assert.deepEqual(

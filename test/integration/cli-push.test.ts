@@ -13,17 +13,11 @@ import { after, before, describe, it } from 'node:test';
 import { GetObjectCommand, HeadObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { addSub, configText, packTarGz, SIZED_MODEL_OFFSET, sizedModel, writeModelDir } from '../../examples/models/zoo.js';
 import { fields, runCli } from '../support/cli.js';
-import { S3RVER_CREDENTIALS, startLoopbackS3, type LoopbackS3 } from '../support/s3rver.js';
-import { tempDir } from '../support/temp-dir.js';
+import { S3RVER_CREDENTIALS, startLoopbackS3, useS3rverCredentials, type LoopbackS3 } from '../support/s3rver.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { startTestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
-const saved = { id: process.env['AWS_ACCESS_KEY_ID'], secret: process.env['AWS_SECRET_ACCESS_KEY'] };
+const ctx = new Cleanups();
 let s3: LoopbackS3;
 let client: S3Client;
 let work = '';
@@ -65,14 +59,7 @@ describe('onnx-mme push', () => {
   after(async () => {
     client?.destroy();
     await s3?.close();
-    for (const fn of ctx.cleanups.reverse()) await fn();
-    for (const [k, v] of [
-      ['AWS_ACCESS_KEY_ID', saved.id],
-      ['AWS_SECRET_ACCESS_KEY', saved.secret],
-    ] as const) {
-      if (v === undefined) delete process.env[k];
-      else process.env[k] = v;
-    }
+    await ctx.run();
   });
 
   it('uploads a >10 MiB archive in 5 MiB parts with progress, prints the ETag; the server then serves it from S3', async () => {
@@ -105,8 +92,7 @@ describe('onnx-mme push', () => {
     assert.equal(digest(uploaded), digest(await readFile(big)));
 
     // The server (same settings: AWS_ENDPOINT_URL_S3, default credential chain) serves the pushed archive.
-    process.env['AWS_ACCESS_KEY_ID'] = S3RVER_CREDENTIALS.accessKeyId;
-    process.env['AWS_SECRET_ACCESS_KEY'] = S3RVER_CREDENTIALS.secretAccessKey;
+    ctx.after(useS3rverCredentials());
     const server = await startTestServer({ modelSource: 's3://models/prefix/', cacheDir: path.join(work, 'cache'), env: { AWS_ENDPOINT_URL_S3: s3.endpoint } });
     ctx.after(() => server.close());
     const requestFile = path.join(work, 'request.json');

@@ -17,13 +17,13 @@ import { metricValue } from '../support/metric-value.js';
 import { startProxiedBucket, type S3Proxy } from '../support/s3-proxy.js';
 import type { LoopbackS3 } from '../support/s3rver.js';
 import { Cleanups, tempDir } from '../support/temp-dir.js';
-import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
+import { addSubBody, request, startTestServer, type TestServer } from '../support/test-server.js';
 
 const BUCKET = 'models';
 const PREFIX = 'prefix/';
 const ctx = new Cleanups();
 const seq16 = Array.from({ length: 16 }, (_, i) => i);
-const body = { inputs: [input('INPUT0', 'FP32', [1, 16], seq16), input('INPUT1', 'FP32', [1, 16], seq16)] };
+const body = addSubBody();
 let s3: LoopbackS3;
 let proxy: S3Proxy;
 let work: string;

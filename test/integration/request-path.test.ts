@@ -16,7 +16,7 @@ import { after, before, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { addSub } from '../../examples/models/zoo.js';
 import { Cleanups } from '../support/temp-dir.js';
-import { input, serveModelDirs, type TestServer } from '../support/test-server.js';
+import { addSubBody, serveModelDirs, type TestServer } from '../support/test-server.js';
 
 const ctx = new Cleanups();
 let server: TestServer;
@@ -27,8 +27,7 @@ before(async () => {
 
 after(() => ctx.run());
 
-const seq16 = Array.from({ length: 16 }, (_, i) => i);
-const body = JSON.stringify({ inputs: [input('INPUT0', 'FP32', [1, 16], seq16), input('INPUT1', 'FP32', [1, 16], seq16)] });
+const body = JSON.stringify(addSubBody());
 
 async function invoke(): Promise<void> {
   const res = await fetch(`${server.url}/invocations`, {

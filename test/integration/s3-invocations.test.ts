@@ -8,50 +8,34 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, it } from 'node:test';
 import { addSub, packTarGz, writeModelDir } from '../../examples/models/zoo.js';
-import { startLoopbackS3, S3RVER_CREDENTIALS, type LoopbackS3 } from '../support/s3rver.js';
-import { tempDir } from '../support/temp-dir.js';
-import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
+import { startLoopbackS3, useS3rverCredentials, type LoopbackS3 } from '../support/s3rver.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
+import { addSubBody, request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 let s3: LoopbackS3;
 let server: TestServer;
 const seq16 = Array.from({ length: 16 }, (_, i) => i);
-const body = { inputs: [input('INPUT0', 'FP32', [1, 16], seq16), input('INPUT1', 'FP32', [1, 16], seq16)] };
-const saved = { id: process.env['AWS_ACCESS_KEY_ID'], secret: process.env['AWS_SECRET_ACCESS_KEY'] };
+const body = addSubBody();
 
 before(async () => {
   s3 = await startLoopbackS3(['models']);
+  ctx.after(() => s3.close());
   const root = await tempDir(ctx);
   await writeModelDir(path.join(root, 'work'), 'add_sub', addSub());
   await packTarGz(path.join(root, 'work'), path.join(root, 'add_sub.tar.gz'));
   await s3.upload('prefix/team/add_sub.tar.gz', await readFile(path.join(root, 'add_sub.tar.gz')));
   // The container uses the standard credential chain, as on SageMaker.
-  process.env['AWS_ACCESS_KEY_ID'] = S3RVER_CREDENTIALS.accessKeyId;
-  process.env['AWS_SECRET_ACCESS_KEY'] = S3RVER_CREDENTIALS.secretAccessKey;
+  ctx.after(useS3rverCredentials());
   server = await startTestServer({
     modelSource: 's3://models/prefix/',
     cacheDir: path.join(root, 'cache'),
     env: { AWS_ENDPOINT_URL_S3: s3.endpoint },
   });
+  ctx.after(() => server.close());
 });
 
-after(async () => {
-  await server?.close();
-  await s3?.close();
-  for (const fn of ctx.cleanups.reverse()) await fn();
-  for (const [k, v] of [
-    ['AWS_ACCESS_KEY_ID', saved.id],
-    ['AWS_SECRET_ACCESS_KEY', saved.secret],
-  ] as const) {
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
-  }
-});
+after(() => ctx.run());
 
 it('invokes a tarball from the S3 prefix by target, without a load call', async () => {
   const r = await request(`${server.url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': 'team/add_sub.tar.gz' }, json: body });

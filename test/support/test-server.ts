@@ -93,6 +93,15 @@ export function input(name: string, datatype: string, shape: number[], data: unk
 }
 
 /**
+ * A KServe v2 JSON body for the examples' add_sub (FP32 [1, 16] INPUT0 and
+ * INPUT1): INPUT0 is 0, 1, …, 15; INPUT1 the same, or `second` in every place.
+ */
+export function addSubBody(second?: number): { inputs: Record<string, unknown>[] } {
+  const seq16 = Array.from({ length: 16 }, (_, i) => i);
+  return { inputs: [input('INPUT0', 'FP32', [1, 16], seq16), input('INPUT1', 'FP32', [1, 16], second === undefined ? seq16 : seq16.map(() => second))] };
+}
+
+/**
  * A server over `models` (name → model), written as model directories into a
  * fresh temp directory with the server's cache beside them; `ctx` stops the
  * server, then removes the directory.
