@@ -9,23 +9,16 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import net from 'node:net';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, it } from 'node:test';
 import { addSub, identity, writeModelDir } from '../../examples/models/zoo.js';
-import { repoRoot, startServe } from '../support/serve-process.js';
-import { tempDir } from '../support/temp-dir.js';
+import { pingUnderFlood, type Ping } from '../support/ping-under-flood.js';
+import { startServe } from '../support/serve-process.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
-after(async () => {
-  for (const fn of ctx.cleanups.reverse()) await fn();
-});
+const ctx = new Cleanups();
+after(() => ctx.run());
 
 const CONNECTIONS = 512;
 const FLOOD_SECONDS = 4;
@@ -46,56 +39,18 @@ async function bareServer(): Promise<{ url: string; stop(): Promise<void> }> {
   return { url: `http://127.0.0.1:${port}`, stop: async () => (child.kill('SIGKILL'), exited) };
 }
 
-/** One /ping on a fresh connection: ms to the first byte of the answer, and its status line. */
-function ping(url: string): Promise<{ ms: number; status: string }> {
-  const started = performance.now();
-  return new Promise((resolve) => {
-    const sock = net.connect(Number(new URL(url).port), '127.0.0.1', () => sock.write('GET /ping HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n'));
-    let done = false;
-    const finish = (status: string): void => {
-      if (done) return;
-      done = true;
-      sock.destroy();
-      resolve({ ms: performance.now() - started, status });
-    };
-    sock.once('data', (d: Buffer) => finish(d.toString('latin1').split('\r\n')[0] ?? ''));
-    sock.on('error', () => finish('error'));
-    sock.on('close', () => finish('closed without an answer'));
-  });
-}
-
 /** Floods `url` for FLOOD_SECONDS and pings it every 200 ms meanwhile; the pings and the flood's status counts. */
-async function pingUnderFlood(
+async function floodAndPing(
   url: string,
   connections = CONNECTIONS,
   target = 'add_sub',
   floodBody = body,
-): Promise<{ pings: { ms: number; status: string }[]; flood: Record<string, number> }> {
-  const flood = spawn(
-    process.execPath,
-    [path.join(repoRoot, 'dist/test/support/flood-client.js'), url, String(connections), String(FLOOD_SECONDS), target, floodBody],
-    {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  );
-  let out = '';
-  flood.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<void>((resolve) => flood.once('exit', () => resolve()));
-  while (!out.includes('started')) await new Promise((r) => setTimeout(r, 10));
-  // Let the connections open and the queue fill first.
-  await new Promise((r) => setTimeout(r, 700));
-  const pings: { ms: number; status: string }[] = [];
-  const until = performance.now() + (FLOOD_SECONDS - 1.5) * 1000;
-  while (performance.now() < until) {
-    pings.push(await ping(url));
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  await exited;
-  const last = out.trim().split('\n').at(-1) ?? '{}';
-  return { pings, flood: JSON.parse(last) as Record<string, number> };
+): Promise<{ pings: Ping[]; flood: Record<string, number> }> {
+  const { pings, result } = await pingUnderFlood(url, { connections, seconds: FLOOD_SECONDS, target, body: floodBody });
+  return { pings, flood: result as Record<string, number> };
 }
 
-type Flooded = Awaited<ReturnType<typeof pingUnderFlood>>;
+type Flooded = Awaited<ReturnType<typeof floodAndPing>>;
 
 /**
  * Every /ping under the flood answered 200 within 2 s, or twice the slowest of a bare node:http server
@@ -132,9 +87,9 @@ it('/ping answers within 2 s (or 2x a bare node:http server) under a flood of 51
 
   const bare = await bareServer();
   ctx.after(() => bare.stop());
-  const reference = await pingUnderFlood(bare.url);
+  const reference = await floodAndPing(bare.url);
   await bare.stop();
-  const served = await pingUnderFlood(child.url);
+  const served = await floodAndPing(child.url);
 
   const report = assertPingsWithin(served, reference);
   // 200s and 429s for the full queue, nothing else.
@@ -165,9 +120,9 @@ it('/ping answers within 2 s (or 2x a bare node:http server) while 16 connection
 
   const bare = await bareServer();
   ctx.after(() => bare.stop());
-  const reference = await pingUnderFlood(bare.url, 16, 'wide', `@${bodyFile}`);
+  const reference = await floodAndPing(bare.url, 16, 'wide', `@${bodyFile}`);
   await bare.stop();
-  const served = await pingUnderFlood(child.url, 16, 'wide', `@${bodyFile}`);
+  const served = await floodAndPing(child.url, 16, 'wide', `@${bodyFile}`);
 
   t.diagnostic(assertPingsWithin(served, reference));
 });

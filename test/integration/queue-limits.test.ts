@@ -20,23 +20,15 @@
  * given the place that freed for it.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import net from 'node:net';
 import path from 'node:path';
 import { after, it } from 'node:test';
 import { addSub, writeModelDir } from '../../examples/models/zoo.js';
-import { repoRoot, startServe, type ServeProcess } from '../support/serve-process.js';
-import { tempDir } from '../support/temp-dir.js';
+import { pingUnderFlood } from '../support/ping-under-flood.js';
+import { startServe, type ServeProcess } from '../support/serve-process.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
-after(async () => {
-  for (const fn of ctx.cleanups.reverse()) await fn();
-});
+const ctx = new Cleanups();
+after(() => ctx.run());
 
 /** Moderate: the machine is shared; enough that many requests are on their way at once. */
 const CONNECTIONS = 128;
@@ -64,48 +56,12 @@ interface FloodResult {
   readonly pingStatuses: readonly string[];
 }
 
-/** One /ping on a fresh connection: ms to the first byte of the answer, and its status line. */
-function ping(url: string): Promise<{ ms: number; status: string }> {
-  const started = performance.now();
-  return new Promise((resolve) => {
-    const sock = net.connect(Number(new URL(url).port), '127.0.0.1', () => sock.write('GET /ping HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n'));
-    let done = false;
-    const finish = (status: string): void => {
-      if (done) return;
-      done = true;
-      sock.destroy();
-      resolve({ ms: performance.now() - started, status });
-    };
-    sock.once('data', (d: Buffer) => finish(d.toString('latin1').split('\r\n')[0] ?? ''));
-    sock.on('error', () => finish('error'));
-    sock.on('close', () => finish('closed without an answer'));
-  });
-}
-
 /** Floods /invocations for FLOOD_SECONDS, timing every answer, and pings every 200 ms meanwhile. */
 async function flood(served: ServeProcess): Promise<FloodResult> {
   const url = served.url;
   const firstLine = served.lines.length;
-  const client = spawn(
-    process.execPath,
-    [path.join(repoRoot, 'dist/test/support/flood-client.js'), url, String(CONNECTIONS), String(FLOOD_SECONDS), 'add_sub', body, 'timed'],
-    {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  );
-  let out = '';
-  client.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<void>((resolve) => client.once('exit', () => resolve()));
-  while (!out.includes('started')) await new Promise((r) => setTimeout(r, 10));
-  await new Promise((r) => setTimeout(r, 700));
-  const pings: { ms: number; status: string }[] = [];
-  const until = performance.now() + (FLOOD_SECONDS - 1.5) * 1000;
-  while (performance.now() < until) {
-    pings.push(await ping(url));
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  await exited;
-  const { latencyMs, ...statuses } = JSON.parse(out.trim().split('\n').at(-1) ?? '{}') as Record<string, number> & { latencyMs: Record<string, Latency> };
+  const { pings, result } = await pingUnderFlood(url, { connections: CONNECTIONS, seconds: FLOOD_SECONDS, target: 'add_sub', body, timed: true });
+  const { latencyMs, ...statuses } = result as Record<string, number> & { latencyMs: Record<string, Latency> };
   // The last lines may still be in the pipe.
   await new Promise((r) => setTimeout(r, 500));
   const lines = served.lines.slice(firstLine);
