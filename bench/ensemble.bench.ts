@@ -22,7 +22,6 @@
  * BENCH_ONLY=ensemble runs only this module; BENCH_DURATION_S, BENCH_WARMUP_S
  * and BENCH_REPEATS apply (concurrencies are fixed at 1 and 32, what the goals name).
  */
-import http from 'node:http';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -30,6 +29,7 @@ import { performance } from 'node:perf_hooks';
 import * as ort from 'onnxruntime-node';
 import { configText, tiny, writeModelDir, writeRepository, type DenseModel } from '../examples/models/zoo.js';
 import { startOnnxMme } from './lib/baselines.js';
+import { invocationsClient } from './lib/invocations-client.js';
 import { inputData } from './lib/payload.js';
 import { markdownTable, num, textTable, type BenchReport, type Table } from './lib/report.js';
 import { benchSettings } from './lib/settings.js';
@@ -82,39 +82,6 @@ function ensembleConfig(): string {
   ].join('\n');
 }
 
-/** A keep-alive HTTP client: POST JSON, parse the JSON answer. */
-function client(port: number, sockets: number): { post(target: string, body: string): Promise<{ outputs: { data: number[] }[] }>; close(): void } {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: sockets });
-  return {
-    post: (target, body) =>
-      new Promise((resolve, reject) => {
-        const req = http.request(
-          {
-            host: '127.0.0.1',
-            port,
-            path: '/invocations',
-            method: 'POST',
-            agent,
-            headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-amzn-sagemaker-target-model': target },
-          },
-          (res) => {
-            const chunks: Buffer[] = [];
-            res.on('data', (c: Buffer) => chunks.push(c));
-            res.on('end', () => {
-              const text = Buffer.concat(chunks).toString('utf8');
-              if (res.statusCode !== 200) reject(new Error(`${target}: HTTP ${res.statusCode}: ${text.slice(0, 300)}`));
-              else resolve(JSON.parse(text) as { outputs: { data: number[] }[] });
-            });
-            res.on('error', reject);
-          },
-        );
-        req.on('error', reject);
-        req.end(body);
-      }),
-    close: () => agent.destroy(),
-  };
-}
-
 function body(name: string, data: readonly number[]): string {
   return JSON.stringify({ inputs: [{ name, datatype: 'FP32', shape: [1, data.length], data }] });
 }
@@ -163,7 +130,7 @@ export async function run(): Promise<BenchReport> {
     const sessions = await Promise.all(models.map((m) => ort.InferenceSession.create(m.onnx)));
     const mme = await startOnnxMme(source, path.join(work, 'cache'));
     serverInfo = mme.info;
-    const c32 = client(mme.port, 32);
+    const c32 = invocationsClient(mme.port, 32);
     try {
       const viaEnsemble = async (): Promise<number[]> => (await c32.post('chain', body('INPUT', input))).outputs[0]!.data;
       const viaChain = async (): Promise<number[]> => {

@@ -19,7 +19,6 @@
  * BENCH_REPEATS times in rotating order. Before measuring, one stream's
  * answers through oldest and direct are checked against client-state.
  */
-import http from 'node:http';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -27,6 +26,7 @@ import { performance } from 'node:perf_hooks';
 import { buildModel, node, tensor, valueInfo } from '../examples/models/onnx-builder.js';
 import { seededRandom, writeModelDir } from '../examples/models/zoo.js';
 import { startOnnxMme } from './lib/baselines.js';
+import { invocationsClient, type V2Answer } from './lib/invocations-client.js';
 import { markdownTable, num, ratio, textTable, type BenchReport, type Table } from './lib/report.js';
 import { benchSettings } from './lib/settings.js';
 import { latencySummary, median, SampleBuffer } from './lib/stats.js';
@@ -96,42 +96,6 @@ const STATELESS_CONFIG = [
   '',
 ].join('\n');
 
-interface Answer {
-  readonly outputs: { readonly name: string; readonly data: number[] }[];
-}
-
-function client(port: number, sockets: number): { post(target: string, body: string): Promise<Answer>; close(): void } {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: sockets });
-  return {
-    post: (target, body) =>
-      new Promise((resolve, reject) => {
-        const req = http.request(
-          {
-            host: '127.0.0.1',
-            port,
-            path: '/invocations',
-            method: 'POST',
-            agent,
-            headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-amzn-sagemaker-target-model': target },
-          },
-          (res) => {
-            const chunks: Buffer[] = [];
-            res.on('data', (c: Buffer) => chunks.push(c));
-            res.on('end', () => {
-              const text = Buffer.concat(chunks).toString('utf8');
-              if (res.statusCode !== 200) reject(new Error(`${target}: HTTP ${res.statusCode}: ${text.slice(0, 300)}`));
-              else resolve(JSON.parse(text) as Answer);
-            });
-            res.on('error', reject);
-          },
-        );
-        req.on('error', reject);
-        req.end(body);
-      }),
-    close: () => agent.destroy(),
-  };
-}
-
 /** The chunks of stream s as JSON text (made once: the client's cost stays out of the comparison as far as it can). */
 function chunkTexts(s: number, count: number): string[] {
   const rand = seededRandom(1000 + s);
@@ -150,7 +114,7 @@ class Stream {
   ) {}
 
   /** Send the next chunk the way `way` does (the last one with sequence_end); returns OUTPUT. */
-  async next(way: Way, post: (target: string, body: string) => Promise<Answer>, last = false): Promise<number> {
+  async next(way: Way, post: (target: string, body: string) => Promise<V2Answer>, last = false): Promise<number> {
     const x = this.chunks[this.k++ % this.chunks.length]!;
     if (way === 'client-state') {
       const body = `{"inputs":[{"name":"INPUT","datatype":"FP32","shape":[1,${CHUNK}],"data":${x}},{"name":"STATE","datatype":"FP32","shape":[1,${HIDDEN}],"data":${JSON.stringify(this.state)}}]}`;
@@ -165,7 +129,7 @@ class Stream {
   }
 }
 
-async function drive(streams: readonly Stream[], way: Way, durationS: number, post: (target: string, body: string) => Promise<Answer>): Promise<Sample> {
+async function drive(streams: readonly Stream[], way: Way, durationS: number, post: (target: string, body: string) => Promise<V2Answer>): Promise<Sample> {
   const samples = new SampleBuffer();
   let errors = 0;
   let done = 0;
@@ -205,7 +169,7 @@ export async function run(): Promise<BenchReport> {
     await writeModelDir(source, 'cell_stateless', { onnx, config: STATELESS_CONFIG });
     const mme = await startOnnxMme(source, path.join(work, 'cache'));
     serverInfo = mme.info;
-    const c = client(mme.port, STREAMS);
+    const c = invocationsClient(mme.port, STREAMS);
     try {
       // The three ways compute the same stream (this also loads every model).
       const texts = chunkTexts(0, 8);
