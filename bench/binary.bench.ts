@@ -17,14 +17,14 @@ import type { RunSample as Sample } from './lib/stats.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import autocannon from 'autocannon';
 import { identity, writeModelDir } from '../examples/models/zoo.js';
 import { decodeInferRequest, parseJsonBody } from '../src/protocol/v2-json-codec.js';
+import { loadSample } from './lib/autocannon-run.js';
 import { startOnnxMme } from './lib/baselines.js';
 import { inputData } from './lib/payload.js';
 import { markdownTable, num, ratio, textTable, type BenchReport, type Table } from './lib/report.js';
 import { benchSettings } from './lib/settings.js';
-import { latencySummary, median, SampleBuffer } from './lib/stats.js';
+import { median } from './lib/stats.js';
 
 const SHAPE: readonly number[] = [1, 3, 224, 224];
 const COUNT = SHAPE.reduce((a, b) => a * b, 1);
@@ -32,19 +32,6 @@ const MODEL = 'image_identity';
 
 function progress(message: string): void {
   process.stderr.write(`[binary] ${message}\n`);
-}
-
-/** One autocannon run with a Buffer or string body (bench/lib/autocannon-run takes text only). */
-async function load(url: string, headers: Record<string, string>, body: string | Buffer, connections: number, durationS: number): Promise<Sample> {
-  const latencies = new SampleBuffer();
-  const instance = autocannon({ url, method: 'POST', headers, body, connections, duration: durationS, timeout: 60 });
-  instance.on('response', (_c: unknown, status: number, _bytes: number, ms: number) => {
-    if (status >= 200 && status < 300) latencies.push(ms);
-  });
-  const result = await instance;
-  const { p50, p99 } = latencySummary(latencies.values());
-  const seconds = result.duration > 0 ? result.duration : durationS;
-  return { perSec: result['2xx'] / seconds, p50, p99, errors: result.errors, non2xx: result.non2xx };
 }
 
 /** The JSON and binary request bodies for the same numbers. */
@@ -135,9 +122,9 @@ export async function run(): Promise<BenchReport> {
       const order = r % 2 === 0 ? (['json', 'binary'] as const) : (['binary', 'json'] as const);
       for (const kind of order) {
         if (r === 0 && settings.warmupS > 0)
-          await load(target.url, kind === 'json' ? jsonHeaders : binaryHeaders, kind === 'json' ? json : binary, concurrency, settings.warmupS);
+          await loadSample(target.url, kind === 'json' ? jsonHeaders : binaryHeaders, kind === 'json' ? json : binary, concurrency, settings.warmupS);
         runs[kind].push(
-          await load(target.url, kind === 'json' ? jsonHeaders : binaryHeaders, kind === 'json' ? json : binary, concurrency, settings.durationS),
+          await loadSample(target.url, kind === 'json' ? jsonHeaders : binaryHeaders, kind === 'json' ? json : binary, concurrency, settings.durationS),
         );
       }
       progress(`round ${r + 1}/${settings.repeats}: JSON ${num(runs.json[r]!.perSec)}/s, binary ${num(runs.binary[r]!.perSec)}/s`);

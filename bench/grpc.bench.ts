@@ -17,9 +17,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { credentials, loadPackageDefinition, Metadata, type Client, type ServiceError } from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
-import autocannon from 'autocannon';
 import { identity, mlp, writeModelDir } from '../examples/models/zoo.js';
 import { LOADER_OPTIONS, protoDir } from '../src/grpc/protos.js';
+import { loadSample } from './lib/autocannon-run.js';
 import { startOnnxMme } from './lib/baselines.js';
 import { inputData } from './lib/payload.js';
 import { markdownTable, num, ratio, textTable, type BenchReport, type Table } from './lib/report.js';
@@ -65,18 +65,6 @@ function bodiesFor(c: Case): Bodies {
   const raw = Buffer.from(values.buffer, values.byteOffset, values.byteLength);
   const grpc = { model_name: c.model, model_version: '', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: c.shape }], raw_input_contents: [raw] };
   return { json, binary: Buffer.concat([header, raw]), headerLength: header.length, grpc, values };
-}
-
-async function httpLoad(url: string, headers: Record<string, string>, body: string | Buffer, connections: number, durationS: number): Promise<Sample> {
-  const latencies = new SampleBuffer();
-  const instance = autocannon({ url, method: 'POST', headers, body, connections, duration: durationS, timeout: 60 });
-  instance.on('response', (_c: unknown, status: number, _bytes: number, ms: number) => {
-    if (status >= 200 && status < 300) latencies.push(ms);
-  });
-  const result = await instance;
-  const { p50, p99 } = latencySummary(latencies.values());
-  const seconds = result.duration > 0 ? result.duration : durationS;
-  return { perSec: result['2xx'] / seconds, p50, p99, errors: result.errors, non2xx: result.non2xx };
 }
 
 type Infer = (request: unknown, metadata: Metadata, callback: (err: ServiceError | null, res: any) => void) => void;
@@ -156,8 +144,8 @@ export async function run(): Promise<BenchReport> {
               f === 'grpc'
                 ? grpcLoad(client, bodies.grpc, streams, s)
                 : f === 'http-binary'
-                  ? httpLoad(url, binaryHeaders, bodies.binary, streams, s)
-                  : httpLoad(url, jsonHeaders, bodies.json, streams, s);
+                  ? loadSample(url, binaryHeaders, bodies.binary, streams, s)
+                  : loadSample(url, jsonHeaders, bodies.json, streams, s);
             if (r === 0 && settings.warmupS > 0) await once(settings.warmupS);
             cell[f].push(await once(settings.durationS));
           }

@@ -11,7 +11,7 @@
 import autocannon from 'autocannon';
 import { statSync } from 'node:fs';
 import { processCpuUs } from './proc-cpu.js';
-import { latencySummary, SampleBuffer } from './stats.js';
+import { latencySummary, SampleBuffer, type RunSample } from './stats.js';
 
 export interface LoadOptions {
   readonly url: string;
@@ -92,4 +92,28 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   assertLoopback(options.url);
   if (options.warmupS !== undefined && options.warmupS > 0) await once(options, options.warmupS);
   return once(options, options.durationS);
+}
+
+/**
+ * One autocannon run with any body (a Buffer too) and exactly the headers
+ * given, no warm-up: 2xx per second and their latency percentiles, for the
+ * benches that compare body formats (binary.bench.ts, grpc.bench.ts).
+ */
+export async function loadSample(
+  url: string,
+  headers: Record<string, string>,
+  body: string | Buffer,
+  connections: number,
+  durationS: number,
+): Promise<RunSample> {
+  assertLoopback(url);
+  const latencies = new SampleBuffer();
+  const instance = autocannon({ url, method: 'POST', headers, body, connections, duration: durationS, timeout: 60 });
+  instance.on('response', (_c: unknown, status: number, _bytes: number, ms: number) => {
+    if (status >= 200 && status < 300) latencies.push(ms);
+  });
+  const result = await instance;
+  const { p50, p99 } = latencySummary(latencies.values());
+  const seconds = result.duration > 0 ? result.duration : durationS;
+  return { perSec: result['2xx'] / seconds, p50, p99, errors: result.errors, non2xx: result.non2xx };
 }
