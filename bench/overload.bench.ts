@@ -148,9 +148,16 @@ class RoundFigures {
     this.byServer.set(server, f);
   }
 
-  of(server: string): Record<string, number[]> {
-    return this.byServer.get(server)!;
+  /** The median and spread of each figure `columns` name, for `server`'s row: [key, digits] (digits default 2). */
+  spreads(server: string, columns: readonly (readonly [string, number?])[]): string[] {
+    const f = this.byServer.get(server)!;
+    return columns.map(([key, digits]) => spread(f[key]!, digits));
   }
+}
+
+/** The servers in the order they run in `round`: reversed every other round, so that none always runs first. */
+function turnOrder<T>(servers: readonly T[], round: number): readonly T[] {
+  return round % 2 === 0 ? servers : [...servers].reverse();
 }
 
 interface Roots {
@@ -158,14 +165,18 @@ interface Roots {
   readonly root: string;
 }
 
-async function settingCells(
-  roots: readonly Roots[],
-  source: string,
-  bodies: Record<string, string>,
-  work: string,
-  seconds: number,
-  repeats: number,
-): Promise<Table[]> {
+/** What every table's rounds share: the checkouts compared, the model source and bodies, the work dir, and how long and how often. */
+interface Run {
+  readonly roots: readonly Roots[];
+  readonly source: string;
+  readonly bodies: Record<string, string>;
+  readonly work: string;
+  readonly seconds: number;
+  readonly repeats: number;
+}
+
+async function settingCells(setup: Run): Promise<Table[]> {
+  const { roots, source, bodies, work, seconds, repeats } = setup;
   const rows: string[][] = [];
   const storms: Table = {
     rows,
@@ -192,11 +203,9 @@ async function settingCells(
   for (const setting of SETTINGS) {
     const servers = await Promise.all(roots.map((r, i) => startServe(r.label, r.root, source, setting.env, path.join(work, `${setting.name}-${i}.log`))));
     const figures = new RoundFigures();
-    const add = (server: string, key: string, v: number): void => figures.add(server, key, v);
     for (const s of servers) await storm(s, 16, 1, '/invocations', 'mlp', bodies['mlp']!);
     for (let round = 0; round < repeats; round++) {
-      const order = round % 2 === 0 ? servers : [...servers].reverse();
-      for (const s of order) {
+      for (const s of turnOrder(servers, round)) {
         progress(`${setting.name} ${s.label} round ${round + 1}/${repeats} (load ${loadavg()})`);
         const at16 = await storm(s, 16, seconds, '/invocations', 'mlp', bodies['mlp']!);
         const at64 = await storm(s, 64, seconds, '/invocations', 'mlp', bodies['mlp']!);
@@ -205,44 +214,45 @@ async function settingCells(
         const best = Math.max(ok(at16), ok(at64)) / seconds;
         const perAnswer = at64.cpuUs / Math.max(1, ok(at64) + refused(at64));
         const perRefusal = refused(at1024) > 0 ? Math.max(0, at1024.cpuUs - ok(at1024) * perAnswer) / refused(at1024) : Number.NaN;
-        add(s.label, 'g16', ok(at16) / seconds);
-        add(s.label, 'g64', ok(at64) / seconds);
-        add(s.label, 'g1024', ok(at1024) / seconds);
-        add(s.label, 'ratio', ok(at1024) / seconds / best);
-        add(s.label, 'refusalP50', refusalP50(at1024));
-        add(s.label, 'refused', refused(at1024));
-        add(s.label, 'retryAfter', refused(at1024) > 0 ? at1024.storm.retryAfter / refused(at1024) : Number.NaN);
-        add(s.label, 'cpuAnswer', perAnswer);
-        add(s.label, 'cpuRefusal', perRefusal);
-        add(s.label, 'cpuRatio', perRefusal / perAnswer);
-        add(s.label, 'pingP99', pingStats(at1024.pingsMs).p99);
-        add(s.label, 'pingMax', pingStats(at1024.pingsMs).max);
-        add(s.label, 'largeP99', pingStats(large.pingsMs).p99);
-        add(s.label, 'largeMax', pingStats(large.pingsMs).max);
-        add(s.label, 'load', os.loadavg()[0]!);
+        figures.add(s.label, 'g16', ok(at16) / seconds);
+        figures.add(s.label, 'g64', ok(at64) / seconds);
+        figures.add(s.label, 'g1024', ok(at1024) / seconds);
+        figures.add(s.label, 'ratio', ok(at1024) / seconds / best);
+        figures.add(s.label, 'refusalP50', refusalP50(at1024));
+        figures.add(s.label, 'refused', refused(at1024));
+        figures.add(s.label, 'retryAfter', refused(at1024) > 0 ? at1024.storm.retryAfter / refused(at1024) : Number.NaN);
+        figures.add(s.label, 'cpuAnswer', perAnswer);
+        figures.add(s.label, 'cpuRefusal', perRefusal);
+        figures.add(s.label, 'cpuRatio', perRefusal / perAnswer);
+        figures.add(s.label, 'pingP99', pingStats(at1024.pingsMs).p99);
+        figures.add(s.label, 'pingMax', pingStats(at1024.pingsMs).max);
+        figures.add(s.label, 'largeP99', pingStats(large.pingsMs).p99);
+        figures.add(s.label, 'largeMax', pingStats(large.pingsMs).max);
+        figures.add(s.label, 'load', os.loadavg()[0]!);
       }
     }
     for (const s of servers) await s.stop();
     for (const r of roots) {
-      const f = figures.of(r.label);
       rows.push([
         setting.name,
         r.label,
-        spread(f['g16']!, 0),
-        spread(f['g64']!, 0),
-        spread(f['g1024']!, 0),
-        spread(f['ratio']!),
-        spread(f['refusalP50']!, 1),
-        spread(f['refused']!, 0),
-        spread(f['retryAfter']!),
-        spread(f['cpuAnswer']!, 0),
-        spread(f['cpuRefusal']!, 0),
-        spread(f['cpuRatio']!),
-        spread(f['pingP99']!, 0),
-        spread(f['pingMax']!, 0),
-        spread(f['largeP99']!, 0),
-        spread(f['largeMax']!, 0),
-        spread(f['load']!, 1),
+        ...figures.spreads(r.label, [
+          ['g16', 0],
+          ['g64', 0],
+          ['g1024', 0],
+          ['ratio'],
+          ['refusalP50', 1],
+          ['refused', 0],
+          ['retryAfter'],
+          ['cpuAnswer', 0],
+          ['cpuRefusal', 0],
+          ['cpuRatio'],
+          ['pingP99', 0],
+          ['pingMax', 0],
+          ['largeP99', 0],
+          ['largeMax', 0],
+          ['load', 1],
+        ]),
       ]);
     }
   }
@@ -256,14 +266,8 @@ async function settingCells(
  * answer at one connection) ÷ refusals, against CPU per answer at 64
  * connections from the storm table.
  */
-async function refusalCostCells(
-  roots: readonly Roots[],
-  source: string,
-  bodies: Record<string, string>,
-  work: string,
-  seconds: number,
-  repeats: number,
-): Promise<Table> {
+async function refusalCostCells(setup: Run): Promise<Table> {
+  const { roots, source, bodies, work, seconds, repeats } = setup;
   const rows: string[][] = [];
   const table: Table = { rows, headers: ['server', 'refusals/s', 'answers/s', 'µs CPU/refusal', 'µs CPU/answer (1 conn)', 'load'] };
   const servers = await Promise.all(
@@ -278,37 +282,38 @@ async function refusalCostCells(
     ),
   );
   const figures = new RoundFigures();
-  const add = (server: string, key: string, v: number): void => figures.add(server, key, v);
   for (const s of servers) await storm(s, 1, 1, '/invocations', 'mlp', bodies['mlp']!);
   for (let round = 0; round < repeats; round++) {
-    for (const s of round % 2 === 0 ? servers : [...servers].reverse()) {
+    for (const s of turnOrder(servers, round)) {
       progress(`refusal cost ${s.label} round ${round + 1}/${repeats} (load ${loadavg()})`);
       const one = await storm(s, 1, seconds, '/invocations', 'mlp', bodies['mlp']!);
       const perAnswer = one.cpuUs / Math.max(1, ok(one));
       const flood = await storm(s, 256, seconds, '/invocations', 'mlp', bodies['mlp']!);
-      add(s.label, 'rps', refused(flood) / seconds);
-      add(s.label, 'aps', ok(flood) / seconds);
-      add(s.label, 'cpu', Math.max(0, flood.cpuUs - ok(flood) * perAnswer) / Math.max(1, refused(flood)));
-      add(s.label, 'answer', perAnswer);
-      add(s.label, 'load', os.loadavg()[0]!);
+      figures.add(s.label, 'rps', refused(flood) / seconds);
+      figures.add(s.label, 'aps', ok(flood) / seconds);
+      figures.add(s.label, 'cpu', Math.max(0, flood.cpuUs - ok(flood) * perAnswer) / Math.max(1, refused(flood)));
+      figures.add(s.label, 'answer', perAnswer);
+      figures.add(s.label, 'load', os.loadavg()[0]!);
     }
   }
   for (const s of servers) await s.stop();
   for (const r of roots) {
-    const f = figures.of(r.label);
-    rows.push([r.label, spread(f['rps']!, 0), spread(f['aps']!, 0), spread(f['cpu']!, 1), spread(f['answer']!, 0), spread(f['load']!, 1)]);
+    rows.push([
+      r.label,
+      ...figures.spreads(r.label, [
+        ['rps', 0],
+        ['aps', 0],
+        ['cpu', 1],
+        ['answer', 0],
+        ['load', 1],
+      ]),
+    ]);
   }
   return table;
 }
 
-async function neighbourCells(
-  roots: readonly Roots[],
-  source: string,
-  bodies: Record<string, string>,
-  work: string,
-  seconds: number,
-  repeats: number,
-): Promise<Table> {
+async function neighbourCells(setup: Run): Promise<Table> {
+  const { roots, source, bodies, work, seconds, repeats } = setup;
   const rows: string[][] = [];
   const table: Table = {
     rows,
@@ -335,14 +340,12 @@ async function neighbourCells(
   const apart = await startServe('apart', repo, source, {}, path.join(work, 'neighbour-apart.log'));
   await storm(apart, 16, 1, '/invocations', 'mlp', bodies['mlp']!);
   const figures = new RoundFigures();
-  const add = (server: string, key: string, v: number): void => figures.add(server, key, v);
   for (const s of servers) {
     await storm(s, 1, 1, '/invocations', 'light', bodies['light']!);
     await storm(s, 16, 1, '/invocations', 'mlp', bodies['mlp']!);
   }
   for (let round = 0; round < repeats; round++) {
-    const order = round % 2 === 0 ? servers : [...servers].reverse();
-    for (const s of order) {
+    for (const s of turnOrder(servers, round)) {
       progress(`neighbours ${s.label} round ${round + 1}/${repeats} (load ${loadavg()})`);
       const lightAlone = await storm(s, 1, seconds, '/invocations', 'light', bodies['light']!);
       const heavyAlone = await storm(s, NEIGHBOUR_FLOOD, seconds, '/invocations', 'mlp', bodies['mlp']!);
@@ -355,39 +358,40 @@ async function neighbourCells(
         storm(apart, NEIGHBOUR_FLOOD, seconds, '/invocations', 'mlp', bodies['mlp']!),
       ]);
       const p = (r: StormRun, q: 'p50' | 'p99'): number => r.storm.latencyMs['200']?.[q] ?? Number.NaN;
-      add(s.label, 'lp50a', p(lightAlone, 'p50'));
-      add(s.label, 'lp50', p(light, 'p50'));
-      add(s.label, 'r50', p(light, 'p50') / p(lightAlone, 'p50'));
-      add(s.label, 'lp99a', p(lightAlone, 'p99'));
-      add(s.label, 'lp99', p(light, 'p99'));
-      add(s.label, 'r99', p(light, 'p99') / p(lightAlone, 'p99'));
-      add(s.label, 'ha', ok(heavyAlone) / seconds);
-      add(s.label, 'h', ok(heavy) / seconds);
-      add(s.label, 'hr', ok(heavy) / ok(heavyAlone));
-      add(s.label, 'floor50', p(lightBesideApart, 'p50') / p(lightAlone, 'p50'));
-      add(s.label, 'floor99', p(lightBesideApart, 'p99') / p(lightAlone, 'p99'));
-      add(s.label, 'hrefused', refused(heavy));
-      add(s.label, 'load', os.loadavg()[0]!);
+      figures.add(s.label, 'lp50a', p(lightAlone, 'p50'));
+      figures.add(s.label, 'lp50', p(light, 'p50'));
+      figures.add(s.label, 'r50', p(light, 'p50') / p(lightAlone, 'p50'));
+      figures.add(s.label, 'lp99a', p(lightAlone, 'p99'));
+      figures.add(s.label, 'lp99', p(light, 'p99'));
+      figures.add(s.label, 'r99', p(light, 'p99') / p(lightAlone, 'p99'));
+      figures.add(s.label, 'ha', ok(heavyAlone) / seconds);
+      figures.add(s.label, 'h', ok(heavy) / seconds);
+      figures.add(s.label, 'hr', ok(heavy) / ok(heavyAlone));
+      figures.add(s.label, 'floor50', p(lightBesideApart, 'p50') / p(lightAlone, 'p50'));
+      figures.add(s.label, 'floor99', p(lightBesideApart, 'p99') / p(lightAlone, 'p99'));
+      figures.add(s.label, 'hrefused', refused(heavy));
+      figures.add(s.label, 'load', os.loadavg()[0]!);
     }
   }
   for (const s of [...servers, apart]) await s.stop();
   for (const r of roots) {
-    const f = figures.of(r.label);
     rows.push([
       r.label,
-      spread(f['lp50a']!),
-      spread(f['lp50']!),
-      spread(f['r50']!),
-      spread(f['floor50']!),
-      spread(f['lp99a']!),
-      spread(f['lp99']!),
-      spread(f['r99']!),
-      spread(f['floor99']!),
-      spread(f['ha']!, 0),
-      spread(f['h']!, 0),
-      spread(f['hr']!),
-      spread(f['hrefused']!, 0),
-      spread(f['load']!, 1),
+      ...figures.spreads(r.label, [
+        ['lp50a'],
+        ['lp50'],
+        ['r50'],
+        ['floor50'],
+        ['lp99a'],
+        ['lp99'],
+        ['r99'],
+        ['floor99'],
+        ['ha', 0],
+        ['h', 0],
+        ['hr'],
+        ['hrefused', 0],
+        ['load', 1],
+      ]),
     ]);
   }
   return table;
@@ -413,9 +417,10 @@ export async function run(): Promise<BenchReport> {
     if (baseline !== undefined && baseline !== '') roots.push({ label: 'base', root: path.resolve(baseline) });
     const parts = overloadParts();
     const tables: Record<string, Table> = {};
-    if (parts.has('storms')) tables['storms'] = (await settingCells(roots, source, bodies, work, seconds, repeats))[0]!;
-    if (parts.has('neighbours')) tables['neighbours'] = await neighbourCells(roots, source, bodies, work, seconds, repeats);
-    if (parts.has('refusals')) tables['refusalCost'] = await refusalCostCells(roots, source, bodies, work, seconds, repeats);
+    const setup: Run = { roots, source, bodies, work, seconds, repeats };
+    if (parts.has('storms')) tables['storms'] = (await settingCells(setup))[0]!;
+    if (parts.has('neighbours')) tables['neighbours'] = await neighbourCells(setup);
+    if (parts.has('refusals')) tables['refusalCost'] = await refusalCostCells(setup);
     const shown = Object.values(tables);
     const note = `${seconds} s per run, ${repeats} rounds interleaved (median (min-max)); load average at the end: ${loadavg()}; ${os.cpus().length} CPUs`;
     return {
