@@ -14,19 +14,12 @@ import { mkdir, readFile } from 'node:fs/promises';
 import { mlp, packTarGz, writeModelDir } from '../../examples/models/zoo.js';
 import { DEMO_SETTINGS } from '../../examples/demo/build-demo-repository.js';
 import { runCli } from '../support/cli.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { startTestServer } from '../support/test-server.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
-after(async () => {
-  for (const fn of ctx.cleanups.reverse()) await fn();
-});
+const ctx = new Cleanups();
+after(() => ctx.run());
 
 /** Command lines (continuations joined) in the page's ```sh blocks that start with `onnx-mme <command>`. */
 function commandLines(md: string, command: string): string[] {

@@ -14,15 +14,10 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import * as ort from 'onnxruntime-node';
 import { denseForward, ensembleRepository, mlp, packTarGz, writeModelDir, writeRepository, type DenseModel } from '../../examples/models/zoo.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 
 const FEATURES = 32;
 const CLASSES = 8;
@@ -99,7 +94,7 @@ before(async () => {
 after(async () => {
   await server.close();
   await reference.release();
-  for (const fn of ctx.cleanups.reverse()) await fn();
+  await ctx.run();
 });
 
 describe('dynamic batching through the real server', () => {

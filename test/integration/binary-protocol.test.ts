@@ -13,15 +13,10 @@ import { after, before, describe, it } from 'node:test';
 import { IDENTITY_TYPES } from '../../examples/models/zoo.js';
 import { buildModelSource, type SourceFixture } from '../support/model-source-fixture.js';
 import { rawBytes as tensorBytes, readRaw as readValues, type Value } from '../support/raw-tensor.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 
 let server: TestServer;
 let fixture: SourceFixture;
@@ -129,7 +124,7 @@ before(async () => {
 
 after(async () => {
   await server.close();
-  for (const fn of ctx.cleanups.reverse()) await fn();
+  await ctx.run();
 });
 
 describe('binary requests and answers on every inference route', () => {

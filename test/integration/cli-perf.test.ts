@@ -17,18 +17,11 @@ import { after, before, describe, it } from 'node:test';
 import { tiny, writeModelDir } from '../../examples/models/zoo.js';
 import { runCli } from '../support/cli.js';
 import { slowModel } from '../support/slow-model.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
-after(async () => {
-  for (const fn of ctx.cleanups.reverse()) await fn();
-});
+const ctx = new Cleanups();
+after(() => ctx.run());
 
 /** Sum of every series of `name` whose labels include `labels` (other labels, e.g. a target label, may be present). */
 async function metricSum(baseUrl: string, name: string, labels: Record<string, string>): Promise<number> {

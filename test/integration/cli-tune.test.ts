@@ -15,18 +15,11 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { configText, tiny, writeModelDir } from '../../examples/models/zoo.js';
 import { runCli } from '../support/cli.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
-after(async () => {
-  for (const fn of ctx.cleanups.reverse()) await fn();
-});
+const ctx = new Cleanups();
+after(() => ctx.run());
 
 /** Hash of every file's relative path, mode and bytes under `dir`. */
 async function hashTree(dir: string): Promise<string> {

@@ -12,14 +12,9 @@ import { buildPipelines, type BuiltPipelines } from '../../examples/pipelines/bu
 import { textPipelineRepository } from '../../examples/pipelines/text-pipeline.js';
 import { writePipelineRepository } from '../../examples/pipelines/write-repository.js';
 import { runCli } from '../support/cli.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 let built: BuiltPipelines;
 let root: string;
 
@@ -48,9 +43,7 @@ before(async () => {
   await writePipelineRepository(path.join(root, 'broken'), broken);
 });
 
-after(async () => {
-  for (const fn of ctx.cleanups.reverse()) await fn();
-});
+after(() => ctx.run());
 
 describe('onnx-mme validate with processing steps', () => {
   it('both example pipelines are valid; each step shows its backend', async () => {

@@ -12,17 +12,10 @@ import { after, before, describe, it } from 'node:test';
 import { addSub, configText, ensembleRepository, packTarGz, writeModelDir, writeRepository } from '../../examples/models/zoo.js';
 import { runCli } from '../support/cli.js';
 import { tgz } from '../support/raw-tar.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
-after(async () => {
-  for (const fn of ctx.cleanups.reverse()) await fn();
-});
+const ctx = new Cleanups();
+after(() => ctx.run());
 
 interface JsonReport {
   ok: boolean;

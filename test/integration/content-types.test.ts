@@ -11,15 +11,10 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { denseForward } from '../../examples/models/zoo.js';
 import { buildModelSource, type SourceFixture } from '../support/model-source-fixture.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 
 let server: TestServer;
 let fixture: SourceFixture;
@@ -125,7 +120,7 @@ before(async () => {
 
 after(async () => {
   await server.close();
-  for (const fn of ctx.cleanups.reverse()) await fn();
+  await ctx.run();
 });
 
 for (const route of ROUTES) {

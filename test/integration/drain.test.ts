@@ -15,17 +15,10 @@ import { addSub, writeModelDir } from '../../examples/models/zoo.js';
 import { call, connect } from '../support/grpc-client.js';
 import { startServe } from '../support/serve-process.js';
 import { slowModel } from '../support/slow-model.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
-after(async () => {
-  for (const fn of ctx.cleanups.reverse()) await fn();
-});
+const ctx = new Cleanups();
+after(() => ctx.run());
 
 interface Answer {
   readonly status: number;

@@ -17,15 +17,10 @@ import { call, connect, inferRequest, type GrpcClients } from '../support/grpc-c
 import { tgz } from '../support/raw-tar.js';
 import { S3Proxy } from '../support/s3-proxy.js';
 import { startLoopbackS3, type LoopbackS3, useS3rverCredentials } from '../support/s3rver.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 const BUCKET = 'redact-bucket-7q';
 const PREFIX = 'hidden-prefix-9z/';
 const ABSENT_BUCKET = 'absent-bucket-4k';
@@ -107,7 +102,7 @@ describe('error answers name no host path, bucket or prefix', () => {
   after(async () => {
     await proxy?.close();
     await s3?.close();
-    for (const fn of ctx.cleanups.reverse()) await fn();
+    await ctx.run();
     restoreCredentials?.();
   });
 

@@ -17,15 +17,10 @@ import ort from 'onnxruntime-node';
 import { attr, buildModel, node, valueInfo } from '../../examples/models/onnx-builder.js';
 import { configText, identity, writeModelDir } from '../../examples/models/zoo.js';
 import { asValues, call, connect, inferRequest, type GrpcClients } from '../support/grpc-client.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 
 const P53 = 2n ** 53n;
 /** ±(2^53 + 1) and the type limits: each one a double cannot hold. */
@@ -86,7 +81,7 @@ before(async () => {
 
 after(async () => {
   clients?.close();
-  for (const fn of ctx.cleanups.reverse()) await fn();
+  await ctx.run();
 });
 
 async function post(route: string, body: string, headers: Record<string, string>): Promise<{ status: number; text: string }> {

@@ -20,16 +20,11 @@ import { header, tarBytes, type RawEntry } from '../support/raw-tar.js';
 import { sample } from '../support/metric-value.js';
 import { startLoopbackS3, S3RVER_CREDENTIALS, type LoopbackS3 } from '../support/s3rver.js';
 import { startServe, type ServeProcess } from '../support/serve-process.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { input, request } from '../support/test-server.js';
 
 const MIB = 1024 * 1024;
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 let root: string;
 let s3: LoopbackS3;
 const seq16 = Array.from({ length: 16 }, (_, i) => i);
@@ -42,7 +37,7 @@ before(async () => {
 
 after(async () => {
   await s3?.close();
-  for (const fn of ctx.cleanups.reverse()) await fn();
+  await ctx.run();
 });
 
 /** add_sub plus `count` tiny files: what a careless (or hostile) package with many small assets looks like. */

@@ -11,15 +11,10 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { addSub } from '../../examples/models/zoo.js';
 import { startServe, type ServeProcess } from '../support/serve-process.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { input, request } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 const seq16 = Array.from({ length: 16 }, (_, i) => i);
 const body = { inputs: [input('INPUT0', 'FP32', [1, 16], seq16), input('INPUT1', 'FP32', [1, 16], seq16)] };
 const LIMIT = 1024 * 1024; // MME_CONFIG_MAX_BYTES's default
@@ -51,9 +46,7 @@ before(async () => {
   ctx.after(() => child.kill());
 });
 
-after(async () => {
-  for (const fn of ctx.cleanups.reverse()) await fn();
-});
+after(() => ctx.run());
 
 const invoke = (target: string) => request(`${child.url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': target }, json: body });
 

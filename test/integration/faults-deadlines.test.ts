@@ -16,15 +16,10 @@ import { S3Client } from '@aws-sdk/client-s3';
 import { S3Proxy } from '../support/s3-proxy.js';
 import { startLoopbackS3, S3RVER_CREDENTIALS, type LoopbackS3 } from '../support/s3rver.js';
 import { startServe } from '../support/serve-process.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { input, request } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 let s3: LoopbackS3;
 let proxy: S3Proxy;
 let root: string;
@@ -47,7 +42,7 @@ after(async () => {
   proxy.trickleNextGets = 0;
   await proxy?.close();
   await s3?.close();
-  for (const fn of ctx.cleanups.reverse()) await fn();
+  await ctx.run();
 });
 
 function serveEnv(extra: Record<string, string>, cache: string): Record<string, string> {

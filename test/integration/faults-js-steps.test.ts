@@ -14,15 +14,10 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { addSub, writeModelDir } from '../../examples/models/zoo.js';
 import { startServe, type ServeProcess } from '../support/serve-process.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { explicitControl, input, request, type JsonReply } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 let server: ServeProcess;
 let exitCode: number | null | undefined;
 
@@ -75,9 +70,7 @@ before(async () => {
   ctx.after(() => server.kill());
 });
 
-after(async () => {
-  for (const fn of ctx.cleanups.reverse()) await fn();
-});
+after(() => ctx.run());
 
 /** Every request has its own deadline: against a frozen server the test fails instead of hanging. */
 const invoke = (target: string, first: number, timeoutMs = 15_000): Promise<JsonReply> =>

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { after, it } from 'node:test';
 import { addSub, writeModelDir } from '../../examples/models/zoo.js';
 import { rssBytes, startServe } from '../support/serve-process.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 
 /** Requests refused for bytes in flight, as the server counts them (onnx_mme_admission_refusals_total). */
 async function refusedForBytes(url: string): Promise<number> {
@@ -24,15 +24,8 @@ async function refusedForBytes(url: string): Promise<number> {
   return total;
 }
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
-after(async () => {
-  for (const fn of ctx.cleanups.reverse()) await fn();
-});
+const ctx = new Cleanups();
+after(() => ctx.run());
 
 const MIB = 1024 * 1024;
 const SOCKETS = 100;

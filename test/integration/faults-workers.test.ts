@@ -11,18 +11,11 @@ import path from 'node:path';
 import { after, it } from 'node:test';
 import { writeModelDir } from '../../examples/models/zoo.js';
 import { slowModel } from '../support/slow-model.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
-after(async () => {
-  for (const fn of ctx.cleanups.reverse()) await fn();
-});
+const ctx = new Cleanups();
+after(() => ctx.run());
 
 const body = { inputs: [input('INPUT0', 'FP32', [1, 512], new Array(512).fill(1))] };
 

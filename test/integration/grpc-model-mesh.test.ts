@@ -14,15 +14,10 @@ import { after, before, describe, it } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import { addSub, writeModelDir } from '../../examples/models/zoo.js';
 import { asValues, call, connect, inferRequest, type GrpcClients } from '../support/grpc-client.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 let server: TestServer;
 let clients: GrpcClients;
 let pulled: string;
@@ -51,7 +46,7 @@ before(async () => {
 
 after(async () => {
   clients?.close();
-  for (const fn of ctx.cleanups.reverse()) await fn();
+  await ctx.run();
 });
 
 describe('ModelMesh runtime SPI', () => {

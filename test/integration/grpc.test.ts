@@ -20,15 +20,10 @@ import { configText, denseForward, identity, IDENTITY_TYPES, writeModelDir } fro
 import { buildModelSource, type SourceFixture } from '../support/model-source-fixture.js';
 import { asValues, call, connect, inferRequest, rawBytes, type GrpcClients, type Value } from '../support/grpc-client.js';
 import { metricValue } from '../support/metric-value.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 
 let server: TestServer;
 let fixture: SourceFixture;
@@ -131,7 +126,7 @@ before(async () => {
 
 after(async () => {
   clients?.close();
-  for (const fn of ctx.cleanups.reverse()) await fn();
+  await ctx.run();
 });
 
 describe('gRPC: server RPCs and health', () => {

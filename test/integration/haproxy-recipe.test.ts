@@ -14,14 +14,9 @@ import { addSub, packTarGz, seededRandom, writeModelDir } from '../../examples/m
 import { readFile } from 'node:fs/promises';
 import { drive, freePort, haproxyBinary, loadsOf, sleep, startHaproxy, startInstance, type Haproxy, type Instance } from '../support/haproxy-fleet.js';
 import { s3rverEnv, startLoopbackS3, type LoopbackS3 } from '../support/s3rver.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 const MODELS = 24;
 const seq16 = Array.from({ length: 16 }, (_, i) => i);
 const body = Buffer.from(
@@ -70,7 +65,7 @@ before(async () => {
 });
 
 after(async () => {
-  for (const fn of ctx.cleanups.reverse()) await fn();
+  await ctx.run();
   await s3?.close();
 });
 

@@ -10,15 +10,10 @@ import { after, before, describe, it } from 'node:test';
 import * as ort from 'onnxruntime-node';
 import { denseForward, IDENTITY_TYPES } from '../../examples/models/zoo.js';
 import { buildModelSource, runDirect, type SourceFixture } from '../support/model-source-fixture.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 
 let server: TestServer;
 let fixture: SourceFixture;
@@ -48,7 +43,7 @@ before(async () => {
 
 after(async () => {
   await server.close();
-  for (const fn of ctx.cleanups.reverse()) await fn();
+  await ctx.run();
 });
 
 describe('POST /invocations with a target header', () => {

@@ -21,16 +21,11 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { addSub, writeModelDir } from '../../examples/models/zoo.js';
 import { rssBytes, startServe, type ServeProcess } from '../support/serve-process.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { input, request, type JsonReply } from '../support/test-server.js';
 
 const SECRET = 'fake-secret-for-the-hostile-step-test-7f3a';
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 let server: ServeProcess;
 let exitCode: number | null | undefined;
 let root: string;
@@ -161,9 +156,7 @@ before(async () => {
   ctx.after(() => server.kill());
 });
 
-after(async () => {
-  for (const fn of ctx.cleanups.reverse()) await fn();
-});
+after(() => ctx.run());
 
 const invoke = (target: string, json: unknown): Promise<JsonReply> =>
   request(`${server.url}/invocations`, {

@@ -13,18 +13,11 @@ import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
 import { addSub, packTarGz, writeModelDir } from '../../examples/models/zoo.js';
 import { slowModel } from '../support/slow-model.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
-after(async () => {
-  for (const fn of ctx.cleanups.reverse()) await fn();
-});
+const ctx = new Cleanups();
+after(() => ctx.run());
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const seq16 = Array.from({ length: 16 }, (_, i) => i);

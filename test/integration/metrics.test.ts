@@ -17,15 +17,10 @@ import { writeModelDir } from '../../examples/models/zoo.js';
 import { buildModelSource, type SourceFixture } from '../support/model-source-fixture.js';
 import { slowModel } from '../support/slow-model.js';
 import { sample } from '../support/metric-value.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 
 let server: TestServer;
 let fixture: SourceFixture;
@@ -63,7 +58,7 @@ before(async () => {
 
 after(async () => {
   await server.close();
-  for (const fn of ctx.cleanups.reverse()) await fn();
+  await ctx.run();
 });
 
 describe('GET /metrics after real requests', () => {

@@ -21,18 +21,11 @@ import { addSub, packTarGz, writeModelDir } from '../../examples/models/zoo.js';
 import { runCli } from '../support/cli.js';
 import { call, connect } from '../support/grpc-client.js';
 import { startServe, type ServeProcess } from '../support/serve-process.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { input, request } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
-after(async () => {
-  for (const fn of ctx.cleanups.reverse()) await fn();
-});
+const ctx = new Cleanups();
+after(() => ctx.run());
 
 const seq16 = Array.from({ length: 16 }, (_, i) => i);
 const addSubBody = { inputs: [input('INPUT0', 'FP32', [1, 16], seq16), input('INPUT1', 'FP32', [1, 16], seq16)] };

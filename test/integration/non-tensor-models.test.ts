@@ -9,15 +9,10 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { buildModel, node, valueInfo, onnxElementType, type OnnxValueInfoProto } from '../../examples/models/onnx-builder.js';
 import { writeModelDir } from '../../examples/models/zoo.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 
 const floatTensor = { tensorType: { elemType: onnxElementType('FP32'), shape: { dim: [{ dimValue: 2 }] } } };
 const seqOf = (name: string): OnnxValueInfoProto => ({ name, type: { sequenceType: { elemType: floatTensor } } });
@@ -57,9 +52,7 @@ output [ { name: "seq" data_type: TYPE_FP32 dims: [ 2 ] }, { name: "y" data_type
   ctx.after(() => server.close());
 });
 
-after(async () => {
-  for (const fn of ctx.cleanups.reverse()) await fn();
-});
+after(() => ctx.run());
 
 const infer = (model: string) =>
   request(`${server.url}/v2/models/${model}/infer`, { method: 'POST', json: { inputs: [{ name: 'x', datatype: 'FP32', shape: [2], data: [1, 2] }] } });

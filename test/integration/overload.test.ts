@@ -29,18 +29,11 @@ import { pingMs as ping, runStorm } from '../../bench/lib/storm.js';
 import { call, connect, inferRequest } from '../support/grpc-client.js';
 import { sample } from '../support/metric-value.js';
 import { startServe } from '../support/serve-process.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { startTestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
-after(async () => {
-  for (const fn of ctx.cleanups.reverse()) await fn();
-});
+const ctx = new Cleanups();
+after(() => ctx.run());
 
 const tinyBody = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: Array.from({ length: 16 }, (_, i) => i / 16) }] });
 

@@ -22,18 +22,11 @@ import { after, before, describe, it } from 'node:test';
 import { addSub, writeModelDir } from '../../examples/models/zoo.js';
 import { copyParts, execForm, keyValues, readDockerfile, type Dockerfile, type Instruction, type Stage } from '../support/dockerfile.js';
 import { LAUNCHER_ENV, LAUNCHER_NODE_FLAGS } from '../support/launcher.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { input, request } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
-after(async () => {
-  for (const fn of ctx.cleanups.reverse()) await fn();
-});
+const ctx = new Cleanups();
+after(() => ctx.run());
 
 /** Root of the compiled tree this test runs from (dist/, or a helper's out dir). */
 const buildRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');

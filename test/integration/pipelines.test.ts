@@ -27,15 +27,10 @@ import { TEXT_HIDDEN, TEXT_MAX_LENGTH, TEXT_VOCAB, textEmbeddingReference, textE
 import { writePipelineRepository, type PipelineModel } from '../../examples/pipelines/write-repository.js';
 import { addSub, packTarGz, scale } from '../../examples/models/zoo.js';
 import { S3RVER_CREDENTIALS, startLoopbackS3, type LoopbackS3 } from '../support/s3rver.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type JsonReply, type TestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 const saved = { id: process.env['AWS_ACCESS_KEY_ID'], secret: process.env['AWS_SECRET_ACCESS_KEY'] };
 const FEATURES = 16;
 const BATCHED = 'dynamic_batching { preferred_batch_size: [ 8 ] max_queue_delay_microseconds: 3000000 }\n';
@@ -178,7 +173,7 @@ after(async () => {
     if (v === undefined) delete process.env[k];
     else process.env[k] = v;
   }
-  for (const fn of ctx.cleanups.reverse()) await fn();
+  await ctx.run();
 });
 
 describe('example pipelines from S3, two targets on one server', () => {

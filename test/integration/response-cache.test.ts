@@ -15,15 +15,10 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { addSub, denseForward, ensembleRepository, packTarGz, scale, tiny, writeModelDir, writeRepository } from '../../examples/models/zoo.js';
 import { sample } from '../support/metric-value.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 const CACHE = 'response_cache { enable: true }\n';
 
 let server: TestServer;
@@ -63,7 +58,7 @@ before(async () => {
 
 after(async () => {
   await server.close();
-  for (const fn of ctx.cleanups.reverse()) await fn();
+  await ctx.run();
 });
 
 describe('response cache', () => {

@@ -17,15 +17,10 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { addSub, ensembleRepository, sizedModel, writeModelDir, writeRepository } from '../../examples/models/zoo.js';
 import { slowModel } from '../support/slow-model.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type JsonReply, type TestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 let server: TestServer;
 let root: string;
 /** /opt/ml/models/<hash>/model as SageMaker lays it out, under a temp dir. */
@@ -76,7 +71,7 @@ before(async () => {
 
 after(async () => {
   await server.close();
-  for (const fn of ctx.cleanups.reverse()) await fn();
+  await ctx.run();
 });
 
 describe('model_name limits', () => {

@@ -15,15 +15,10 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import * as ort from 'onnxruntime-node';
 import { writeModelDir } from '../../examples/models/zoo.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 const CHUNK = 512;
 const STREAMS = 4;
 const CHUNKS = 16;
@@ -85,7 +80,7 @@ before(async () => {
 
 after(async () => {
   await server?.close();
-  for (const fn of ctx.cleanups.reverse()) await fn();
+  await ctx.run();
 });
 
 describe('silero VAD as a stateful model', () => {

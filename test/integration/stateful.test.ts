@@ -17,15 +17,10 @@ import { accumulator, controls, decay, runByHand } from '../../examples/models/s
 import { scale, writeRepository } from '../../examples/models/zoo.js';
 import { asValues, call, connect, inferRequest } from '../support/grpc-client.js';
 import { metricValue } from '../support/metric-value.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type JsonReply, type TestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 const FEATURES = 4;
 const LONG = 60_000_000;
 let root: string;
@@ -147,7 +142,7 @@ before(async () => {
 
 after(async () => {
   await server?.close();
-  for (const fn of ctx.cleanups.reverse()) await fn();
+  await ctx.run();
 });
 
 describe('stateful models through HTTP', () => {

@@ -13,15 +13,10 @@ import { after, before, describe, it } from 'node:test';
 import { buildModel, node, valueInfo } from '../../examples/models/onnx-builder.js';
 import { addSub, identity, writeModelDir } from '../../examples/models/zoo.js';
 import { buildModelSource, type SourceFixture } from '../support/model-source-fixture.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 
 let server: TestServer;
 let fixture: SourceFixture;
@@ -65,7 +60,7 @@ before(async () => {
 
 after(async () => {
   await server.close();
-  for (const fn of ctx.cleanups.reverse()) await fn();
+  await ctx.run();
 });
 
 const get = (p: string) => request(`${server.url}${p}`);

@@ -15,15 +15,10 @@ import ort from 'onnxruntime-node';
 import { buildModel, node, tensor, valueInfo } from '../../examples/models/onnx-builder.js';
 import { writeModelDir } from '../../examples/models/zoo.js';
 import { call, connect, asValues, type GrpcClients } from '../support/grpc-client.js';
-import { tempDir } from '../support/temp-dir.js';
+import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { request, startTestServer, type TestServer } from '../support/test-server.js';
 
-const ctx = {
-  cleanups: [] as (() => Promise<void>)[],
-  after(fn: () => Promise<void>) {
-    this.cleanups.push(fn);
-  },
-};
+const ctx = new Cleanups();
 
 /** y = a + b, both initializers; n = a constant INT64 count. */
 const NO_INPUTS = buildModel({
@@ -72,7 +67,7 @@ before(async () => {
 
 after(async () => {
   clients?.close();
-  for (const fn of ctx.cleanups.reverse()) await fn();
+  await ctx.run();
 });
 
 function outputs(body: { outputs: { name: string; shape: number[]; data: number[] }[] }): Record<string, { shape: number[]; data: number[] }> {
