@@ -16,19 +16,14 @@ import { addSub, identity, writeModelDir } from '../../examples/models/zoo.js';
 import { pingUnderFlood, type Ping } from '../support/ping-under-flood.js';
 import { startServe } from '../support/serve-process.js';
 import { Cleanups, tempDir } from '../support/temp-dir.js';
+import { addSubBody } from '../support/v2-json.js';
 
 const ctx = new Cleanups();
 after(() => ctx.run());
 
 const CONNECTIONS = 512;
 const FLOOD_SECONDS = 4;
-const seq16 = Array.from({ length: 16 }, (_, i) => i);
-const body = JSON.stringify({
-  inputs: [
-    { name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: seq16 },
-    { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], data: seq16 },
-  ],
-});
+const body = JSON.stringify(addSubBody());
 
 /** A bare node:http server answering every request at once (the reference for what the machine allows). */
 async function bareServer(): Promise<{ url: string; stop(): Promise<void> }> {

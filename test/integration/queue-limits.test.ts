@@ -26,6 +26,7 @@ import { addSub, writeModelDir } from '../../examples/models/zoo.js';
 import { pingUnderFlood } from '../support/ping-under-flood.js';
 import { startServe, type ServeProcess } from '../support/serve-process.js';
 import { Cleanups, tempDir } from '../support/temp-dir.js';
+import { addSubBody } from '../support/v2-json.js';
 
 const ctx = new Cleanups();
 after(() => ctx.run());
@@ -33,13 +34,7 @@ after(() => ctx.run());
 /** Moderate: the machine is shared; enough that many requests are on their way at once. */
 const CONNECTIONS = 128;
 const FLOOD_SECONDS = 5;
-const seq16 = Array.from({ length: 16 }, (_, i) => i);
-const body = JSON.stringify({
-  inputs: [
-    { name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: seq16 },
-    { name: 'INPUT1', datatype: 'FP32', shape: [1, 16], data: seq16 },
-  ],
-});
+const body = JSON.stringify(addSubBody());
 
 interface Latency {
   readonly n: number;

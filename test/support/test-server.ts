@@ -87,19 +87,8 @@ export async function request(url: string, init: RequestInit & { json?: unknown 
   return { status: res.status, headers: res.headers, body, text };
 }
 
-/** A KServe v2 JSON input. */
-export function input(name: string, datatype: string, shape: number[], data: unknown[]): Record<string, unknown> {
-  return { name, datatype, shape, data };
-}
-
-/**
- * A KServe v2 JSON body for the examples' add_sub (FP32 [1, 16] INPUT0 and
- * INPUT1): INPUT0 is 0, 1, …, 15; INPUT1 the same, or `second` in every place.
- */
-export function addSubBody(second?: number): { inputs: Record<string, unknown>[] } {
-  const seq16 = Array.from({ length: 16 }, (_, i) => i);
-  return { inputs: [input('INPUT0', 'FP32', [1, 16], seq16), input('INPUT1', 'FP32', [1, 16], second === undefined ? seq16 : seq16.map(() => second))] };
-}
+// The request bodies live beside the server for the tests that import both from here.
+export { addSubBody, input } from './v2-json.js';
 
 /**
  * A server over `models` (name → model), written as model directories into a
