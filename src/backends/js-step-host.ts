@@ -18,7 +18,7 @@
  */
 import net from 'node:net';
 import { BulkLink, STEP_BULK_FDS } from './js-step-bulk.js';
-import { encodeFrame, FrameReader, FrameWriter } from './js-step-frames.js';
+import { FrameReader, FrameWriter } from './js-step-frames.js';
 import { describeError, JS_STEP_TENSORS, UNHANDLED_REJECTION, type HostReply, type HostRequest, type JsHostData } from './js-step-protocol.js';
 
 interface JsModule {
@@ -52,8 +52,9 @@ function post(reply: HostReply): void {
 function crash(cause: string): void {
   if (ending) return;
   ending = true;
-  channel.write(Buffer.concat(encodeFrame({ op: 'crash', cause }, JS_STEP_TENSORS)), () => process.exit(CRASH_EXIT));
   setTimeout(() => process.exit(CRASH_EXIT), 1000).unref();
+  // After what is queued (answers resolved before the fault), in order.
+  writer.writeNow({ op: 'crash', cause }, () => process.exit(CRASH_EXIT));
 }
 
 function isOutOfMemory(err: unknown): boolean {

@@ -124,6 +124,8 @@ class Instance {
   /** The files large tensors travel through (undefined when they could not be made: everything goes inline). */
   private readonly bulk: BulkFiles | undefined;
   private stderrTail = '';
+  /** Whether its handles keep the event loop alive now (spawn's are referenced). */
+  private referenced = true;
 
   constructor(
     options: JsStepWorkerOptions,
@@ -225,6 +227,9 @@ class Instance {
   /** An idle step must not keep the server alive; a start or a call in flight does. */
   updateRef(): void {
     const busy = !this.ended && (this.onEnd !== undefined || this.pending.size > 0);
+    // Four native calls per handle change: only when it changes, not twice per call.
+    if (busy === this.referenced) return;
+    this.referenced = busy;
     for (const handle of [this.child, this.channel, this.child.stdout as Socket, this.child.stderr as Socket]) {
       if (busy) handle.ref();
       else handle.unref();

@@ -6,7 +6,8 @@
  * stays small) and arrives intact in a buffer of its own, a small one rides
  * inline; regions are reused once acknowledged and a frame that finds no
  * room goes inline; a typed array left in a header survives the read buffer
- * being reused; a section named past the end of the file is refused.
+ * being reused; a section named past the end of the file is refused; a
+ * header comes back exactly whether JSON can carry it or not.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -123,4 +124,32 @@ test('a section named past the end of the bulk file, or at a bad offset, is a ma
   } finally {
     p.close();
   }
+});
+
+test('every message comes back exactly, whether its header can go as JSON or needs V8 serialization', () => {
+  const odd = '\ud800 é \u0000 "quoted" 𝄞';
+  const messages: Record<string, unknown>[] = [
+    execute(1, new Float32Array([1, -0, Number.NaN, 3.5])),
+    {
+      op: 'execute',
+      id: 2,
+      batch: {
+        inputs: { s: { datatype: 'BYTES', shape: [1, 3], data: [odd, '', 'x'] }, ünï: { datatype: 'FP64', shape: [1], data: new Float64Array([0.1]) } },
+        outputs: ['y'],
+        rows: 1,
+      },
+    },
+    { op: 'result', id: 3, ok: true, value: { y: { datatype: 'FP32', shape: [1, 2], data: [1.5, 2] }, extra: { nested: [true, null, 'z'] } } },
+    { op: 'result', id: 4, ok: true, value: { y: { datatype: 'FP32', shape: [1, 2], data: [-0, Number.NaN] } } },
+    { op: 'result', id: 5, ok: true, value: new Map([['y', { datatype: 'INT64', shape: [1], data: new BigInt64Array([-(2n ** 63n)]) }]]) },
+    { op: 'result', id: 6, ok: true, value: { y: { datatype: 'INT64', shape: [1], data: [2n ** 70n] }, u: undefined, hole: [1, , 3] } },
+    { op: 'result', id: 7, ok: false, what: 'execute() failed', error: { message: odd, code: undefined } },
+    { op: 'crash', cause: odd },
+  ];
+  for (const msg of messages) {
+    const [got] = new FrameReader(JS_STEP_TENSORS).push(Buffer.concat(encodeFrame(msg, JS_STEP_TENSORS)));
+    assert.deepStrictEqual(got, msg);
+  }
+  const jsonFirst = Buffer.concat(encodeFrame(messages[1]!, JS_STEP_TENSORS))[4];
+  assert.equal(String.fromCharCode(jsonFirst!), '{', 'a batch of plain values goes as JSON');
 });
