@@ -12,8 +12,10 @@
  *   read from one run on one machine, whatever its load;
  * - "direct": model.mjs imported into this thread, execute() awaited (no hop).
  * For a 1×16 and a 1×1,048,576 FP32 tensor, one call at a time, and 8 at once
- * (BENCH_JS_CONCURRENCY). The process's answer must equal the input.
+ * (BENCH_JS_CONCURRENCY), in wall time and in CPU time per call (this
+ * process and the step's). The process's answer must equal the input.
  */
+import { readdirSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -24,6 +26,7 @@ import { parseModelConfig } from '../src/config/model-config.js';
 import { createLogger } from '../src/observability/logger.js';
 import type { Tensor } from '../src/protocol/tensor.js';
 import { markdownTable, num, ratio, textTable, type BenchReport, type Table } from './lib/report.js';
+import { processCpuUs } from './lib/proc-cpu.js';
 import { benchSettings } from './lib/settings.js';
 import { median } from './lib/stats.js';
 
@@ -85,11 +88,51 @@ function threadStep(url: string): { call(batch: { inputs: Record<string, Tensor>
   };
 }
 
-/** Median µs per call over `repeats` timed rounds of about `seconds` each, `concurrency` calls in flight. */
-async function perCallUs(call: Call, concurrency: number, seconds: number, repeats: number): Promise<number> {
+/** CPU time (user + system) in µs: this process's, all its threads (the worker-thread reference included). */
+function ownCpuUs(): number {
+  const { user, system } = process.cpuUsage();
+  return user + system;
+}
+
+/** CPU time in µs of this process's child processes that run now (the step's), from /proc. */
+function childrenCpuUs(): number {
+  let total = 0;
+  for (const task of readdirSync(`/proc/${process.pid}/task`)) {
+    let children = '';
+    try {
+      children = readFileSync(`/proc/${process.pid}/task/${task}/children`, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const pid of children.trim().split(/\s+/).filter(Boolean)) {
+      try {
+        total += processCpuUs(Number(pid));
+      } catch {
+        // gone meanwhile
+      }
+    }
+  }
+  return total;
+}
+
+/** What a cell costs per call: wall time and CPU time (this process + the step's), in µs. */
+interface PerCall {
+  readonly wall: number;
+  readonly cpu: number;
+}
+
+/**
+ * Medians per call over `repeats` timed rounds of about `seconds` each,
+ * `concurrency` calls in flight: wall time, and CPU time of this process
+ * and its children (the step's process), which a loaded machine changes
+ * far less than the wall time.
+ */
+async function perCall(call: Call, concurrency: number, seconds: number, repeats: number): Promise<PerCall> {
   const rounds: number[] = [];
+  const cpus: number[] = [];
   for (let r = 0; r <= repeats; r++) {
     let calls = 0;
+    const cpu0 = ownCpuUs() + childrenCpuUs();
     const started = performance.now();
     const until = started + seconds * 1000;
     await Promise.all(
@@ -101,9 +144,12 @@ async function perCallUs(call: Call, concurrency: number, seconds: number, repea
       }),
     );
     // Round 0 warms the JIT and is dropped.
-    if (r > 0) rounds.push(((performance.now() - started) * 1000) / calls);
+    if (r > 0) {
+      rounds.push(((performance.now() - started) * 1000) / calls);
+      cpus.push((ownCpuUs() + childrenCpuUs() - cpu0) / calls);
+    }
   }
-  return median(rounds);
+  return { wall: median(rounds), cpu: median(cpus) };
 }
 
 export async function run(): Promise<BenchReport> {
@@ -112,7 +158,7 @@ export async function run(): Promise<BenchReport> {
   const seconds = Math.max(0.5, settings.durationS / 3);
   const work = await mkdtemp(path.join(os.tmpdir(), 'onnx-mme-bench-js-'));
   const rows: string[][] = [];
-  const data: Record<string, { direct: number; thread: number; process: number }> = {};
+  const data: Record<string, { direct: number; thread: number; process: number; threadCpu: number; processCpu: number }> = {};
   try {
     for (const size of SIZES) {
       const dir = path.join(work, `identity${size}`);
@@ -138,18 +184,23 @@ export async function run(): Promise<BenchReport> {
         const viaProcess = (await step.execute(inputs, ['y'])).get('y')!.data as Float32Array;
         if (viaProcess.length !== size || viaProcess.some((v, i) => v !== x[i])) throw new Error("the step's process answered something else than the input");
         for (const conc of concurrency) {
-          const d = await perCallUs(async () => direct.execute(batch), conc, seconds, settings.repeats);
+          const d = (await perCall(async () => direct.execute(batch), conc, seconds, settings.repeats)).wall;
           // Interleaved: thread, process, thread, process; the medians of each.
-          const t: number[] = [];
-          const p: number[] = [];
+          const t: PerCall[] = [];
+          const p: PerCall[] = [];
           for (let k = 0; k < 2; k++) {
-            t.push(await perCallUs(() => thread.call(batch), conc, seconds, settings.repeats));
-            p.push(await perCallUs(() => step.execute(inputs, ['y']), conc, seconds, settings.repeats));
+            t.push(await perCall(() => thread.call(batch), conc, seconds, settings.repeats));
+            p.push(await perCall(() => step.execute(inputs, ['y']), conc, seconds, settings.repeats));
           }
-          const tm = median(t);
-          const pm = median(p);
-          data[`${size}/${conc}`] = { direct: d, thread: tm, process: pm };
-          progress(`1×${size} c=${conc}: direct ${num(d)} µs, thread ${num(tm)} µs, process ${num(pm)} µs (${ratio(pm, tm)} of the thread); load ${loadavg()}`);
+          const tm = median(t.map((x) => x.wall));
+          const pm = median(p.map((x) => x.wall));
+          const tc = median(t.map((x) => x.cpu));
+          const pc = median(p.map((x) => x.cpu));
+          data[`${size}/${conc}`] = { direct: d, thread: tm, process: pm, threadCpu: tc, processCpu: pc };
+          progress(
+            `1×${size} c=${conc}: direct ${num(d)} µs, thread ${num(tm)} µs, process ${num(pm)} µs (${ratio(pm, tm)} of the thread); ` +
+              `CPU thread ${num(tc)} µs, process ${num(pc)} µs (${ratio(pc, tc)}); load ${loadavg()}`,
+          );
           rows.push([
             `1×${size.toLocaleString('en-US')} FP32`,
             String(conc),
@@ -157,6 +208,7 @@ export async function run(): Promise<BenchReport> {
             num(tm),
             num(pm),
             ratio(pm, tm),
+            `${num(tc)} / ${num(pc)} = ${ratio(pc, tc)}`,
             size === 16 ? '≤ 2×' : '≤ 1.5×',
             loadavg(),
           ]);
@@ -170,7 +222,17 @@ export async function run(): Promise<BenchReport> {
     await rm(work, { recursive: true, force: true });
   }
   const table: Table = {
-    headers: ['tensor', 'in flight', 'direct µs/call', 'thread µs/call', 'process µs/call', 'process / thread', 'goal', 'loadavg (1, 5 min)'],
+    headers: [
+      'tensor',
+      'in flight',
+      'direct µs/call',
+      'thread µs/call',
+      'process µs/call',
+      'process / thread',
+      'CPU µs/call: thread / process',
+      'goal',
+      'loadavg (1, 5 min)',
+    ],
     rows,
   };
   const note =
@@ -178,6 +240,7 @@ export async function run(): Promise<BenchReport> {
     `"thread" = model.mjs in a worker thread, input copied in, output transferred back (steps before issue 36, less the checks); ` +
     `"process" = the server's loadStep: the step's sandboxed process, tensors as raw bytes over a socket pair (64 KiB and more through its two bulk files), output checked against the config. ` +
     `Medians of ${settings.repeats} round(s) of ${num(seconds)} s per cell (thread and process: two interleaved runs each). ` +
+    `CPU = user + system time of this process (the thread's included) and of the step's process (from /proc, 10 ms ticks) per call: what a loaded machine changes least. ` +
     `The goal column is issue 36's (process / thread).`;
   return {
     name: 'js-step',

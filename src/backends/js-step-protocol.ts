@@ -2,8 +2,9 @@
  * @module backends/js-step-protocol
  * Messages between a js step's process (js-step-host.ts) and the server
  * (js-step-worker.ts), framed by js-step-frames.ts: typed arrays (BigInt64Array
- * included) travel as raw bytes, string arrays, Maps and the rest as V8's
- * structured serialization writes them. The request's own tensors are
+ * included) travel as raw bytes, the rest (shapes, string arrays, Maps, …)
+ * as JSON where JSON carries it exactly, else as V8's structured
+ * serialization writes it. The request's own tensors are
  * written as they are (never changed, a failed batch may re-run them);
  * what arrives on either side is a fresh copy.
  */

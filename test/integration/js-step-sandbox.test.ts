@@ -5,13 +5,13 @@
  * AWS_SECRET_ACCESS_KEY is planted in it) and /proc/<server>/environ and
  * mem, read another model's files, write outside its scratch directory, start
  * a process or a worker thread, kill the server, write the file the server
- * passes large tensors in, grow a file past its memory bound, forge a frame,
- * and (another step) hold
- * 1 GiB of typed arrays under `js_heap_limit_mb 64`. Each attempt fails or is
- * contained, while the server keeps serving another model. Connecting out is
- * NOT blocked (Node's permission model has no network rule in node 24): the
- * test asserts it succeeds, so docs/security.md's "what stays open" stays
- * true. When the tests run as root (CI), the step runs as uid 65534.
+ * passes large tensors in, grow a file past its memory bound, forge a frame
+ * (V8 or JSON header), and (another step) hold 1 GiB of typed arrays under
+ * `js_heap_limit_mb 64`. Each attempt fails or is contained, while the
+ * server keeps serving another model. Connecting out is NOT blocked (Node's
+ * permission model has no network rule in node 24): the test asserts it
+ * succeeds, so docs/security.md's "what stays open" stays true. When the
+ * tests run as root (CI), the step runs as uid 65534.
  */
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -55,6 +55,14 @@ export const ATTACKS = {
   connect: () => attempt(() => new Promise((resolve, reject) => { const s = net.connect(${port}, '127.0.0.1', () => { s.end(); resolve('connected'); }); s.on('error', reject); })),
   // Garbage on the channel to the server (its fd 3, written directly): the server must drop the process, not parse its way into trouble.
   forge: () => { fs.writeSync(3, Buffer.from([255, 255, 255, 127, 1, 2, 3])); return new Promise(() => {}); },
+  // A header that starts as JSON would and is not: parsed as untrusted all the same.
+  forge_json: () => {
+    const header = Buffer.from('{"msg":{"op":"result","id":1,"ok":true,"value":{"report":');
+    const length = Buffer.alloc(4);
+    length.writeUInt32LE(header.length, 0);
+    fs.writeSync(3, Buffer.concat([length, header]));
+    return new Promise(() => {});
+  },
   // A well-formed frame announcing a 3 GB answer: the server must refuse it before allocating, not buffer it.
   oversize: async () => {
     const v8 = await import('node:v8');
@@ -103,6 +111,7 @@ const ATTACK_NAMES = [
   'uid',
   'connect',
   'forge',
+  'forge_json',
   'oversize',
   'bulk_write_in',
   'bulk_grow',
@@ -221,11 +230,13 @@ describe('a hostile js step', () => {
     await assertServing();
   });
 
-  it('cannot confuse the server with a forged frame: the process is dropped (500), restarted, and answers again', async () => {
-    const reply = await invoke('hostile', { inputs: [input('x', 'INT32', [1, 1], [ATTACK_NAMES.indexOf('forge')])] });
-    assert.equal(reply.status, 500, reply.text);
-    assert.match(reply.text, /model 'hostile': the js step crashed: it wrote a malformed message/);
-    assert.equal(await attack('write_scratch'), 'ok: x');
+  it('cannot confuse the server with a forged frame (V8 or JSON header): the process is dropped (500), restarted, and answers again', async () => {
+    for (const name of ['forge', 'forge_json']) {
+      const reply = await invoke('hostile', { inputs: [input('x', 'INT32', [1, 1], [ATTACK_NAMES.indexOf(name)])] });
+      assert.equal(reply.status, 500, `${name}: ${reply.text}`);
+      assert.match(reply.text, /model 'hostile': the js step crashed: it wrote a malformed message/);
+      assert.equal(await attack('write_scratch'), 'ok: x');
+    }
     await assertServing();
   });
 
