@@ -15,10 +15,10 @@
  * else as V8's structured serialization writes it; the first byte tells
  * which (`{` or V8's version tag). JSON costs a third of V8's serializer per
  * header each way (measured: 2 + 3 µs against 8.5 + 6 µs for a 1×16 batch),
- * which is most of a small call's encoding. A small section is copied into
- * the frame's one buffer (one write per frame); a large one is written
- * straight from the caller's typed array. What is read lands in one fresh,
- * aligned ArrayBuffer per tensor (one copy).
+ * which is most of a small call's encoding. The sections are copied into
+ * the frame's one buffer when it is encoded (one write per frame, and what
+ * a step does to its output array after returning it cannot reach the
+ * answer). What is read lands in one fresh, aligned ArrayBuffer per tensor.
  *
  * With a BulkLink (js-step-bulk.ts), a section of BULK_MIN_BYTES or more
  * is written to a file both processes hold instead, and its `bins` entry
@@ -73,8 +73,8 @@ function typeOf(data: unknown): string | undefined {
   return TYPE_BY_CTOR.get(data.constructor) ?? TYPE_NAMES.find((n) => data instanceof TYPES[n]!);
 }
 
-/** Sections up to this size are copied into the frame's buffer (one write); larger ones are written from where they lie. */
-const COPY_SECTION_BYTES = 16 * 1024;
+/** The frames of a tick up to this many bytes leave as one buffer (copied together); more, as they are, in one writev. */
+const CONCAT_BYTES = 256 * 1024;
 /** The first byte of a JSON header; V8's serialization starts with its version tag (0xff). */
 const JSON_OPEN = 0x7b;
 /** Deeper headers go through V8's serializer (JSON's recursion is not worth checking past this). */
@@ -104,19 +104,23 @@ function jsonExact(value: unknown, depth: number): boolean {
   return true;
 }
 
-/** length | header | the small sections up to the first large one, in one buffer; the rest after it as they lie. */
-function frameBuffers(header: Buffer | string, sections: readonly Buffer[]): Buffer[] {
+/**
+ * length | header | sections, in one buffer: the frame holds what the
+ * tensors held when it was encoded, whatever the step does to its arrays
+ * before the tick's write (a section is under BULK_MIN_BYTES unless there
+ * are no bulk files).
+ */
+function frameBuffer(header: Buffer | string, sections: readonly Buffer[]): Buffer {
   const headerBytes = typeof header === 'string' ? Buffer.byteLength(header) : header.length;
-  let copied = 0;
-  let inFrame = 0;
-  for (; inFrame < sections.length && sections[inFrame]!.length <= COPY_SECTION_BYTES; inFrame++) copied += sections[inFrame]!.length;
-  const frame = Buffer.allocUnsafe(4 + headerBytes + copied);
+  let bytes = 4 + headerBytes;
+  for (const s of sections) bytes += s.length;
+  const frame = Buffer.allocUnsafe(bytes);
   frame.writeUInt32LE(headerBytes, 0);
   if (typeof header === 'string') frame.write(header, 4);
   else header.copy(frame, 4);
   let at = 4 + headerBytes;
-  for (let i = 0; i < inFrame; i++) at += sections[i]!.copy(frame, at);
-  return [frame, ...sections.slice(inFrame).filter((s) => s.length > 0)];
+  for (const s of sections) at += s.copy(frame, at);
+  return frame;
 }
 
 /** A lifted tensor: where its data goes back, its type, its byte length, and its offset in the bulk file when it went there. */
@@ -168,7 +172,7 @@ export function encodeFrame(msg: Record<string, unknown>, places: TensorPlaces, 
   const header: Record<string, unknown> = { msg: sent, bins };
   if (seq !== undefined) header['seq'] = seq;
   if (bulk) header['ack'] = bulk.lastRead;
-  return frameBuffers(jsonExact(header, 0) ? JSON.stringify(header) : v8.serialize(header), sections);
+  return [frameBuffer(jsonExact(header, 0) ? JSON.stringify(header) : v8.serialize(header), sections)];
 }
 
 /**
@@ -214,7 +218,7 @@ export class FrameWriter {
     this.queued = [];
     const bytes = this.queuedBytes;
     this.queuedBytes = 0;
-    if (buffers.length === 1 || bytes <= COPY_SECTION_BYTES * 4) {
+    if (buffers.length === 1 || bytes <= CONCAT_BYTES) {
       this.socket.write(buffers.length === 1 ? buffers[0]! : Buffer.concat(buffers, bytes), done);
       return;
     }

@@ -236,6 +236,39 @@ export async function execute({ inputs }) {
     }
   });
 
+  test('an answer holds what execute() returned, even when the step overwrites its output array right after', async () => {
+    const config = `
+backend: "js"
+max_batch_size: 1
+input [ { name: "x" data_type: TYPE_FP32 dims: [ 8192 ] } ]
+output [ { name: "y" data_type: TYPE_FP32 dims: [ 8192 ] } ]
+`;
+    // 32 KiB: inline in the frame (under the bulk files' 64 KiB). The array is overwritten some microtasks after
+    // execute() returned: after its process took the answer, before the next turn of its event loop.
+    const model = `
+const out = new Float32Array(8192);
+export async function execute({ inputs }) {
+  out.set(inputs.x.data);
+  let hops = 20;
+  const later = () => (--hops > 0 ? queueMicrotask(later) : out.fill(-1));
+  queueMicrotask(later);
+  return { y: { datatype: 'FP32', shape: inputs.x.shape, data: out } };
+}
+`;
+    const f = await loadStepFromText('reuse', config, { version: { 'model.mjs': model } });
+    try {
+      for (const k of [1, 2, 3]) {
+        const y = (await f.run({ x: { datatype: 'FP32', shape: [1, 8192], data: new Float32Array(8192).fill(k) } })).get('y')!.data as Float32Array;
+        assert.ok(
+          y.every((v) => v === k),
+          `answer ${k} holds its batch (${y[0]})`,
+        );
+      }
+    } finally {
+      await f.close();
+    }
+  });
+
   test('load deadlines: an initialize() that never returns, one that crashes from a timer, and a bad js_timeout_seconds fail the load with INVALID_MODEL', async () => {
     const fast = `${CONFIG}parameters { key: "js_timeout_seconds" value: { string_value: "0.5" } }\n`;
     const started = performance.now();
