@@ -15,7 +15,7 @@
  * (BENCH_JS_CONCURRENCY), in wall time and in CPU time per call (this
  * process and the step's). The process's answer must equal the input.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -96,6 +96,8 @@ function ownCpuUs(): number {
 
 /** CPU time in µs of this process's child processes that run now (the step's), from /proc. */
 function childrenCpuUs(): number {
+  // Without Linux's /proc the CPU columns read n/a.
+  if (!existsSync(`/proc/${process.pid}/task`)) return Number.NaN;
   let total = 0;
   for (const task of readdirSync(`/proc/${process.pid}/task`)) {
     let children = '';
