@@ -79,27 +79,35 @@ const CONCAT_BYTES = 256 * 1024;
 const JSON_OPEN = 0x7b;
 /** Deeper headers go through V8's serializer (JSON's recursion is not worth checking past this). */
 const JSON_MAX_DEPTH = 32;
+/**
+ * Headers with more values than this go through V8's serializer: JSON wins
+ * on the few values of a batch's header, V8 on many (1M doubles: 9 + 107 ms
+ * against 164 + 74 ms, at half the bytes), and the check stays short.
+ */
+const JSON_MAX_VALUES = 1024;
 
 /**
  * Whether JSON.parse(JSON.stringify(value)) gives `value` back exactly: plain
  * objects and dense plain arrays of strings, booleans, null and finite
  * numbers other than -0. Anything else (undefined, a Map, a bigint, a typed
- * array, a class instance, NaN, …) sends the header through V8's serializer.
+ * array, a class instance, NaN, …), or more than JSON_MAX_VALUES values,
+ * sends the header through V8's serializer.
  */
-function jsonExact(value: unknown, depth: number): boolean {
+function jsonExact(value: unknown, depth = 0, budget = { left: JSON_MAX_VALUES }): boolean {
+  if (--budget.left < 0) return false;
   if (value === null) return true;
   const kind = typeof value;
   if (kind === 'string' || kind === 'boolean') return true;
   if (kind === 'number') return Number.isFinite(value) && !Object.is(value, -0);
   if (kind !== 'object' || depth > JSON_MAX_DEPTH) return false;
   if (Array.isArray(value)) {
-    if (Object.getPrototypeOf(value) !== Array.prototype) return false;
-    for (let i = 0; i < value.length; i++) if (!(i in value) || !jsonExact(value[i], depth + 1)) return false;
+    if (Object.getPrototypeOf(value) !== Array.prototype || value.length > budget.left) return false;
+    for (let i = 0; i < value.length; i++) if (!(i in value) || !jsonExact(value[i], depth + 1, budget)) return false;
     return true;
   }
   if (Object.getPrototypeOf(value) !== Object.prototype) return false;
   for (const key in value) {
-    if (!Object.hasOwn(value, key) || !jsonExact((value as Record<string, unknown>)[key], depth + 1)) return false;
+    if (!Object.hasOwn(value, key) || !jsonExact((value as Record<string, unknown>)[key], depth + 1, budget)) return false;
   }
   return true;
 }
@@ -172,7 +180,7 @@ export function encodeFrame(msg: Record<string, unknown>, places: TensorPlaces, 
   const header: Record<string, unknown> = { msg: sent, bins };
   if (seq !== undefined) header['seq'] = seq;
   if (bulk) header['ack'] = bulk.lastRead;
-  return [frameBuffer(jsonExact(header, 0) ? JSON.stringify(header) : v8.serialize(header), sections)];
+  return [frameBuffer(jsonExact(header) ? JSON.stringify(header) : v8.serialize(header), sections)];
 }
 
 /**

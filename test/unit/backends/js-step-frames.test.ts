@@ -145,6 +145,7 @@ test('every message comes back exactly, whether its header can go as JSON or nee
     { op: 'result', id: 6, ok: true, value: { y: { datatype: 'INT64', shape: [1], data: [2n ** 70n] }, u: undefined, hole: [1, , 3] } },
     { op: 'result', id: 7, ok: false, what: 'execute() failed', error: { message: odd, code: undefined } },
     { op: 'crash', cause: odd },
+    { op: 'result', id: 8, ok: true, value: { y: { datatype: 'FP64', shape: [1, 5000], data: Array.from({ length: 5000 }, (_, i) => i / 7) } } },
   ];
   for (const msg of messages) {
     const [got] = new FrameReader(JS_STEP_TENSORS).push(Buffer.concat(encodeFrame(msg, JS_STEP_TENSORS)));
