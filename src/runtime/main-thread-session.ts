@@ -15,6 +15,7 @@ import '../config/ort-env.js';
 import * as ort from 'onnxruntime-node';
 import type { Tensor } from '../protocol/tensor.js';
 import { fromOrtTensor, sessionIo, toOrtTensor } from './onnx-io.js';
+import { loadNativeSession } from './ort-native.js';
 import { ortSessionOptions } from './provider-options.js';
 import type { PooledSession } from './runtime-pool.js';
 import type { CreateSessionOptions } from './worker-protocol.js';
@@ -23,8 +24,10 @@ import type { CreateSessionOptions } from './worker-protocol.js';
 export const MAIN_THREAD = -1;
 
 export async function createMainThreadSession(path: string, options: CreateSessionOptions): Promise<PooledSession> {
-  const session = await ort.InferenceSession.create(path, ortSessionOptions(options));
-  const io = await sessionIo(session, path);
+  const ortOptions = ortSessionOptions(options);
+  const native = loadNativeSession(path, ortOptions);
+  const session = native === undefined ? await ort.InferenceSession.create(path, ortOptions) : undefined;
+  const io = await sessionIo(native ?? session!, path);
   const feedsOf = (feeds: ReadonlyMap<string, Tensor>): Record<string, ort.Tensor> => {
     const out: Record<string, ort.Tensor> = {};
     for (const [name, t] of feeds) out[name] = toOrtTensor(name, t);
@@ -36,7 +39,8 @@ export async function createMainThreadSession(path: string, options: CreateSessi
     inputs: io.inputs,
     outputs: io.outputs,
     run: async (feeds, outputNames) => {
-      const result = await session.run(feedsOf(feeds), outputNames as string[]);
+      // Through the binding the run happens here, in this turn (runtime/ort-native.ts says why).
+      const result = native !== undefined ? native.runSync(feedsOf(feeds), outputNames) : await session!.run(feedsOf(feeds), outputNames as string[]);
       const out = new Map<string, Tensor>();
       for (const name of outputNames) {
         const t = result[name];
@@ -49,7 +53,8 @@ export async function createMainThreadSession(path: string, options: CreateSessi
     release: async () => {
       if (released) return;
       released = true;
-      await session.release();
+      if (native !== undefined) native.release();
+      else await session!.release();
     },
   };
 }

@@ -74,7 +74,10 @@ export function ioInfo(meta: ort.InferenceSession.ValueMetadata): OnnxIoInfo {
  * file is read to say what they are (runtime/onnx-value-kinds), so the
  * refusal names the kind. Models of tensors only never read it.
  */
-export async function sessionIo(session: ort.InferenceSession, modelPath: string): Promise<{ inputs: OnnxIoInfo[]; outputs: OnnxIoInfo[] }> {
+export async function sessionIo(
+  session: Pick<ort.InferenceSession, 'inputMetadata' | 'outputMetadata'>,
+  modelPath: string,
+): Promise<{ inputs: OnnxIoInfo[]; outputs: OnnxIoInfo[] }> {
   const inputs = session.inputMetadata.map(ioInfo);
   const outputs = session.outputMetadata.map(ioInfo);
   const unknown = [...inputs, ...outputs].some((t) => t.datatype === undefined && t.declared === undefined);
