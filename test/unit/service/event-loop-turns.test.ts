@@ -48,3 +48,59 @@ test('past maxQueued waiters, schedule refuses and runs nothing', () => {
   );
   assert.equal(ran, 1);
 });
+
+/** A clock the test moves by hand (µs). */
+function fakeClock(): { nowUs(): number; advance(us: number): void } {
+  let now = 0;
+  return {
+    nowUs: () => now,
+    advance: (us: number) => {
+      now += us;
+    },
+  };
+}
+
+/** Schedules `n` requests of `key` and returns how many started in this turn. */
+function startedNow(turns: EventLoopTurns, key: string, n: number, started: string[]): number {
+  const before = started.length;
+  for (let i = 0; i < n; i++) turns.schedule(key, () => started.push(key));
+  return started.length - before;
+}
+
+test('a model alone gets long turns; two models in use get short ones, and long turns come back once the second has gone', async () => {
+  const clock = fakeClock();
+  const turns = new EventLoopTurns({ maxQueued: 1000, perTurn: 8, sharedPerTurn: 2, clock });
+  const started: string[] = [];
+  assert.equal(startedNow(turns, 'heavy', 20, started), 8, 'alone: the whole per-turn budget');
+  assert.equal(turns.shared, false);
+  await turn();
+  assert.equal(started.length, 16, 'the next turn starts eight more');
+  await turn();
+  assert.equal(started.length, 20);
+  await turn();
+
+  clock.advance(10_000);
+  turns.schedule('light', () => started.push('light'));
+  assert.equal(turns.shared, true, 'a second model within the window');
+  started.length = 0;
+  assert.equal(startedNow(turns, 'heavy', 20, started), 1, 'this turn had one start left of the two (the light request took one)');
+  for (let t = 0; t < 3; t++) {
+    const before = started.length;
+    await turn();
+    assert.equal(started.length - before, 2, 'two a turn while both are in use');
+  }
+  while (started.length < 20) await turn();
+
+  // The light model stops: the window it shared, and the one after, keep turns short; then the heavy one has long turns again.
+  clock.advance(300_000);
+  await turn();
+  started.length = 0;
+  assert.equal(startedNow(turns, 'heavy', 20, started), 2, 'the window after a shared one is still short');
+  while (started.length < 20) await turn();
+  clock.advance(600_000);
+  await turn();
+  started.length = 0;
+  assert.equal(startedNow(turns, 'heavy', 20, started), 8, 'alone for two windows: long turns again');
+  assert.equal(turns.shared, false);
+  while (started.length < 20) await turn();
+});
