@@ -30,7 +30,7 @@ export const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   ensemble: ['ensemble', 'scheduler', 'protocol', 'config', 'errors', 'cancellation'],
   registry: ['registry', 'store', 'runtime', 'backends', 'scheduler', 'ensemble', 'config', 'protocol', 'observability', 'errors', 'cancellation', 'clock'],
   // The service works on the registry's handles; where models are stored is the registry's business, never the service's.
-  service: ['service', 'registry', 'ensemble', 'scheduler', 'protocol', 'config', 'observability', 'errors', 'cancellation'],
+  service: ['service', 'registry', 'ensemble', 'scheduler', 'protocol', 'config', 'observability', 'errors', 'cancellation', 'clock'],
   // The transports reach models only through the service (which re-exports the registry's vocabulary they need).
   http: ['http', 'service', 'protocol', 'config', 'observability', 'errors', 'cancellation'],
   // The gRPC transport sits beside http/: the same service layer, never the HTTP layer itself.
