@@ -88,7 +88,12 @@ function assertPromptRejections(r: FloodResult): string {
   // Held connections (MME_HOLD_REFUSED_CONNECTIONS) keep the answers prompt too, so the bound is either.
   assert.ok(rejected.p50 < Math.max(accepted.p50, 100), `the client waits less for a refusal than for an answer, or under 100 ms (medians): ${report}`);
   assert.ok(r.serverMs.rejected.length > 0 && r.serverMs.accepted.length > 0, `the server logged both: ${report}`);
-  assert.ok(server.rejected < 0.05 * server.accepted, `refused on arrival: the server's median for a 429 under 1/20 of a 200's: ${report}`);
+  // A refusal is a parse and a write when the headers arrive: under 1/20 of an answer's server time, or, where answers
+  // themselves take a fraction of a millisecond (add_sub runs on the main thread), under a generous 1 ms.
+  assert.ok(
+    server.rejected < Math.max(0.05 * server.accepted, 1),
+    `refused on arrival: the server's median for a 429 under 1/20 of a 200's, or under 1 ms: ${report}`,
+  );
   for (const status of Object.keys(r.statuses)) assert.ok(['200', '429', 'sockets'].includes(status), report);
   assert.ok(r.pingsMs.length >= 3, report);
   for (const s of r.pingStatuses) assert.equal(s, 'HTTP/1.1 200 OK', report);
