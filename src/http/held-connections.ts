@@ -102,9 +102,9 @@ export class HeldConnections {
 
   /**
    * A place for `key` freed: read the connection refused longest ago for that model, else for a server-wide limit,
-   * if it has waited WAKE_AFTER of its Retry-After.
+   * if it has waited WAKE_AFTER of its Retry-After. Bound once, so the admission calls it directly for every freed place.
    */
-  wake(key: string): void {
+  readonly wake = (key: string): void => {
     const held = this.byKey.get(key)?.[0] ?? this.byKey.get(ANY)?.[0];
     if (held === undefined || this.now() - held.since < this.holdMs * WAKE_AFTER || !this.forget(held)) return;
     if (held.socket.destroyed) return;
@@ -115,7 +115,7 @@ export class HeldConnections {
     // The first immediate runs in this loop iteration's check phase, the second after the next poll phase: where the
     // resumed socket's waiting request is read and claims the place.
     setImmediate(() => setImmediate(() => this.unclaimed(held.socket, woken)));
-  }
+  };
 
   /** Gives back the place kept for `socket` (only `woken`'s, when given: a later wake keeps a place of its own). */
   private unclaimed(socket: Socket, woken?: Woken): void {

@@ -22,6 +22,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ServingError } from '../errors.js';
 import { refusalReasonOf, type RequestTicket } from '../service/admission.js';
+import type { AccessPolicy } from '../service/access-policy.js';
 import type { ModelHandle, ModelRef } from '../service/inference-service.js';
 import { closeUnlessSmallBody } from './access-guard.js';
 import { ANY, type HeldConnections } from './held-connections.js';
@@ -36,6 +37,8 @@ import { parseVersion } from './v2-routes.js';
 export interface InferenceFrontDeps extends InferRouteDeps, EnvelopeDeps {
   /** The access check of the route table's routes (http/access-guard.ts), the same one express's routes run behind. */
   readonly guard: RouteGuard;
+  /** The policy behind `guard`: which inference routes depend on the caller at all is read from it once. */
+  readonly access: AccessPolicy;
   /** Where refused keep-alive connections wait unread; none: refused connections are read again at once. */
   readonly held?: HeldConnections;
 }
@@ -73,6 +76,9 @@ const INVOCATIONS: InferenceRouteMatch = {
 };
 
 const ENDPOINT_INVOCATIONS: InferenceRouteMatch = { ...INVOCATIONS, spec: ROUTES.endpointInvocations };
+
+/** Every route the front serves. */
+const INFERENCE_SPECS: readonly RouteSpec[] = [ROUTES.invocations, ROUTES.endpointInvocations, ROUTES.invokeModel, ROUTES.v2Infer, ROUTES.v2VersionInfer];
 
 /** A fixed segment as express compares it: case-insensitively. */
 function is(segment: string | undefined, fixed: string): boolean {
@@ -132,6 +138,8 @@ export function createInferenceFront(
   deps: InferenceFrontDeps,
   fallback: (req: IncomingMessage, res: ServerResponse) => void,
 ): (req: IncomingMessage, res: ServerResponse) => void {
+  // The policy is fixed at start-up: an inference route that no restriction covers skips the guard on every request.
+  const guarded = new Set(INFERENCE_SPECS.filter((spec) => deps.access.restricts(spec)));
   return (req, res) => {
     const path = canonicalPath(req);
     const match = req.method === 'POST' ? matchInferenceRoute(path) : undefined;
@@ -142,7 +150,7 @@ export function createInferenceFront(
     // serveInference and sendError write X-Request-Id in their writeHead.
     const envelope = openEnvelope(req, res, deps, { path, callerWritesId: true });
     envelope.route = match.spec.path;
-    const refused = shutdownRefusal(req, path, deps) ?? deps.guard(match.spec, req, res);
+    const refused = shutdownRefusal(req, path, deps) ?? (guarded.has(match.spec) ? deps.guard(match.spec, req, res) : undefined);
     if (refused !== undefined) {
       sendError(req, res, envelope, refused);
       return;

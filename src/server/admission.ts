@@ -50,6 +50,6 @@ export function buildAdmission(config: ServerConfig, metrics: Metrics, logger: L
     summary.note(reason, model);
   });
   // Each freed place reads the held connection refused longest ago for it.
-  if (held !== undefined) admission.onFreed((key) => held.wake(key));
+  if (held !== undefined) admission.onFreed(held.wake);
   return { admission, held };
 }

@@ -24,10 +24,20 @@ export interface ServingPhase {
   draining: boolean;
   shuttingDown: boolean;
   readonly inflight: { count: number };
+  /** The phase as the transports read it (EnvelopeDeps, the gRPC server): made once here, for every listener. */
+  readonly isShuttingDown: () => boolean;
+  readonly isDraining: () => boolean;
 }
 
 export function servingPhase(): ServingPhase {
-  return { draining: false, shuttingDown: false, inflight: { count: 0 } };
+  const phase: ServingPhase = {
+    draining: false,
+    shuttingDown: false,
+    inflight: { count: 0 },
+    isShuttingDown: () => phase.shuttingDown,
+    isDraining: () => phase.draining,
+  };
+  return phase;
 }
 
 /**
