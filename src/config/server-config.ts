@@ -19,6 +19,11 @@ import { isS3Uri, parseS3Uri } from './s3-uri.js';
 import { didYouMean } from '../protocol/did-you-mean.js';
 import { parseByteSize } from './byte-size.js';
 
+/** Inference requests one event-loop turn starts (service/event-loop-turns.ts says why). */
+export const TURN_REQUESTS = 16;
+/** MME_SHARED_TURN_REQUESTS's default: starts per turn while several models are in use (service/event-loop-turns.ts has the measurement). */
+export const DEFAULT_SHARED_TURN_REQUESTS = 4;
+
 export type ProviderName = 'tensorrt' | 'cuda' | 'cpu';
 export const PROVIDER_NAMES: readonly ProviderName[] = ['tensorrt', 'cuda', 'cpu'];
 
@@ -108,6 +113,8 @@ export interface ServerConfig {
   readonly maxInflightRequests: number;
   /** MME_HOLD_REFUSED_CONNECTIONS: a keep-alive connection refused for overload is not read again until a place frees or Retry-After passes. */
   readonly holdRefusedConnections: boolean;
+  /** MME_SHARED_TURN_REQUESTS: inference requests an event-loop turn starts while several models are in use (service/event-loop-turns.ts). */
+  readonly sharedTurnRequests: number;
   /** MME_MAX_INFLIGHT_BYTES: request bodies plus answers held at once; undefined = 10% of the container's memory, at least 4 bodies of the largest size. */
   readonly maxInflightBytes: number | undefined;
   /** MME_MAX_CONNECTIONS: open client connections; beyond it new ones are closed at once. */
@@ -687,6 +694,14 @@ export const SETTINGS: readonly AnySetting[] = [
     description:
       "`true`: an inference request refused for overload (429, 503 on the KServe routes, with `Retry-After: 1`) is answered at once, and its keep-alive connection is not read again until a place frees for it (the connection refused longest ago first) or Retry-After passes, so a client that retries at once costs one refusal per freed place, not one per retry. `false`: the connection is read again at once. Off by default on a SageMaker multi-model endpoint, whose front end carries many callers' requests on its connections to the container: a held connection would delay whoever's request comes next on it. [Operations](operations.md#overload-and-retry-storms) says why.",
     parse: (raw, env) => (raw === undefined ? !onSageMakerMme(env) : parseBooleanSetting('MME_HOLD_REFUSED_CONNECTIONS', raw)),
+  },
+  {
+    key: 'sharedTurnRequests',
+    env: ['MME_SHARED_TURN_REQUESTS'],
+    defaultText: '4',
+    description:
+      "Inference requests one event-loop turn starts while requests of two or more models arrived within the last 250 ms (16 otherwise, and at most 16). A request's work runs interleaved with that of every request started in its turn, so smaller turns keep a light model beside a flooded one closer to its latency alone, and larger ones keep more of the flooded model's throughput (its batches are formed from fewer requests per turn). Measured on a 2-core machine, a 16→4 model one request at a time beside a flooded MLP: 4 gave it p50 0.8 ms against 1.1 ms with 16, and left the MLP 0.60-0.68 of its throughput alone against 0.87. [Operations](operations.md#overload-and-retry-storms) says why.",
+    parse: (raw) => (raw === undefined ? DEFAULT_SHARED_TURN_REQUESTS : int('MME_SHARED_TURN_REQUESTS', raw, 1, TURN_REQUESTS)),
   },
   {
     key: 'maxInflightBytes',

@@ -37,6 +37,7 @@ export function buildAdmission(config: ServerConfig, metrics: Metrics, logger: L
     maxInflightBytes: config.maxInflightBytes ?? Math.max(4 * config.bodyLimitBytes, Math.floor(hostMemoryBytes() * INFLIGHT_MEMORY_SHARE)),
     maxQueued: config.maxInflightRequests,
     maxRequests: config.maxInflightRequests,
+    sharedPerTurn: config.sharedTurnRequests,
   });
   const held = config.holdRefusedConnections ? new HeldConnections(admission) : undefined;
   const counted = createAdmissionMetrics(metrics.registry, () => ({

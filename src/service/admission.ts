@@ -41,6 +41,8 @@ export interface AdmissionLimits {
   readonly maxRequests?: number;
   /** Most inference requests started per event-loop turn. */
   readonly perTurn?: number;
+  /** The same while several models are in use (MME_SHARED_TURN_REQUESTS). */
+  readonly sharedPerTurn?: number;
   /** Most bytes of request and answer text (JSON, CSV) parsed or written per event-loop turn. */
   readonly textBytesPerTurn?: number;
 }
@@ -123,6 +125,7 @@ export class Admission {
     this.turns = new EventLoopTurns({
       maxQueued: limits.maxQueued,
       ...(limits.perTurn === undefined ? {} : { perTurn: limits.perTurn }),
+      ...(limits.sharedPerTurn === undefined ? {} : { sharedPerTurn: limits.sharedPerTurn }),
       ...(limits.textBytesPerTurn === undefined ? {} : { textBytesPerTurn: limits.textBytesPerTurn }),
     });
   }

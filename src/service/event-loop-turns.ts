@@ -23,26 +23,23 @@
  * a light model's request waits for the whole turn, twice (the one under way
  * when it arrives, and its own), whatever its place in the round robin. While
  * requests of two or more models arrived within SHARED_WINDOW_US, a turn
- * starts at most `sharedPerTurn` requests. Measured on the 2-core bench box,
- * a 16→4 model sending one request at a time beside the MLP flooded by 128
- * connections: p50 3.4-4.5× and p99 3.3-5.0× its latency alone with 16 a
- * turn, 1.1-2.5× and 2.7-3.2× with 4. A model served alone keeps `perTurn`:
- * smaller turns there only split its batches (the tiny model at 64
- * connections: 11-14k req/s with 16 a turn, 8k with 4).
- *
- * Text: parsing a JSON body and writing a JSON answer happen later (when the
- * body has arrived, when the run is done) and are not cheap, so each takes
- * its bytes from a per-turn budget (`textBytesPerTurn`); past it the work
- * waits, in arrival order, for a later turn. One larger than the whole budget
- * runs alone in a turn.
+ * starts at most `sharedPerTurn` (MME_SHARED_TURN_REQUESTS). It is a trade:
+ * measured on the 2-core bench box (overload.bench's neighbours, medians of
+ * 3), a 16→4 model sending one request at a time beside the MLP flooded by
+ * 128 connections had p50 0.79 ms and p99 7.2 ms with 4 a turn, 1.14 ms and
+ * 8.6 ms with 16, and the MLP kept 0.60 of its throughput alone with 4, 0.87
+ * with 16 (8 read no better than 16 for the light model). A model served
+ * alone keeps `perTurn`: smaller turns there only split its batches (the
+ * tiny model at 64 connections: 11-14k req/s with 16 a turn, 8k with 4).
  */
 import { systemClock, type Clock } from '../clock.js';
+import { DEFAULT_SHARED_TURN_REQUESTS, TURN_REQUESTS } from '../config/server-config.js';
 
 /** Enough to keep both cores busy with batches; few enough that one turn stays a few milliseconds. */
-export const DEFAULT_PER_TURN = 16;
+export const DEFAULT_PER_TURN = TURN_REQUESTS;
 
-/** Starts per turn while several models are in use (the module header has the measurement). */
-export const DEFAULT_SHARED_PER_TURN = 4;
+/** Starts per turn while several models are in use (MME_SHARED_TURN_REQUESTS; the module header has the measurement). */
+export const DEFAULT_SHARED_PER_TURN = DEFAULT_SHARED_TURN_REQUESTS;
 
 /**
  * Requests of two models within this long make turns short; a model alone

@@ -87,6 +87,15 @@ describe('loadServerConfig: defaults', () => {
 });
 
 describe('loadServerConfig: each variable', () => {
+  test('MME_SHARED_TURN_REQUESTS: 4 by default, 1 to 16, anything else stops start-up naming it', () => {
+    assert.equal(load({}).sharedTurnRequests, 4);
+    assert.equal(load({ MME_SHARED_TURN_REQUESTS: '16' }).sharedTurnRequests, 16);
+    assert.equal(load({ MME_SHARED_TURN_REQUESTS: '1' }).sharedTurnRequests, 1);
+    for (const bad of ['0', '17', 'many', '']) {
+      expectProblem({ MME_SHARED_TURN_REQUESTS: bad }, `MME_SHARED_TURN_REQUESTS must be an integer in [1, 16], got '${bad}'`);
+    }
+  });
+
   test('PORT and MME_PORT: the same value as the port is accepted; another stops start-up naming SAGEMAKER_BIND_TO_PORT', () => {
     assert.equal(load({ PORT: '8080' }).port, 8080, "a platform's PORT=8080 agrees with the default");
     assert.equal(load({ SAGEMAKER_BIND_TO_PORT: '9000', MME_PORT: '9000' }).port, 9000);
