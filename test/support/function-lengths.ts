@@ -51,7 +51,8 @@ export function longFunctionsIn(file: string, text: string, limit: number): Long
   return found;
 }
 
-async function tsFiles(dir: string): Promise<string[]> {
+/** Every TypeScript source under `dir` (declaration files left out), sorted. */
+export async function tsFiles(dir: string): Promise<string[]> {
   const files: string[] = [];
   for (const entry of await readdir(dir, { withFileTypes: true })) {
     const full = path.join(dir, entry.name);

@@ -5,9 +5,10 @@
  * constructor, arrow or function type whose name is the identifier `label`
  * (a destructured `{ label }` is a field read, not a parameter, and does not count).
  */
-import { readdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import ts from 'typescript';
+import { tsFiles } from './function-lengths.js';
 
 export interface LabelParameter {
   /** Path relative to the tree's parent, with forward slashes (e.g. src/registry/lifecycle.ts). */
@@ -46,16 +47,6 @@ export function labelParametersIn(file: string, text: string): LabelParameter[] 
   };
   visit(source);
   return found;
-}
-
-async function tsFiles(dir: string): Promise<string[]> {
-  const files: string[] = [];
-  for (const entry of await readdir(dir, { withFileTypes: true })) {
-    const full = path.join(dir, entry.name);
-    if (entry.isDirectory()) files.push(...(await tsFiles(full)));
-    else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts')) files.push(full);
-  }
-  return files.sort();
 }
 
 /** Every `label` parameter under `dir`, by file then line. */
