@@ -122,9 +122,18 @@ export function loadNativeSession(path: string, options: ort.InferenceSession.Se
   if (b === undefined) return undefined;
   b.initOrt();
   const raw = new b.binding.InferenceSession();
+  let inputMetadata: ort.InferenceSession.ValueMetadata[];
+  let outputMetadata: ort.InferenceSession.ValueMetadata[];
+  // A load that throws leaves no session behind (the binding's dispose would say it is not initialized).
   raw.loadModel(path, options);
-  const inputMetadata = metadataOf(raw.inputMetadata);
-  const outputMetadata = metadataOf(raw.outputMetadata);
+  try {
+    inputMetadata = metadataOf(raw.inputMetadata);
+    outputMetadata = metadataOf(raw.outputMetadata);
+  } catch (err) {
+    // A loaded session that cannot be described holds its weights until disposed.
+    raw.dispose();
+    throw err;
+  }
   const noOptions = {};
   return {
     inputMetadata,

@@ -132,6 +132,20 @@ describe('main-thread sessions through the binding', () => {
     }
   });
 
+  test('a file that is not a model is refused with onnxruntime message, every time', async (t) => {
+    const dir = await tempDir(t);
+    const file = path.join(dir, 'broken.onnx');
+    await writeFile(file, Buffer.from('not a model'));
+    for (let i = 0; i < 3; i++) assert.throws(() => loadNativeSession(file, OPTIONS), /protobuf|parsing|Load model/i);
+  });
+
+  test('a model with a type onnxruntime-node cannot hold (bfloat16) is refused naming the value, as the public API refuses it', async (t) => {
+    const dir = await tempDir(t);
+    const file = await modelFile(dir, 'identity-bf16', identity('BF16').onnx);
+    await assert.rejects(ort.InferenceSession.create(file, OPTIONS), /Unsupported data type: 16/);
+    for (let i = 0; i < 3; i++) assert.throws(() => loadNativeSession(file, OPTIONS), /'INPUT0': onnxruntime-node has no tensor type for ONNX data type 16/);
+  });
+
   test('a run finishes in the turn it is asked in, and a bad input rejects with onnxruntime message', async (t) => {
     const dir = await tempDir(t);
     const file = await modelFile(dir, 'tiny', tiny().onnx);
