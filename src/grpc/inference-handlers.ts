@@ -80,6 +80,17 @@ function refusedWhileDraining(deps: HandlerDeps): void {
   if (deps.isShuttingDown()) throw new ServingError('SHUTTING_DOWN', 'the server is shutting down; retry on another instance');
 }
 
+/** A call's id, its cancellation, and its logger (made on first use), for a unary call and a stream alike. */
+function callContext(id: string, logs: { readonly log: Logger }): CallContext {
+  return {
+    id,
+    cancel: new CancelSource(id),
+    get log() {
+      return logs.log;
+    },
+  };
+}
+
 /** Where a lazily made child logger would cost more than the line: one bound logger per call, made only when something logs. */
 function lazyLog(root: Logger, id: string): { readonly log: Logger } {
   let child: Logger | undefined;
@@ -147,15 +158,8 @@ function unary<Req, Res>(deps: HandlerDeps, method: string, run: (request: Req, 
     const started = performance.now();
     deps.inflight.count++;
     const id = requestId(call.metadata);
-    const logs = lazyLog(deps.logger, id);
-    const cancel = new CancelSource(id);
-    const ctx: CallContext = {
-      id,
-      cancel,
-      get log() {
-        return logs.log;
-      },
-    };
+    const ctx = callContext(id, lazyLog(deps.logger, id));
+    const { cancel } = ctx;
     call.once('cancelled', () => cancel.cancel());
     let done = false;
     const end = (): void => {
@@ -320,14 +324,8 @@ function streamInfer(
     call.emit('error', reply.grpcError);
     return;
   }
-  const cancel = new CancelSource(id);
-  const ctx: CallContext = {
-    id,
-    cancel,
-    get log() {
-      return logs.log;
-    },
-  };
+  const ctx = callContext(id, logs);
+  const { cancel } = ctx;
   let pending = 0;
   let ended = false;
   let closed = false;
