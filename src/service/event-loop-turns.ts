@@ -102,7 +102,7 @@ export class EventLoopTurns {
 
   /** Starts the turn may hold now. */
   private get turnLimit(): number {
-    return this.windowShared || this.previousShared ? this.sharedPerTurn : this.perTurn;
+    return this.shared ? this.sharedPerTurn : this.perTurn;
   }
 
   /** Counts `key` in the window; two keys (not how many) are all the decision needs, so nothing grows with the models. */
