@@ -11,10 +11,7 @@
  * `batch_size` as the batch dimension when the model batches, run `count`
  * times (at least once); a failing sample fails the load, naming it. Without
  * it, one implicit run with zeros (dynamic dims as 1) whose failure is only
- * logged: some models cannot take zeros, and that is not a load error. That
- * run is timed: its duration settles the session-placement probe of a model
- * far above the main-thread limit (registry/session-placement.ts), so a heavy
- * model's load costs its sessions plus one run, not one plus seven.
+ * logged: some models cannot take zeros, and that is not a load error.
  */
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
