@@ -10,6 +10,7 @@
  * fields it needs from the wire format and skips the rest (tensor data
  * included: a 64 MiB model is walked, not copied).
  */
+import { BYTES, ProtobufReader as Reader, VARINT } from './protobuf-wire.js';
 
 export interface GraphNode {
   readonly opType: string;
@@ -30,80 +31,6 @@ export interface GraphSummary {
   readonly nodes: readonly GraphNode[];
   /** Dims of each initializer (sparse ones included). */
   readonly constants: ReadonlyMap<string, readonly number[]>;
-}
-
-const VARINT = 0;
-const FIXED64 = 1;
-const BYTES = 2;
-const FIXED32 = 5;
-
-class Reader {
-  pos: number;
-  constructor(
-    private readonly buf: Uint8Array,
-    start = 0,
-    readonly end = buf.length,
-  ) {
-    this.pos = start;
-  }
-
-  get done(): boolean {
-    return this.pos >= this.end;
-  }
-
-  varint(): number {
-    let value = 0;
-    let scale = 1;
-    for (let i = 0; i < 10; i++) {
-      const byte = this.buf[this.pos++];
-      if (byte === undefined || this.pos > this.end) throw new Error('truncated varint');
-      value += (byte & 0x7f) * scale;
-      if (byte < 0x80) return value;
-      scale *= 128;
-    }
-    throw new Error('varint too long');
-  }
-
-  /** A length-delimited field's extent, skipped over. */
-  sub(): Reader {
-    const length = this.varint();
-    const start = this.pos;
-    this.pos += length;
-    if (this.pos > this.end) throw new Error('truncated field');
-    return new Reader(this.buf, start, this.pos);
-  }
-
-  string(): string {
-    const r = this.sub();
-    return Buffer.from(this.buf.buffer, this.buf.byteOffset + r.pos, r.end - r.pos).toString('utf8');
-  }
-
-  skip(wire: number): void {
-    if (wire === VARINT) this.varint();
-    else if (wire === FIXED64) this.pos += 8;
-    else if (wire === BYTES) this.sub();
-    else if (wire === FIXED32) this.pos += 4;
-    else throw new Error(`unsupported wire type ${wire}`);
-  }
-
-  /** Each field of this message in order: `visit` reads it or returns false to have it skipped. */
-  fields(visit: (field: number, wire: number) => boolean): void {
-    while (!this.done) {
-      const key = this.varint();
-      const field = Math.floor(key / 8);
-      const wire = key & 7;
-      if (!visit(field, wire)) this.skip(wire);
-    }
-  }
-
-  /** A repeated int64 field's values, packed or not. */
-  ints(wire: number, into: number[]): void {
-    if (wire === VARINT) into.push(this.varint());
-    else {
-      const r = this.sub();
-      while (!r.done) into.push(r.varint());
-    }
-  }
 }
 
 /** TensorProto: dims (1) and name (8). */

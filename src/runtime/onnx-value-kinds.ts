@@ -10,6 +10,7 @@
  * skipping everything else (initializers are skipped by length, not read).
  */
 import { readFile } from 'node:fs/promises';
+import { BYTES, ProtobufReader, VARINT } from './protobuf-wire.js';
 
 /** ONNX TensorProto.DataType numbers → ONNX's type names. */
 const ELEM_TYPES: readonly string[] = [
@@ -48,35 +49,16 @@ interface Field {
   readonly bytes: Uint8Array | undefined;
 }
 
-/** The top-level fields of one protobuf message. Throws on a malformed message. */
+/** The top-level varint and length-delimited fields of one protobuf message (others skipped). Throws on a malformed message. */
 function fields(buf: Uint8Array): Field[] {
   const out: Field[] = [];
-  let i = 0;
-  const varint = (): number => {
-    let v = 0;
-    let mul = 1;
-    for (;;) {
-      if (i >= buf.length) throw new RangeError('truncated varint');
-      const b = buf[i++]!;
-      v += (b & 0x7f) * mul;
-      if ((b & 0x80) === 0) return v;
-      mul *= 128;
-    }
-  };
-  while (i < buf.length) {
-    const key = varint();
-    const no = Math.floor(key / 8);
-    const wire = key % 8;
-    if (wire === 0) out.push({ no, wire, value: varint(), bytes: undefined });
-    else if (wire === 1) i += 8;
-    else if (wire === 5) i += 4;
-    else if (wire === 2) {
-      const len = varint();
-      if (i + len > buf.length) throw new RangeError('truncated field');
-      out.push({ no, wire, value: 0, bytes: buf.subarray(i, i + len) });
-      i += len;
-    } else throw new RangeError(`unsupported wire type ${wire}`);
-  }
+  const r = new ProtobufReader(buf);
+  r.fields((no, wire) => {
+    if (wire === VARINT) out.push({ no, wire, value: r.varint(), bytes: undefined });
+    else if (wire === BYTES) out.push({ no, wire, value: 0, bytes: r.bytes() });
+    else return false;
+    return true;
+  });
   return out;
 }
 
