@@ -27,7 +27,7 @@ import {
 } from './infer-exchange.js';
 import type { Admission, ByteTicket, RequestTicket } from '../service/admission.js';
 import { answerCoding, decodeBody, encodeBody, MIN_COMPRESS_BYTES, requestCodings, type Coding } from './content-encoding.js';
-import { readBody } from './read-body.js';
+import { readBody, reserveBytes } from './read-body.js';
 import type { RequestContext } from './request-context.js';
 
 export interface InferRouteDeps {
@@ -207,25 +207,4 @@ function callOf(deps: InferRouteDeps, ctx: RequestContext, entry: InferenceEntry
     oneOutput: exchange.oneOutput,
     stats,
   };
-}
-
-/**
- * The request's bytes in flight, held until its response closes. Refused
- * unread (OVERLOADED) when they do not fit; the connection then closes, so a
- * stalled upload does not keep it, and node does not read the rest of a body
- * nobody wants.
- */
-function reserveBytes(admission: Admission, req: IncomingMessage, res: ServerResponse, limit: number, model: string): ByteTicket {
-  const raw = req.headers['content-length'];
-  const declared = raw === undefined ? 0 : Number(raw);
-  // A body over the limit is refused by readBody with 413; it reserves nothing.
-  let ticket: ByteTicket;
-  try {
-    ticket = admission.reserve(Number.isSafeInteger(declared) && declared >= 0 && declared <= limit ? declared : 0, model);
-  } catch (err) {
-    res.shouldKeepAlive = false;
-    throw err;
-  }
-  res.once('close', ticket.release);
-  return ticket;
 }

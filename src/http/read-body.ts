@@ -7,9 +7,9 @@
  * allocates an iterator, a promise per chunk and end-of-stream bookkeeping,
  * which for the usual one-chunk inference body cost more than reading it.
  */
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ServingError } from '../errors.js';
-import type { ByteTicket } from '../service/admission.js';
+import type { Admission, ByteTicket } from '../service/admission.js';
 
 function tooLarge(limit: number, declared?: string): ServingError {
   return new ServingError(
@@ -113,4 +113,37 @@ export function readBody(req: IncomingMessage, limit: number, alignAfter?: numbe
     req.on('error', onError);
     req.on('close', onClose);
   });
+}
+
+/**
+ * The request's bytes in flight, held until its response closes. Refused
+ * unread (OVERLOADED) when they do not fit; the connection then closes, so a
+ * stalled upload does not keep it, and node does not read the rest of a body
+ * nobody wants.
+ */
+export function reserveBytes(admission: Admission, req: IncomingMessage, res: ServerResponse, limit: number, model?: string): ByteTicket {
+  const raw = req.headers['content-length'];
+  const declared = raw === undefined ? 0 : Number(raw);
+  // A body over the limit is refused by readBody with 413; it reserves nothing.
+  let ticket: ByteTicket;
+  try {
+    ticket = admission.reserve(Number.isSafeInteger(declared) && declared >= 0 && declared <= limit ? declared : 0, model);
+  } catch (err) {
+    res.shouldKeepAlive = false;
+    throw err;
+  }
+  res.once('close', ticket.release);
+  return ticket;
+}
+
+/**
+ * The body of a route that is not inference (a load, an unload, the
+ * repository index), counted under the same bytes in flight as inference
+ * bodies: refused unread when it does not fit, so no route lets a client
+ * park uploads outside MME_MAX_INFLIGHT_BYTES. Its refusal is counted
+ * without a model (the name in such a request is not a loaded model's, and
+ * must not become a metric label).
+ */
+export function readCountedBody(admission: Admission, req: IncomingMessage, res: ServerResponse, limit: number): Promise<Buffer> {
+  return readBody(req, limit, undefined, reserveBytes(admission, req, res, limit));
 }

@@ -11,7 +11,7 @@ import { ServingError } from '../errors.js';
 import { parseJsonBody } from '../protocol/v2-json-codec.js';
 import { checkModelName, checkTargetHeader, type ManagedModelInfo } from '../service/inference-service.js';
 import type { InferRouteDeps } from './infer-route.js';
-import { readBody } from './read-body.js';
+import { readCountedBody } from './read-body.js';
 import { register, ROUTES, type RouteGuard } from './route-table.js';
 import type { RequestContext } from './request-context.js';
 
@@ -103,7 +103,7 @@ export function sagemakerRoutes(deps: RouteDeps): Router {
   });
 
   register(router, ROUTES.loadModel, deps.guard, async (req, res) => {
-    const body = parseJsonBody(await readBody(req, deps.bodyLimitBytes), 'load');
+    const body = parseJsonBody(await readCountedBody(deps.admission, req, res, deps.bodyLimitBytes), 'load');
     const b = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
     const name = b['model_name'];
     const url = b['url'];

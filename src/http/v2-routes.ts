@@ -19,7 +19,7 @@ import { parseJsonBody } from '../protocol/v2-json-codec.js';
 import type { LoadProgressView, ModelHandle, RepositoryIndexEntry } from '../service/inference-service.js';
 import { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../service/server-identity.js';
 import type { InferRouteDeps } from './infer-route.js';
-import { readBody } from './read-body.js';
+import { readCountedBody } from './read-body.js';
 import { register, ROUTES, type RouteGuard } from './route-table.js';
 import type { RequestContext } from './request-context.js';
 
@@ -57,9 +57,9 @@ function versionParam(req: Request): number | undefined {
   return parseVersion(raw === undefined ? undefined : String(raw));
 }
 
-/** An optional JSON body: empty means `{}`. `model` is what the JSON codec's messages name. */
-async function optionalJson(req: Request, limit: number, model: string): Promise<Record<string, unknown>> {
-  const body = await readBody(req, limit);
+/** An optional JSON body (counted under MME_MAX_INFLIGHT_BYTES): empty means `{}`. `model` is what the JSON codec's messages name. */
+async function optionalJson(deps: V2RouteDeps, req: Request, res: Response, model: string): Promise<Record<string, unknown>> {
+  const body = await readCountedBody(deps.admission, req, res, deps.bodyLimitBytes);
   if (body.length === 0 || body.toString('utf8').trim() === '') return {};
   const parsed = parseJsonBody(body, model);
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
@@ -155,7 +155,7 @@ function indexRow(r: RepositoryIndexEntry): Record<string, unknown> {
 function repositoryRoutes(router: Router, deps: V2RouteDeps): void {
   const { service } = deps;
   register(router, ROUTES.repositoryIndex, deps.guard, async (req, res) => {
-    const body = await optionalJson(req, deps.bodyLimitBytes, 'repository');
+    const body = await optionalJson(deps, req, res, 'repository');
     const readyOnly = body['ready'];
     if (readyOnly !== undefined && typeof readyOnly !== 'boolean')
       throw new ServingError('INVALID_REQUEST', `'ready' must be true or false, got ${JSON.stringify(readyOnly)}`);
@@ -165,7 +165,7 @@ function repositoryRoutes(router: Router, deps: V2RouteDeps): void {
 
   register(router, ROUTES.repositoryLoad, deps.guard, async (req, res) => {
     const name = String(req.params['model']);
-    const body = await optionalJson(req, deps.bodyLimitBytes, name);
+    const body = await optionalJson(deps, req, res, name);
     const params = body['parameters'];
     if (params !== undefined && (typeof params !== 'object' || params === null || Array.isArray(params))) {
       throw new ServingError('INVALID_REQUEST', `model '${name}': 'parameters' must be an object`, { model: name });
@@ -186,7 +186,7 @@ function repositoryRoutes(router: Router, deps: V2RouteDeps): void {
 
   register(router, ROUTES.repositoryUnload, deps.guard, async (req, res) => {
     const name = String(req.params['model']);
-    await optionalJson(req, deps.bodyLimitBytes, name); // unload_dependents is always true here: a package's step models go with it
+    await optionalJson(deps, req, res, name); // unload_dependents is always true here: a package's step models go with it
     const ctx = deps.context(req, res);
     ctx.log.info({ model: name }, 'unload requested (v2 repository)');
     await service.unload(handleOf(deps, req));

@@ -5,7 +5,9 @@
  * the rest unread (429, connection closed), so its RSS (read from /proc of
  * the `serve` process) grows by about the limit, not by the 300 MiB the
  * clients sent; MME_REQUEST_TIMEOUT_SECONDS then drops the stalled ones
- * (408) and their bytes are free again.
+ * (408) and their bytes are free again. The routes that are not inference
+ * (the repository index, loads and unloads) count their bodies under the same
+ * limit: a hostile client cannot park its uploads there instead.
  */
 import assert from 'node:assert/strict';
 import net from 'node:net';
@@ -40,8 +42,8 @@ interface Upload {
   readonly socket: net.Socket;
 }
 
-/** Declares DECLARED bytes, sends SENT of them, then goes silent (the socket stays open). */
-function stalledUpload(port: number): Upload {
+/** Declares DECLARED bytes to `target`, sends SENT of them, then goes silent (the socket stays open). */
+function stalledUpload(port: number, target = '/invocations'): Upload {
   const socket = net.connect(port, '127.0.0.1');
   const upload: Upload = { status: undefined, closed: false, socket };
   socket.on('error', () => undefined);
@@ -51,7 +53,7 @@ function stalledUpload(port: number): Upload {
   socket.on('close', () => (upload.closed = true));
   socket.once('connect', () => {
     socket.write(
-      `POST /invocations HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nX-Amzn-SageMaker-Target-Model: add_sub\r\nContent-Length: ${DECLARED}\r\n\r\n`,
+      `POST ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nX-Amzn-SageMaker-Target-Model: add_sub\r\nContent-Length: ${DECLARED}\r\n\r\n`,
     );
     const chunk = Buffer.alloc(256 * 1024, 0x20);
     let sent = 0;
@@ -133,4 +135,42 @@ it('stalled uploads: RSS grows by about MME_MAX_INFLIGHT_BYTES, the rest get 429
   const timedOut = uploads.filter((u) => u.status?.startsWith('HTTP/1.1 408')).length;
   assert.equal((await invoke()).status, 200);
   process.stdout.write(`# ${report}, timed out ${timedOut}\n`);
+});
+
+it('the repository routes count their bodies too: stalled uploads to /v2/repository/index are refused past MME_MAX_INFLIGHT_BYTES', async () => {
+  const root = await tempDir(ctx);
+  await writeModelDir(path.join(root, 'models'), 'add_sub', addSub());
+  const child = await startServe({
+    MME_MODEL_SOURCE: path.join(root, 'models'),
+    MME_CACHE_DIR: path.join(root, 'cache'),
+    MME_MAX_INFLIGHT_BYTES: String(LIMIT),
+    MME_HEADERS_TIMEOUT_SECONDS: '2',
+    MME_REQUEST_TIMEOUT_SECONDS: '4',
+  });
+  ctx.after(() => child.kill());
+  // The index is open by default (model control none restricts loads and unloads, not listing).
+  assert.equal((await fetch(`${child.url}/v2/repository/index`, { method: 'POST' })).status, 200);
+  const pid = child.proc.pid!;
+  const idle = rssBytes(pid);
+  const sockets = 40;
+  const admitted = Math.floor(LIMIT / DECLARED);
+  const uploads = Array.from({ length: sockets }, () => stalledUpload(child.port, '/v2/repository/index'));
+  let peak = idle;
+  const deadline = performance.now() + 30_000;
+  while (performance.now() < deadline && (await refusedForBytes(child.url)) < sockets - admitted) {
+    peak = Math.max(peak, rssBytes(pid));
+    await settle(50);
+  }
+  for (let i = 0; i < 10; i++) {
+    peak = Math.max(peak, rssBytes(pid));
+    await settle(50);
+  }
+  const refused = await refusedForBytes(child.url);
+  const report = `idle ${Math.round(idle / MIB)} MiB, peak ${Math.round(peak / MIB)} MiB, refused ${refused}/${sockets}`;
+  assert.ok(refused >= sockets - admitted, report);
+  assert.ok(peak - idle <= LIMIT + 64 * MIB, report);
+  const until = performance.now() + 15_000;
+  while (performance.now() < until && uploads.some((u) => !u.closed)) await settle(100);
+  assert.equal((await fetch(`${child.url}/v2/repository/index`, { method: 'POST' })).status, 200);
+  process.stdout.write(`# index: ${report}\n`);
 });
