@@ -16,7 +16,7 @@ import { createInferenceFront } from './http/inference-front.js';
 import { openEnvelope, sendError, shutdownRefusal, type Envelope } from './http/request-envelope.js';
 import type { RequestContext } from './http/request-context.js';
 import { sagemakerRoutes } from './http/sagemaker-routes.js';
-import { KNOWN_PATHS, register, ROUTES } from './http/route-table.js';
+import { methodsFor, register, ROUTES } from './http/route-table.js';
 import { v2Routes } from './http/v2-routes.js';
 import type { Logger } from './observability/logger.js';
 import type { Metrics } from './observability/metrics.js';
@@ -82,6 +82,15 @@ function routeLabel(req: Request): string {
   return typeof route === 'string' ? route : 'unmatched';
 }
 
+/** A path no route serves with this method: 405 naming the methods it is served with (its Allow header), else 404. */
+function noRoute(req: Request): ServingError {
+  const methods = methodsFor(req.path);
+  if (methods.length === 0) return new ServingError('ROUTE_NOT_FOUND', `no route for ${req.method} ${req.path}`);
+  // express answers HEAD with a GET route.
+  const allow = methods.includes('GET') ? [...methods, 'HEAD'] : methods;
+  return new ServingError('METHOD_NOT_ALLOWED', `method ${req.method} is not allowed on ${req.path}`, { details: { allow } });
+}
+
 /**
  * The express application for every route (no side effects: no listen, no
  * env reads), behind the lean inference path (http/inference-front.ts) that
@@ -96,7 +105,8 @@ export function createApp(deps: AppDeps): App {
   app.use((req, res, next) => {
     const envelope = openEnvelope(req, res, deps, { path: req.path, routeOf: () => routeLabel(req) });
     res.locals['envelope'] = envelope;
-    const refused = shutdownRefusal(req, req.path, deps);
+    // No route serves OPTIONS: express would answer it itself (200 and Allow, in front of no access check).
+    const refused = req.method === 'OPTIONS' ? noRoute(req) : shutdownRefusal(req, req.path, deps);
     if (refused !== undefined) {
       next(refused);
       return;
@@ -124,14 +134,7 @@ export function createApp(deps: AppDeps): App {
     res.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
   });
 
-  app.use((req: Request, _res: Response, next: NextFunction) => {
-    const known = KNOWN_PATHS.some((p) => p.test(req.path));
-    next(
-      known
-        ? new ServingError('METHOD_NOT_ALLOWED', `method ${req.method} is not allowed on ${req.path}`)
-        : new ServingError('ROUTE_NOT_FOUND', `no route for ${req.method} ${req.path}`),
-    );
-  });
+  app.use((req: Request, _res: Response, next: NextFunction) => next(noRoute(req)));
 
   // express recognises error handlers by their four parameters.
   app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {

@@ -39,6 +39,14 @@ export interface Restriction {
 /** A header name as HTTP allows one (RFC 9110 token), which gRPC metadata keys also satisfy when lower case. */
 const TOKEN = /^[!#$%&'*+.^_`|~0-9a-z-]+$/;
 
+/**
+ * A value a client can send byte for byte: HTTP header values reach node as
+ * latin1 and gRPC metadata values must be printable ASCII, so a value with
+ * any other character would only match some other byte sequence than the
+ * one configured.
+ */
+const PRINTABLE_ASCII = /^[\x20-\x7e]+$/;
+
 export function digestOf(value: string): string {
   return createHash('sha256').update(value, 'utf8').digest('hex');
 }
@@ -76,6 +84,11 @@ export function parseRestrictions(name: string, raw: string, allowed: readonly A
     if (!TOKEN.test(header)) throw new Error(`${name}: item ${i + 1}: '${header.slice(0, 60)}' is not a header name`);
     const value = item.slice(eq + 1).trim();
     if (value === '') throw new Error(`${name}: item ${i + 1}: the value of header '${header}' is empty`);
+    if (!PRINTABLE_ASCII.test(value)) {
+      throw new Error(
+        `${name}: item ${i + 1}: the value of header '${header}' has a character outside printable ASCII, which no client could send as it is written here`,
+      );
+    }
     out.push(Object.freeze({ groups: Object.freeze(groups as ApiGroup[]), header, valueDigest: digestOf(value) }));
   }
   return Object.freeze(out);

@@ -624,7 +624,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['MME_HTTP_RESTRICTED_API'],
     defaultText: '(none: no API needs a header)',
     description:
-      "Triton's `--http-restricted-api`: `<API>[,<API>...]:<header>=<value>`, several separated by `;` (e.g. `model-repository:admin-key=s3cr3t;inference,metadata:infer-key=k1`). A request to a route of a named group without that header and value gets 403 `API_RESTRICTED`, before its body is read. Groups: Triton's (`health`, `metadata`, `inference`, `shared-memory`, `model-config`, `model-repository`, `statistics`, `trace`, `logging`) and `metrics` (ours: `/metrics`). `/ping` is never restricted ([security](security.md#restricted-apis)).",
+      "Triton's `--http-restricted-api`: `<API>[,<API>...]:<header>=<value>`, several separated by `;` (e.g. `model-repository:admin-key=s3cr3t;inference,metadata:infer-key=k1`). A request to a route of a named group without that header and value gets 403 `API_RESTRICTED`, before its body is read. Groups: Triton's (`health`, `metadata`, `inference`, `shared-memory`, `model-config`, `model-repository`, `statistics`, `trace`, `logging`) and `metrics` (ours: `/metrics`); an unknown group, or a value with a character outside printable ASCII (which no client could send as written), stops startup. `/ping` is never restricted ([security](security.md#restricted-apis)).",
     parse: (raw) =>
       raw === undefined || raw.trim() === '' ? Object.freeze([]) : parseRestrictions('MME_HTTP_RESTRICTED_API', raw, [...TRITON_API_GROUPS, METRICS_GROUP]),
   },
@@ -708,7 +708,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['MME_MAX_INFLIGHT_BYTES'],
     defaultText: '10% of the container memory (at least 4 × the body limit)',
     description:
-      'Request bodies plus answers held in memory at once. A request whose declared Content-Length does not fit is refused (429; 503 on the KServe routes) before its body is read, and its connection closed.',
+      'Request bodies plus answers held in memory at once, on every route that reads a body (inference, `POST /models`, the repository index, load and unload). A request whose declared Content-Length does not fit is refused (429; 503 on the KServe routes) before its body is read, and its connection closed.',
     parse: (raw) => (raw === undefined ? undefined : parseByteSize('MME_MAX_INFLIGHT_BYTES', raw, 1)),
   },
   {

@@ -14,7 +14,7 @@ import { NO_REDACTION, ServingError, type HostRedactor } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { errorReply, type ErrorReply } from './error-response.js';
-import { refusalReasonOf } from '../service/admission.js';
+import { RETRY_AFTER_SECONDS, refusalReasonOf } from '../service/admission.js';
 import { createRequestContext, elapsedMs, type RequestContext } from './request-context.js';
 
 export interface EnvelopeDeps {
@@ -128,10 +128,21 @@ function modelFields(ctx: RequestContext): { target?: string; model?: string; ve
   return { ...(target === undefined ? {} : { target }), ...(model === undefined ? {} : { model }), ...(version === undefined ? {} : { version }) };
 }
 
-/** A refusal that says when to come back (details.retryAfterSeconds) says it in Retry-After too, where HTTP clients look. */
+/**
+ * A refusal that says when to come back (details.retryAfterSeconds) says it in Retry-After too, where HTTP clients
+ * look; every other refusal for overload (a full model queue, MME_MAX_SEQUENCES, a body that outgrew
+ * MME_MAX_INFLIGHT_BYTES) says admission's own Retry-After, so no 429 (503 on the KServe routes) comes without one.
+ */
 function retryAfter(error: ServingError): { 'Retry-After'?: string } {
-  const seconds = error.details?.['retryAfterSeconds'];
-  return typeof seconds === 'number' && Number.isFinite(seconds) ? { 'Retry-After': String(Math.ceil(seconds)) } : {};
+  const given = error.details?.['retryAfterSeconds'];
+  const seconds = typeof given === 'number' && Number.isFinite(given) ? given : error.code === 'OVERLOADED' ? RETRY_AFTER_SECONDS : undefined;
+  return seconds === undefined ? {} : { 'Retry-After': String(Math.ceil(seconds)) };
+}
+
+/** A 405 names the methods its path is served with (details.allow) in Allow, as HTTP requires. */
+function allow(error: ServingError): { Allow?: string } {
+  const methods = error.details?.['allow'];
+  return Array.isArray(methods) ? { Allow: methods.join(', ') } : {};
 }
 
 /** express and its parsers signal client errors (e.g. a malformed URL) with a 4xx `status`. */
@@ -190,6 +201,7 @@ function writeError(res: ServerResponse, ctx: RequestContext, reply: ErrorReply)
     'Content-Type': 'application/json; charset=utf-8',
     'Content-Length': Buffer.byteLength(reply.body),
     ...retryAfter(reply.error),
+    ...allow(reply.error),
   });
   res.end(reply.body);
 }

@@ -100,14 +100,19 @@ export function register(router: Router, spec: RouteSpec, guard: RouteGuard, han
   });
 }
 
+/** A route's path as express matches it: letter case ignored, one trailing slash allowed. */
 function patternOf(path: string): RegExp {
-  return new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/:[A-Za-z]+/g, '[^/]+')}$`);
+  return new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/:[A-Za-z]+/g, '[^/]+')}/?$`, 'i');
 }
 
-/** The distinct path patterns, for telling a wrong method (405) from an unknown path (404). */
+const PATTERNS: readonly { readonly pattern: RegExp; readonly method: RouteMethod }[] = Object.freeze(
+  ROUTE_LIST.map((r) => Object.freeze({ pattern: patternOf(r.path), method: r.method })),
+);
+
+/** The distinct path patterns: a path none of them matches is unknown (404), one that some match is served with other methods (405). */
 export const KNOWN_PATHS: readonly RegExp[] = Object.freeze([...new Set(ROUTE_LIST.map((r) => r.path))].map(patternOf));
 
-/** The methods a path is served with (for a 405's Allow header). */
+/** The methods a path is served with: none for an unknown path (404), else a wrong method's 405 names them in Allow. */
 export function methodsFor(path: string): RouteMethod[] {
-  return [...new Set(ROUTE_LIST.filter((r) => patternOf(r.path).test(path)).map((r) => r.method))];
+  return [...new Set(PATTERNS.filter((p) => p.pattern.test(path)).map((p) => p.method))];
 }

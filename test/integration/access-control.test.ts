@@ -181,6 +181,27 @@ describe('model control none, restricted APIs: a client without the keys', () =>
     assert.equal((await request(`${server.url}/v2/repository/index`, { method: 'POST' })).status, 403);
   });
 
+  it('OPTIONS and methods no route serves: 405 with Allow on every restricted route, never an answer in front of the key', async () => {
+    for (const [p, allow] of [
+      ['/models', 'GET, POST, HEAD'],
+      ['/MODELS/evil/', 'GET, DELETE, HEAD'],
+      ['/v2/repository/models/add_sub/load', 'POST'],
+      ['/v2/repository/index/', 'POST'],
+      ['/v2/models/stats', 'GET, HEAD'],
+      ['/metrics', 'GET, HEAD'],
+      ['/invocations', 'POST'],
+    ] as const) {
+      for (const method of ['OPTIONS', 'PUT', 'PATCH']) {
+        const reply = await request(`${server.url}${p}`, { method, headers: { 'admin-key': ADMIN } });
+        assert.equal(reply.status, 405, `${method} ${p}: ${reply.text}`);
+        assert.equal(reply.body.code, 'METHOD_NOT_ALLOWED');
+        assert.equal(reply.headers.get('allow'), allow, `${method} ${p}`);
+      }
+    }
+    const unknown = await request(`${server.url}/nope`, { method: 'OPTIONS' });
+    assert.deepEqual([unknown.status, unknown.body.code], [404, 'ROUTE_NOT_FOUND']);
+  });
+
   it('refuses before reading the body: a declared 50 MB body that never comes is answered at once', async () => {
     for (const [method, target] of [
       ['POST', '/models'],
@@ -400,5 +421,13 @@ describe('start-up refusals, naming the setting', () => {
     assert.match(r.stderr, /MME_HTTP_RESTRICTED_API: unknown API group 'model-repo'/);
     assert.match(r.stderr, /MME_MODEL_CONTROL must be 'none' or 'explicit'/);
     assert.ok(!r.stderr.includes(ADMIN), r.stderr);
+  });
+
+  it('a key value no client could send as written (outside printable ASCII), without echoing it', async () => {
+    // A UTF-8 client's 'é' arrives as two latin1 characters: such a key would match only some other bytes.
+    const r = await startFails({ MME_HTTP_RESTRICTED_API: 'inference:infer-key=s\u00e9cret-value' });
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, /MME_HTTP_RESTRICTED_API: item 1: the value of header 'infer-key' has a character outside printable ASCII/);
+    assert.ok(!r.stderr.includes('cret-value'), r.stderr);
   });
 });

@@ -356,6 +356,8 @@ describe('stateful models and the server around them', () => {
       assert.match(over.body.error, /maximum of 3 live sequences \(MME_MAX_SEQUENCES\)/);
       const overV2 = await infer(srv, 'acc_oldest', [1, 1, 1, 1], { sequence_id: 4, sequence_start: true });
       assert.deepEqual([overV2.status, overV2.body.code], [503, 'OVERLOADED']);
+      // Like every refusal for overload, both say when to come back.
+      assert.deepEqual([over.headers.get('retry-after'), overV2.headers.get('retry-after')], ['1', '1']);
       assert.equal((await infer(srv, 'acc_long', [1, 1, 1, 1], { sequence_id: 3, sequence_end: true })).status, 200);
       assert.equal((await infer(srv, 'acc_oldest', [1, 1, 1, 1], { sequence_id: 4, sequence_start: true })).status, 200, 'an end made room');
     } finally {
