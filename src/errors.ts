@@ -193,6 +193,27 @@ export interface HostSecrets {
   /** The model source's S3 bucket and prefix (`prefix/`, may be empty), when it is in S3. */
   readonly bucket?: string | undefined;
   readonly prefix?: string | undefined;
+  /** AWS_ENDPOINT_URL_S3: an internal host (MinIO, a VPC endpoint) whose name and port are nobody's business. */
+  readonly endpoint?: string | undefined;
+}
+
+/**
+ * Node's network errors end with the peer (`connect ECONNREFUSED 10.0.3.7:9000`,
+ * `getaddrinfo ENOTFOUND minio.internal`): the kind of failure is kept, the
+ * address (a resolved IP the configuration never names) is not.
+ */
+const NETWORK_PEER = /\b((?:connect|getaddrinfo|read|write) E[A-Z_]+) [^\s'"`,;()[\]{}]+/g;
+
+/** Rules that cut the S3 endpoint's URL, `host:port` and host out of a message. */
+function endpointRules(endpoint: string): { pattern: RegExp; replace: () => string }[] {
+  let url: URL;
+  try {
+    url = new URL(endpoint);
+  } catch {
+    return [];
+  }
+  const forms = [endpoint.replace(/\/+$/, ''), url.origin, url.host, url.hostname].filter((f) => f !== '');
+  return [...new Set(forms)].map((f) => ({ pattern: new RegExp(`${escapeRegExp(f)}(?![\\w.-])`, 'g'), replace: () => 'the S3 endpoint' }));
 }
 
 function escapeRegExp(text: string): string {
@@ -206,7 +227,8 @@ function escapeRegExp(text: string): string {
  * it. `/srv/models/a/1/model.onnx` under the source root becomes
  * `a/1/model.onnx`; a path under the cache directory (whose entry names are
  * internal) becomes its last segment; `s3://bucket/prefix/a.tar.gz` becomes
- * `a.tar.gz`. Messages are meant to be made right where they are created;
+ * `a.tar.gz`; the S3 endpoint and the address of a network error are cut
+ * too. Messages are meant to be made right where they are created;
  * this catches what a library (onnxruntime, Node, the AWS SDK) wrote into
  * them. The unredacted text stays in the log line of the request.
  */
@@ -214,7 +236,8 @@ export class HostRedactor {
   private readonly rules: readonly { readonly pattern: RegExp; readonly replace: (match: string, rest: string) => string }[];
 
   constructor(secrets: HostSecrets) {
-    const rules: { pattern: RegExp; replace: (match: string, rest: string) => string }[] = [];
+    const rules: { pattern: RegExp; replace: (match: string, rest: string) => string }[] = [{ pattern: NETWORK_PEER, replace: (_m, kind) => kind }];
+    if (secrets.endpoint !== undefined && secrets.endpoint !== '') rules.push(...endpointRules(secrets.endpoint));
     // The rest of a path up to a delimiter; a root followed by anything else (`/srv/models-old`) is another directory.
     const tail = String.raw`((?:/[^\s'"\`,;:()\[\]{}]*)?)(?![^\s'"\`,;:()\[\]{}])`;
     const { bucket, prefix } = secrets;

@@ -18,7 +18,7 @@ import type { ModelSource } from '../store/model-source.js';
 import { S3ModelSource } from '../store/s3-source.js';
 import { checkCacheDir, checkLocalSource } from '../store/startup-checks.js';
 
-/** What no client answer may name: the source root and cache directory (as configured and as resolved), the bucket and prefix. */
+/** What no client answer may name: the source root and cache directory (as configured and as resolved), the bucket, prefix and S3 endpoint. */
 export function hostRedactor(config: ServerConfig): HostRedactor {
   const resolved = (p: string): string[] => {
     try {
@@ -30,7 +30,7 @@ export function hostRedactor(config: ServerConfig): HostRedactor {
   };
   if (isS3Uri(config.modelSource)) {
     const { bucket, prefix } = parseS3Uri(config.modelSource);
-    return new HostRedactor({ paths: [], cacheDir: config.cacheDir, bucket, prefix });
+    return new HostRedactor({ paths: [], cacheDir: config.cacheDir, bucket, prefix, endpoint: config.s3Endpoint });
   }
   return new HostRedactor({ paths: resolved(config.modelSource), cacheDir: config.cacheDir });
 }

@@ -14,6 +14,7 @@ import { after, before, describe, it } from 'node:test';
 import { Metadata } from '@grpc/grpc-js';
 import { addSub, packTarGz, scale, writeModelDir, type ModelDirContents } from '../../examples/models/zoo.js';
 import { call, connect, inferRequest, type GrpcClients } from '../support/grpc-client.js';
+import { freePort } from '../support/memory-scenario.js';
 import { tgz } from '../support/raw-tar.js';
 import { S3Proxy } from '../support/s3-proxy.js';
 import { startLoopbackS3, type LoopbackS3, useS3rverCredentials } from '../support/s3rver.js';
@@ -191,5 +192,36 @@ describe('error answers name no host path, bucket or prefix', () => {
       absent.logs.some((l) => String(l['err'] ?? '').includes(ABSENT_BUCKET)),
       'the log names the absent bucket',
     );
+  });
+
+  it("an S3 endpoint that cannot be reached: neither its host name nor its address in any answer, the failure's kind kept", async () => {
+    const work = await tempDir(ctx);
+    // A name that never resolves (.invalid), and a loopback port nothing listens on.
+    const unresolved = 'http://s3-internal-secret-h5.invalid:9000';
+    const closed = `127.0.0.1:${await freePort()}`;
+    const cases = [
+      [unresolved, /ENOTFOUND/, ['s3-internal-secret-h5', ':9000']],
+      [`http://${closed}`, /ECONNREFUSED/, [closed]],
+    ] as const;
+    for (const [i, [endpoint, kind, secrets]] of cases.entries()) {
+      const server = await startTestServer({
+        modelSource: `s3://${BUCKET}/${PREFIX}`,
+        cacheDir: path.join(work, `cache-${i}`),
+        env: { AWS_ENDPOINT_URL_S3: endpoint, AWS_REGION: 'us-east-1', MME_GRPC_PORT: '0' },
+      });
+      ctx.after(() => server.close());
+      const clients = connect(`127.0.0.1:${server.running.grpcPort}`);
+      ctx.after(async () => clients.close());
+      const answers = [...(await httpAnswers(server, 'team/a.tar.gz')), ...(await grpcAnswers(clients, 'b.tar.gz'))];
+      answers.push({ what: 'repository index', text: (await request(`${server.url}/v2/repository/index`, { method: 'POST', json: {} })).text });
+      assertClean(answers, [...secrets, endpoint, BUCKET, PREFIX.slice(0, -1)]);
+      const first = answers.find((a) => a.what.startsWith('team/a.tar.gz HTTP #0'))!.text;
+      assert.match(first, /"code":"UPSTREAM_UNAVAILABLE"/);
+      assert.match(first, kind);
+      assert.ok(
+        server.logs.some((l) => String(l['err'] ?? '').includes(secrets[0])),
+        'the log names the endpoint',
+      );
+    }
   });
 });

@@ -42,3 +42,15 @@ it('redacts every string of a details object', () => {
     nested: { dir: 'x' },
   });
 });
+
+it("keeps a network error's kind, not its peer, and cuts the S3 endpoint wherever it is named", () => {
+  const viaEndpoint = new HostRedactor({ paths: [], bucket: 'b', prefix: '', endpoint: 'http://minio.internal:9000/' });
+  assert.equal(viaEndpoint.redact('connect ECONNREFUSED 10.0.3.7:9000 (gave up)'), 'connect ECONNREFUSED (gave up)');
+  assert.equal(viaEndpoint.redact('getaddrinfo ENOTFOUND minio.internal'), 'getaddrinfo ENOTFOUND');
+  assert.equal(
+    viaEndpoint.redact("Inaccessible host: `minio.internal' at http://minio.internal:9000/b/x"),
+    "Inaccessible host: `the S3 endpoint' at the S3 endpoint/b/x",
+  );
+  assert.equal(viaEndpoint.redact('read ECONNRESET'), 'read ECONNRESET');
+  assert.equal(viaEndpoint.redact('minio.internally'), 'minio.internally');
+});
