@@ -140,10 +140,20 @@ export function reserveBytes(admission: Admission, req: IncomingMessage, res: Se
  * The body of a route that is not inference (a load, an unload, the
  * repository index), counted under the same bytes in flight as inference
  * bodies: refused unread when it does not fit, so no route lets a client
- * park uploads outside MME_MAX_INFLIGHT_BYTES. Its refusal is counted
+ * park uploads outside MME_MAX_INFLIGHT_BYTES, and read as sent (a
+ * Content-Encoding is refused, naming it, rather than ignored). Its refusal is counted
  * without a model (the name in such a request is not a loaded model's, and
  * must not become a metric label).
  */
 export function readCountedBody(admission: Admission, req: IncomingMessage, res: ServerResponse, limit: number): Promise<Buffer> {
+  const coding = req.headers['content-encoding']?.trim().toLowerCase();
+  if (coding !== undefined && coding !== '' && coding !== 'identity') {
+    // Only inference bodies are decompressed (http/content-encoding.ts); this one would be parsed as it came.
+    res.shouldKeepAlive = false;
+    throw new ServingError(
+      'UNSUPPORTED_MEDIA_TYPE',
+      `Content-Encoding '${coding.slice(0, 40)}' is not accepted on ${req.method ?? 'POST'} ${(req.url ?? '').split('?')[0]!.slice(0, 200)}: send its JSON body uncompressed (only inference requests may be compressed)`,
+    );
+  }
   return readBody(req, limit, undefined, reserveBytes(admission, req, res, limit));
 }

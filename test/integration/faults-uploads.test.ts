@@ -7,11 +7,13 @@
  * clients sent; MME_REQUEST_TIMEOUT_SECONDS then drops the stalled ones
  * (408) and their bytes are free again. The routes that are not inference
  * (the repository index, loads and unloads) count their bodies under the same
- * limit: a hostile client cannot park its uploads there instead.
+ * limit: a hostile client cannot park its uploads there instead (and a
+ * compressed body there is refused naming Content-Encoding).
  */
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import path from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { after, it } from 'node:test';
 import { addSub, writeModelDir } from '../../examples/models/zoo.js';
 import { rssBytes, startServe } from '../support/serve-process.js';
@@ -172,5 +174,14 @@ it('the repository routes count their bodies too: stalled uploads to /v2/reposit
   const until = performance.now() + 15_000;
   while (performance.now() < until && uploads.some((u) => !u.closed)) await settle(100);
   assert.equal((await fetch(`${child.url}/v2/repository/index`, { method: 'POST' })).status, 200);
+  // Their bodies are read as sent: a compressed one is refused naming the header, not parsed as JSON.
+  const gzipped = await fetch(`${child.url}/v2/repository/index`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+    body: gzipSync('{"ready": true}'),
+  });
+  const refusal = (await gzipped.json()) as { code: string; error: string };
+  assert.deepEqual([gzipped.status, refusal.code], [415, 'UNSUPPORTED_MEDIA_TYPE'], refusal.error);
+  assert.match(refusal.error, /Content-Encoding 'gzip' is not accepted on POST \/v2\/repository\/index/);
   process.stdout.write(`# index: ${report}\n`);
 });
