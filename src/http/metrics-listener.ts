@@ -12,11 +12,12 @@ import type { Metrics } from '../observability/metrics.js';
 import type { AccessPolicy } from '../service/access-policy.js';
 import { httpRefusal } from './access-guard.js';
 import { errorReply } from './error-response.js';
+import { allow } from './request-envelope.js';
 import { ROUTES } from './route-table.js';
 
 function sendError(res: http.ServerResponse, err: ServingError): void {
   const reply = errorReply(err);
-  res.writeHead(reply.status, { 'Content-Type': 'application/json; charset=utf-8' }).end(reply.body);
+  res.writeHead(reply.status, { 'Content-Type': 'application/json; charset=utf-8', ...allow(err) }).end(reply.body);
 }
 
 export function createMetricsListener(metrics: Metrics, logger: Logger, access: AccessPolicy): http.Server {
@@ -27,7 +28,7 @@ export function createMetricsListener(metrics: Metrics, logger: Logger, access: 
       return;
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
-      sendError(res, new ServingError('METHOD_NOT_ALLOWED', `method ${req.method} is not allowed on /metrics`));
+      sendError(res, new ServingError('METHOD_NOT_ALLOWED', `method ${req.method} is not allowed on /metrics`, { details: { allow: ['GET', 'HEAD'] } }));
       return;
     }
     const refused = httpRefusal(access, ROUTES.metrics, req, res);

@@ -140,7 +140,7 @@ function retryAfter(error: ServingError): { 'Retry-After'?: string } {
 }
 
 /** A 405 names the methods its path is served with (details.allow) in Allow, as HTTP requires. */
-function allow(error: ServingError): { Allow?: string } {
+export function allow(error: ServingError): { Allow?: string } {
   const methods = error.details?.['allow'];
   return Array.isArray(methods) ? { Allow: methods.join(', ') } : {};
 }

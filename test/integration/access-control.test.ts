@@ -358,6 +358,10 @@ describe('explicit model control: urls outside MME_MODEL_URL_ROOTS get one answe
     assert.equal(ok.status, 200);
     assert.match(ok.text, /onnx_mme_/);
     assert.equal((await request(`${server.url}/metrics`, { headers: { 'scrape-key': SCRAPE } })).status, 404);
+    for (const method of ['OPTIONS', 'POST']) {
+      const other = await request(side, { method });
+      assert.deepEqual([other.status, other.body.code, other.headers.get('allow')], [405, 'METHOD_NOT_ALLOWED', 'GET, HEAD'], method);
+    }
     assert.ok(!JSON.stringify(server.lines).includes(SCRAPE));
   });
 
