@@ -9,13 +9,16 @@
  * where the header is `{ msg, bins }` and each `bins` entry names a tensor
  * whose typed-array data was lifted out of `msg` and travels as raw bytes in
  * a section of its own. Everything else (shapes, BYTES string arrays, plain
- * arrays of numbers, Maps, errors) rides in the header: as JSON when JSON
- * gives it back exactly (plain objects and arrays of strings, booleans, null
- * and finite numbers: every batch the server sends and the usual answer),
- * else as V8's structured serialization writes it; the first byte tells
- * which (`{` or V8's version tag). JSON costs a third of V8's serializer per
- * header each way (measured: 2 + 3 µs against 8.5 + 6 µs for a 1×16 batch),
- * which is most of a small call's encoding. The sections are copied into
+ * arrays of numbers, Maps, errors) rides in the header. A call's two
+ * messages (the batch and a usual answer) go as one flat JSON array
+ * (flatHeader; the protocol says how its messages flatten); other messages
+ * as JSON when JSON gives them back exactly (plain objects and arrays of
+ * strings, booleans, null and finite numbers), else as V8's structured
+ * serialization writes them. The first byte tells which (`[`, `{` or V8's
+ * version tag). Headers are most of a small call's encoding: the nested
+ * JSON costs a third of V8's serializer (2 + 3 µs against 8.5 + 6 µs for a
+ * 1×16 batch), and the flat array about two thirds of the nested JSON for a
+ * whole call (6.9 against 10.7 µs, both ends' encode and decode). The sections are copied into
  * the frame's one buffer when it is encoded (one write per frame, and what
  * a step does to its output array after returning it cannot reach the
  * answer). What is read lands in one fresh, aligned ArrayBuffer per tensor.
@@ -77,6 +80,8 @@ function typeOf(data: unknown): string | undefined {
 const CONCAT_BYTES = 256 * 1024;
 /** The first byte of a JSON header; V8's serialization starts with its version tag (0xff). */
 const JSON_OPEN = 0x7b;
+/** The first byte of a flat header (flatHeader). */
+const FLAT_OPEN = 0x5b;
 /** Deeper headers go through V8's serializer (JSON's recursion is not worth checking past this). */
 const JSON_MAX_DEPTH = 32;
 /**
@@ -142,10 +147,18 @@ interface Bin {
 /** The tensors of a message: a Map or an object of `{ data }` (anything else has none). */
 export type TensorHolder = Map<unknown, unknown> | Record<string, unknown>;
 
-/** Where a protocol's messages keep their tensors: found, and replaced in a copy. */
+/** Where a protocol's messages keep their tensors: found, and replaced in a copy; and its hot messages' flat form. */
 export interface TensorPlaces {
   tensorsOf(msg: Record<string, unknown>): TensorHolder | undefined;
   withTensors(msg: Record<string, unknown>, tensors: TensorHolder): Record<string, unknown>;
+  /**
+   * `msg` (its typed arrays already lifted: `data: null`) as a flat array of
+   * strings and numbers that JSON carries exactly, or undefined when it has
+   * no flat form (then the header is the nested JSON or V8's serialization).
+   */
+  flatten?(msg: Record<string, unknown>): (string | number)[] | undefined;
+  /** The message `flatten` made, from `flat` at `at`; throws on anything `flatten` cannot have made. */
+  unflatten?(flat: readonly unknown[], at: number): Record<string, unknown>;
 }
 
 /**
@@ -177,10 +190,51 @@ export function encodeFrame(msg: Record<string, unknown>, places: TensorPlaces, 
         : Object.fromEntries(Object.entries(tensors).map(([k, t]) => [k, lift(k, t)]));
     sent = places.withTensors(msg, lifted);
   }
+  const ack = bulk ? bulk.lastRead : undefined;
+  const flat = places.flatten?.(sent);
+  if (flat) return [frameBuffer(flatHeader(flat, bins, seq, ack), sections)];
   const header: Record<string, unknown> = { msg: sent, bins };
   if (seq !== undefined) header['seq'] = seq;
-  if (bulk) header['ack'] = bulk.lastRead;
+  if (ack !== undefined) header['ack'] = ack;
   return [frameBuffer(jsonExact(header) ? JSON.stringify(header) : v8.serialize(header), sections)];
+}
+
+/**
+ * The header of a message with a flat form: one JSON array
+ *
+ *   [seq, ack, bins, (key, type, bytes, at) per bin, ...the message's flat form]
+ *
+ * with -1 for an absent seq, ack or at, and a bin's type as its index in
+ * TYPE_NAMES. JSON.parse reads a flat array of a batch's header in about a
+ * fifth of the time it takes for the same values nested in objects (0.4
+ * against 2.2 µs for a 1×16 batch, measured), and a small call is mostly
+ * its headers: four per call, one each way in each process.
+ */
+function flatHeader(flat: readonly (string | number)[], bins: readonly Bin[], seq: number | undefined, ack: number | undefined): string {
+  const head: (string | number)[] = [seq ?? -1, ack ?? -1, bins.length];
+  for (const b of bins) head.push(b.key, TYPE_NAMES.indexOf(b.type), b.bytes, b.at ?? -1);
+  for (const v of flat) head.push(v);
+  return JSON.stringify(head);
+}
+
+/** A flat header's frame fields and message (the bins and the message are checked where every header is). */
+function readFlatHeader(head: unknown, places: TensorPlaces): Header {
+  if (!Array.isArray(head) || places.unflatten === undefined) throw new Error('a malformed frame header');
+  const count = head[2] as unknown;
+  if (!Number.isSafeInteger(count) || (count as number) < 0 || 3 + 4 * (count as number) > head.length) throw new Error('a malformed frame header');
+  const bins: Bin[] = [];
+  for (let i = 0, at = 3; i < (count as number); i++, at += 4) {
+    const place = head[at + 3] as unknown;
+    const type = TYPE_NAMES[head[at + 1] as number];
+    bins.push({
+      key: head[at] as string,
+      type: type ?? '',
+      bytes: head[at + 2] as number,
+      ...(place === -1 ? {} : { at: place as number }),
+    });
+  }
+  const optional = (v: unknown): number | undefined => (v === -1 ? undefined : (v as number));
+  return { msg: places.unflatten(head, 3 + 4 * (count as number)), bins, seq: optional(head[0]), ack: optional(head[1]) };
 }
 
 /**
@@ -338,8 +392,9 @@ export class FrameReader {
 
   /** A frame's header, read: its sections expected next (or the message, when it has none inline). */
   private takeHeader(bytes: Uint8Array): Record<string, unknown> | undefined {
+    const text = (): string => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('utf8');
     const header = (
-      bytes[0] === JSON_OPEN ? JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('utf8')) : deserialize(bytes)
+      bytes[0] === FLAT_OPEN ? readFlatHeader(JSON.parse(text()), this.places) : bytes[0] === JSON_OPEN ? JSON.parse(text()) : deserialize(bytes)
     ) as Header;
     if (header === null || typeof header !== 'object' || typeof header.msg !== 'object' || !Array.isArray(header.bins))
       throw new Error('a malformed frame header');
@@ -353,7 +408,7 @@ export class FrameReader {
 
   private checkBins(header: Header, headerBytes: number): void {
     for (const b of header.bins) {
-      if (!(typeof b.key === 'string' && b.type in TYPES && Number.isSafeInteger(b.bytes) && b.bytes >= 0 && b.bytes <= MAX_SECTION_BYTES)) {
+      if (!(typeof b.key === 'string' && Object.hasOwn(TYPES, b.type) && Number.isSafeInteger(b.bytes) && b.bytes >= 0 && b.bytes <= MAX_SECTION_BYTES)) {
         throw new Error('a malformed tensor section');
       }
       if (b.at !== undefined && !(this.bulk && Number.isSafeInteger(b.at) && b.at >= 0)) throw new Error('a malformed bulk tensor section');

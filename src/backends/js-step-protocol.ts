@@ -75,8 +75,121 @@ export function withTensors(msg: Record<string, unknown>, tensors: Map<unknown, 
   return msg;
 }
 
+/** Exactly these own keys (a lifted tensor, a batch, a message): anything more goes the nested way, which keeps it. */
+function hasKeys(o: object, count: number): boolean {
+  let n = 0;
+  for (const k in o) if (!Object.hasOwn(o, k) || ++n > count) return false;
+  return n === count;
+}
+
+function isDim(d: unknown): d is number {
+  return Number.isSafeInteger(d) && (d as number) >= 0 && !Object.is(d, -0);
+}
+
+/** A tensor whose data was lifted: `{ datatype, shape, data: null }` with a string datatype and a shape of dims. */
+function flatTensor(key: string, t: unknown, into: (string | number)[]): boolean {
+  if (key === '__proto__' || t === null || typeof t !== 'object' || Object.getPrototypeOf(t) !== Object.prototype || !hasKeys(t, 3)) return false;
+  const { datatype, shape, data } = t as { datatype?: unknown; shape?: unknown; data?: unknown };
+  if (data !== null || typeof datatype !== 'string' || !Array.isArray(shape) || !shape.every(isDim)) return false;
+  into.push(key, datatype, shape.length, ...(shape as number[]));
+  return true;
+}
+
+function flatTensors(tensors: unknown, into: (string | number)[]): boolean {
+  if (tensors === null || typeof tensors !== 'object' || Object.getPrototypeOf(tensors) !== Object.prototype) return false;
+  const keys = Object.keys(tensors);
+  into.push(keys.length);
+  return keys.every((k) => flatTensor(k, (tensors as Record<string, unknown>)[k], into));
+}
+
+/**
+ * The two messages of every call, flat (js-step-frames.ts sends them as one
+ * JSON array): an execute `['x', id, rows, outputs, …names, tensors, …]`
+ * and a successful result `['r', id, tensors, …]`, a tensor being `key,
+ * datatype, rank, …dims`. Anything else (a Map of outputs, a tensor with
+ * more keys, a shape JSON would not carry exactly) has no flat form.
+ */
+export function flatten(msg: Record<string, unknown>): (string | number)[] | undefined {
+  if (!Number.isSafeInteger(msg['id'])) return undefined;
+  if (msg['op'] === 'execute' && hasKeys(msg, 3)) {
+    const batch = msg['batch'] as { inputs?: unknown; outputs?: unknown; rows?: unknown } | null;
+    if (batch === null || typeof batch !== 'object' || !hasKeys(batch, 3) || !Number.isSafeInteger(batch.rows)) return undefined;
+    const { outputs } = batch;
+    if (!Array.isArray(outputs) || !outputs.every((o) => typeof o === 'string')) return undefined;
+    const flat: (string | number)[] = ['x', msg['id'] as number, batch.rows as number, outputs.length, ...(outputs as string[])];
+    return flatTensors(batch.inputs, flat) ? flat : undefined;
+  }
+  if (msg['op'] === 'result' && msg['ok'] === true && hasKeys(msg, 4)) {
+    const flat: (string | number)[] = ['r', msg['id'] as number];
+    return flatTensors(msg['value'], flat) ? flat : undefined;
+  }
+  return undefined;
+}
+
+/** Reads a flat message; throws on anything flatten cannot have written (a broken or hostile peer). */
+class FlatReader {
+  constructor(
+    private readonly flat: readonly unknown[],
+    private at: number,
+  ) {}
+
+  string(): string {
+    const v = this.flat[this.at++];
+    if (typeof v !== 'string') throw new Error('a malformed flat message');
+    return v;
+  }
+
+  count(): number {
+    const v = this.flat[this.at++];
+    if (!isDim(v)) throw new Error('a malformed flat message');
+    return v;
+  }
+
+  integer(): number {
+    const v = this.flat[this.at++];
+    if (!Number.isSafeInteger(v)) throw new Error('a malformed flat message');
+    return v as number;
+  }
+
+  tensors(): Record<string, unknown> {
+    const tensors: Record<string, unknown> = {};
+    for (let n = this.count(); n > 0; n--) {
+      const key = this.string();
+      if (key === '__proto__' || Object.hasOwn(tensors, key)) throw new Error('a malformed flat message');
+      const datatype = this.string();
+      const shape: number[] = [];
+      for (let rank = this.count(); rank > 0; rank--) shape.push(this.count());
+      tensors[key] = { datatype, shape, data: null };
+    }
+    return tensors;
+  }
+
+  end(): void {
+    if (this.at !== this.flat.length) throw new Error('a malformed flat message');
+  }
+}
+
+export function unflatten(flat: readonly unknown[], at: number): Record<string, unknown> {
+  const r = new FlatReader(flat, at);
+  const kind = r.string();
+  const id = r.integer();
+  let msg: Record<string, unknown>;
+  if (kind === 'x') {
+    const rows = r.integer();
+    const outputs: string[] = [];
+    for (let n = r.count(); n > 0; n--) outputs.push(r.string());
+    msg = { op: 'execute', id, batch: { inputs: r.tensors(), outputs, rows } };
+  } else if (kind === 'r') {
+    msg = { op: 'result', id, ok: true, value: r.tensors() };
+  } else {
+    throw new Error('a malformed flat message');
+  }
+  r.end();
+  return msg;
+}
+
 /** The frame codec's view of this protocol. */
-export const JS_STEP_TENSORS = { tensorsOf, withTensors };
+export const JS_STEP_TENSORS = { tensorsOf, withTensors, flatten, unflatten };
 
 /** Marks an unhandled rejection rethrown by the host, so it can say which it was. */
 export const UNHANDLED_REJECTION = 'UnhandledRejection';

@@ -392,7 +392,7 @@ export class JsStepWorker {
       );
     });
     // Answered: the step is alive, whatever the answer says.
-    this.faults = [];
+    if (this.faults.length > 0) this.faults = [];
     return reply;
   }
 

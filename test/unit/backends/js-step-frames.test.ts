@@ -154,3 +154,96 @@ test('every message comes back exactly, whether its header can go as JSON or nee
   const jsonFirst = Buffer.concat(encodeFrame(messages[1]!, JS_STEP_TENSORS))[4];
   assert.equal(String.fromCharCode(jsonFirst!), '{', 'a batch of plain values goes as JSON');
 });
+
+/** The frame of `msg` and the first byte of its header. */
+function firstHeaderByte(msg: Record<string, unknown>): string {
+  return String.fromCharCode(Buffer.concat(encodeFrame(msg, JS_STEP_TENSORS))[4]!);
+}
+
+test("a call's two messages go as a flat header and come back exactly; the rest goes nested", () => {
+  const flat: Record<string, unknown>[] = [
+    {
+      op: 'execute',
+      id: 2 ** 40,
+      batch: {
+        inputs: {
+          x: { datatype: 'FP32', shape: [2, 3], data: new Float32Array([1, -0, Number.NaN, 4, 5, 6]) },
+          ünï: { datatype: 'INT64', shape: [], data: new BigInt64Array([-(2n ** 63n)]) },
+          empty: { datatype: 'UINT8', shape: [0, 4], data: new Uint8Array(0) },
+        },
+        outputs: ['y', 'z "quoted"'],
+        rows: 2,
+      },
+    },
+    { op: 'result', id: 9, ok: true, value: { y: { shape: [1, 2], data: new Float64Array([0.1, 2]), datatype: 'FP64' } } },
+    { op: 'result', id: 10, ok: true, value: {} },
+  ];
+  const nested: Record<string, unknown>[] = [
+    // A tensor with a key more, without a datatype, with a shape JSON would change or that is not a shape, under '__proto__'.
+    { op: 'result', id: 1, ok: true, value: { y: { datatype: 'FP32', shape: [1], data: new Float32Array(1), note: 'kept' } } },
+    { op: 'result', id: 2, ok: true, value: { y: { shape: [1], data: new Float32Array(1) } } },
+    { op: 'result', id: 3, ok: true, value: { y: { datatype: 'FP32', shape: [-0], data: new Float32Array(0) } } },
+    { op: 'result', id: 4, ok: true, value: { y: { datatype: 'FP32', shape: [1.5], data: new Float32Array(1) } } },
+    { op: 'result', id: 5, ok: true, value: { ['__proto__']: { datatype: 'FP32', shape: [1], data: new Float32Array(1) } } },
+    { op: 'result', id: 6, ok: true, value: new Map([['y', { datatype: 'FP32', shape: [1], data: new Float32Array([7]) }]]) },
+    { op: 'result', id: 7, ok: true, value: { y: { datatype: 'FP32', shape: [1], data: [7] } } },
+    { op: 'result', id: 8.5, ok: true, value: { y: { datatype: 'FP32', shape: [1], data: new Float32Array(1) } } },
+    { op: 'finalized', id: 11, error: undefined },
+  ];
+  for (const [msgs, first] of [
+    [flat, '['],
+    [nested, undefined],
+  ] as const) {
+    for (const msg of msgs) {
+      if (first)
+        assert.equal(
+          firstHeaderByte(msg),
+          first,
+          JSON.stringify(msg, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v)),
+        );
+      else assert.notEqual(firstHeaderByte(msg), '[');
+      const [got] = new FrameReader(JS_STEP_TENSORS).push(Buffer.concat(encodeFrame(msg, JS_STEP_TENSORS)));
+      assert.deepStrictEqual(got, msg);
+    }
+  }
+});
+
+test('a flat header a broken or hostile peer wrote is a malformed frame, never a message', () => {
+  const frameOf = (head: unknown): Buffer => {
+    const text = Buffer.from(JSON.stringify(head));
+    const length = Buffer.alloc(4);
+    length.writeUInt32LE(text.length, 0);
+    return Buffer.concat([length, text]);
+  };
+  const result = ['r', 1, 1, 'y', 'FP32', 1, 1];
+  // The well-formed one first, so the rest fail for what they change.
+  const [ok] = new FrameReader(JS_STEP_TENSORS).push(Buffer.concat([frameOf([-1, -1, 1, 'y', 7, 4, -1, ...result]), Buffer.alloc(4)]));
+  assert.deepEqual((ok as { value: { y: { data: Float32Array } } }).value.y.data, new Float32Array(1));
+  const hostile: unknown[] = [
+    { not: 'an array' },
+    [-1, -1, 5, ...result],
+    [-1, -1, -1, ...result],
+    [-1, -1, 1, 'y', 99, 4, -1, ...result],
+    [-1, -1, 1, 'y', 'Float32Array', 4, -1, ...result],
+    [-1, -1, 1, 'y', 7, 4.5, -1, ...result],
+    [-1, -1, 1, 'y', 7, 4, -7, ...result],
+    [-1, -1, 0, 'q', 1],
+    [-1, -1, 0, 'r', 1, 1, 'y', 'FP32', 1],
+    [-1, -1, 0, 'r', 1, 1, 'y', 'FP32', 1, 1, 'extra'],
+    [-1, -1, 0, 'r', 1, 2, 'y', 'FP32', 0, 'y', 'FP32', 0],
+    [-1, -1, 0, 'r', 1, 1, '__proto__', 'FP32', 0],
+    [-1, -1, 0, 'r', '1', 0],
+    [-1, -1, 0, 'r', 1, 1, 'y', 'FP32', 1, -1],
+    [-1, -1, 0, 'x', 1, 1, 1, 7, 0],
+    [-1, -1, 0, 'x', 1, 1, 2 ** 60, 'y', 0],
+  ];
+  for (const head of hostile) {
+    assert.throws(() => new FrameReader(JS_STEP_TENSORS).push(frameOf(head)), /malformed/, JSON.stringify(head));
+  }
+  // A bin's type that names a property every object has is no type either (nested header).
+  const nested = {
+    msg: { op: 'result', id: 1, ok: true, value: { y: { datatype: 'FP32', shape: [1], data: null } } },
+    bins: [{ key: 'y', type: 'toString', bytes: 4 }],
+  };
+  assert.throws(() => new FrameReader(JS_STEP_TENSORS).push(frameOf(nested)), /malformed/);
+});
