@@ -15,7 +15,7 @@
  * (BENCH_JS_CONCURRENCY), in wall time and in CPU time per call (this
  * process and the step's). The process's answer must equal the input.
  */
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -86,6 +86,25 @@ function threadStep(url: string): { call(batch: { inputs: Record<string, Tensor>
     },
     close: () => worker.terminate(),
   };
+}
+
+/**
+ * What moving a call's bytes between two processes costs at least when the
+ * bytes are copied through the kernel (Node maps no memory two processes
+ * share): the input written to a file and read into a fresh buffer, then the
+ * output the same way, in this one process. The process column cannot go
+ * below it; the thread column copies the input once and transfers the rest.
+ */
+function copiesCall(dir: string, x: Float32Array): { call: Call; close(): void } {
+  const fd = openSync(path.join(dir, 'copies.bin'), 'w+');
+  const once = (from: Uint8Array): Uint8Array => {
+    writeSync(fd, from, 0, from.byteLength, 0);
+    const to = Buffer.allocUnsafeSlow(from.byteLength);
+    readSync(fd, to, 0, from.byteLength, 0);
+    return to;
+  };
+  const input = new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
+  return { call: async () => once(once(input)), close: () => closeSync(fd) };
 }
 
 /** CPU time (user + system) in µs: this process's, all its threads (the worker-thread reference included). */
@@ -160,7 +179,7 @@ export async function run(): Promise<BenchReport> {
   const seconds = Math.max(0.5, settings.durationS / 3);
   const work = await mkdtemp(path.join(os.tmpdir(), 'onnx-mme-bench-js-'));
   const rows: string[][] = [];
-  const data: Record<string, { direct: number; thread: number; process: number; threadCpu: number; processCpu: number }> = {};
+  const data: Record<string, { direct: number; thread: number; process: number; threadCpu: number; processCpu: number; copies: number }> = {};
   try {
     for (const size of SIZES) {
       const dir = path.join(work, `identity${size}`);
@@ -182,11 +201,13 @@ export async function run(): Promise<BenchReport> {
       const inputs = new Map<string, Tensor>([['x', { datatype: 'FP32', shape: [1, size], data: x }]]);
       const batch = { inputs: Object.fromEntries(inputs), outputs: ['y'], rows: 1 };
       const thread = threadStep(pathToFileURL(path.join(dir, '1', 'model.mjs')).href);
+      const copies = copiesCall(dir, x);
       try {
         const viaProcess = (await step.execute(inputs, ['y'])).get('y')!.data as Float32Array;
         if (viaProcess.length !== size || viaProcess.some((v, i) => v !== x[i])) throw new Error("the step's process answered something else than the input");
         for (const conc of concurrency) {
           const d = (await perCall(async () => direct.execute(batch), conc, seconds, settings.repeats)).wall;
+          const c = (await perCall(copies.call, 1, seconds, settings.repeats)).wall;
           // Interleaved: thread, process, thread, process; the medians of each.
           const t: PerCall[] = [];
           const p: PerCall[] = [];
@@ -198,10 +219,10 @@ export async function run(): Promise<BenchReport> {
           const pm = median(p.map((x) => x.wall));
           const tc = median(t.map((x) => x.cpu));
           const pc = median(p.map((x) => x.cpu));
-          data[`${size}/${conc}`] = { direct: d, thread: tm, process: pm, threadCpu: tc, processCpu: pc };
+          data[`${size}/${conc}`] = { direct: d, thread: tm, process: pm, threadCpu: tc, processCpu: pc, copies: c };
           progress(
             `1×${size} c=${conc}: direct ${num(d)} µs, thread ${num(tm)} µs, process ${num(pm)} µs (${ratio(pm, tm)} of the thread); ` +
-              `CPU thread ${num(tc)} µs, process ${num(pc)} µs (${ratio(pc, tc)}); load ${loadavg()}`,
+              `CPU thread ${num(tc)} µs, process ${num(pc)} µs (${ratio(pc, tc)}); copies alone ${num(c)} µs (${ratio(c, tm)}); load ${loadavg()}`,
           );
           rows.push([
             `1×${size.toLocaleString('en-US')} FP32`,
@@ -211,11 +232,13 @@ export async function run(): Promise<BenchReport> {
             num(pm),
             ratio(pm, tm),
             `${num(tc)} / ${num(pc)} = ${ratio(pc, tc)}`,
+            `${num(c)} = ${ratio(c, tm)}`,
             size === 16 ? '≤ 2×' : '≤ 1.5×',
             loadavg(),
           ]);
         }
       } finally {
+        copies.close();
         await thread.close();
         await step.release();
       }
@@ -232,6 +255,7 @@ export async function run(): Promise<BenchReport> {
       'process µs/call',
       'process / thread',
       'CPU µs/call: thread / process',
+      'copies alone µs/call ÷ thread',
       'goal',
       'loadavg (1, 5 min)',
     ],
@@ -243,6 +267,7 @@ export async function run(): Promise<BenchReport> {
     `"process" = the server's loadStep: the step's sandboxed process, tensors as raw bytes over a socket pair (64 KiB and more through its two bulk files), output checked against the config. ` +
     `Medians of ${settings.repeats} round(s) of ${num(seconds)} s per cell (thread and process: two interleaved runs each). ` +
     `CPU = user + system time of this process (the thread's included) and of the step's process (from /proc, 10 ms ticks) per call: what a loaded machine changes least. ` +
+    `"copies alone" = the input and then the output each written to a file and read into a fresh buffer, one call at a time, in this process: the least a process that copies through the kernel pays (Node maps no memory shared between processes), against the thread. ` +
     `The goal column is issue 36's (process / thread).`;
   return {
     name: 'js-step',
