@@ -13,7 +13,8 @@
  * the answer cannot serve as an existence oracle. Before the loader walks it, the
  * directory's entries are counted (readdir only, links not followed) up to the
  * archive entry limit, and its symbolic links checked: a tree bigger than any
- * model package, or a link into a system directory, is refused with a 400 in
+ * model package, or a link to where the url itself could not lead (a system
+ * directory, outside the roots, the cache), is refused with a 400 in
  * bounded, deterministic work instead of a walk of the whole filesystem.
  *
  * Messages name the model, never the url or any host path (the caller knows
@@ -132,7 +133,8 @@ export async function resolveManagedUrl(modelName: string, url: string, limits: 
     throw fsRefusal(modelName, err);
   }
   if (!isDirectory) throw refuse(modelName, 'is not a directory (it must be the directory SageMaker extracted the model archive into)');
-  await checkTree(modelName, dir, limits.maxEntries);
+  const cache = limits.cacheDir === undefined ? undefined : await realpath(limits.cacheDir).catch(() => path.resolve(limits.cacheDir!));
+  await checkTree(modelName, dir, { maxEntries: limits.maxEntries, roots: limits.roots === undefined ? undefined : await rootForms(limits.roots), cache });
   return { url: absolute, dir };
 }
 
@@ -191,13 +193,33 @@ function fsRefusal(modelName: string, err: unknown): ServingError {
   return refuse(modelName, `cannot be resolved (${code ?? 'error'})`);
 }
 
+/** Where the links of a package may lead: inside the roots (the real paths of MME_MODEL_URL_ROOTS, when set), never into the cache. */
+interface TreeLimits {
+  readonly maxEntries: number;
+  readonly roots: readonly string[] | undefined;
+  readonly cache: string | undefined;
+}
+
+/** Why a link's real target may not be read as part of a package, or undefined when it may. */
+function linkRefusal(target: string, limits: TreeLimits): string | undefined {
+  const system = systemRootOf(target);
+  if (system !== undefined) return `links into ${system === '/' ? 'the filesystem root' : `the system directory ${system}`}`;
+  if (limits.roots !== undefined && !limits.roots.some((r) => isUnder(r, target))) return 'links outside the directories MME_MODEL_URL_ROOTS allows';
+  if (limits.cache !== undefined && isUnder(limits.cache, target)) return "links into the server's cache directory (MME_CACHE_DIR)";
+  return undefined;
+}
+
 /**
  * Count the tree's entries breadth-first, with readdir only (one call per
- * directory, links not followed), and check each symbolic link's target.
- * Stops at the first entry over `maxEntries`: the work is bounded by the
- * limit, whatever the tree, and the answer is the same for the same tree.
+ * directory), and check each symbolic link's real target: the loader reads
+ * through links, so a link may not lead where the url itself could not
+ * (a system tree, outside the roots, the cache). A link to a directory that
+ * may be read is walked too (its own links checked the same way). Stops at
+ * the first entry over `maxEntries` (a link cycle included): the work is
+ * bounded by the limit, whatever the tree, and the answer is the same for
+ * the same tree.
  */
-async function checkTree(modelName: string, root: string, maxEntries: number): Promise<void> {
+async function checkTree(modelName: string, root: string, limits: TreeLimits): Promise<void> {
   let seen = 0;
   const queue: string[] = [''];
   for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
@@ -208,10 +230,10 @@ async function checkTree(modelName: string, root: string, maxEntries: number): P
       continue; // unreadable: the load reports it, naming the file within the package, if it matters
     }
     for (const entry of entries) {
-      if (++seen > maxEntries) {
+      if (++seen > limits.maxEntries) {
         throw new ServingError(
           'INVALID_MODEL',
-          `model '${modelName}': the url holds more than ${maxEntries} entries (MME_ARCHIVE_MAX_ENTRIES), more than a model package may; give the directory the model archive was extracted into`,
+          `model '${modelName}': the url holds more than ${limits.maxEntries} entries (MME_ARCHIVE_MAX_ENTRIES), more than a model package may; give the directory the model archive was extracted into`,
           { model: modelName },
         );
       }
@@ -220,16 +242,11 @@ async function checkTree(modelName: string, root: string, maxEntries: number): P
         queue.push(rel);
       } else if (entry.isSymbolicLink()) {
         const target = await realpath(path.join(root, rel)).catch(() => undefined); // dangling: the load reports it if it matters
-        const system = target === undefined ? undefined : systemRootOf(target);
-        if (system !== undefined) {
-          throw new ServingError(
-            'INVALID_MODEL',
-            `model '${modelName}': '${rel.slice(0, 200)}' in the package links into ${system === '/' ? 'the filesystem root' : `the system directory ${system}`}`,
-            {
-              model: modelName,
-            },
-          );
-        }
+        if (target === undefined) continue;
+        const why = linkRefusal(target, limits);
+        if (why !== undefined)
+          throw new ServingError('INVALID_MODEL', `model '${modelName}': '${rel.slice(0, 200)}' in the package ${why}`, { model: modelName });
+        if ((await stat(target).catch(() => undefined))?.isDirectory()) queue.push(rel);
       }
     }
   }

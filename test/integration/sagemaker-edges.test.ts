@@ -396,6 +396,57 @@ describe('url: the real path is checked, and the work is bounded', () => {
 });
 
 describe('MME_MODEL_URL_ROOTS', () => {
+  it('a package inside the roots whose links lead out of them is refused; links that stay inside load', async (t) => {
+    const base = await realpath(await tempDir(t));
+    const allowed = path.join(base, 'opt-ml-models');
+    const outside = path.join(base, 'elsewhere');
+    await writeModelDir(path.join(outside, 'model'), 'add_sub', addSub());
+    // A file link out of the roots, and a directory link inside them whose own file link leads out.
+    const fileOut = path.join(allowed, 'h1', 'model');
+    await writeModelDir(fileOut, 'add_sub', { config: addSub().config! });
+    await symlink(path.join(outside, 'model', 'add_sub', '1', 'model.onnx'), path.join(fileOut, 'add_sub', '1', 'model.onnx'));
+    const hop = path.join(allowed, 'shared', '1');
+    await mkdir(hop, { recursive: true });
+    await symlink(path.join(outside, 'model', 'add_sub', '1', 'model.onnx'), path.join(hop, 'model.onnx'));
+    const dirHop = path.join(allowed, 'h2', 'model');
+    await mkdir(path.join(dirHop, 'add_sub'), { recursive: true });
+    await writeFile(path.join(dirHop, 'add_sub', 'config.pbtxt'), addSub().config!);
+    await symlink(hop, path.join(dirHop, 'add_sub', '1'));
+    // Links that stay inside the roots.
+    const fine = path.join(allowed, 'h3', 'model');
+    await writeModelDir(path.join(allowed, 'h3', 'real'), 'add_sub', addSub());
+    await mkdir(path.join(fine, 'add_sub'), { recursive: true });
+    await writeFile(path.join(fine, 'add_sub', 'config.pbtxt'), addSub().config!);
+    await symlink(path.join(allowed, 'h3', 'real', 'add_sub', '1'), path.join(fine, 'add_sub', '1'));
+    const s = await startTestServer({
+      modelSource: path.join(base, 'source'),
+      cacheDir: path.join(base, 'cache'),
+      env: { SAGEMAKER_MULTI_MODEL: 'true', MME_MODEL_URL_ROOTS: allowed },
+    });
+    try {
+      const post = (name: string, url: string) => request(`${s.url}/models`, { method: 'POST', json: { model_name: name, url } });
+      for (const [name, url, rel] of [
+        ['file-out', fileOut, 'add_sub/1/model.onnx'],
+        ['dir-hop', dirHop, 'add_sub/1/model.onnx'],
+      ] as const) {
+        const r = await post(name, url);
+        assert.equal(r.status, 400, `${name}: ${r.text}`);
+        assert.equal(r.body.code, 'INVALID_MODEL');
+        assert.match(
+          r.body.error,
+          new RegExp(`'${rel.replace(/[./]/g, (c) => `\\${c}`)}' in the package links outside the directories MME_MODEL_URL_ROOTS allows`),
+        );
+        assert.ok(!r.text.includes(base), r.text);
+      }
+      const ok = await post('fine', fine);
+      assert.equal(ok.status, 200, ok.text);
+      const inv = await request(`${s.url}/models/fine/invoke`, { method: 'POST', json: addSubBody });
+      assert.equal(inv.status, 200, inv.text);
+    } finally {
+      await s.close();
+    }
+  });
+
   it('only urls whose real path lies in the named directories load; a link out of them is refused', async (t) => {
     const base = await realpath(await tempDir(t));
     const allowed = path.join(base, 'opt-ml-models');
