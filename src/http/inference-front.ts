@@ -130,6 +130,22 @@ function canonicalPath(req: IncomingMessage): string {
   return canonical;
 }
 
+/** `scheme://authority` at the start of an absolute-form request target. */
+const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i;
+
+/**
+ * An absolute-form target (`POST http://host/invocations`, as a client
+ * talking to a proxy sends it) as the origin form every route and access
+ * check reads: HTTP/1.1 servers must accept it (RFC 9112 3.2.2), and one
+ * path decides where a request goes and what guards it.
+ */
+function originForm(url: string): string {
+  const authority = ABSOLUTE_FORM.exec(url);
+  if (authority === null) return url;
+  const rest = url.slice(authority[0].length);
+  return rest.startsWith('/') ? rest : `/${rest}`;
+}
+
 /**
  * The server's request listener: inference routes through the front,
  * everything else handed to `fallback` (the express app).
@@ -141,6 +157,8 @@ export function createInferenceFront(
   // The policy is fixed at start-up: an inference route that no restriction covers skips the guard on every request.
   const guarded = new Set(INFERENCE_SPECS.filter((spec) => deps.access.restricts(spec)));
   return (req, res) => {
+    // Origin form ('/…') and '*' are as sent; anything else is read as an absolute form.
+    if (req.url !== undefined && req.url.charCodeAt(0) !== 0x2f && req.url !== '*') req.url = originForm(req.url);
     const path = canonicalPath(req);
     const match = req.method === 'POST' ? matchInferenceRoute(path) : undefined;
     if (match === undefined) {

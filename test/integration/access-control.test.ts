@@ -83,6 +83,33 @@ function headersOnly(
   });
 }
 
+/** One request written by hand on a socket (any request target, the body sent in full); its status and body. */
+function rawRequest(url: string, method: string, target: string, headers: Record<string, string>, body: string): Promise<{ status: number; text: string }> {
+  const { port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), '127.0.0.1');
+    let raw = '';
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`no answer to ${method} ${target} within 10 s`));
+    }, 10_000);
+    socket.on('data', (d) => {
+      raw += d.toString('utf8');
+      const end = raw.indexOf('\r\n\r\n');
+      const length = /content-length: (\d+)/i.exec(raw);
+      if (end >= 0 && length && Buffer.byteLength(raw.slice(end + 4)) >= Number(length[1])) {
+        clearTimeout(timer);
+        socket.destroy();
+        resolve({ status: Number(raw.slice(9, 12)), text: raw.slice(end + 4) });
+      }
+    });
+    socket.on('error', reject);
+    const lines = [`${method} ${target} HTTP/1.1`, 'Host: x', 'Content-Type: application/json', `Content-Length: ${Buffer.byteLength(body)}`];
+    for (const [k, v] of Object.entries(headers)) lines.push(`${k}: ${v}`);
+    socket.write(`${lines.join('\r\n')}\r\n\r\n${body}`);
+  });
+}
+
 /** Every load or unload spelling a client could try over HTTP (method, path, body). */
 function manageRequests(name: string, url: string): { method: string; path: string; json?: unknown }[] {
   const load = { model_name: name, url };
@@ -241,6 +268,21 @@ describe('model control none, restricted APIs: a client without the keys', () =>
     assert.equal(ok.status, 200, ok.text);
     // Metadata is not restricted here: it answers without a key.
     assert.equal((await request(`${server.url}/v2/models/add_sub`)).status, 200);
+  });
+
+  it('an absolute-form target (as through a proxy) is routed and guarded as its path is', async () => {
+    const { host } = new URL(server.url);
+    const absolute = (target: string, headers: Record<string, string>, body: string): Promise<{ status: number; text: string }> =>
+      rawRequest(server.url, 'POST', target, headers, body);
+    const json = JSON.stringify(addSubBody);
+    const denied = await absolute(`http://${host}/models`, {}, JSON.stringify({ model_name: 'x', url: '/tmp' }));
+    assert.equal(denied.status, 403, denied.text);
+    assert.match(denied.text, /API_RESTRICTED/);
+    const noKey = await absolute(`HTTP://${host}/v2/models/add_sub/infer`, {}, json);
+    assert.equal(noKey.status, 403, noKey.text);
+    const ok = await absolute(`http://${host}/v2/models/add_sub/infer?x=1`, { 'infer-key': INFER }, json);
+    assert.equal(ok.status, 200, ok.text);
+    assert.equal(JSON.parse(ok.text).model_name, 'add_sub');
   });
 
   it('the no-default-model answer lists no model names when model-repository is restricted', async () => {
