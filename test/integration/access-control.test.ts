@@ -47,64 +47,39 @@ function meta(pairs: Record<string, string>): Metadata {
 }
 
 /**
- * A request written by hand on a socket: headers declaring a body of
- * `declared` bytes, and no body at all. An answer can only come from a server
- * that decided without reading it.
+ * A request written by hand on a socket, with any request target: headers
+ * declaring a body of `declared` bytes (the body's own length unless said),
+ * then `body`. With a declared body that never comes, an answer can only
+ * come from a server that decided without reading it.
  */
-function headersOnly(
+function rawRequest(
   url: string,
   method: string,
   target: string,
   headers: Record<string, string>,
-  declared: number,
+  body: string,
+  declared = Buffer.byteLength(body),
 ): Promise<{ status: number; text: string }> {
   const { port } = new URL(url);
   return new Promise((resolve, reject) => {
     const socket = net.connect(Number(port), '127.0.0.1');
-    let raw = '';
+    let raw = Buffer.alloc(0);
     const timer = setTimeout(() => {
       socket.destroy();
-      reject(new Error(`no answer to ${method} ${target} within 10 s: the server waited for the body`));
+      reject(new Error(`no answer to ${method} ${target} within 10 s${body.length < declared ? ': the server waited for the body' : ''}`));
     }, 10_000);
-    socket.on('data', (d) => {
-      raw += d.toString('latin1');
+    socket.on('data', (d: Buffer) => {
+      raw = Buffer.concat([raw, d]);
       const end = raw.indexOf('\r\n\r\n');
-      const length = /content-length: (\d+)/i.exec(raw);
+      const length = /content-length: (\d+)/i.exec(raw.toString('latin1'));
       if (end >= 0 && length && raw.length >= end + 4 + Number(length[1])) {
         clearTimeout(timer);
         socket.destroy();
-        resolve({ status: Number(raw.slice(9, 12)), text: raw.slice(end + 4) });
+        resolve({ status: Number(raw.subarray(9, 12).toString()), text: raw.subarray(end + 4).toString('utf8') });
       }
     });
     socket.on('error', reject);
     const lines = [`${method} ${target} HTTP/1.1`, 'Host: x', 'Content-Type: application/json', `Content-Length: ${declared}`];
-    for (const [k, v] of Object.entries(headers)) lines.push(`${k}: ${v}`);
-    socket.write(`${lines.join('\r\n')}\r\n\r\n`);
-  });
-}
-
-/** One request written by hand on a socket (any request target, the body sent in full); its status and body. */
-function rawRequest(url: string, method: string, target: string, headers: Record<string, string>, body: string): Promise<{ status: number; text: string }> {
-  const { port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(Number(port), '127.0.0.1');
-    let raw = '';
-    const timer = setTimeout(() => {
-      socket.destroy();
-      reject(new Error(`no answer to ${method} ${target} within 10 s`));
-    }, 10_000);
-    socket.on('data', (d) => {
-      raw += d.toString('utf8');
-      const end = raw.indexOf('\r\n\r\n');
-      const length = /content-length: (\d+)/i.exec(raw);
-      if (end >= 0 && length && Buffer.byteLength(raw.slice(end + 4)) >= Number(length[1])) {
-        clearTimeout(timer);
-        socket.destroy();
-        resolve({ status: Number(raw.slice(9, 12)), text: raw.slice(end + 4) });
-      }
-    });
-    socket.on('error', reject);
-    const lines = [`${method} ${target} HTTP/1.1`, 'Host: x', 'Content-Type: application/json', `Content-Length: ${Buffer.byteLength(body)}`];
     for (const [k, v] of Object.entries(headers)) lines.push(`${k}: ${v}`);
     socket.write(`${lines.join('\r\n')}\r\n\r\n${body}`);
   });
@@ -237,7 +212,7 @@ describe('model control none, restricted APIs: a client without the keys', () =>
       ['POST', '/v2/models/add_sub/infer'],
       ['POST', '/V2/MODELS/add_sub/INFER/'],
     ] as const) {
-      const reply = await headersOnly(server.url, method, target, {}, 50 * 1024 * 1024);
+      const reply = await rawRequest(server.url, method, target, {}, '', 50 * 1024 * 1024);
       assert.equal(reply.status, 403, `${method} ${target}: ${reply.text}`);
       assert.match(reply.text, /API_RESTRICTED/);
     }

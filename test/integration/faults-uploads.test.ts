@@ -75,7 +75,8 @@ function stalledUpload(port: number, target = '/invocations'): Upload {
 
 const settle = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-it('stalled uploads: RSS grows by about MME_MAX_INFLIGHT_BYTES, the rest get 429 unread, the stalled ones 408 after the request timeout', async () => {
+/** A `serve` with add_sub, MME_MAX_INFLIGHT_BYTES at LIMIT and short header and request timeouts, killed after the test. */
+async function stallingServer(): Promise<Awaited<ReturnType<typeof startServe>>> {
   const root = await tempDir(ctx);
   await writeModelDir(path.join(root, 'models'), 'add_sub', addSub());
   const child = await startServe({
@@ -86,6 +87,11 @@ it('stalled uploads: RSS grows by about MME_MAX_INFLIGHT_BYTES, the rest get 429
     MME_REQUEST_TIMEOUT_SECONDS: '4',
   });
   ctx.after(() => child.kill());
+  return child;
+}
+
+it('stalled uploads: RSS grows by about MME_MAX_INFLIGHT_BYTES, the rest get 429 unread, the stalled ones 408 after the request timeout', async () => {
+  const child = await stallingServer();
   // Warm: the model loaded, the allocator past its first requests.
   const seq = Array.from({ length: 16 }, (_, i) => i);
   const body = JSON.stringify({
@@ -140,16 +146,7 @@ it('stalled uploads: RSS grows by about MME_MAX_INFLIGHT_BYTES, the rest get 429
 });
 
 it('the repository routes count their bodies too: stalled uploads to /v2/repository/index are refused past MME_MAX_INFLIGHT_BYTES', async () => {
-  const root = await tempDir(ctx);
-  await writeModelDir(path.join(root, 'models'), 'add_sub', addSub());
-  const child = await startServe({
-    MME_MODEL_SOURCE: path.join(root, 'models'),
-    MME_CACHE_DIR: path.join(root, 'cache'),
-    MME_MAX_INFLIGHT_BYTES: String(LIMIT),
-    MME_HEADERS_TIMEOUT_SECONDS: '2',
-    MME_REQUEST_TIMEOUT_SECONDS: '4',
-  });
-  ctx.after(() => child.kill());
+  const child = await stallingServer();
   // The index is open by default (model control none restricts loads and unloads, not listing).
   assert.equal((await fetch(`${child.url}/v2/repository/index`, { method: 'POST' })).status, 200);
   const pid = child.proc.pid!;

@@ -395,6 +395,16 @@ describe('url: the real path is checked, and the work is bounded', () => {
   });
 });
 
+/** A SageMaker-mode server that loads urls only under `allowed`, and a POST /models to it. */
+async function rootsServer(base: string, allowed: string): Promise<{ s: TestServer; post(name: string, url: string): Promise<JsonReply> }> {
+  const s = await startTestServer({
+    modelSource: path.join(base, 'source'),
+    cacheDir: path.join(base, 'cache'),
+    env: { SAGEMAKER_MULTI_MODEL: 'true', MME_MODEL_URL_ROOTS: allowed },
+  });
+  return { s, post: (name, url) => request(`${s.url}/models`, { method: 'POST', json: { model_name: name, url } }) };
+}
+
 describe('MME_MODEL_URL_ROOTS', () => {
   it('a package inside the roots whose links lead out of them is refused; links that stay inside load', async (t) => {
     const base = await realpath(await tempDir(t));
@@ -418,13 +428,8 @@ describe('MME_MODEL_URL_ROOTS', () => {
     await mkdir(path.join(fine, 'add_sub'), { recursive: true });
     await writeFile(path.join(fine, 'add_sub', 'config.pbtxt'), addSub().config!);
     await symlink(path.join(allowed, 'h3', 'real', 'add_sub', '1'), path.join(fine, 'add_sub', '1'));
-    const s = await startTestServer({
-      modelSource: path.join(base, 'source'),
-      cacheDir: path.join(base, 'cache'),
-      env: { SAGEMAKER_MULTI_MODEL: 'true', MME_MODEL_URL_ROOTS: allowed },
-    });
+    const { s, post } = await rootsServer(base, allowed);
     try {
-      const post = (name: string, url: string) => request(`${s.url}/models`, { method: 'POST', json: { model_name: name, url } });
       for (const [name, url, rel] of [
         ['file-out', fileOut, 'add_sub/1/model.onnx'],
         ['dir-hop', dirHop, 'add_sub/1/model.onnx'],
@@ -455,13 +460,8 @@ describe('MME_MODEL_URL_ROOTS', () => {
     const outside = path.join(base, 'elsewhere', 'model');
     await writeModelDir(outside, 'add_sub', addSub());
     await symlink(outside, path.join(allowed, 'escape'));
-    const s = await startTestServer({
-      modelSource: path.join(base, 'source'),
-      cacheDir: path.join(base, 'cache'),
-      env: { SAGEMAKER_MULTI_MODEL: 'true', MME_MODEL_URL_ROOTS: allowed },
-    });
+    const { s, post } = await rootsServer(base, allowed);
     try {
-      const post = (name: string, url: string) => request(`${s.url}/models`, { method: 'POST', json: { model_name: name, url } });
       const ok = await post('in', inside);
       assert.equal(ok.status, 200, ok.text);
       for (const [name, url] of [
