@@ -88,23 +88,37 @@ function threadStep(url: string): { call(batch: { inputs: Record<string, Tensor>
   };
 }
 
+/** How many distinct inputs and file regions the copies cycle through: more bytes than a cache holds, as two processes' buffers are. */
+const COPY_SETS = 4;
+
 /**
  * What moving a call's bytes between two processes costs at least when the
  * bytes are copied through the kernel (Node maps no memory two processes
  * share): the input written to a file and read into a fresh buffer, then the
- * output the same way, in this one process. The process column cannot go
- * below it; the thread column copies the input once and transfers the rest.
+ * output the same way, in this one process. Each call takes the next of
+ * COPY_SETS inputs and file regions, so, as in the step's round trip, the
+ * bytes come from memory rather than from a cache that kept the last call's.
+ * The process column cannot go below it; the thread column copies the input
+ * once and transfers the rest.
  */
 function copiesCall(dir: string, x: Float32Array): { call: Call; close(): void } {
   const fd = openSync(path.join(dir, 'copies.bin'), 'w+');
-  const once = (from: Uint8Array): Uint8Array => {
-    writeSync(fd, from, 0, from.byteLength, 0);
-    const to = Buffer.allocUnsafeSlow(from.byteLength);
-    readSync(fd, to, 0, from.byteLength, 0);
+  const bytes = x.byteLength;
+  const inputs = Array.from({ length: COPY_SETS }, () => Buffer.from(new Uint8Array(x.buffer, x.byteOffset, bytes)));
+  let turn = 0;
+  const once = (from: Uint8Array, region: number): Uint8Array => {
+    writeSync(fd, from, 0, bytes, region * bytes);
+    const to = Buffer.allocUnsafeSlow(bytes);
+    readSync(fd, to, 0, bytes, region * bytes);
     return to;
   };
-  const input = new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
-  return { call: async () => once(once(input)), close: () => closeSync(fd) };
+  return {
+    call: async () => {
+      const k = turn++ % COPY_SETS;
+      return once(once(inputs[k]!, k), (k + COPY_SETS / 2) % COPY_SETS);
+    },
+    close: () => closeSync(fd),
+  };
 }
 
 /** CPU time (user + system) in µs: this process's, all its threads (the worker-thread reference included). */
@@ -267,7 +281,7 @@ export async function run(): Promise<BenchReport> {
     `"process" = the server's loadStep: the step's sandboxed process, tensors as raw bytes over a socket pair (64 KiB and more through its two bulk files), output checked against the config. ` +
     `Medians of ${settings.repeats} round(s) of ${num(seconds)} s per cell (thread and process: two interleaved runs each). ` +
     `CPU = user + system time of this process (the thread's included) and of the step's process (from /proc, 10 ms ticks) per call: what a loaded machine changes least. ` +
-    `"copies alone" = the input and then the output each written to a file and read into a fresh buffer, one call at a time, in this process: the least a process that copies through the kernel pays (Node maps no memory shared between processes), against the thread. ` +
+    `"copies alone" = the input and then the output each written to a file and read into a fresh buffer, one call at a time, in this process, cycling through ${COPY_SETS} inputs and file regions (as a round trip's bytes come from memory, not from a cache): the least a process that copies through the kernel pays (Node maps no memory shared between processes), against the thread. ` +
     `The goal column is issue 36's (process / thread).`;
   return {
     name: 'js-step',
