@@ -17,6 +17,7 @@ import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { gpuProcessBytes, processRssBytes } from '../runtime/memory-usage.js';
 import { MainThreadCopies } from '../runtime/main-thread-copies.js';
+import { readGraphSummary } from '../runtime/onnx-graph.js';
 import type { CopyBooking } from '../runtime/onnx-session.js';
 import { DEFAULT_MAIN_THREAD_COPIES, DEFAULT_PLACEMENT, placeSessions, type PlacementSettings } from '../runtime/session-placement.js';
 import type { LoadedModel } from './loaded-model.js';
@@ -156,7 +157,13 @@ export function placeModel(
   const fileName = model.config.defaultModelFilename || 'model.onnx';
   const versions = [...model.versions.values()].map((v) => {
     const dir = path.join(model.dir, String(v.version));
-    return { version: v.version, sessions: v.sessions, fileBytes: () => sizeOf(dir), modelBytes: () => modelFileBytes(dir, fileName) };
+    const read = request.graphs?.get(dir);
+    return {
+      version: v.version,
+      sessions: v.sessions,
+      fileBytes: () => sizeOf(dir),
+      graph: async () => read ?? readGraphSummary(await modelFileBytes(dir, fileName)),
+    };
   });
   return placeSessions(model.config, versions, request.label, settings, logger, book, copies);
 }
@@ -331,9 +338,11 @@ export class PackageModelLoader implements ModelLoader {
     // The package was walked once for the prediction: placement and the booking ask its version directories' bytes from that walk.
     const sizeOf = sizeMemo(dirBytes);
     request.onPhase?.('creating sessions');
-    const pkg = (a.pkg = await this.deps.loadPackage(request));
+    // Placement reads the graphs the package's load read (package-loader.ts creationThread), not the files again.
+    const withMemo: PackageLoadRequest = { ...request, sizeOf, graphs: new Map() };
+    const pkg = (a.pkg = await this.deps.loadPackage(withMemo));
     a.stage('package');
-    await this.warmUpAndPlace(request, pkg, this.copyBooking(held), sizeOf, a);
+    await this.warmUpAndPlace(withMemo, pkg, this.copyBooking(held), sizeOf, a);
     throwIfAborted(signal);
     request.onPhase?.('measuring');
     const footprint = await this.deps.footprint(pkg, sizeOf);
@@ -469,8 +478,9 @@ export class PackageModelLoader implements ModelLoader {
   /**
    * The loads' readings, summed, can exceed what the process holds for
    * models: a load's reading also holds transients the allocator keeps and
-   * the next load reuses (the worker session a model run on the main thread
-   * only was probed in, freed after its reading), so 300 tiny models read
+   * the next load reuses (a model of over 4 MiB that runs on the main thread
+   * only was created in its worker first, and that session is freed after its
+   * reading; session-placement.ts creationPlacement), so 300 tiny models read
    * about 250 KB each where the process grew 80 KB a model. Where the sum of
    * the CPU packages' readings is above the process's model memory (memory-manager.ts
    * measuredBytes, less what main-thread copies are booked at), every

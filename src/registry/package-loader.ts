@@ -20,7 +20,8 @@ import { inModel, ServingError, withModel } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { TargetMetrics } from '../observability/metrics.js';
 import { chooseProviders, type HostCapabilities } from '../runtime/execution-providers.js';
-import { createModelSession, type ModelSession } from '../runtime/onnx-session.js';
+import { readGraphSummary, type GraphSummary } from '../runtime/onnx-graph.js';
+import { createModelSession, type ModelSession, type MoveOptions } from '../runtime/onnx-session.js';
 import type { RuntimePool } from '../runtime/runtime-pool.js';
 import { DEFAULT_BATCHING, requestedInstances, resolveBatchPolicy, type BatchingDefaults, type BatchPolicy } from '../scheduler/batch-policy.js';
 import { DynamicBatcher } from '../scheduler/dynamic-batcher.js';
@@ -34,7 +35,8 @@ import { SequenceTracker } from '../scheduler/sequence-tracker.js';
 import type { Tensor } from '../protocol/tensor.js';
 import { chooseEntryModel, scanRepository, type ModelDirectory, type RepositoryLayout } from './repository-layout.js';
 import { providerHintsOf } from './provider-hints.js';
-import type { PlacementSettings } from '../runtime/session-placement.js';
+import { CREATION_PLACEMENT_MAX_FILE_BYTES, creationPlacement, DEFAULT_PLACEMENT, type PlacementSettings } from '../runtime/session-placement.js';
+import { filesBytes, type FilesBytes } from './package-size.js';
 import { selectVersions } from './version-policy.js';
 
 export interface LoadedPackage {
@@ -122,6 +124,10 @@ export interface PackageLoadRequest {
    * or the default model's label. The model loader turns it into `metrics` right before the build.
    */
   readonly seriesTarget?: string;
+  /** Bytes of the files under a directory of the package, walked once per load (package-size.ts sizeMemo); omitted: walked when asked. */
+  readonly sizeOf?: FilesBytes;
+  /** The load's graphs of model files read so far, by version directory: placement reads each file once (model-loader.ts). */
+  readonly graphs?: Map<string, GraphSummary>;
   /**
    * Aborted when the model is unloaded (DELETE, shutdown) while it loads: the
    * load stops at its next step (between models here; between stages in the
@@ -224,7 +230,7 @@ export class PackageBuilder {
   /** Builds the package of `request` (its name for messages, its series, its abort signal) from `layout`. */
   constructor(
     private readonly layout: RepositoryLayout,
-    private readonly request: Pick<PackageLoadRequest, 'label' | 'metrics' | 'signal'>,
+    private readonly request: Pick<PackageLoadRequest, 'label' | 'metrics' | 'signal' | 'sizeOf' | 'graphs'>,
     private readonly deps: PackageLoadDeps,
   ) {
     this.tracker = deps.sequences ?? new SequenceTracker(DEFAULT_MAX_SEQUENCES);
@@ -382,7 +388,8 @@ export class PackageBuilder {
     const loaded = new Map<number, LoadedVersion>();
     for (const version of versions) {
       const file = await modelFilePath(md, version, fileName);
-      const session = await createModelSession(file, sessionOptions);
+      const mainThread = await this.creationThread(md, version, file, draft, config, providerChoice.providers[0]);
+      const session = await createModelSession(file, mainThread === undefined ? sessionOptions : { ...sessionOptions, mainThread });
       this.sessions.push(session);
       if (!config) {
         // Auto-complete from the first loaded version's graph, as Triton does.
@@ -435,6 +442,43 @@ export class PackageBuilder {
       'model sessions created',
     );
     return { name: md.name, dir: md.dir, config, versions: loaded };
+  }
+
+  /**
+   * Where a version's first session is created (runtime/session-placement.ts
+   * creationPlacement): on the main thread when placement would put it there
+   * only, decided from the graph its file declares, so no worker session is
+   * made, warmed up and released for it. A model that is not a small CPU one
+   * is created in its worker without reading anything; so is one whose
+   * graph or config cannot be read ahead: its session's creation, or the
+   * config's completion from it, then gives the error as for any model.
+   * The graph read is kept in the load's `graphs` for placement after it.
+   */
+  private async creationThread(
+    md: ModelDirectory,
+    version: number,
+    file: string,
+    draft: ModelConfigDraft,
+    completed: ModelConfig | undefined,
+    provider: ProviderName | undefined,
+  ): Promise<MoveOptions | undefined> {
+    const sizeOf = this.request.sizeOf ?? filesBytes;
+    const versionDir = path.join(md.dir, String(version));
+    if (provider !== 'cpu' || (await sizeOf(versionDir)) > CREATION_PLACEMENT_MAX_FILE_BYTES) return undefined;
+    let graph: GraphSummary;
+    let config: ModelConfig;
+    try {
+      graph = readGraphSummary(await readFile(file));
+      config = completed ?? completeModelConfig(draft, graph);
+    } catch {
+      return undefined;
+    }
+    this.request.graphs?.set(versionDir, graph);
+    const instances = Math.min(requestedInstances(config.instanceGroup, true), Math.max(1, this.deps.pool.size));
+    const placement = this.deps.placement ?? DEFAULT_PLACEMENT;
+    const placed = { version, fileBytes: () => sizeOf(versionDir), graph: async () => graph };
+    // A bad execution_thread: the placement after the load refuses it, naming the model.
+    return creationPlacement(config, placed, placement, instances).catch(() => undefined);
   }
 
   /**

@@ -5,11 +5,14 @@
  * dims of its constants (initializers and Constant nodes). Session placement
  * (runtime/session-placement.ts) estimates a run's cost from it
  * (runtime/run-estimate.ts), so a model lands on the same thread on every
- * start. onnxruntime-node exposes only a session's inputs and outputs, and a
+ * start; and the inputs and outputs the graph declares, so placement can be
+ * decided before a session exists (session-placement.ts creationPlacement).
+ * onnxruntime-node exposes only a session's inputs and outputs, and a
  * protobuf library is not a dependency of the server, so this reads the few
  * fields it needs from the wire format and skips the rest (tensor data
  * included: a 64 MiB model is walked, not copied).
  */
+import type { DataType } from '../protocol/tensor.js';
 import { BYTES, ProtobufReader as Reader, VARINT } from './protobuf-wire.js';
 
 export interface GraphNode {
@@ -27,10 +30,83 @@ export interface GraphNode {
   readonly constantDims?: readonly number[];
 }
 
+/** A graph input or output as the file declares it (the fields a session's own inputs and outputs give). */
+export interface GraphValue {
+  readonly name: string;
+  /** undefined: not a tensor, or an element type onnx-mme does not serve. */
+  readonly datatype: DataType | undefined;
+  /** Fixed dims as numbers, symbolic or unknown dims as -1; undefined when the graph gives no shape. */
+  readonly shape: readonly number[] | undefined;
+}
+
 export interface GraphSummary {
   readonly nodes: readonly GraphNode[];
   /** Dims of each initializer (sparse ones included). */
   readonly constants: ReadonlyMap<string, readonly number[]>;
+  /** The graph's inputs (those an initializer gives excluded, as onnxruntime excludes them) and outputs, in order. */
+  readonly inputs: readonly GraphValue[];
+  readonly outputs: readonly GraphValue[];
+}
+
+/** TensorProto.DataType numbers → the datatypes onnx-mme serves. */
+const ELEM_DATATYPES: Readonly<Record<number, DataType>> = {
+  1: 'FP32',
+  2: 'UINT8',
+  3: 'INT8',
+  4: 'UINT16',
+  5: 'INT16',
+  6: 'INT32',
+  7: 'INT64',
+  8: 'BYTES',
+  9: 'BOOL',
+  10: 'FP16',
+  11: 'FP64',
+  12: 'UINT32',
+  13: 'UINT64',
+};
+
+/** TensorShapeProto: dim (1), each a dim_value (1) or a dim_param (2, symbolic: -1). */
+function readShape(r: Reader): number[] {
+  const dims: number[] = [];
+  r.fields((field, wire) => {
+    if (field !== 1 || wire !== BYTES) return false;
+    let dim = -1;
+    const d = r.sub();
+    d.fields((f, w) => {
+      if (f !== 1 || w !== VARINT) return false;
+      dim = d.varint();
+      return true;
+    });
+    dims.push(dim);
+    return true;
+  });
+  return dims;
+}
+
+/** ValueInfoProto: name (1), type (2: TypeProto, whose tensor_type (1) holds elem_type (1) and shape (2)). */
+function readValue(r: Reader): GraphValue {
+  let name = '';
+  let datatype: DataType | undefined;
+  let shape: number[] | undefined;
+  r.fields((field, wire) => {
+    if (field === 1 && wire === BYTES) name = r.string();
+    else if (field === 2 && wire === BYTES) {
+      const type = r.sub();
+      type.fields((tField, tWire) => {
+        if (tField !== 1 || tWire !== BYTES) return false;
+        const tensor = type.sub();
+        tensor.fields((f, w) => {
+          if (f === 1 && w === VARINT) datatype = ELEM_DATATYPES[tensor.varint()];
+          else if (f === 2 && w === BYTES) shape = readShape(tensor.sub());
+          else return false;
+          return true;
+        });
+        return true;
+      });
+    } else return false;
+    return true;
+  });
+  return { name, datatype, shape };
 }
 
 /** TensorProto: dims (1) and name (8). */
@@ -121,6 +197,8 @@ function readNode(r: Reader): GraphNode {
 export function readGraphSummary(bytes: Uint8Array): GraphSummary {
   const nodes: GraphNode[] = [];
   const constants = new Map<string, number[]>();
+  const inputs: GraphValue[] = [];
+  const outputs: GraphValue[] = [];
   let sawGraph = false;
   const model = new Reader(bytes);
   model.fields((field, wire) => {
@@ -130,6 +208,8 @@ export function readGraphSummary(bytes: Uint8Array): GraphSummary {
     graph.fields((gField, gWire) => {
       if (gWire !== BYTES) return false;
       if (gField === 1) nodes.push(readNode(graph.sub()));
+      else if (gField === 11) inputs.push(readValue(graph.sub()));
+      else if (gField === 12) outputs.push(readValue(graph.sub()));
       else if (gField === 5 || gField === 15) {
         const t = gField === 5 ? readTensor(graph.sub()) : readSparse(graph.sub());
         constants.set(t.name, t.dims);
@@ -139,5 +219,5 @@ export function readGraphSummary(bytes: Uint8Array): GraphSummary {
     return true;
   });
   if (!sawGraph) throw new Error('no graph in the model file');
-  return { nodes, constants };
+  return { nodes, constants, inputs: inputs.filter((i) => !constants.has(i.name)), outputs };
 }

@@ -53,6 +53,12 @@ export interface ModelSession {
    * loads, so the load's measurement sees the session where it stays.
    */
   moveToMainThread(options?: MoveOptions): Promise<void>;
+  /**
+   * Create the session in a runtime worker, then release the main thread's:
+   * for a session created on the main thread (SessionOptions.mainThread)
+   * that placement, once its inputs and outputs are known, puts elsewhere.
+   */
+  moveToWorker(): Promise<void>;
   release(): Promise<void>;
 }
 
@@ -113,6 +119,11 @@ export interface SessionOptions {
   readonly avoidWorkers?: ReadonlySet<number>;
   /** The server-wide quiet window (runtime/quiet-window.ts); omitted: busy means only this model's own load. */
   readonly quiet?: QuietWindow;
+  /**
+   * Create it on the main thread, with these options, rather than in a runtime worker: placement decided so before
+   * the session exists (runtime/session-placement.ts creationPlacement). CPU only.
+   */
+  readonly mainThread?: MoveOptions;
 }
 
 /** Memory trouble as onnxruntime (CPU or CUDA) reports it; Triton's list, matched at the runtime boundary only. */
@@ -160,11 +171,12 @@ class PooledModelSession implements ModelSession, CopyHolder {
     session: PooledSession,
     readonly provider: ProviderName,
     private readonly model: string,
-    /** How it was created, to create it again on the main thread. */
-    private readonly origin: { readonly path: string; readonly options: CreateSessionOptions },
+    /** How it was created (its own options), to create it again on the other side: the main thread, or a worker of `pool`. */
+    private readonly origin: { readonly path: string; readonly options: CreateSessionOptions; readonly pool: RuntimePool },
     private readonly quiet: QuietWindow | undefined,
   ) {
-    this.inWorker = session;
+    if (session.worker === MAIN_THREAD) this.onMain = { session, runs: 0, dropped: false };
+    else this.inWorker = session;
   }
 
   private get any(): PooledSession {
@@ -295,6 +307,22 @@ class PooledModelSession implements ModelSession, CopyHolder {
     void old?.release().catch(() => undefined);
   }
 
+  async moveToWorker(): Promise<void> {
+    if (this.inWorker !== undefined) return;
+    const session = await this.origin.pool.createSession(this.origin.path, this.origin.options);
+    if (this.released) {
+      await session.release();
+      return;
+    }
+    const main = this.onMain;
+    this.onMain = undefined;
+    this.inWorker = session;
+    if (main === undefined) return;
+    // A run started on it finishes there; it is released after the last (run's finally).
+    main.dropped = true;
+    if (main.runs === 0) void main.session.release();
+  }
+
   async release(): Promise<void> {
     if (this.released) return;
     this.released = true;
@@ -321,8 +349,15 @@ export async function createModelSession(modelPath: string, options: SessionOpti
         intraOpThreads: options.intraOpThreads,
         interOpThreads: options.interOpThreads,
       };
-      const session = await options.pool.createSession(modelPath, createOptions, options.avoidWorkers);
-      return new PooledModelSession(session, providers[0] ?? 'cpu', model, { path: modelPath, options: createOptions }, options.quiet);
+      const main = options.mainThread;
+      const session =
+        main === undefined
+          ? await options.pool.createSession(modelPath, createOptions, options.avoidWorkers)
+          : await createMainThreadSession(
+              modelPath,
+              main.intraOpThreads === undefined ? createOptions : { ...createOptions, intraOpThreads: main.intraOpThreads },
+            );
+      return new PooledModelSession(session, providers[0] ?? 'cpu', model, { path: modelPath, options: createOptions, pool: options.pool }, options.quiet);
     } catch (err) {
       const first = providers[0];
       if (first && first !== 'cpu' && isProviderLoadError(err)) {

@@ -45,9 +45,15 @@
  * MME_MAIN_THREAD_ONLY_MAX_RUN_US (PER_REQUEST_ONLY_TIMES that without a
  * batch dimension), keeps no worker copy at all: under load the hop costs
  * the main thread more than such a run (DEFAULT_MAIN_THREAD_ONLY_MAX_RUN_US
- * has the measurement). It moves to the main thread while the model loads,
- * inside the load's measured section (registry/model-loader.ts), so the
- * load is booked at what the session holds there.
+ * has the measurement). Where its file is small enough to be read before
+ * its session exists (CREATION_PLACEMENT_MAX_FILE_BYTES), the same decision
+ * is taken from the inputs and outputs the graph declares (creationPlacement)
+ * and its session is created on the main thread at once: no worker session
+ * is created, warmed up and released while it loads (those round trips were
+ * about a third of a tiny model's cold load). Otherwise it moves to the main
+ * thread while the model loads. Either way inside the load's measured
+ * section (registry/model-loader.ts), so the load is booked at what the
+ * session holds there.
  *
  * Per model, `parameters { key: "execution_thread" value: { string_value: "auto" | "main" | "worker" } }`:
  * `main` runs it on the main thread only (no worker copy, whatever the
@@ -58,8 +64,9 @@ import type { ModelConfig } from '../config/model-config-types.js';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import { MainThreadCopies } from './main-thread-copies.js';
-import type { CopyBooking, ModelSession } from './onnx-session.js';
-import { readGraphSummary } from './onnx-graph.js';
+import { MAIN_THREAD } from './main-thread-session.js';
+import type { CopyBooking, ModelSession, MoveOptions } from './onnx-session.js';
+import type { GraphSummary } from './onnx-graph.js';
 import { estimateRunUs, runCostOf } from './run-estimate.js';
 
 export type ExecutionThread = 'auto' | 'main' | 'worker';
@@ -163,8 +170,54 @@ export interface PlacedVersion {
   readonly sessions: readonly ModelSession[];
   /** Bytes of the version's files (the model and external data): a main-thread copy holds them again. */
   fileBytes(): Promise<number>;
-  /** The ONNX file's bytes (the graph the estimate reads; external data stays on disk). */
-  modelBytes(): Promise<Uint8Array>;
+  /** The ONNX file's graph (runtime/onnx-graph.ts: what the estimate reads; external data stays on disk). */
+  graph(): Promise<GraphSummary>;
+}
+
+/**
+ * Largest model file whose placement is decided before its session exists
+ * (creationPlacement). A model placed on the main thread only runs in at most
+ * a few tens of µs by its estimate: about a million multiply-adds, 4 MB of
+ * FP32 weights, so nearly every such model is below this; a larger file is
+ * not read before its session is created, and such a model (one that gathers
+ * from a large table, or `execution_thread: "main"`) moves to the main thread
+ * after its session is created in its worker.
+ */
+export const CREATION_PLACEMENT_MAX_FILE_BYTES = 4 * 1024 * 1024;
+
+/**
+ * Where a version's session is created, decided before it exists: the main
+ * thread (with these options) when placement would put it there only, by
+ * decide() on `config` as completed from the inputs and outputs the graph
+ * declares; undefined: in its runtime worker. `instances`: the sessions the
+ * version will have. placeSessions decides again once the session exists,
+ * from its own inputs and outputs, and moves it to its worker where that
+ * differs.
+ */
+export async function creationPlacement(
+  config: ModelConfig,
+  version: Omit<PlacedVersion, 'sessions'>,
+  settings: PlacementSettings,
+  instances: number,
+): Promise<MoveOptions | undefined> {
+  if (instances !== 1) return undefined;
+  const decision = await decide(config, executionThreadOf(config), { ...version, sessions: [] }, settings, 0);
+  return decision.kind === 'main only' ? mainOnlyOptions(config, decision) : undefined;
+}
+
+/**
+ * A session on the main thread only runs with one intra-op thread unless the model sets its own: a run this short
+ * gains nothing from more, and a pool's threads would spin beside the server under load. `execution_thread: "main"`
+ * keeps the model's threads.
+ */
+function mainOnlyOptions(config: ModelConfig, decision: Decision): MoveOptions {
+  return { intraOpThreads: ownIntraOpThreads(config) || decision.runUs === undefined ? undefined : 1 };
+}
+
+/** Whether the model sets its own `intra_op_thread_count`. */
+function ownIntraOpThreads(config: ModelConfig): boolean {
+  const own = config.parameters['intra_op_thread_count'];
+  return own !== undefined && own !== '';
 }
 
 /**
@@ -194,16 +247,16 @@ export async function placeSessions(
 ): Promise<void> {
   if (config.platform === 'ensemble') return;
   const choice = executionThreadOf(config);
-  const ownThreads = config.parameters['intra_op_thread_count'];
-  const copyThreads =
-    ownThreads !== undefined && ownThreads !== ''
-      ? undefined
-      : (settings.mainThreadIntraOpThreads ?? Math.min(MAIN_THREAD_MAX_INTRA_OP_THREADS, settings.cpuCount ?? os.availableParallelism()));
+  const copyThreads = ownIntraOpThreads(config)
+    ? undefined
+    : (settings.mainThreadIntraOpThreads ?? Math.min(MAIN_THREAD_MAX_INTRA_OP_THREADS, settings.cpuCount ?? os.availableParallelism()));
   for (const version of versions) {
     const session = version.sessions[0];
     if (session === undefined) continue; // a processing step: already in-process
     const decision = await decide(config, choice, version, settings, copies.capacity);
-    const placed = await apply(decision, session, { fileBytes: () => version.fileBytes(), copyThreads, book, copies });
+    // Created on the main thread (creationPlacement), placed elsewhere from its session's own inputs and outputs.
+    if (decision.kind !== 'main only' && session.worker === MAIN_THREAD) await session.moveToWorker();
+    const placed = await apply(decision, session, config, { fileBytes: () => version.fileBytes(), copyThreads, book, copies });
     const fields = { model: label, version: version.version, batch: Math.max(1, config.maxBatchSize) };
     if (placed instanceof Error) {
       logger.warn({ ...fields, err: placed.message }, 'could not create the session on the main thread; it stays in its runtime worker');
@@ -239,7 +292,7 @@ export async function decide(
   if ((await version.fileBytes()) > MAIN_THREAD_MAX_FILE_BYTES) return { kind: 'worker', reason: 'its files are over 64 MiB' };
   let cost;
   try {
-    cost = runCostOf(readGraphSummary(await version.modelBytes()), inputs);
+    cost = runCostOf(await version.graph(), inputs);
   } catch (err) {
     return { kind: 'worker', reason: `its graph could not be read for an estimate: ${(err as Error).message}` };
   }
@@ -256,14 +309,12 @@ export async function decide(
 async function apply(
   decision: Decision,
   session: ModelSession,
+  config: ModelConfig,
   copy: { fileBytes: () => Promise<number>; copyThreads: number | undefined; book: CopyBooking; copies: MainThreadCopies },
 ): Promise<Error | undefined> {
   try {
-    if (decision.kind === 'main only') {
-      // One intra-op thread unless the model sets its own: a run this short gains nothing from more, and a
-      // pool's threads would spin beside the server under load. `execution_thread: "main"` keeps the model's threads.
-      await session.moveToMainThread({ intraOpThreads: copy.copyThreads === undefined || decision.runUs === undefined ? undefined : 1 });
-    } else if (decision.kind === 'copy') {
+    if (decision.kind === 'main only') await session.moveToMainThread(mainOnlyOptions(config, decision));
+    else if (decision.kind === 'copy') {
       session.allowMainThreadCopy({ intraOpThreads: copy.copyThreads, fileBytes: await copy.fileBytes(), book: copy.book, copies: copy.copies });
     }
   } catch (err) {

@@ -128,8 +128,11 @@ describe('session placement', () => {
     assert.equal(first.status, 200, first.text);
     assert.deepEqual(first.body.outputs[0].data, [3, 6, 9, 12]);
     const session = sessionOf(s, 'cheap');
-    assert.equal(session.worker, -1, 'moved while it loaded');
+    assert.equal(session.worker, -1, 'on the main thread');
     assert.equal(session.copies, 1, 'no worker copy: the weights are held once');
+    // Decided before the session existed: created there, no worker session made (and warmed up, and released) first.
+    const created = s.logs.find((l) => l['msg'] === 'model sessions created' && l['model'] === 'cheap');
+    assert.deepEqual(created?.['workers'], [-1], JSON.stringify(created));
     const line = placed(s, 'cheap')[0];
     assert.ok(line, 'the placement is logged');
     assert.equal(line['placement'], 'main thread only (a batch runs in less than a hop to a worker costs)');
@@ -231,7 +234,10 @@ describe('session placement', () => {
           assert.equal(r.status, 200, r.text);
           const line = placed(s, target)[0];
           assert.ok(line, `start ${start}: ${target}'s placement is logged`);
-          const where = `${String(line['placement'])} at ${String(line['estimatedRunUs'])} µs, worker ${sessionOf(s, target).worker === -1 ? 'none' : 'kept'}`;
+          const created = s.logs.find((l) => l['msg'] === 'model sessions created' && l['model'] === target)?.['workers'] as number[] | undefined;
+          const where =
+            `${String(line['placement'])} at ${String(line['estimatedRunUs'])} µs, worker ${sessionOf(s, target).worker === -1 ? 'none' : 'kept'}, ` +
+            `created ${created?.[0] === -1 ? 'on the main thread' : 'in a worker'}`;
           (seen[target] ??= new Set()).add(where);
         }
       } finally {
@@ -243,9 +249,10 @@ describe('session placement', () => {
       return [...seen[target]!][0]!;
     };
     // The hop to a worker costs more than these runs: main thread only, no worker session.
-    assert.match(one('tiny'), /^main thread only .* worker none$/);
-    assert.match(one('tiny_mbs0'), /^main thread only .* worker none$/);
-    assert.match(one('tiny_auto'), /^main thread only .* worker none$/);
-    assert.match(one('mlp'), /^main thread when the server is quiet .* worker kept$/);
+    // Decided before their sessions exist: created on the main thread, no worker session made for them.
+    assert.match(one('tiny'), /^main thread only .* worker none, created on the main thread$/);
+    assert.match(one('tiny_mbs0'), /^main thread only .* worker none, created on the main thread$/);
+    assert.match(one('tiny_auto'), /^main thread only .* worker none, created on the main thread$/);
+    assert.match(one('mlp'), /^main thread when the server is quiet .* worker kept, created in a worker$/);
   });
 });

@@ -7,12 +7,14 @@ import type { ModelSession } from '../../src/runtime/onnx-session.js';
 
 export interface PlacedSession extends ModelSession {
   placed: 'worker' | 'copy' | 'main only';
+  worker: number;
 }
 
-export function fakePlacedSession(provider: ModelSession['provider'] = 'cpu'): PlacedSession {
+/** `onMainThread`: created there (SessionOptions.mainThread), as creationPlacement decides for the cheapest models. */
+export function fakePlacedSession(provider: ModelSession['provider'] = 'cpu', onMainThread = false): PlacedSession {
   const s: PlacedSession = {
-    placed: 'worker',
-    worker: 0,
+    placed: onMainThread ? 'main only' : 'worker',
+    worker: onMainThread ? -1 : 0,
     inputs: [],
     outputs: [],
     provider,
@@ -24,6 +26,11 @@ export function fakePlacedSession(provider: ModelSession['provider'] = 'cpu'): P
     },
     moveToMainThread: async () => {
       s.placed = 'main only';
+      s.worker = -1;
+    },
+    moveToWorker: async () => {
+      s.placed = 'worker';
+      s.worker = 0;
     },
     release: async () => {},
   };

@@ -6,7 +6,7 @@
  * fallback chain and the error codes that need a native failure to happen.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -506,6 +506,43 @@ describe('a session with a main-thread copy (runtime/session-placement.ts)', () 
     const out = await session.run(feeds(), ['OUTPUT0'], BUSY);
     assert.deepEqual(values(out.get('OUTPUT0')!.data), [2, 3, 4, 5]);
     await session.release();
+  });
+
+  test('created on the main thread: no worker session until moveToWorker, which creates one with its own options and releases the main one', async () => {
+    const { pool: fake, calls } = fakePool(() => fakeSession(async () => marker()));
+    const session = await createModelSession(addSubPath, { ...options(fake, 'm', CPU_ONLY), intraOpThreads: 3, mainThread: { intraOpThreads: 1 } });
+    assert.equal(calls.length, 0, 'no worker session made');
+    assert.equal(session.worker, -1);
+    assert.equal(session.copies, 1);
+    assert.deepEqual(values((await session.run(feeds(), ['OUTPUT0'], BUSY)).get('OUTPUT0')!.data), [2, 3, 4, 5], 'busy or not, the main thread computes');
+    await session.moveToMainThread();
+    assert.equal(calls.length, 0, 'already there: nothing made');
+    await session.moveToWorker();
+    assert.equal(calls.length, 1);
+    assert.equal(calls[0]!.intraOpThreads, 3, "the worker's session has the model's own threads, not the main thread's");
+    assert.equal(session.worker, 0);
+    assert.equal(session.copies, 1, 'the main-thread session is released');
+    assert.deepEqual(values((await session.run(feeds(), ['OUTPUT0'], LONE)).get('OUTPUT0')!.data), [-1, -1, -1, -1], 'runs go to the worker now');
+    await session.release();
+  });
+
+  test('a main-thread session created for an invalid file is INVALID_MODEL naming the model, never the host path', async () => {
+    const { pool: fake } = fakePool(() => fakeSession(async () => marker()));
+    const dir = await mkdtemp(path.join(tmpdir(), 'onnx-mme-main-bad-'));
+    try {
+      const file = path.join(dir, '1', 'model.onnx');
+      await mkdir(path.dirname(file));
+      await writeFile(file, 'not an onnx model');
+      const err = await createModelSession(file, { ...options(fake, 'bad', CPU_ONLY), mainThread: {} }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      const e = expectServingError(err, 'INVALID_MODEL', 'bad');
+      assert.ok(!e.message.includes(dir), e.message);
+      assert.match(e.message, /1\/model\.onnx/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   test('a real worker session and its main-thread copy agree; run errors name the model either way', async () => {

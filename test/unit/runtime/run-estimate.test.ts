@@ -12,13 +12,23 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attr, buildModel, decodeModel, node, tensor, valueInfo } from '../../../examples/models/onnx-builder.js';
-import { configText, matmul, mlp, scale, tiny } from '../../../examples/models/zoo.js';
+import { addSub, configText, identity, matmul, mlp, scale, tiny } from '../../../examples/models/zoo.js';
 import { parseModelConfig } from '../../../src/config/model-config.js';
 import type { ModelConfig } from '../../../src/config/model-config-types.js';
 import { silentLogger } from '../../../src/observability/logger.js';
+import * as ort from 'onnxruntime-node';
+import { ioInfo } from '../../../src/runtime/onnx-io.js';
 import { readGraphSummary } from '../../../src/runtime/onnx-graph.js';
 import { estimateRunUs, runCostOf } from '../../../src/runtime/run-estimate.js';
-import { decide, DEFAULT_PLACEMENT, executionThreadOf, placeSessions, type Decision, type PlacementSettings } from '../../../src/runtime/session-placement.js';
+import {
+  creationPlacement,
+  decide,
+  DEFAULT_PLACEMENT,
+  executionThreadOf,
+  placeSessions,
+  type Decision,
+  type PlacementSettings,
+} from '../../../src/runtime/session-placement.js';
 import { fakePlacedSession } from '../../support/fake-placed-session.js';
 
 function config(features: number, out: number, maxBatchSize: number, extra = ''): ModelConfig {
@@ -39,7 +49,13 @@ async function placed(
   sessions = [fakePlacedSession()],
   copies = 16,
 ): Promise<Decision> {
-  return decide(cfg, executionThreadOf(cfg), { version: 1, sessions, fileBytes: async () => onnx.length, modelBytes: async () => onnx }, settings, copies);
+  return decide(
+    cfg,
+    executionThreadOf(cfg),
+    { version: 1, sessions, fileBytes: async () => onnx.length, graph: async () => readGraphSummary(onnx) },
+    settings,
+    copies,
+  );
 }
 
 const benchMlp = mlp({ in: 256, hidden: [1024, 1024], out: 16 }).onnx;
@@ -57,6 +73,36 @@ describe('the graph read from the file', () => {
       decoded.initializer!.map((t) => [t.name, (t.dims ?? []).map(Number)]),
     );
     assert.throws(() => readGraphSummary(Uint8Array.from([0x3a, 0x05, 0x01])), /truncated/);
+  });
+
+  it('gives the inputs and outputs a session of the file reports (names, datatypes, dims; inputs an initializer gives left out)', async () => {
+    // An older IR lists initializers among the graph inputs too; onnxruntime does not report those as inputs.
+    const withInitializerInput = buildModel({
+      inputs: [valueInfo('INPUT0', 'FP32', ['batch', 4]), valueInfo('W', 'FP32', [4, 2])],
+      outputs: [valueInfo('OUTPUT0', 'FP32', ['batch', 2])],
+      nodes: [node('MatMul', ['INPUT0', 'W'], ['OUTPUT0'])],
+      initializers: [tensor('W', 'FP32', [4, 2], new Float32Array(8))],
+    });
+    const models: Record<string, Uint8Array> = {
+      tiny: tiny({ in: 16, out: 4 }).onnx,
+      mlp: benchMlp,
+      addSubInt64: addSub('INT64', 3).onnx,
+      identityFp16: identity('FP16', [2, 3]).onnx,
+      identityBool: identity('BOOL', [5]).onnx,
+      identityBytes: identity('BYTES', [2]).onnx,
+      withInitializerInput,
+    };
+    for (const [name, onnx] of Object.entries(models)) {
+      const graph = readGraphSummary(onnx);
+      const session = await ort.InferenceSession.create(onnx);
+      try {
+        const io = (metas: readonly ort.InferenceSession.ValueMetadata[]) => metas.map(ioInfo);
+        assert.deepEqual(graph.inputs, io(session.inputMetadata), `${name} inputs`);
+        assert.deepEqual(graph.outputs, io(session.outputMetadata), `${name} outputs`);
+      } finally {
+        await session.release();
+      }
+    }
   });
 });
 
@@ -171,12 +217,34 @@ describe('where a model runs, from its config and graph', () => {
     assert.deepEqual(runCostOf(graph, new Map([['INPUT0', 256]])), { nodes: 2, macsPerRow: 2048 * 9, elementsPerRow: 2048 + 512 * 4 });
   });
 
+  it('creationPlacement: the main thread, before any session exists, exactly for what placeSessions puts there only', async () => {
+    const tinyOnnx = tiny({ in: 16, out: 4 }).onnx;
+    const version = (onnx: Uint8Array) => ({ version: 1, fileBytes: async () => onnx.length, graph: async () => readGraphSummary(onnx) });
+    for (const mbs of [0, 8, 64]) {
+      assert.deepEqual(await creationPlacement(config(16, 4, mbs), version(tinyOnnx), DEFAULT_PLACEMENT, 1), { intraOpThreads: 1 }, `tiny at ${mbs}`);
+    }
+    assert.equal(await creationPlacement(config(16, 4, 8), version(tinyOnnx), DEFAULT_PLACEMENT, 2), undefined, 'two instances: each in its worker');
+    assert.equal(await creationPlacement(config(256, 16, 8), version(benchMlp), DEFAULT_PLACEMENT, 1), undefined, 'a copy model starts in its worker');
+    assert.equal(await creationPlacement(config(256, 16, 64), version(benchMlp), DEFAULT_PLACEMENT, 1), undefined);
+    const param = (key: string, value: string) => `parameters { key: "${key}" value: { string_value: "${value}" } }`;
+    const scaled = scale(2).onnx;
+    assert.deepEqual(await creationPlacement(config(4, 4, 8, param('execution_thread', 'main')), version(scaled), DEFAULT_PLACEMENT, 1), {
+      intraOpThreads: undefined,
+    });
+    assert.equal(await creationPlacement(config(4, 4, 8, param('execution_thread', 'worker')), version(scaled), DEFAULT_PLACEMENT, 1), undefined);
+    assert.deepEqual(
+      await creationPlacement(config(16, 4, 8, param('intra_op_thread_count', '2')), version(tinyOnnx), DEFAULT_PLACEMENT, 1),
+      { intraOpThreads: undefined },
+      "the model's own threads",
+    );
+  });
+
   it('placeSessions moves the session where decide says', async () => {
     const session = fakePlacedSession();
     const onnx = tiny({ in: 16, out: 4 }).onnx;
     await placeSessions(
       config(16, 4, 64),
-      [{ version: 1, sessions: [session], fileBytes: async () => onnx.length, modelBytes: async () => onnx }],
+      [{ version: 1, sessions: [session], fileBytes: async () => onnx.length, graph: async () => readGraphSummary(onnx) }],
       'm',
       DEFAULT_PLACEMENT,
       silentLogger(),
@@ -185,11 +253,32 @@ describe('where a model runs, from its config and graph', () => {
     const mlpSession = fakePlacedSession();
     await placeSessions(
       config(256, 16, 8),
-      [{ version: 1, sessions: [mlpSession], fileBytes: async () => benchMlp.length, modelBytes: async () => benchMlp }],
+      [{ version: 1, sessions: [mlpSession], fileBytes: async () => benchMlp.length, graph: async () => readGraphSummary(benchMlp) }],
       'm',
       DEFAULT_PLACEMENT,
       silentLogger(),
     );
     assert.equal(mlpSession.placed, 'copy');
+    // Created on the main thread, but its session's own inputs and outputs say otherwise: into its worker, then placed.
+    const early = fakePlacedSession('cpu', true);
+    await placeSessions(
+      config(256, 16, 8),
+      [{ version: 1, sessions: [early], fileBytes: async () => benchMlp.length, graph: async () => readGraphSummary(benchMlp) }],
+      'm',
+      DEFAULT_PLACEMENT,
+      silentLogger(),
+    );
+    assert.equal(early.worker, 0);
+    assert.equal(early.placed, 'copy');
+    const stays = fakePlacedSession('cpu', true);
+    await placeSessions(
+      config(16, 4, 64),
+      [{ version: 1, sessions: [stays], fileBytes: async () => onnx.length, graph: async () => readGraphSummary(onnx) }],
+      'm',
+      DEFAULT_PLACEMENT,
+      silentLogger(),
+    );
+    assert.equal(stays.worker, -1);
+    assert.equal(stays.placed, 'main only');
   });
 });
