@@ -71,6 +71,8 @@ export interface PublishOptions {
   /** Writes the model into `contentDir` (which exists and is empty). */
   readonly fill: (contentDir: string, signal?: AbortSignal) => Promise<FillResult>;
   readonly signal?: AbortSignal;
+  /** The temporary directory, made already (stageTempDir); publishDirectory owns it from here. Omitted: made here. */
+  readonly staged?: Promise<string>;
 }
 
 function shortHash(text: string, length: number): string {
@@ -142,10 +144,9 @@ export async function publishDirectory(options: PublishOptions): Promise<Publish
   const finalDir = cacheEntryDir(cacheDir, target, version);
   let tempDir: string | undefined;
   try {
-    const temp = await makeTempDir(cacheDir);
+    const temp = await (options.staged ?? stageTempDir(cacheDir));
     tempDir = temp;
     const contentDir = path.join(temp, ENTRY_CONTENT_DIR);
-    await mkdir(contentDir);
     const filled = await fill(contentDir, signal);
     if (signal?.aborted) throw signal.reason;
     const base = { target, version, createdAt: new Date().toISOString(), bytes: filled.bytes, files: filled.files ?? 0 };
@@ -177,6 +178,30 @@ export async function publishDirectory(options: PublishOptions): Promise<Publish
   } finally {
     if (tempDir !== undefined) await rm(tempDir, { recursive: true, force: true, maxRetries: 3 });
   }
+}
+
+/**
+ * A new entry's temporary directory, its content directory made inside
+ * (`<cacheDir>/.tmp-<random>/model/`). It names nothing, so it can be made
+ * before the entry's identity is known (while the object's GET is in flight);
+ * a crash leaves only a `.tmp-*` directory, swept at start (cleanCacheDir).
+ * Whoever holds it passes it to publishDirectory, or to discardTempDir.
+ */
+export async function stageTempDir(cacheDir: string): Promise<string> {
+  const temp = await makeTempDir(cacheDir);
+  try {
+    await mkdir(path.join(temp, ENTRY_CONTENT_DIR));
+  } catch (err) {
+    await rm(temp, { recursive: true, force: true, maxRetries: 3 });
+    throw err;
+  }
+  return temp;
+}
+
+/** A staged temporary directory that will not be published, removed (one that could not be made needs nothing); never rejects. */
+export async function discardTempDir(staged: Promise<string>): Promise<void> {
+  const dir = await staged.catch(() => undefined);
+  if (dir !== undefined) await rm(dir, { recursive: true, force: true, maxRetries: 3 }).catch(() => undefined);
 }
 
 /**
