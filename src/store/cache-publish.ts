@@ -16,7 +16,7 @@ import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ServingError } from '../errors.js';
-import { blockBytesOf, chargeFile, measureDiskBytes } from './disk-usage.js';
+import { blockBytesOf, chargeFile, measureDiskBytes, measureListedDiskBytes } from './disk-usage.js';
 import { fsReason } from './node-error.js';
 
 export const ENTRY_METADATA_FILE = '.onnx-mme-entry.json';
@@ -60,6 +60,8 @@ export interface PublishResult extends CacheEntry {
 export interface FillResult {
   readonly bytes: number;
   readonly files?: number;
+  /** Every directory, file and link the fill created in its directory (absolute), when it knows them: measured without a walk. */
+  readonly paths?: readonly string[];
 }
 
 export interface PublishOptions {
@@ -152,7 +154,8 @@ export async function publishDirectory(options: PublishOptions): Promise<Publish
     const base = { target, version, createdAt: new Date().toISOString(), bytes: filled.bytes, files: filled.files ?? 0 };
     // Measured, not estimated: what the filesystem really allocated for the tree (the metadata file is one block more).
     const draft = `${JSON.stringify({ ...base, diskBytes: Number.MAX_SAFE_INTEGER })}\n`;
-    const [treeBytes, blockBytes] = await Promise.all([measureDiskBytes(temp), blockBytesOf(temp)]);
+    const tree = filled.paths === undefined ? measureDiskBytes(temp) : measureListedDiskBytes([temp, contentDir, ...filled.paths]);
+    const [treeBytes, blockBytes] = await Promise.all([tree, blockBytesOf(temp)]);
     const metadata: CacheEntryMetadata = { ...base, diskBytes: treeBytes + chargeFile(Buffer.byteLength(draft), blockBytes) };
     await writeFile(path.join(temp, ENTRY_METADATA_FILE), `${JSON.stringify(metadata)}\n`, { flag: 'wx' });
 

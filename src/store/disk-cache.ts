@@ -41,6 +41,7 @@ import {
   readCacheEntry,
   type CacheEntry,
   type CacheEntryMetadata,
+  type FillResult,
 } from './cache-publish.js';
 
 /** Share of the cache volume the default budget takes (free space + what the cache already holds). */
@@ -91,7 +92,7 @@ export interface CachePublishOptions {
   /** Bytes known before extraction (the archive size): reserved up front. */
   readonly expectedBytes?: number | undefined;
   /** Writes the model into `contentDir`; must stop with INSUFFICIENT_STORAGE past `storageBytes`. */
-  readonly fill: (contentDir: string, storageBytes: number) => Promise<{ bytes: number; files?: number }>;
+  readonly fill: (contentDir: string, storageBytes: number) => Promise<FillResult>;
   /** The entry's temporary directory, made already (stage()): publish owns it from here, and removes it on failure. */
   readonly staged?: Promise<string>;
 }

@@ -8,9 +8,10 @@
  * Two figures, one unit:
  * - while an archive streams, each entry is charged in advance from its header
  *   (`chargeFile`, `ENTRY_BLOCKS`): the extraction stops before the disk fills;
- * - once an entry is complete its tree is measured (`measureDiskBytes`, the sum
- *   of st_blocks × 512 over every file, directory and link): the number the
- *   disk cache's budget, eviction and metric use from then on.
+ * - once an entry is complete its tree is measured (the sum of st_blocks × 512
+ *   over every file, directory and link: `measureListedDiskBytes` from the
+ *   list an extraction made of them, else `measureDiskBytes`, a walk): the
+ *   number the disk cache's budget, eviction and metric use from then on.
  */
 import { lstat, readdir, statfs } from 'node:fs/promises';
 import path from 'node:path';
@@ -42,6 +43,29 @@ export function chargeFile(size: number, blockBytes: number): number {
 /** The advance charge for a directory or a symbolic link: one block. */
 export function chargeEntry(blockBytes: number): number {
   return blockBytes;
+}
+
+/**
+ * Bytes allocated on disk for exactly `paths` (links are not followed), as
+ * `du` counts them: for a tree whose every entry is known (an extraction
+ * lists what it created), measured with no walk: its entries are read at once
+ * (STAT_CONCURRENCY at a time), not directory level after level, each level a
+ * round trip to libuv's pool. Entries that vanish count as nothing.
+ */
+export async function measureListedDiskBytes(paths: readonly string[]): Promise<number> {
+  let total = 0;
+  for (let i = 0; i < paths.length; i += STAT_CONCURRENCY) {
+    const sizes = await Promise.all(
+      paths.slice(i, i + STAT_CONCURRENCY).map((p) =>
+        lstat(p).then(
+          (s) => s.blocks * 512,
+          () => 0,
+        ),
+      ),
+    );
+    for (const bytes of sizes) total += bytes;
+  }
+  return total;
 }
 
 /**

@@ -55,6 +55,12 @@ export interface ExtractResult {
   readonly bytes: number;
   /** Disk bytes charged in advance: whole blocks per file, one per directory and link. */
   readonly diskBytes: number;
+  /**
+   * Every directory, file and link it created (absolute paths; the
+   * destination itself not included): what the tree holds, so it can be
+   * measured without walking it (disk-usage.ts measureListedDiskBytes).
+   */
+  readonly paths: readonly string[];
 }
 
 /** Pax / GNU long-name records are small; a bigger one is an attack, not a name. */
@@ -112,6 +118,8 @@ class Extraction {
   private readonly dirs = new Map<string, Promise<void>>();
   /** Directories charged a block (each created one, implicit parents included). */
   private readonly chargedDirs = new Set<string>();
+  /** Files and links created (absolute paths); the directories are chargedDirs. */
+  private readonly created: string[] = [];
   /** Archive-relative link path → link target, created after all files. */
   private readonly links = new Map<string, string>();
   private readonly decompressedLimit: number;
@@ -169,7 +177,7 @@ class Extraction {
       }
     }
     if (this.failure) throw this.failure;
-    return { files: this.files, bytes: this.bytes, diskBytes: this.disk };
+    return { files: this.files, bytes: this.bytes, diskBytes: this.disk, paths: [...this.chargedDirs, ...this.created] };
   }
 
   private async feed(chunks: AsyncIterable<Buffer>, parser: Parser, gunzip: Gunzip): Promise<void> {
@@ -403,6 +411,7 @@ class Extraction {
     await this.ensureDir(path.dirname(abs));
     const mode = (entry.mode ?? 0o644) & 0o111 ? 0o755 : 0o644;
     const handle = await open(abs, FILE_OPEN_FLAGS, mode);
+    this.created.push(abs);
     try {
       await new Promise<void>((resolve, reject) => {
         const stop = (): void => reject(this.failure ?? abortError(undefined));
@@ -447,6 +456,7 @@ class Extraction {
         this.charge(chargeEntry(this.blockBytes));
         await this.ensureDir(path.dirname(abs));
         await symlink(target, abs);
+        this.created.push(abs);
       } catch (err) {
         throw this.entryError(rel, err);
       }

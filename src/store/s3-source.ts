@@ -44,7 +44,7 @@ import { ServingError } from '../errors.js';
 import { DiskCache } from './disk-cache.js';
 import { createS3Client } from './s3-client.js';
 import { PinnedFlights, type PinnedResult } from './pinned-flights.js';
-import { extractArchive } from './extract-archive.js';
+import { extractArchive, type ExtractResult } from './extract-archive.js';
 import type { ExtractLimits } from './extract-limits.js';
 import type { LocalModel, ModelSource, SourceEntry } from './model-source.js';
 import { parseS3Uri, s3ObjectUri } from '../config/s3-uri.js';
@@ -385,7 +385,7 @@ export class S3ModelSource implements ModelSource {
     attempt: FetchAttempt,
     storageBytes: number,
     tally: Tally,
-  ): Promise<{ bytes: number; files: number }> {
+  ): Promise<ExtractResult> {
     const { target } = info;
     const object = `'${this.objects.nameOf(info.key)}'`;
     const response = await pending;

@@ -17,7 +17,7 @@ import { gzipSync } from 'node:zlib';
 import * as tar from 'tar';
 import { ServingError, type ErrorCode } from '../../../src/errors.js';
 import { publishDirectory } from '../../../src/store/cache-publish.js';
-import { measureDiskBytes } from '../../../src/store/disk-usage.js';
+import { measureDiskBytes, measureListedDiskBytes } from '../../../src/store/disk-usage.js';
 import { extractArchive, type ExtractLimits } from '../../../src/store/extract-archive.js';
 import { tarBytes, tgz, type RawEntry } from '../../support/raw-tar.js';
 import { isServingError } from '../../support/serving-error.js';
@@ -159,6 +159,22 @@ describe('extractArchive: good archives', () => {
     const { dest, result } = await extractTo(archive);
     assert.deepEqual(await listTree(dest), ['mymodel', 'mymodel/config.pbtxt']);
     assert.equal(result.files, 1);
+  });
+
+  it('lists every directory, file and link it created: measured from the list, the tree reads what du reads', async () => {
+    const archive = tgz([
+      { name: 'pkg/config.pbtxt', body: 'name: "pkg"' },
+      { name: 'pkg/1/model.onnx', body: Buffer.alloc(10_000, 1) },
+      { name: 'pkg/2/', type: '5' },
+      { name: 'pkg/deep/a/b/c/weights.bin', body: Buffer.alloc(70_000, 2) },
+      { name: 'pkg/latest', type: '2', linkname: '1' },
+      { name: '._junk', body: 'skipped' },
+    ]);
+    const { dest, result } = await extractTo(archive);
+    const listed = [...result.paths].map((p) => path.relative(dest, p)).sort();
+    const walked = (await listTree(dest)).sort();
+    assert.deepEqual(listed, walked, 'the list is the tree');
+    assert.equal(await measureListedDiskBytes([dest, ...result.paths]), await measureDiskBytes(dest));
   });
 
   it('allows a symlink that stays inside the archive', async () => {
