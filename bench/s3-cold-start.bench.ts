@@ -19,8 +19,15 @@
  *
  * s3rver runs in its own child process, the server in another (the real
  * startServer with a fresh cache directory per cold start).
+ *
+ * BENCH_S3_PARTS (comma-separated `cold`, `tiny`, `rss`; default all three)
+ * measures only those tables. BENCH_BASELINE_ROOT (a built checkout of the
+ * previous landed commit) runs that commit's server beside this one's in the
+ * tiny table: each model is requested cold from both (the order alternating),
+ * then its parts are timed, so both are set against the same moment's parts.
  */
 import { createReadStream, createWriteStream } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import { mkdir, mkdtemp, open, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -60,17 +67,13 @@ export async function run(): Promise<BenchReport> {
   const s3 = await spawnChild('s3rver', new URL('./lib/s3-server.js', import.meta.url), [BUCKET]);
   const endpoint = String(s3.hello['endpoint']);
   const client = s3rverClient(endpoint);
+  const parts = s3Parts();
+  const baseline = process.env['BENCH_BASELINE_ROOT'];
+  const roots: ServerRoot[] = [{ label: 'new', entry: new URL('./lib/onnx-mme-server.js', import.meta.url) }];
+  if (baseline !== undefined && baseline !== '') {
+    roots.push({ label: 'base', entry: pathToFileURL(path.join(path.resolve(baseline), 'dist', 'bench', 'lib', 'onnx-mme-server.js')) });
+  }
   try {
-    process.stderr.write('  building and uploading the ~50 MB and ~300 MB tarballs\n');
-    const coldArchive = await buildArchive(work, 'cold', async (dir) => writeModelDir(dir, 'cold', sizedModel(COLD_MODEL_BYTES)));
-    const bigArchive = await buildArchive(work, 'big', async (dir) => {
-      const modelDir = await writeModelDir(dir, 'big', scale(2));
-      await writeRandomFile(path.join(modelDir, '1', 'extra.bin'), RSS_EXTRA_BYTES);
-      return modelDir;
-    });
-    await upload(client, 'cold.tar.gz', coldArchive);
-    await upload(client, 'big.tar.gz', bigArchive);
-
     const serverEnv = {
       MME_MODEL_SOURCE: `s3://${BUCKET}/`,
       AWS_ENDPOINT_URL_S3: endpoint,
@@ -78,72 +81,137 @@ export async function run(): Promise<BenchReport> {
       AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
       AWS_REGION: 'us-east-1',
     };
-
-    const samples: ColdSample[] = [];
-    for (let i = 0; i < repeats; i++) {
-      process.stderr.write(`  cold start ${i + 1}/${repeats}\n`);
-      // Alternate the order so a warming page cache or a noisy neighbour does not favour one side.
-      const parts = i % 2 === 0 ? await sumOfParts(client, work, i) : undefined;
-      const containerMs = await containerColdStart(work, serverEnv, i);
-      const partsLater = parts ?? (await sumOfParts(client, work, i));
-      samples.push({ containerMs, partsMs: total(partsLater), parts: partsLater });
+    const tables: Table[] = [];
+    const data: Record<string, unknown> = {};
+    if (parts.has('cold')) {
+      const cold = await coldStarts(client, work, serverEnv, repeats);
+      tables.push(cold.table);
+      data['cold'] = cold.data;
     }
-
-    process.stderr.write(`  ${TINY_COLD} tiny models cold at concurrency 1\n`);
-    const tiny = await tinyColdLoads(client, work, serverEnv);
-
-    process.stderr.write('  peak RSS while fetching the ~300 MB tarball\n');
-    const rss = await peakRss(work, serverEnv);
-
-    const containerMedian = median(samples.map((s) => s.containerMs));
-    const partsMedian = median(samples.map((s) => s.partsMs));
-    const ratio = containerMedian / partsMedian;
-    const coldTable: Table = {
-      headers: ['cold start, ~50 MB tarball', 'median ms', 'runs (ms)'],
-      rows: [
-        ['onnx-mme: first request → answer', containerMedian.toFixed(0), samples.map((s) => s.containerMs.toFixed(0)).join(', ')],
-        ['sum of parts (one process)', partsMedian.toFixed(0), samples.map((s) => s.partsMs.toFixed(0)).join(', ')],
-        ['  GetObject → file', median(samples.map((s) => s.parts.getObjectMs)).toFixed(0), ''],
-        ['  extraction (tar x)', median(samples.map((s) => s.parts.extractMs)).toFixed(0), ''],
-        ['  InferenceSession.create', median(samples.map((s) => s.parts.createMs)).toFixed(0), ''],
-        ['  one run', median(samples.map((s) => s.parts.runMs)).toFixed(1), ''],
-        ['ratio onnx-mme / sum (goal ≤ 1.15)', ratio.toFixed(2), ratio <= 1.15 ? 'met' : 'NOT met'],
-      ],
-    };
-    const tinyTable: Table = {
-      headers: [`cold request, tiny model, concurrency 1 (${TINY_COLD} models)`, 'median ms'],
-      rows: [
-        ['onnx-mme: cold request → answer', tiny.coldMs.toFixed(1)],
-        ['parts it cannot avoid (GET + extract + create + run)', tiny.partsMs.toFixed(1)],
-        ['  GetObject → file', tiny.getObjectMs.toFixed(1)],
-        ['  extraction (tar x)', tiny.extractMs.toFixed(1)],
-        ['  InferenceSession.create', tiny.createMs.toFixed(1)],
-        ['  one run', tiny.runMs.toFixed(2)],
-        ['total ÷ parts (median of per-model ratios; goal ≤ 1.3)', tiny.ratio.toFixed(2)],
-      ],
-    };
-    const rssTable: Table = {
-      headers: ['peak RSS, ~300 MB tarball', 'MiB'],
-      rows: [
-        ['archive size', (bigArchive.bytes / MIB).toFixed(0)],
-        ['idle RSS', (rss.idleKb / 1024).toFixed(0)],
-        ['peak RSS during download + extraction + load', (rss.peakKb / 1024).toFixed(0)],
-        [`peak − idle (goal ≤ 100): ${rss.peakKb - rss.idleKb <= 100 * 1024 ? 'met' : 'NOT met'}`, ((rss.peakKb - rss.idleKb) / 1024).toFixed(0)],
-      ],
-    };
+    if (parts.has('tiny')) {
+      process.stderr.write(`  ${TINY_COLD} tiny models cold at concurrency 1 (${roots.map((r) => r.label).join(', ')})\n`);
+      const tiny = await tinyColdLoads(client, work, serverEnv, roots);
+      tables.push(tinyTable(tiny, roots));
+      data['tiny'] = tiny;
+    }
+    if (parts.has('rss')) {
+      const rss = await rssPart(client, work, serverEnv);
+      tables.push(rss.table);
+      data['rss'] = rss.data;
+    }
+    const note = `load average at the end: ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(', ')}`;
     return {
       name: 's3-cold-start',
       title: 'S3 cold start and memory while fetching',
-      settings: { repeats, coldArchiveBytes: coldArchive.bytes, rssArchiveBytes: bigArchive.bytes, peakMethod: rss.method, tinyCold: TINY_COLD },
-      text: `${textTable(coldTable)}\n\n${textTable(tinyTable)}\n\n${textTable(rssTable)}`,
-      markdown: `${markdownTable(coldTable)}\n\n${markdownTable(tinyTable)}\n\n${markdownTable(rssTable)}`,
-      data: { samples, containerMedianMs: containerMedian, partsMedianMs: partsMedian, ratio, tiny, rss },
+      settings: { repeats, tinyCold: TINY_COLD, parts: [...parts], baseline: baseline ?? null },
+      text: [note, ...tables.map(textTable)].join('\n\n'),
+      markdown: [note, ...tables.map(markdownTable)].join('\n\n'),
+      data,
     };
   } finally {
     client.destroy();
     await s3.stop();
     await rm(work, { recursive: true, force: true });
   }
+}
+
+const S3_PARTS = ['cold', 'tiny', 'rss'] as const;
+
+/** BENCH_S3_PARTS (comma-separated: cold, tiny, rss): the tables to measure; default all three. */
+function s3Parts(): ReadonlySet<string> {
+  const raw = process.env['BENCH_S3_PARTS'];
+  if (raw === undefined || raw.trim() === '') return new Set(S3_PARTS);
+  const asked = raw.split(',').map((p) => p.trim());
+  const unknown = asked.filter((p) => !(S3_PARTS as readonly string[]).includes(p));
+  if (unknown.length > 0) throw new Error(`BENCH_S3_PARTS: unknown part(s) ${unknown.join(', ')}; known: ${S3_PARTS.join(', ')}`);
+  return new Set(asked);
+}
+
+/** A server build the tiny table runs: this checkout's (`new`) or BENCH_BASELINE_ROOT's (`base`). */
+interface ServerRoot {
+  readonly label: string;
+  readonly entry: URL;
+}
+
+/** The first table: cold starts of the ~50 MB tarball against the sum of its parts. */
+async function coldStarts(
+  client: S3Client,
+  work: string,
+  serverEnv: Record<string, string>,
+  repeats: number,
+): Promise<{ table: Table; data: Record<string, unknown> }> {
+  process.stderr.write('  building and uploading the ~50 MB tarball\n');
+  const coldArchive = await buildArchive(work, 'cold', async (dir) => writeModelDir(dir, 'cold', sizedModel(COLD_MODEL_BYTES)));
+  await upload(client, 'cold.tar.gz', coldArchive);
+  const samples: ColdSample[] = [];
+  for (let i = 0; i < repeats; i++) {
+    process.stderr.write(`  cold start ${i + 1}/${repeats}\n`);
+    // Alternate the order so a warming page cache or a noisy neighbour does not favour one side.
+    const parts = i % 2 === 0 ? await sumOfParts(client, work, i) : undefined;
+    const containerMs = await containerColdStart(work, serverEnv, i);
+    const partsLater = parts ?? (await sumOfParts(client, work, i));
+    samples.push({ containerMs, partsMs: total(partsLater), parts: partsLater });
+  }
+  const containerMedian = median(samples.map((s) => s.containerMs));
+  const partsMedian = median(samples.map((s) => s.partsMs));
+  const ratio = containerMedian / partsMedian;
+  const table: Table = {
+    headers: ['cold start, ~50 MB tarball', 'median ms', 'runs (ms)'],
+    rows: [
+      ['onnx-mme: first request → answer', containerMedian.toFixed(0), samples.map((s) => s.containerMs.toFixed(0)).join(', ')],
+      ['sum of parts (one process)', partsMedian.toFixed(0), samples.map((s) => s.partsMs.toFixed(0)).join(', ')],
+      ['  GetObject → file', median(samples.map((s) => s.parts.getObjectMs)).toFixed(0), ''],
+      ['  extraction (tar x)', median(samples.map((s) => s.parts.extractMs)).toFixed(0), ''],
+      ['  InferenceSession.create', median(samples.map((s) => s.parts.createMs)).toFixed(0), ''],
+      ['  one run', median(samples.map((s) => s.parts.runMs)).toFixed(1), ''],
+      ['ratio onnx-mme / sum (goal ≤ 1.15)', ratio.toFixed(2), ratio <= 1.15 ? 'met' : 'NOT met'],
+    ],
+  };
+  return { table, data: { samples, containerMedianMs: containerMedian, partsMedianMs: partsMedian, ratio, archiveBytes: coldArchive.bytes } };
+}
+
+/** The second table: per server build, its medians and the median of its per-model ratios. */
+function tinyTable(tiny: TinyCold, roots: readonly ServerRoot[]): Table {
+  const each = (pick: (r: TinyCold['servers'][string]) => string): string[] => roots.map((r) => pick(tiny.servers[r.label]!));
+  const shared = (value: string): string[] => roots.map((_, i) => (i === 0 ? value : ''));
+  return {
+    headers: [`cold request, tiny model, concurrency 1 (${TINY_COLD} models), median ms`, ...roots.map((r) => r.label)],
+    rows: [
+      ['onnx-mme: cold request → answer', ...each((r) => r.coldMs.toFixed(1))],
+      ['parts it cannot avoid (GET + extract + create + run)', ...shared(tiny.partsMs.toFixed(1))],
+      ['  GetObject → file', ...shared(tiny.getObjectMs.toFixed(1))],
+      ['  extraction (tar x)', ...shared(tiny.extractMs.toFixed(1))],
+      ['  InferenceSession.create', ...shared(tiny.createMs.toFixed(1))],
+      ['  one run', ...shared(tiny.runMs.toFixed(2))],
+      ['total ÷ parts (median of per-model ratios; goal ≤ 1.3)', ...each((r) => r.ratio.toFixed(2))],
+    ],
+  };
+}
+
+/** The third table: peak RSS while the ~300 MB tarball is fetched. */
+async function rssPart(client: S3Client, work: string, serverEnv: Record<string, string>): Promise<{ table: Table; data: Record<string, unknown> }> {
+  process.stderr.write('  building and uploading the ~300 MB tarball\n');
+  const bigArchive = await buildArchive(work, 'big', async (dir) => {
+    const modelDir = await writeModelDir(dir, 'big', scale(2));
+    await writeRandomFile(path.join(modelDir, '1', 'extra.bin'), RSS_EXTRA_BYTES);
+    return modelDir;
+  });
+  await upload(client, 'big.tar.gz', bigArchive);
+  process.stderr.write('  peak RSS while fetching the ~300 MB tarball\n');
+  const rss = await peakRss(work, serverEnv);
+  const table: Table = {
+    headers: ['peak RSS, ~300 MB tarball', 'MiB'],
+    rows: [
+      ['archive size', (bigArchive.bytes / MIB).toFixed(0)],
+      ['idle RSS', (rss.idleKb / 1024).toFixed(0)],
+      ['peak RSS during download + extraction + load', (rss.peakKb / 1024).toFixed(0)],
+      [`peak − idle (goal ≤ 100): ${rss.peakKb - rss.idleKb <= 100 * 1024 ? 'met' : 'NOT met'}`, ((rss.peakKb - rss.idleKb) / 1024).toFixed(0)],
+    ],
+  };
+  return { table, data: { ...rss, archiveBytes: bigArchive.bytes } };
 }
 
 function total(p: ColdSample['parts']): number {
@@ -207,11 +275,17 @@ async function partsOf(client: S3Client, work: string, key: string, name: string
   return { getObjectMs, extractMs, createMs, runMs };
 }
 
-async function startServer(work: string, env: Record<string, string>, name: string): Promise<BenchChild> {
+/** A server child with a fresh cache directory; `entry`: the build's bench/lib/onnx-mme-server.js (default this one's). */
+async function startServer(
+  work: string,
+  env: Record<string, string>,
+  name: string,
+  entry: URL = new URL('./lib/onnx-mme-server.js', import.meta.url),
+): Promise<BenchChild> {
   const cacheDir = path.join(work, `cache-${name}`);
   await rm(cacheDir, { recursive: true, force: true });
   // The settings the launcher (./serve) gives the server process, then the run's own.
-  return spawnChild(`onnx-mme (${name})`, new URL('./lib/onnx-mme-server.js', import.meta.url), [], {
+  return spawnChild(`onnx-mme (${name})`, entry, [], {
     ...launcherEnv(process.env['NODE_OPTIONS']),
     ...env,
     MME_CACHE_DIR: cacheDir,
@@ -241,48 +315,53 @@ async function containerColdStart(work: string, env: Record<string, string>, i: 
 }
 
 interface TinyCold {
-  readonly coldMs: number;
+  /** Per server build (ServerRoot.label): its median cold request, and the median over the models of (cold request ÷ its parts). */
+  readonly servers: Record<string, { readonly coldMs: number; readonly ratio: number }>;
   readonly partsMs: number;
   readonly getObjectMs: number;
   readonly extractMs: number;
   readonly createMs: number;
   readonly runMs: number;
-  /** Median over the models of (cold request ÷ its own parts). */
-  readonly ratio: number;
 }
 
 /**
- * TINY_COLD tiny models, each requested once on one server (its process warmed by TINY_WARMUP others first), each
- * followed by its parts done step by step here: the same object, so the same bytes, and the same moment's load.
+ * TINY_COLD tiny models, each requested once on each server (its process warmed by TINY_WARMUP others first; with two
+ * servers the order alternates from model to model), then its parts done step by step here: the same object, so the
+ * same bytes, and the same moment's load.
  */
-async function tinyColdLoads(client: S3Client, work: string, env: Record<string, string>): Promise<TinyCold> {
+async function tinyColdLoads(client: S3Client, work: string, env: Record<string, string>, roots: readonly ServerRoot[]): Promise<TinyCold> {
   const root = path.join(work, 'tiny-models');
   const names = await writeDensityModels(root, 'tiny', TINY_COLD + TINY_WARMUP);
   for (const name of names) await upload(client, `${name}.tar.gz`, await buildArchive(work, name, async () => path.join(root, name)));
-  const server = await startServer(work, { ...env, MME_MEMORY_BUDGET_BYTES: String(8 * 1024 ** 3) }, 'tiny');
-  const samples: { coldMs: number; parts: ColdSample['parts'] }[] = [];
+  const servers: { label: string; child: BenchChild; url: string }[] = [];
+  const samples: { cold: Record<string, number>; parts: ColdSample['parts'] }[] = [];
   try {
-    const url = `http://127.0.0.1:${childPort(server)}`;
-    for (const name of names.slice(TINY_COLD)) await invokeTarget(url, `${name}.tar.gz`, FEATURES.tiny);
+    for (const r of roots) {
+      const child = await startServer(work, { ...env, MME_MEMORY_BUDGET_BYTES: String(8 * 1024 ** 3) }, `tiny-${r.label}`, r.entry);
+      servers.push({ label: r.label, child, url: `http://127.0.0.1:${childPort(child)}` });
+    }
+    for (const s of servers) for (const name of names.slice(TINY_COLD)) await invokeTarget(s.url, `${name}.tar.gz`, FEATURES.tiny);
     for (const [i, name] of names.slice(0, TINY_COLD).entries()) {
-      const t = performance.now();
-      const status = await invokeTarget(url, `${name}.tar.gz`, FEATURES.tiny);
-      const coldMs = performance.now() - t;
-      if (status !== 200) throw new Error(`${name}: HTTP ${status}`);
-      samples.push({ coldMs, parts: await partsOf(client, work, `${name}.tar.gz`, `tiny-${i}`, 'INPUT0', FEATURES.tiny) });
+      const cold: Record<string, number> = {};
+      for (const s of i % 2 === 0 ? servers : [...servers].reverse()) {
+        const t = performance.now();
+        const status = await invokeTarget(s.url, `${name}.tar.gz`, FEATURES.tiny);
+        cold[s.label] = performance.now() - t;
+        if (status !== 200) throw new Error(`${name} (${s.label}): HTTP ${status}`);
+      }
+      samples.push({ cold, parts: await partsOf(client, work, `${name}.tar.gz`, `tiny-${i}`, 'INPUT0', FEATURES.tiny) });
     }
   } finally {
-    await server.stop();
+    for (const s of servers) await s.child.stop();
   }
   const m = (pick: (s: (typeof samples)[number]) => number): number => median(samples.map(pick));
   return {
-    coldMs: m((s) => s.coldMs),
+    servers: Object.fromEntries(roots.map((r) => [r.label, { coldMs: m((s) => s.cold[r.label]!), ratio: m((s) => s.cold[r.label]! / total(s.parts)) }])),
     partsMs: m((s) => total(s.parts)),
     getObjectMs: m((s) => s.parts.getObjectMs),
     extractMs: m((s) => s.parts.extractMs),
     createMs: m((s) => s.parts.createMs),
     runMs: m((s) => s.parts.runMs),
-    ratio: m((s) => s.coldMs / total(s.parts)),
   };
 }
 
