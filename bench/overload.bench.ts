@@ -32,7 +32,7 @@ import { mlp, tiny, writeModelDir } from '../examples/models/zoo.js';
 import { v2Body } from './lib/payload.js';
 import { processCpuUs } from './lib/proc-cpu.js';
 import { markdownTable, textTable, type BenchReport, type Table } from './lib/report.js';
-import { benchSettings } from './lib/settings.js';
+import { benchParts, benchSettings } from './lib/settings.js';
 import type { StormResult } from './lib/storm-client.js';
 import { runStorm } from './lib/storm.js';
 import { median, percentileSorted } from './lib/stats.js';
@@ -415,7 +415,7 @@ export async function run(): Promise<BenchReport> {
     const roots: Roots[] = [{ label: 'new', root: repo }];
     const baseline = process.env['BENCH_BASELINE_ROOT'];
     if (baseline !== undefined && baseline !== '') roots.push({ label: 'base', root: path.resolve(baseline) });
-    const parts = overloadParts();
+    const parts = benchParts('BENCH_OVERLOAD_PARTS', PARTS);
     const tables: Record<string, Table> = {};
     const setup: Run = { roots, source, bodies, work, seconds, repeats };
     if (parts.has('storms')) tables['storms'] = (await settingCells(setup))[0]!;
@@ -437,16 +437,6 @@ export async function run(): Promise<BenchReport> {
 }
 
 const PARTS = ['storms', 'neighbours', 'refusals'] as const;
-
-/** BENCH_OVERLOAD_PARTS (comma-separated: storms, neighbours, refusals): the tables to measure; default all three. */
-function overloadParts(): ReadonlySet<string> {
-  const raw = process.env['BENCH_OVERLOAD_PARTS'];
-  if (raw === undefined || raw.trim() === '') return new Set(PARTS);
-  const asked = raw.split(',').map((p) => p.trim());
-  const unknown = asked.filter((p) => !(PARTS as readonly string[]).includes(p));
-  if (unknown.length > 0) throw new Error(`BENCH_OVERLOAD_PARTS: unknown part(s) ${unknown.join(', ')}; known: ${PARTS.join(', ')}`);
-  return new Set(asked);
-}
 
 /** 4×1024 FP32 values in one v2 JSON body (the large-body flood). */
 function wideBody(): string {

@@ -41,7 +41,7 @@ import { s3rverClient, S3RVER_CREDENTIALS } from '../test/support/s3rver.js';
 import { childPort, spawnChild, type BenchChild } from './lib/child.js';
 import { procStatusKb, resetPeakRss, RssSampler } from './lib/proc-memory.js';
 import { markdownTable, textTable, type BenchReport, type Table } from './lib/report.js';
-import { benchSettings } from './lib/settings.js';
+import { benchParts, benchSettings } from './lib/settings.js';
 import { median } from './lib/stats.js';
 import { launcherEnv } from '../test/support/launcher.js';
 import { FEATURES, invokeTarget, writeDensityModels } from '../test/support/density-scenario.js';
@@ -67,7 +67,7 @@ export async function run(): Promise<BenchReport> {
   const s3 = await spawnChild('s3rver', new URL('./lib/s3-server.js', import.meta.url), [BUCKET]);
   const endpoint = String(s3.hello['endpoint']);
   const client = s3rverClient(endpoint);
-  const parts = s3Parts();
+  const parts = benchParts('BENCH_S3_PARTS', S3_PARTS);
   const baseline = process.env['BENCH_BASELINE_ROOT'];
   const roots: ServerRoot[] = [{ label: 'new', entry: new URL('./lib/onnx-mme-server.js', import.meta.url) }];
   if (baseline !== undefined && baseline !== '') {
@@ -119,16 +119,6 @@ export async function run(): Promise<BenchReport> {
 }
 
 const S3_PARTS = ['cold', 'tiny', 'rss'] as const;
-
-/** BENCH_S3_PARTS (comma-separated: cold, tiny, rss): the tables to measure; default all three. */
-function s3Parts(): ReadonlySet<string> {
-  const raw = process.env['BENCH_S3_PARTS'];
-  if (raw === undefined || raw.trim() === '') return new Set(S3_PARTS);
-  const asked = raw.split(',').map((p) => p.trim());
-  const unknown = asked.filter((p) => !(S3_PARTS as readonly string[]).includes(p));
-  if (unknown.length > 0) throw new Error(`BENCH_S3_PARTS: unknown part(s) ${unknown.join(', ')}; known: ${S3_PARTS.join(', ')}`);
-  return new Set(asked);
-}
 
 /** A server build the tiny table runs: this checkout's (`new`) or BENCH_BASELINE_ROOT's (`base`). */
 interface ServerRoot {

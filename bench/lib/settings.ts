@@ -42,3 +42,16 @@ export function benchSettings(): BenchSettings {
     concurrency,
   };
 }
+
+/**
+ * The tables a bench measures, from `variable` (comma-separated names out of
+ * `known`): all of them when unset; an unknown name stops the bench naming it.
+ */
+export function benchParts(variable: string, known: readonly string[]): ReadonlySet<string> {
+  const raw = process.env[variable];
+  if (raw === undefined || raw.trim() === '') return new Set(known);
+  const asked = raw.split(',').map((p) => p.trim());
+  const unknown = asked.filter((p) => !known.includes(p));
+  if (unknown.length > 0) throw new Error(`${variable}: unknown part(s) ${unknown.join(', ')}; known: ${known.join(', ')}`);
+  return new Set(asked);
+}
