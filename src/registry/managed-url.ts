@@ -121,10 +121,11 @@ function systemRefusal(modelName: string, root: string, via: string): ServingErr
  */
 export async function resolveManagedUrl(modelName: string, url: string, limits: ManagedUrlLimits): Promise<ManagedUrl> {
   const absolute = lexical(modelName, url);
-  const dir = await realPathInRoots(modelName, absolute, limits.roots);
-  if (limits.cacheDir !== undefined) {
-    const cache = await realpath(limits.cacheDir).catch(() => path.resolve(limits.cacheDir!));
-    if (isUnder(cache, dir)) throw refuse(modelName, "lies inside the server's cache directory (MME_CACHE_DIR), which holds only what the server extracted");
+  const roots = limits.roots === undefined ? undefined : await rootForms(limits.roots);
+  const dir = await realPathInRoots(modelName, absolute, roots);
+  const cache = limits.cacheDir === undefined ? undefined : await realpath(limits.cacheDir).catch(() => path.resolve(limits.cacheDir!));
+  if (cache !== undefined && isUnder(cache, dir)) {
+    throw refuse(modelName, "lies inside the server's cache directory (MME_CACHE_DIR), which holds only what the server extracted");
   }
   let isDirectory: boolean;
   try {
@@ -133,8 +134,7 @@ export async function resolveManagedUrl(modelName: string, url: string, limits: 
     throw fsRefusal(modelName, err);
   }
   if (!isDirectory) throw refuse(modelName, 'is not a directory (it must be the directory SageMaker extracted the model archive into)');
-  const cache = limits.cacheDir === undefined ? undefined : await realpath(limits.cacheDir).catch(() => path.resolve(limits.cacheDir!));
-  await checkTree(modelName, dir, { maxEntries: limits.maxEntries, roots: limits.roots === undefined ? undefined : await rootForms(limits.roots), cache });
+  await checkTree(modelName, dir, { maxEntries: limits.maxEntries, roots, cache });
   return { url: absolute, dir };
 }
 
@@ -142,9 +142,9 @@ export async function resolveManagedUrl(modelName: string, url: string, limits: 
  * The real path of `absolute` inside the roots: outside them (by its
  * text, then by its real path) the one refusal, before anything about what
  * is there is looked at; inside, a system tree or nothing there is said.
+ * `allowed`: the roots' forms (rootForms); undefined: no roots set.
  */
-async function realPathInRoots(modelName: string, absolute: string, roots: readonly string[] | undefined): Promise<string> {
-  const allowed = roots === undefined ? undefined : await rootForms(roots);
+async function realPathInRoots(modelName: string, absolute: string, allowed: readonly string[] | undefined): Promise<string> {
   if (allowed !== undefined && !allowed.some((r) => isUnder(r, absolute))) throw outsideRoots(modelName);
   const lexicalRoot = systemRootOf(absolute);
   if (lexicalRoot !== undefined) throw systemRefusal(modelName, lexicalRoot, 'is');
@@ -167,7 +167,7 @@ async function realPathInRoots(modelName: string, absolute: string, roots: reado
  */
 export async function modelPathDir(modelName: string, modelPath: string, limits: ManagedUrlLimits): Promise<string> {
   const absolute = lexical(modelName, modelPath);
-  const real = await realPathInRoots(modelName, absolute, limits.roots);
+  const real = await realPathInRoots(modelName, absolute, limits.roots === undefined ? undefined : await rootForms(limits.roots));
   let isDirectory: boolean;
   try {
     isDirectory = (await stat(real)).isDirectory();
