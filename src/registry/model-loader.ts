@@ -10,7 +10,8 @@
  * service are unit-tested with a fake loader, and this module with fake
  * packages and a fake memory probe. createModelLoader wires the real parts.
  */
-import { readFile, stat } from 'node:fs/promises';
+import { statSync } from 'node:fs';
+import { readModelFile } from '../store/small-io.js';
 import path from 'node:path';
 import { inModel, ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
@@ -171,7 +172,7 @@ export function placeModel(
 /** A version's ONNX file (Triton allows `model.onnx` to be a directory holding model.onnx and its external data). */
 async function modelFileBytes(dir: string, fileName: string): Promise<Uint8Array> {
   const file = path.join(dir, fileName);
-  return readFile((await stat(file)).isDirectory() ? path.join(file, 'model.onnx') : file);
+  return readModelFile(statSync(file).isDirectory() ? path.join(file, 'model.onnx') : file);
 }
 
 /** The loader the server runs: real packages, warm-up, placement and probes. */

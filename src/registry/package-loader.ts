@@ -6,7 +6,8 @@
  * all-or-nothing: on any failure every session created so far is released.
  */
 import type { LoadPhase } from './load-progress.js';
-import { readFile, stat } from 'node:fs/promises';
+import { statSync } from 'node:fs';
+import { readModelFile } from '../store/small-io.js';
 import path from 'node:path';
 import { ignoredFieldMessage, ignoredParameterKeys } from '../config/field-support.js';
 import { completeModelConfig, finishModelConfig, threadCountParameter, type ModelConfigDraft } from '../config/model-config-draft.js';
@@ -168,7 +169,7 @@ function stepBackendOf(draft: ModelConfigDraft): string | undefined {
 async function modelFilePath(md: ModelDirectory, version: number, fileName: string): Promise<string> {
   const p = path.join(md.dir, String(version), fileName);
   try {
-    const s = await stat(p);
+    const s = statSync(p);
     // Triton allows model.onnx to be a directory holding model.onnx plus external-data files.
     return s.isDirectory() ? path.join(p, 'model.onnx') : p;
   } catch {
@@ -468,7 +469,7 @@ export class PackageBuilder {
     let graph: GraphSummary;
     let config: ModelConfig;
     try {
-      graph = readGraphSummary(await readFile(file));
+      graph = readGraphSummary(await readModelFile(file));
       config = completed ?? completeModelConfig(draft, graph);
     } catch {
       return undefined;
@@ -547,7 +548,7 @@ export class PackageBuilder {
       let bytes: Uint8Array | undefined;
       if (source?.kind === 'file') {
         try {
-          bytes = await readFile(path.join(md.dir, 'initial_state', source.file));
+          bytes = await readModelFile(path.join(md.dir, 'initial_state', source.file));
         } catch {
           throw new ServingError(
             'INVALID_MODEL',

@@ -7,7 +7,9 @@
  * a package is booked at what it was measured to hold
  * (registry/load-measurement.ts calibrates the per-session figure).
  */
-import { readdir, stat } from 'node:fs/promises';
+import { readdirSync, statSync, type Dirent, type Stats } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { SMALL_IO_PATHS } from '../store/small-io.js';
 import path from 'node:path';
 import type { LoadFootprint } from './load-measurement.js';
 import type { LoadedPackage } from './package-loader.js';
@@ -76,21 +78,23 @@ export async function filesBytes(dir: string): Promise<number> {
 
 /**
  * Bytes of the regular files under `dir`, the `.onnx` files among them, and
- * the bytes under each directory walked. The entries of a directory are
- * read at once (each stat is a trip to libuv's pool: one after another, a
- * package of a few files took 0.3-0.5 ms of a cold load).
+ * the bytes under each directory walked. A directory's listing and the stats
+ * of a few entries are made on the calling thread, the stats of many at once
+ * in the pool (store/small-io.ts says why).
  */
 async function walkBytes(dir: string): Promise<{ bytes: number; sessions: number; dirs: Map<string, number> }> {
   let sessions = 0;
   let seen = 0;
   const dirs = new Map<string, number>();
   const walk = async (current: string): Promise<number> => {
-    let entries;
+    let entries: Dirent[];
     try {
-      entries = await readdir(current, { withFileTypes: true });
+      entries = readdirSync(current, { withFileTypes: true });
     } catch {
       return 0; // unreadable: the loader reports it with a better message
     }
+    // A few entries are stat'ed on the calling thread, many in the pool (store/small-io.ts).
+    const statOf = entries.length <= SMALL_IO_PATHS ? (p: string): Stats => statSync(p) : stat;
     const sizes = await Promise.all(
       entries.map(async (entry): Promise<number> => {
         if (++seen > MAX_ENTRIES) return 0;
@@ -98,7 +102,7 @@ async function walkBytes(dir: string): Promise<{ bytes: number; sessions: number
         if (entry.isDirectory()) return walk(full);
         if (!entry.isFile() && !entry.isSymbolicLink()) return 0;
         try {
-          const s = await stat(full);
+          const s = await statOf(full);
           if (!s.isFile()) return 0;
           if (entry.name.endsWith('.onnx')) sessions++;
           return s.size;

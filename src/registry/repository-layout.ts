@@ -4,7 +4,8 @@
  * numeric version dirs at its root) or a repository of model directories, and
  * picks the entry model. Pure filesystem reading; no sessions are created here.
  */
-import { open, readdir, stat } from 'node:fs/promises';
+import { closeSync, fstatSync, openSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { checkConfigSize, DEFAULT_CONFIG_MAX_BYTES, parseModelConfigDraft } from '../config/model-config-parse.js';
 import { ServingError } from '../errors.js';
@@ -35,9 +36,10 @@ const VERSION_DIR = /^[1-9]\d*$/;
 /** Files that tar tools add and that are never models. */
 const IGNORED = new Set(['__MACOSX', '.DS_Store']);
 
+/** On the calling thread, as the reads below: a model directory's metadata and config are small (store/small-io.ts says why). */
 async function isDir(p: string): Promise<boolean> {
   try {
-    return (await stat(p)).isDirectory();
+    return statSync(p).isDirectory();
   } catch {
     return false;
   }
@@ -49,23 +51,23 @@ async function isDir(p: string): Promise<boolean> {
  * checked is the size read), not read.
  */
 async function readConfig(dir: string, name: string, maxBytes: number): Promise<string | undefined> {
-  let handle;
+  let fd;
   try {
-    handle = await open(path.join(dir, 'config.pbtxt'), 'r');
+    fd = openSync(path.join(dir, 'config.pbtxt'), 'r');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw err;
   }
   try {
-    checkConfigSize((await handle.stat()).size, maxBytes, `${name}/config.pbtxt`);
-    return await handle.readFile('utf8');
+    checkConfigSize(fstatSync(fd).size, maxBytes, `${name}/config.pbtxt`);
+    return readFileSync(fd, 'utf8');
   } finally {
-    await handle.close();
+    closeSync(fd);
   }
 }
 
 async function versionsIn(dir: string): Promise<number[]> {
-  const entries = await readdir(dir, { withFileTypes: true });
+  const entries = readdirSync(dir, { withFileTypes: true });
   return entries
     .filter((e) => (e.isDirectory() || e.isSymbolicLink()) && VERSION_DIR.test(e.name))
     .map((e) => Number(e.name))

@@ -13,7 +13,7 @@
  * it, one implicit run with zeros (dynamic dims as 1) whose failure is only
  * logged: some models cannot take zeros, and that is not a load error.
  */
-import { readFile } from 'node:fs/promises';
+import { readModelFile } from '../store/small-io.js';
 import path from 'node:path';
 import type { ModelConfig, WarmupConfig, WarmupInputConfig } from '../config/model-config-types.js';
 import { pathFreeMessage, ServingError } from '../errors.js';
@@ -132,7 +132,7 @@ function filled(datatype: WarmupInputConfig['dataType'], shape: number[], kind: 
 }
 
 async function fromFile(spec: WarmupInputConfig, shape: number[], file: string): Promise<Tensor> {
-  const bytes = await readFile(file).catch((err: unknown) => {
+  const bytes = await readModelFile(file).catch((err: unknown) => {
     // Named within the package (warmup/<file>), never by its host path.
     throw new Error(`cannot read warm-up data warmup/${path.basename(file)}: ${pathFreeMessage(err)}`);
   });

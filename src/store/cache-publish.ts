@@ -10,10 +10,13 @@
  * not exist or is complete, even after a crash (leftover `.tmp-*` dirs are swept
  * by `cleanCacheDir`). No fsync: the cache is rebuilt from the source if a power
  * loss ever tears it, and a valid-looking torn file would fail model loading.
+ * An entry's metadata calls run on the calling thread (store/small-io.ts says
+ * why); recursive removals and the cache directory's listing stay in the pool.
  */
 
 import { createHash } from 'node:crypto';
-import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { ServingError } from '../errors.js';
 import { blockBytesOf, chargeFile, measureDiskBytes, measureListedDiskBytes } from './disk-usage.js';
@@ -73,8 +76,6 @@ export interface PublishOptions {
   /** Writes the model into `contentDir` (which exists and is empty). */
   readonly fill: (contentDir: string, signal?: AbortSignal) => Promise<FillResult>;
   readonly signal?: AbortSignal;
-  /** The temporary directory, made already (stageTempDir); publishDirectory owns it from here. Omitted: made here. */
-  readonly staged?: Promise<string>;
 }
 
 function shortHash(text: string, length: number): string {
@@ -114,13 +115,13 @@ export function isEntryOfTarget(name: string, target: string): boolean {
 export async function readCacheEntry(entryDir: string): Promise<CacheEntryMetadata | undefined> {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(await readFile(path.join(entryDir, ENTRY_METADATA_FILE), 'utf8'));
+    parsed = JSON.parse(readFileSync(path.join(entryDir, ENTRY_METADATA_FILE), 'utf8'));
   } catch {
     return undefined;
   }
   if (!isMetadata(parsed)) return undefined;
   try {
-    if (!(await stat(path.join(entryDir, ENTRY_CONTENT_DIR))).isDirectory()) return undefined;
+    if (!statSync(path.join(entryDir, ENTRY_CONTENT_DIR)).isDirectory()) return undefined;
   } catch {
     return undefined;
   }
@@ -146,7 +147,7 @@ export async function publishDirectory(options: PublishOptions): Promise<Publish
   const finalDir = cacheEntryDir(cacheDir, target, version);
   let tempDir: string | undefined;
   try {
-    const temp = await (options.staged ?? stageTempDir(cacheDir));
+    const temp = stageTempDir(cacheDir);
     tempDir = temp;
     const contentDir = path.join(temp, ENTRY_CONTENT_DIR);
     const filled = await fill(contentDir, signal);
@@ -154,14 +155,13 @@ export async function publishDirectory(options: PublishOptions): Promise<Publish
     const base = { target, version, createdAt: new Date().toISOString(), bytes: filled.bytes, files: filled.files ?? 0 };
     // Measured, not estimated: what the filesystem really allocated for the tree (the metadata file is one block more).
     const draft = `${JSON.stringify({ ...base, diskBytes: Number.MAX_SAFE_INTEGER })}\n`;
-    const tree = filled.paths === undefined ? measureDiskBytes(temp) : measureListedDiskBytes([temp, contentDir, ...filled.paths]);
-    const [treeBytes, blockBytes] = await Promise.all([tree, blockBytesOf(temp)]);
-    const metadata: CacheEntryMetadata = { ...base, diskBytes: treeBytes + chargeFile(Buffer.byteLength(draft), blockBytes) };
-    await writeFile(path.join(temp, ENTRY_METADATA_FILE), `${JSON.stringify(metadata)}\n`, { flag: 'wx' });
+    const treeBytes = await (filled.paths === undefined ? measureDiskBytes(temp) : measureListedDiskBytes([temp, contentDir, ...filled.paths]));
+    const metadata: CacheEntryMetadata = { ...base, diskBytes: treeBytes + chargeFile(Buffer.byteLength(draft), blockBytesOf(temp)) };
+    writeFileSync(path.join(temp, ENTRY_METADATA_FILE), `${JSON.stringify(metadata)}\n`, { flag: 'wx' });
 
     for (let attempt = 1; ; attempt++) {
       try {
-        await rename(temp, finalDir);
+        renameSync(temp, finalDir);
         tempDir = undefined;
         return { dir: finalDir, contentDir: path.join(finalDir, ENTRY_CONTENT_DIR), metadata, reused: false };
       } catch (err) {
@@ -172,8 +172,12 @@ export async function publishDirectory(options: PublishOptions): Promise<Publish
       if (existing) return { ...existing, reused: true };
       // Not a complete entry of ours (cannot normally happen): move it aside
       // under a temp name so a crash right here still leaves only sweepable junk.
-      const aside = await mkdtemp(path.join(cacheDir, TEMP_PREFIX));
-      await rename(finalDir, path.join(aside, 'old')).catch(() => undefined);
+      const aside = mkdtempSync(path.join(cacheDir, TEMP_PREFIX));
+      try {
+        renameSync(finalDir, path.join(aside, 'old'));
+      } catch {
+        // Gone meanwhile: nothing to move aside.
+      }
       await rm(aside, { recursive: true, force: true });
     }
   } catch (err) {
@@ -185,26 +189,18 @@ export async function publishDirectory(options: PublishOptions): Promise<Publish
 
 /**
  * A new entry's temporary directory, its content directory made inside
- * (`<cacheDir>/.tmp-<random>/model/`). It names nothing, so it can be made
- * before the entry's identity is known (while the object's GET is in flight);
- * a crash leaves only a `.tmp-*` directory, swept at start (cleanCacheDir).
- * Whoever holds it passes it to publishDirectory, or to discardTempDir.
+ * (`<cacheDir>/.tmp-<random>/model/`); a crash leaves only a `.tmp-*`
+ * directory, swept at start (cleanCacheDir).
  */
-export async function stageTempDir(cacheDir: string): Promise<string> {
-  const temp = await makeTempDir(cacheDir);
+function stageTempDir(cacheDir: string): string {
+  const temp = makeTempDir(cacheDir);
   try {
-    await mkdir(path.join(temp, ENTRY_CONTENT_DIR));
+    mkdirSync(path.join(temp, ENTRY_CONTENT_DIR));
   } catch (err) {
-    await rm(temp, { recursive: true, force: true, maxRetries: 3 });
+    rmSync(temp, { recursive: true, force: true });
     throw err;
   }
   return temp;
-}
-
-/** A staged temporary directory that will not be published, removed (one that could not be made needs nothing); never rejects. */
-export async function discardTempDir(staged: Promise<string>): Promise<void> {
-  const dir = await staged.catch(() => undefined);
-  if (dir !== undefined) await rm(dir, { recursive: true, force: true, maxRetries: 3 }).catch(() => undefined);
 }
 
 /**
@@ -213,13 +209,13 @@ export async function discardTempDir(staged: Promise<string>): Promise<void> {
  * less on every download, and one removed behind the server's back is
  * recreated).
  */
-async function makeTempDir(cacheDir: string): Promise<string> {
+function makeTempDir(cacheDir: string): string {
   try {
-    return await mkdtemp(path.join(cacheDir, TEMP_PREFIX));
+    return mkdtempSync(path.join(cacheDir, TEMP_PREFIX));
   } catch (err) {
     if (errorCode(err) !== 'ENOENT') throw err;
-    await mkdir(cacheDir, { recursive: true });
-    return mkdtemp(path.join(cacheDir, TEMP_PREFIX));
+    mkdirSync(cacheDir, { recursive: true });
+    return mkdtempSync(path.join(cacheDir, TEMP_PREFIX));
   }
 }
 

@@ -13,18 +13,20 @@
  *   list an extraction made of them, else `measureDiskBytes`, a walk): the
  *   number the disk cache's budget, eviction and metric use from then on.
  */
-import { lstat, readdir, statfs } from 'node:fs/promises';
+import { lstatSync, statfsSync } from 'node:fs';
+import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
+import { SMALL_IO_PATHS } from './small-io.js';
 
 /** The block every filesystem the cache is put on in practice allocates in. */
 export const DEFAULT_BLOCK_BYTES = 4096;
 /** Directory walks stat this many entries at once (bounded: a 10k-file model must not open 10k handles). */
 const STAT_CONCURRENCY = 32;
 
-/** The allocation unit of the filesystem holding `dir` (statfs's f_bsize), DEFAULT_BLOCK_BYTES if unknown. */
-export async function blockBytesOf(dir: string): Promise<number> {
+/** The allocation unit of the filesystem holding `dir` (statfs's f_bsize), DEFAULT_BLOCK_BYTES if unknown; on the calling thread (store/small-io.ts). */
+export function blockBytesOf(dir: string): number {
   try {
-    const bsize = Number((await statfs(dir)).bsize);
+    const bsize = Number(statfsSync(dir).bsize);
     return Number.isSafeInteger(bsize) && bsize >= 512 && bsize <= 1024 * 1024 ? bsize : DEFAULT_BLOCK_BYTES;
   } catch {
     return DEFAULT_BLOCK_BYTES;
@@ -48,12 +50,16 @@ export function chargeEntry(blockBytes: number): number {
 /**
  * Bytes allocated on disk for exactly `paths` (links are not followed), as
  * `du` counts them: for a tree whose every entry is known (an extraction
- * lists what it created), measured with no walk: its entries are read at once
- * (STAT_CONCURRENCY at a time), not directory level after level, each level a
- * round trip to libuv's pool. Entries that vanish count as nothing.
+ * lists what it created), measured with no walk. A short list is read on the
+ * calling thread (store/small-io.ts); a longer one in the pool, STAT_CONCURRENCY
+ * at a time. Entries that vanish count as nothing.
  */
 export async function measureListedDiskBytes(paths: readonly string[]): Promise<number> {
   let total = 0;
+  if (paths.length <= SMALL_IO_PATHS) {
+    for (const p of paths) total += blocksNow(p);
+    return total * 512;
+  }
   for (let i = 0; i < paths.length; i += STAT_CONCURRENCY) {
     const sizes = await Promise.all(
       paths.slice(i, i + STAT_CONCURRENCY).map((p) =>
@@ -66,6 +72,14 @@ export async function measureListedDiskBytes(paths: readonly string[]): Promise<
     for (const bytes of sizes) total += bytes;
   }
   return total;
+}
+
+function blocksNow(p: string): number {
+  try {
+    return lstatSync(p).blocks;
+  } catch {
+    return 0;
+  }
 }
 
 /**

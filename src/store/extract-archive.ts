@@ -34,8 +34,8 @@
  */
 
 import { once } from 'node:events';
-import { constants as fsConstants, createReadStream } from 'node:fs';
-import { mkdir, open, realpath, symlink } from 'node:fs/promises';
+import { closeSync, constants as fsConstants, createReadStream, mkdirSync, openSync, realpathSync, writeSync } from 'node:fs';
+import { open, realpath, symlink } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, type Gunzip } from 'node:zlib';
@@ -44,6 +44,7 @@ import { ServingError } from '../errors.js';
 import { chargeEntry, chargeFile, blockBytesOf } from './disk-usage.js';
 import { RATIO_GRACE_BYTES, type ExtractLimits } from './extract-limits.js';
 import { errorCode, fsReason, messageOf } from './node-error.js';
+import { SMALL_IO_BYTES } from './small-io.js';
 
 export type { ExtractLimits } from './extract-limits.js';
 export { DEFAULT_EXTRACT_LIMITS } from './extract-limits.js';
@@ -90,14 +91,12 @@ export async function extractArchive(
 ): Promise<ExtractResult> {
   if (signal?.aborted) throw abortError(signal);
   let root: string;
-  // Together: one file-system round trip before the first byte is read, not two (blockBytesOf never throws).
-  const blockBytes = blockBytesOf(destDir);
   try {
-    root = await realpath(destDir);
+    root = realpathSync(destDir);
   } catch (err) {
     throw new ServingError('INTERNAL', `the extraction directory is not usable (${fsReason(err)})`, { cause: err });
   }
-  return new Extraction(root, limits, await blockBytes).run(input, signal);
+  return new Extraction(root, limits, blockBytesOf(root)).run(input, signal);
 }
 
 type PathCheck = { readonly kind: 'ok'; readonly rel: string } | { readonly kind: 'skip' } | { readonly kind: 'reject'; readonly reason: string };
@@ -130,6 +129,8 @@ class Extraction {
     private readonly blockBytes: number,
   ) {
     this.decompressedLimit = limits.maxBytes + limits.maxEntries * OVERHEAD_PER_ENTRY + OVERHEAD_FIXED;
+    // The destination exists: files at the archive's top level need no mkdir.
+    this.dirs.set(root, Promise.resolve());
   }
 
   async run(input: NodeJS.ReadableStream | string, signal: AbortSignal | undefined): Promise<ExtractResult> {
@@ -369,7 +370,13 @@ class Extraction {
       } catch (err) {
         return Promise.reject(err);
       }
-      made = mkdir(abs, { recursive: true, mode: 0o755 }).then(() => undefined);
+      // A directory is metadata: made on the calling thread (store/small-io.ts).
+      try {
+        mkdirSync(abs, { recursive: true, mode: 0o755 });
+        made = Promise.resolve();
+      } catch (err) {
+        made = Promise.reject(err as Error);
+      }
       this.dirs.set(abs, made);
     }
     return made;
@@ -410,6 +417,7 @@ class Extraction {
     }
     await this.ensureDir(path.dirname(abs));
     const mode = (entry.mode ?? 0o644) & 0o111 ? 0o755 : 0o644;
+    if (declared <= SMALL_IO_BYTES) return this.writeSmallFile(entry, abs, mode);
     const handle = await open(abs, FILE_OPEN_FLAGS, mode);
     this.created.push(abs);
     try {
@@ -446,6 +454,44 @@ class Extraction {
       this.files += 1;
     } finally {
       await handle.close();
+    }
+  }
+
+  /**
+   * A file of at most SMALL_IO_BYTES, written on the calling thread as its chunks arrive (store/small-io.ts):
+   * an open, a write and a close in microseconds, where each would be a round trip to the pool. The tar
+   * parser stops a file at its header's size, so no more than that comes.
+   */
+  private async writeSmallFile(entry: ReadEntry, abs: string, mode: number): Promise<void> {
+    const fd = openSync(abs, FILE_OPEN_FLAGS, mode);
+    this.created.push(abs);
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const stop = (): void => reject(this.failure ?? abortError(undefined));
+        if (this.halt.signal.aborted) return stop();
+        this.halt.signal.addEventListener('abort', stop, { once: true });
+        entry.on('data', (chunk: Buffer) => {
+          this.bytes += chunk.length;
+          if (this.bytes > this.limits.maxBytes) {
+            entry.pause();
+            reject(totalTooLarge(entry.path, this.limits.maxBytes));
+            return;
+          }
+          try {
+            for (let at = 0; at < chunk.length;) at += writeSync(fd, chunk, at);
+          } catch (err) {
+            entry.pause();
+            reject(err as Error);
+          }
+        });
+        entry.on('end', () => {
+          this.halt.signal.removeEventListener('abort', stop);
+          resolve();
+        });
+      });
+      this.files += 1;
+    } finally {
+      closeSync(fd);
     }
   }
 
