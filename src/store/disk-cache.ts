@@ -35,7 +35,9 @@ import {
   TEMP_PREFIX,
   cacheEntryName,
   cleanCacheDir,
+  discardTempDir,
   publishDirectory,
+  stageTempDir,
   readCacheEntry,
   type CacheEntry,
   type CacheEntryMetadata,
@@ -91,6 +93,8 @@ export interface CachePublishOptions {
   readonly expectedBytes?: number | undefined;
   /** Writes the model into `contentDir`; must stop with INSUFFICIENT_STORAGE past `storageBytes`. */
   readonly fill: (contentDir: string, storageBytes: number) => Promise<FillResult>;
+  /** The entry's temporary directory, made already (stage()): publish owns it from here, and removes it on failure. */
+  readonly staged?: Promise<string>;
 }
 
 export interface CachePublishResult {
@@ -240,16 +244,37 @@ export class DiskCache {
   }
 
   /**
+   * A new entry's temporary directory, made now (cache-publish.ts stageTempDir), so a download can make it while
+   * its request is in flight; hand it to publish() or discard() it. The cache must be open.
+   */
+  stage(): Promise<string> {
+    const staged = stageTempDir(this.dir);
+    // Heard here too: its holder may discard it before it settles.
+    staged.catch(() => undefined);
+    return staged;
+  }
+
+  /** A staged directory that will not be published, removed; never rejects. */
+  discard(staged: Promise<string>): Promise<void> {
+    return discardTempDir(staged);
+  }
+
+  /**
    * Makes room, extracts through `fill` into a temporary directory, renames it
    * into place and returns it pinned. Throws INSUFFICIENT_STORAGE when the model
    * cannot fit in the budget even after removing every unpinned entry.
    */
   async publish(options: CachePublishOptions): Promise<CachePublishResult> {
-    const { target, version } = options;
+    const { target, version, staged } = options;
     const model = options.model ?? target;
     const expected = Math.max(0, Math.floor(options.expectedBytes ?? 0));
-    await this.open();
-    await this.makeRoom(model, expected);
+    try {
+      await this.open();
+      await this.makeRoom(model, expected);
+    } catch (err) {
+      if (staged !== undefined) await discardTempDir(staged);
+      throw err;
+    }
     this.reserved += expected;
     let result;
     try {
@@ -260,6 +285,7 @@ export class DiskCache {
         target,
         version,
         fill: (contentDir) => options.fill(contentDir, Number.isFinite(storageBytes) ? storageBytes : Number.MAX_SAFE_INTEGER),
+        ...(staged === undefined ? {} : { staged }),
       });
     } catch (err) {
       throw this.explain(err, model);

@@ -301,6 +301,7 @@ export class S3ModelSource implements ModelSource {
   private async fetchOnce(target: string, attempt: FetchAttempt, tally: Tally): Promise<Fetched> {
     tally.attempts = attempt.number;
     let response: Promise<GetObjectCommandOutput>;
+    let staged: Promise<string> | undefined;
     if (this.objects.candidateUris(target).some((uri) => this.cache.hasAny(uri))) {
       // A copy is cached: HeadObject says whether it is still current, and a current one costs no GetObject.
       const head = await this.objects.head(target, attempt, undefined);
@@ -308,13 +309,24 @@ export class S3ModelSource implements ModelSource {
       tally.info = head;
       const cached = await this.cache.lookup(head.uri, head.etag);
       if (cached) return { pin: cached, reused: true, files: 0 };
-      // GetObject is sent now, so its round trip overlaps the cache's room-making; the body is read once there is room.
+      // GetObject is sent now, so its round trip overlaps the cache's room-making and temporary directory
+      // (about a millisecond of file-system calls); the body is read only once the directory is ready.
       response = this.objects.getMatching(head, attempt);
     } else {
       // Nothing of it cached: no HeadObject, the GetObject's own headers say what the object is (its ETag, its
       // size), one round trip less on every first load (4-5 ms of a ~20 ms cold request on loopback, more on S3).
-      const got = await this.objects.getFirst(target, attempt);
-      if (!got) throw notFound(target, archiveCandidates(target));
+      // The entry's temporary directory is made while the GetObject is in flight (it names nothing until the
+      // headers are in): 1-2 ms of file-system calls off a tiny model's cold request.
+      const pending = this.cache.stage();
+      let got: Awaited<ReturnType<S3Objects['getFirst']>>;
+      try {
+        got = await this.objects.getFirst(target, attempt);
+        if (!got) throw notFound(target, archiveCandidates(target));
+      } catch (err) {
+        await this.cache.discard(pending);
+        throw err;
+      }
+      staged = pending;
       tally.info = got.info;
       response = Promise.resolve(got.response);
     }
@@ -323,11 +335,17 @@ export class S3ModelSource implements ModelSource {
       { model: target, uri: found.uri, etag: found.etag, bytes: found.sizeBytes, attempt: attempt.number },
       'downloading model archive from S3',
     );
-    return this.publish(found, response, attempt, tally);
+    return this.publish(found, response, attempt, tally, staged);
   }
 
   /** Downloads and extracts the object into a new cache entry (or finds it published meanwhile). */
-  private async publish(found: S3ObjectInfo, response: Promise<GetObjectCommandOutput>, attempt: FetchAttempt, tally: Tally): Promise<Fetched> {
+  private async publish(
+    found: S3ObjectInfo,
+    response: Promise<GetObjectCommandOutput>,
+    attempt: FetchAttempt,
+    tally: Tally,
+    staged: Promise<string> | undefined,
+  ): Promise<Fetched> {
     let filled = false;
     try {
       const result = await this.cache.publish({
@@ -335,6 +353,7 @@ export class S3ModelSource implements ModelSource {
         model: found.target,
         version: found.etag,
         expectedBytes: found.sizeBytes,
+        ...(staged === undefined ? {} : { staged }),
         fill: (contentDir, storageBytes) => {
           filled = true;
           return this.download(found, response, contentDir, attempt, storageBytes, tally);

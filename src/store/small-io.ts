@@ -15,8 +15,10 @@
  * So on the disk cache and on model directories, metadata calls (mkdir, stat,
  * lstat, statfs, realpath, rename, a model directory's readdir) and reads and
  * writes of at most SMALL_IO_BYTES are made on the calling thread; larger file
- * data, recursive removals and listings of unbounded directories (the cache's,
- * a repository's) stay in the pool. On a local disk none of these calls holds
+ * data, recursive removals, listings of unbounded directories (the cache's,
+ * a repository's) and a new entry's temporary directory, made while the
+ * download's request is in flight so that its creation overlaps the wait
+ * (store/cache-publish.ts), stay in the pool. On a local disk none of these calls holds
  * the event loop for more than tens of microseconds. The trade: on a network
  * file system each one is a network round trip that does hold it, which is why
  * MME_CACHE_DIR belongs on local disk (docs/configuration.md).

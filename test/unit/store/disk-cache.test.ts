@@ -109,6 +109,37 @@ describe('DiskCache', () => {
     assert.deepEqual(await readdir(dir), []);
   });
 
+  it('a temporary directory staged before the entry is known (a download in flight) becomes the entry, or is removed', async () => {
+    const dir = await tempDir(ctx);
+    const cache = new DiskCache({ dir, maxBytes: 1 << 30 });
+    await cache.open();
+    const staged = cache.stage();
+    const stagedDir = await staged;
+    assert.equal(path.dirname(stagedDir), dir);
+    assert.ok(path.basename(stagedDir).startsWith('.tmp-'));
+    let filledInto: string | undefined;
+    const { pin } = await cache.publish({
+      target: 'a',
+      version: '1',
+      staged,
+      fill: async (contentDir, storageBytes) => ((filledInto = contentDir), fillWith(1000)(contentDir, storageBytes)),
+    });
+    assert.equal(filledInto, path.join(stagedDir, 'model'), 'filled in the staged directory');
+    assert.deepEqual(await readdir(dir), await entryNames(dir), 'renamed into place: no temporary directory left');
+    assert.ok(existsSync(path.join(pin.entry.contentDir, 'm', '1', 'model.onnx')));
+    pin.release();
+    // Refused for room: the staged directory goes with the refusal; discarded unused: it goes too.
+    const small = new DiskCache({ dir: await tempDir(ctx), maxBytes: 1000 });
+    await small.open();
+    await assert.rejects(
+      small.publish({ target: 'huge', version: '1', expectedBytes: 5000, staged: small.stage(), fill: fillWith(1) }),
+      isServingError('INSUFFICIENT_STORAGE', /model 'huge'/),
+    );
+    assert.deepEqual(await readdir(small.dir), []);
+    await small.discard(small.stage());
+    assert.deepEqual(await readdir(small.dir), []);
+  });
+
   it('an archive that expands past the room left is stopped mid-extraction with 507, nothing cached', async () => {
     const dir = await tempDir(ctx);
     const cache = new DiskCache({ dir, maxBytes: 4096 });
