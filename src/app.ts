@@ -41,7 +41,7 @@ export interface AppDeps {
   /** MME_SLOW_REQUEST_MS: requests at least this slow always get their `request` line (at warn). */
   readonly slowRequestMs?: number;
   /** Undefined while the server can serve; else why not (/ping answers 503). */
-  readonly unhealthy: () => string | undefined;
+  readonly unhealthy: () => ServingError | undefined;
   /** Bytes in flight and inference work per event-loop turn, checked before a body is read. */
   readonly admission: Admission;
   /** Where keep-alive connections refused for overload wait unread (MME_HOLD_REFUSED_CONNECTIONS); none: read again at once. */

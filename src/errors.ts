@@ -92,6 +92,37 @@ const CLIENT_FAULTS: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
 ]);
 
 /**
+ * When a refused client may try again, for a refusal whose maker knows no better date: HTTP's smallest Retry-After
+ * (whole seconds). Where the server knows more (a failed load's back-off, a token bucket, the source's retry back-off),
+ * the error carries that instead. Read by every transport through retryAfterSecondsOf.
+ */
+export const RETRY_AFTER_SECONDS = 1;
+
+/**
+ * The seconds a client should wait before retrying `err` (HTTP Retry-After, gRPC grpc-retry-pushback-ms): the
+ * error's own details.retryAfterSeconds, rounded up to whole seconds, at least 1; undefined when the error does not
+ * say (a client fault, or a failure a retry will not fix). The one decision is made where the error is made.
+ */
+export function retryAfterSecondsOf(err: ServingError): number | undefined {
+  const given = err.details?.['retryAfterSeconds'];
+  return typeof given === 'number' && Number.isFinite(given) && given > 0 ? Math.max(1, Math.ceil(given)) : undefined;
+}
+
+/** The details of a refusal a client may retry after `seconds` (rounded up, at least 1). */
+export function retryAfter(seconds: number = RETRY_AFTER_SECONDS): { readonly retryAfterSeconds: number } {
+  return { retryAfterSeconds: Math.max(1, Math.ceil(seconds)) };
+}
+
+/**
+ * New work refused while the server drains after SIGTERM. A balancer already sends new connections elsewhere, so
+ * the retry may come at once: the smallest Retry-After. Not the time left in the shutdown: this instance will not
+ * serve again, waiting for it helps no one.
+ */
+export function shuttingDown(): ServingError {
+  return new ServingError('SHUTTING_DOWN', 'the server is shutting down; retry on another instance', { details: retryAfter() });
+}
+
+/**
  * An error's message without the host paths Node's filesystem errors carry
  * (`ENOENT: no such file or directory, open '/var/cache/x/1/model.onnx'`):
  * each absolute `path`/`dest` of the error is cut to its last segment

@@ -10,10 +10,11 @@
 import type { Server } from 'node:http';
 import { createApp, type App } from './app.js';
 import type { ServerConfig } from './config/server-config.js';
+import type { ServingError } from './errors.js';
 import type { Logger } from './observability/logger.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
 import type { ModelRegistry } from './registry/model-registry.js';
-import { DEATH_WINDOW_MS, type RuntimePool } from './runtime/runtime-pool.js';
+import type { RuntimePool } from './runtime/runtime-pool.js';
 import type { InferenceService } from './service/inference-service.js';
 import { buildAdmission, type ServerAdmission } from './server/admission.js';
 import { logListening, logStartNotices } from './server/announce.js';
@@ -67,8 +68,7 @@ export async function startServer(
 function buildHttpApp(config: ServerConfig, core: Core, phase: ServingPhase, metrics: Metrics, logger: Logger, gate: ServerAdmission): App {
   const { pool, service, httpAccess, redactor } = core;
   const { admission, held } = gate;
-  const unhealthy = (): string | undefined =>
-    pool.healthy ? undefined : `runtime workers keep dying (${pool.recentDeaths} in the last ${DEATH_WINDOW_MS / 1000} s); this instance should be replaced`;
+  const unhealthy = (): ServingError | undefined => pool.unhealthy;
   return createApp({
     unhealthy,
     admission,

@@ -27,7 +27,7 @@
 import '../config/ort-env.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Socket } from 'node:net';
-import { ServingError } from '../errors.js';
+import { retryAfter, ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import { BULK_CAP_BYTES, openBulkFiles, type BulkFiles } from './js-step-bulk.js';
 import { FrameReader, FrameWriter } from './js-step-frames.js';
@@ -360,6 +360,7 @@ export class JsStepWorker {
       if (err instanceof JsLoadFailure) {
         throw new ServingError('RUNTIME_UNAVAILABLE', `model '${label}': its js step could not be restarted: ${err.message}; retry the request`, {
           model: label,
+          details: retryAfter(),
           cause: err,
         });
       }
@@ -426,7 +427,10 @@ export class JsStepWorker {
         ? new ServingError('INTERNAL', `model '${label}': ${cause}; ${next}`, { model: label })
         : this.failed
           ? this.again(this.failed)
-          : new ServingError('RUNTIME_UNAVAILABLE', `model '${label}': its js step's worker was stopped (${cause}); retry the request`, { model: label });
+          : new ServingError('RUNTIME_UNAVAILABLE', `model '${label}': its js step's worker was stopped (${cause}); retry the request`, {
+              model: label,
+              details: retryAfter(),
+            });
     inst.stop(others);
     if (this.failed) {
       logger.error({ model: label, faults: this.faults.length, cause }, 'js step keeps crashing or timing out; stopped until the model is loaded again');

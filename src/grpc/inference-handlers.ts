@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Metadata, ServerDuplexStream, ServerUnaryCall, UntypedServiceImplementation, sendUnaryData } from '@grpc/grpc-js';
 import { CancelSource } from '../cancellation.js';
-import { inModel, ServingError, type HostRedactor } from '../errors.js';
+import { inModel, ServingError, shuttingDown, type HostRedactor } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Admission } from '../service/admission.js';
@@ -77,7 +77,7 @@ function grpcAnswerBound(response: InferResponse): number {
 }
 
 function refusedWhileDraining(deps: HandlerDeps): void {
-  if (deps.isShuttingDown()) throw new ServingError('SHUTTING_DOWN', 'the server is shutting down; retry on another instance');
+  if (deps.isShuttingDown()) throw shuttingDown();
 }
 
 /** A call's id, its cancellation, and its logger (made on first use), for a unary call and a stream alike. */

@@ -17,7 +17,7 @@
  * runtime empty).
  */
 import type { UntypedServiceImplementation, ServerUnaryCall, sendUnaryData } from '@grpc/grpc-js';
-import { ServingError, type HostRedactor } from '../errors.js';
+import { ServingError, shuttingDown, type HostRedactor } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { InferenceService } from '../service/inference-service.js';
@@ -106,7 +106,7 @@ class ModelMeshRuntime {
   async loadModel(r: LoadRequest): Promise<{ sizeInBytes: number; maxConcurrency: number }> {
     const { service, logger } = this.options;
     const id = modelId(r.modelId);
-    if (this.options.isShuttingDown()) throw new ServingError('SHUTTING_DOWN', 'the server is shutting down');
+    if (this.options.isShuttingDown()) throw shuttingDown();
     // Registered before the first await, so an unload that follows (model-mesh cancelled this load) always finds it.
     const attempt = (async () => {
       const dir = await service.modelPathDir(id, r.modelPath);

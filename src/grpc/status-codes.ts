@@ -5,10 +5,11 @@
  * a full queue or an expired queue timeout is UNAVAILABLE (clients retry
  * it), an unsupported feature UNIMPLEMENTED, a message over the limit
  * RESOURCE_EXHAUSTED (what gRPC itself answers for one). The code travels
- * too, in the trailing metadata `onnx-mme-error-code`, for machines.
+ * too, in the trailing metadata `onnx-mme-error-code`, for machines, and
+ * when to retry in `grpc-retry-pushback-ms` (gRFC A6).
  */
 import { Metadata, status, type ServiceError } from '@grpc/grpc-js';
-import { assertNever, NO_REDACTION, toServingError, type ErrorCode, type HostRedactor, type ServingError } from '../errors.js';
+import { assertNever, NO_REDACTION, retryAfterSecondsOf, toServingError, type ErrorCode, type HostRedactor, type ServingError } from '../errors.js';
 
 export function grpcStatusOf(code: ErrorCode): status {
   switch (code) {
@@ -62,6 +63,11 @@ export function statusName(code: status): string {
 /** Same cap as the HTTP error body: SageMaker-style consumers and log lines stay bounded. */
 const MAX_MESSAGE = 2048;
 export const ERROR_CODE_METADATA = 'onnx-mme-error-code';
+/**
+ * gRFC A6's server pushback: how long a client's retry policy should wait before its next attempt, in ms, sent with
+ * every error whose details say when to retry (the HTTP Retry-After of the same error).
+ */
+export const RETRY_PUSHBACK_METADATA = 'grpc-retry-pushback-ms';
 
 export interface GrpcErrorReply {
   readonly grpcError: Partial<ServiceError>;
@@ -75,5 +81,7 @@ export function grpcErrorReply(err: unknown, redactor: HostRedactor = NO_REDACTI
   const message = text.length > MAX_MESSAGE ? `${text.slice(0, MAX_MESSAGE - 3)}...` : text;
   const metadata = new Metadata();
   metadata.set(ERROR_CODE_METADATA, e.code);
+  const retryAfter = retryAfterSecondsOf(e);
+  if (retryAfter !== undefined) metadata.set(RETRY_PUSHBACK_METADATA, String(retryAfter * 1000));
   return { grpcError: { code: grpcStatusOf(e.code), details: message, metadata }, error: e };
 }

@@ -8,7 +8,7 @@
  * which for the usual one-chunk inference body cost more than reading it.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { ServingError } from '../errors.js';
+import { retryAfter, ServingError } from '../errors.js';
 import type { Admission, ByteTicket } from '../service/admission.js';
 
 function tooLarge(limit: number, declared?: string): ServingError {
@@ -96,6 +96,7 @@ export function readBody(req: IncomingMessage, limit: number, alignAfter?: numbe
       new ServingError(
         'OVERLOADED',
         `the request body grew past what the server may hold in flight (${bytes} more bytes did not fit under MME_MAX_INFLIGHT_BYTES); retry later`,
+        { details: retryAfter() },
       );
     const cancelled = (): ServingError => new ServingError('CANCELLED', 'the client closed the connection before the request body ended');
     const onError = (err: Error): void => {

@@ -10,11 +10,11 @@
  * drift apart.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { NO_REDACTION, ServingError, type HostRedactor } from '../errors.js';
+import { NO_REDACTION, retryAfterSecondsOf, ServingError, shuttingDown, type HostRedactor } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { errorReply, type ErrorReply } from './error-response.js';
-import { RETRY_AFTER_SECONDS, refusalReasonOf } from '../service/admission.js';
+import { refusalReasonOf } from '../service/admission.js';
 import { createRequestContext, elapsedMs, type RequestContext } from './request-context.js';
 
 export interface EnvelopeDeps {
@@ -117,7 +117,7 @@ export function openEnvelope(req: IncomingMessage, res: ServerResponse, deps: En
 /** The refusal for new work during shutdown, or undefined when the request may proceed. */
 export function shutdownRefusal(req: IncomingMessage, path: string, deps: EnvelopeDeps): ServingError | undefined {
   if (deps.isShuttingDown() && req.method === 'POST' && path !== '/ping') {
-    return new ServingError('SHUTTING_DOWN', 'the server is shutting down; retry on another instance');
+    return shuttingDown();
   }
   return undefined;
 }
@@ -129,14 +129,12 @@ function modelFields(ctx: RequestContext): { target?: string; model?: string; ve
 }
 
 /**
- * A refusal that says when to come back (details.retryAfterSeconds) says it in Retry-After too, where HTTP clients
- * look; every other refusal for overload (a full model queue, MME_MAX_SEQUENCES, a body that outgrew
- * MME_MAX_INFLIGHT_BYTES) says admission's own Retry-After, so no 429 (503 on the KServe routes) comes without one.
+ * A refusal that says when to come back (details.retryAfterSeconds, decided where the error is made) says it in
+ * Retry-After too, where HTTP clients look.
  */
-function retryAfter(error: ServingError): { 'Retry-After'?: string } {
-  const given = error.details?.['retryAfterSeconds'];
-  const seconds = typeof given === 'number' && Number.isFinite(given) ? given : error.code === 'OVERLOADED' ? RETRY_AFTER_SECONDS : undefined;
-  return seconds === undefined ? {} : { 'Retry-After': String(Math.ceil(seconds)) };
+export function retryAfterHeader(error: ServingError): { 'Retry-After'?: string } {
+  const seconds = retryAfterSecondsOf(error);
+  return seconds === undefined ? {} : { 'Retry-After': String(seconds) };
 }
 
 /** A 405 names the methods its path is served with (details.allow) in Allow, as HTTP requires. */
@@ -200,7 +198,7 @@ function writeError(res: ServerResponse, ctx: RequestContext, reply: ErrorReply)
     ...(ctx.traceparent === undefined ? {} : { traceparent: ctx.traceparent }),
     'Content-Type': 'application/json; charset=utf-8',
     'Content-Length': Buffer.byteLength(reply.body),
-    ...retryAfter(reply.error),
+    ...retryAfterHeader(reply.error),
     ...allow(reply.error),
   });
   res.end(reply.body);

@@ -8,6 +8,8 @@
  */
 import express, { type Request, type Response, type Router } from 'express';
 import { ServingError } from '../errors.js';
+import { errorReply } from './error-response.js';
+import { retryAfterHeader } from './request-envelope.js';
 import { parseJsonBody } from '../protocol/v2-json-codec.js';
 import { checkModelName, checkTargetHeader, type ManagedModelInfo } from '../service/inference-service.js';
 import type { InferRouteDeps } from './infer-route.js';
@@ -20,7 +22,7 @@ export interface RouteDeps extends InferRouteDeps {
   readonly guard: RouteGuard;
   readonly context: (req: Request, res: Response) => RequestContext;
   /** Undefined while the server can serve; else why not (runtime workers that keep dying): /ping answers 503 with it. */
-  readonly unhealthy: () => string | undefined;
+  readonly unhealthy: () => ServingError | undefined;
   /** True from SIGTERM on (the drain): /ping answers 503 so balancers stop sending while requests are still served. */
   readonly isDraining: () => boolean;
 }
@@ -82,12 +84,14 @@ export function sagemakerRoutes(deps: RouteDeps): Router {
       sendJson(res, 503, JSON.stringify({ error: 'the server is shutting down: not ready, requests already sent are still served', code: 'SHUTTING_DOWN' }));
       return;
     }
-    const reason = deps.unhealthy();
-    if (reason === undefined) {
+    const unhealthy = deps.unhealthy();
+    if (unhealthy === undefined) {
       res.status(200).end();
       return;
     }
-    sendJson(res, 503, JSON.stringify({ error: reason, code: 'RUNTIME_UNAVAILABLE' }));
+    const reply = errorReply(unhealthy);
+    res.set(retryAfterHeader(unhealthy));
+    sendJson(res, reply.status, reply.body.trimEnd());
   };
   register(router, ROUTES.ping, deps.guard, ping);
   register(router, ROUTES.pingPost, deps.guard, ping);

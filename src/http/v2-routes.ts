@@ -33,7 +33,7 @@ export interface V2RouteDeps extends InferRouteDeps {
   /** True from SIGTERM on (the drain): ready answers no while requests are still served. */
   readonly isDraining: () => boolean;
   /** Undefined while the server can serve; else why not (runtime workers that keep dying). */
-  readonly unhealthy: () => string | undefined;
+  readonly unhealthy: () => ServingError | undefined;
 }
 
 function sendJson(res: Response, status: number, body: unknown): void {
@@ -81,12 +81,12 @@ const handleOf = (deps: V2RouteDeps, req: Request): ModelHandle => deps.service.
 /** Liveness, readiness and the server's metadata. */
 function serverRoutes(router: Router, deps: V2RouteDeps): void {
   register(router, ROUTES.v2Live, deps.guard, (_req, res) => {
-    const reason = deps.unhealthy();
+    const reason = deps.unhealthy()?.message;
     if (reason === undefined) yes(res);
     else no(res, reason);
   });
   register(router, ROUTES.v2Ready, deps.guard, (_req, res) => {
-    const reason = deps.isDraining() ? 'the server is shutting down' : deps.unhealthy();
+    const reason = deps.isDraining() ? 'the server is shutting down' : deps.unhealthy()?.message;
     if (reason === undefined) yes(res);
     else no(res, reason);
   });

@@ -19,7 +19,7 @@
  * can make room, so without the back-off every request would download it
  * again just to be refused; the window keeps it from lasting for ever.
  */
-import { ServingError, type ErrorCode } from '../errors.js';
+import { retryAfter, ServingError, type ErrorCode } from '../errors.js';
 
 /** Errors that are properties of the object version itself. */
 const REMEMBERED: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['INVALID_MODEL', 'ARCHIVE_REJECTED']);
@@ -56,8 +56,12 @@ export class FailedLoads {
     return REMEMBERED.has(err.code) || (err.code === 'INSUFFICIENT_STORAGE' && err.details?.['wholeBudget'] === true);
   }
 
-  /** Records a failed load of `target` at `version` (undefined when the version could not be learned). */
-  record(target: string, version: string | undefined, err: ServingError): void {
+  /**
+   * Records a failed load of `target` at `version` (undefined when the version could not be learned), and returns the
+   * error to answer with: `err`, carrying the back-off it starts as its Retry-After when the failure is the server's
+   * (held), so the first answer says what every answer from memory will.
+   */
+  record(target: string, version: string | undefined, err: ServingError): ServingError {
     const previous = this.failures.get(target);
     const failures = previous !== undefined && previous.version === version ? previous.failures + 1 : 1;
     const now = this.now();
@@ -65,6 +69,7 @@ export class FailedLoads {
     this.failures.delete(target);
     if (this.failures.size >= MAX_REMEMBERED) this.failures.delete(this.failures.keys().next().value!);
     this.failures.set(target, { version, error: err, failures, failedAt: now, until: now + window });
+    return held(err, window);
   }
 
   /** Whether `target` failed and its back-off window still lasts (then ask the source for its version, and call `stillFailing`). */
@@ -99,10 +104,28 @@ export class FailedLoads {
   private answer(f: Failure, now: number): ServingError {
     const seconds = Math.max(1, Math.ceil((f.until - now) / 1000));
     const { error } = f;
-    return new ServingError(
+    const again = new ServingError(
       error.code,
       `${error.message} (the load failed ${f.failures === 1 ? 'once' : `${f.failures} times`}; not retried for ${seconds} s unless the model's object changes or it is loaded explicitly)`,
-      error.model === undefined ? { cause: error } : { model: error.model, cause: error },
+      { cause: error, ...(error.model === undefined ? {} : { model: error.model }), ...(error.details === undefined ? {} : { details: error.details }) },
     );
+    return held(again, f.until - now);
   }
+}
+
+/**
+ * A remembered failure that is the server's (a model larger than the whole disk budget, 507) says when the server
+ * will try the load again: the back-off left (`ms`), as Retry-After. A package's own fault (400) does not: the client
+ * cannot fix it by waiting, only the object's owner can (and a changed object loads at once).
+ */
+function held(err: ServingError, ms: number): ServingError {
+  if (err.isClientFault) return err;
+  const out = new ServingError(err.code, err.message, {
+    ...(err.model === undefined ? {} : { model: err.model }),
+    ...(err.cause === undefined ? {} : { cause: err.cause }),
+    details: { ...err.details, ...retryAfter(ms / 1000) },
+  });
+  // Where it was thrown, not where it was remembered.
+  if (err.stack !== undefined) out.stack = err.stack;
+  return out;
 }

@@ -18,7 +18,7 @@
  * duration) is read from the injected Clock.
  */
 import type { Cancellation } from '../cancellation.js';
-import { ServingError } from '../errors.js';
+import { ServingError, shuttingDown } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { CounterCell } from '../observability/metric-cells.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -383,10 +383,6 @@ export class ModelLifecycle {
     entry.hooks.onEvict?.(entry);
     await this.unload(entry);
   }
-}
-
-function shuttingDown(): ServingError {
-  return new ServingError('SHUTTING_DOWN', 'the server is shutting down');
 }
 
 export function memoryOf(entry: LiveEntry): ModelMemory {

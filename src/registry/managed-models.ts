@@ -11,7 +11,7 @@
  */
 import { DEFAULT_PROGRESS_INTERVAL_MS, LoadProgressBoard, type LoadProgressView } from './load-progress.js';
 import type { Cancellation } from '../cancellation.js';
-import { ServingError } from '../errors.js';
+import { ServingError, shuttingDown } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import { DEFAULT_EXTRACT_LIMITS } from '../store/extract-limits.js';
 import { KeySpace, memoryOf, type EntryHooks, type Lease, type LiveEntry, type ModelLifecycle, type ResidentView } from './lifecycle.js';
@@ -321,8 +321,4 @@ class ManagedHandle implements ModelHandle {
   unload(): Promise<void> {
     return this.models.unregister(this.label, this.targetHeader);
   }
-}
-
-function shuttingDown(): ServingError {
-  return new ServingError('SHUTTING_DOWN', 'the server is shutting down');
 }

@@ -14,7 +14,7 @@
  * which provenance it is.
  */
 import type { LoadProgressView } from './load-progress.js';
-import { ServingError } from '../errors.js';
+import { shuttingDown } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Clock } from '../clock.js';
@@ -204,7 +204,7 @@ export class ModelRegistry {
 
   /** Release every session, waiting for requests that still hold one. */
   async close(): Promise<void> {
-    const reason = new ServingError('SHUTTING_DOWN', 'the server is shutting down');
+    const reason = shuttingDown();
     this.managed.close(reason);
     await this.lifecycle.close(reason);
   }

@@ -227,10 +227,12 @@ export class SourceModels {
       this.failedLoads.forget(target);
       this.history.loaded(target);
       return loaded;
-    } catch (err) {
-      this.history.failed(target, err);
-      if (FailedLoads.remembers(err))
-        this.failedLoads.record(target, version ?? (await this.options.source.currentVersion(target).catch(() => undefined)), err);
+    } catch (caught) {
+      this.history.failed(target, caught);
+      // A remembered failure is answered with its back-off (FailedLoads decides whether it says Retry-After).
+      const err = FailedLoads.remembers(caught)
+        ? this.failedLoads.record(target, version ?? (await this.options.source.currentVersion(target).catch(() => undefined)), caught)
+        : caught;
       // Gone from the source: a spelling may now find another object (`x.tgz` after `x.tar.gz`).
       if (err instanceof ServingError && err.code === 'MODEL_NOT_FOUND' && err.model === target && !this.missing.isRemembered(err)) {
         this.missing.record(target, err);

@@ -143,7 +143,8 @@ const GRAPH_LEVELS: Readonly<Record<number, 'all' | 'basic' | 'extended' | 'disa
 
 /** A dead runtime worker's error, naming the model it was running. */
 function workerLost(model: string, err: ServingError): ServingError {
-  return err.model !== undefined ? err : new ServingError(err.code, `model '${model}': ${err.message}`, { model, cause: err });
+  if (err.model !== undefined) return err;
+  return new ServingError(err.code, `model '${model}': ${err.message}`, { model, cause: err, ...(err.details === undefined ? {} : { details: err.details }) });
 }
 
 function wrapRunError(model: string, err: unknown): ServingError {

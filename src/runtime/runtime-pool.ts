@@ -18,7 +18,7 @@
 // First: onnxruntime's telemetry is decided before onnxruntime-node loads (config/ort-env.ts).
 import '../config/ort-env.js';
 import { Worker } from 'node:worker_threads';
-import { ServingError } from '../errors.js';
+import { retryAfter, ServingError } from '../errors.js';
 import type { Tensor } from '../protocol/tensor.js';
 import type { OnnxIoInfo } from './onnx-io.js';
 import { primeThread } from './prime.js';
@@ -68,7 +68,10 @@ class RuntimeWorker {
     });
     const fail = (cause: string): void => {
       if (this.dead) return;
-      this.dead = new ServingError('RUNTIME_UNAVAILABLE', `the runtime worker running this model stopped (${cause}); it has been replaced, retry the request`);
+      // Its replacement starts now: the request may come back at once, the model loads again on it.
+      this.dead = new ServingError('RUNTIME_UNAVAILABLE', `the runtime worker running this model stopped (${cause}); it has been replaced, retry the request`, {
+        details: retryAfter(),
+      });
       for (const p of this.pending.values()) p.reject(this.dead);
       this.pending.clear();
       onDeath(this, cause);
@@ -148,6 +151,22 @@ export class RuntimePool {
   get healthy(): boolean {
     const now = performance.now();
     return this.deaths.filter((t) => now - t < DEATH_WINDOW_MS).length < MAX_DEATHS;
+  }
+
+  /**
+   * Why /ping answers 503 while the pool is not healthy; undefined while it is. Its Retry-After is when the pool would
+   * count healthy again if no other worker died: once all but MAX_DEATHS - 1 of the recent deaths left the window.
+   */
+  get unhealthy(): ServingError | undefined {
+    const now = performance.now();
+    const recent = this.deaths.filter((t) => now - t < DEATH_WINDOW_MS);
+    if (recent.length < MAX_DEATHS) return undefined;
+    const healthyAt = recent[recent.length - MAX_DEATHS]! + DEATH_WINDOW_MS;
+    return new ServingError(
+      'RUNTIME_UNAVAILABLE',
+      `runtime workers keep dying (${recent.length} in the last ${DEATH_WINDOW_MS / 1000} s); this instance should be replaced`,
+      { details: retryAfter((healthyAt - now) / 1000) },
+    );
   }
 
   /** Worker deaths within the last DEATH_WINDOW_MS. */

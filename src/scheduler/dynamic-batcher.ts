@@ -30,7 +30,7 @@
  * Time comes from an injected Clock, so tests drive it by hand.
  */
 import type { Cancellation } from '../cancellation.js';
-import { ServingError } from '../errors.js';
+import { retryAfter, ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Tensor } from '../protocol/tensor.js';
 import { batchSignature, concatInputs, requestRows, splitOutputs } from './batch-merge.js';
@@ -211,7 +211,7 @@ export class DynamicBatcher extends QueueingScheduler {
       throw new ServingError(
         'OVERLOADED',
         `model '${model}': the queue is full (${queue.size} requests waiting${where}, max_queue_size ${policy.maxQueueSize}); retry later`,
-        { model },
+        { model, details: retryAfter() },
       );
     }
     const now = this.clock.nowUs();
@@ -314,7 +314,8 @@ export class DynamicBatcher extends QueueingScheduler {
           'TIMEOUT',
           `model '${this.model}': request timed out after waiting ${waited} µs in the queue (queue policy timeout ` +
             `${Math.round(p.deadlineUs - p.enqueuedUs)} µs); the model is busy, retry later`,
-          { model: this.model },
+          // A refusal for overload like a full queue: the client may come back as soon.
+          { model: this.model, details: retryAfter() },
         ),
       );
     }

@@ -40,7 +40,7 @@
  */
 import type { Cancellation } from '../cancellation.js';
 import type { SequenceBatchingConfig } from '../config/model-config-types.js';
-import { ServingError } from '../errors.js';
+import { retryAfter, ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Tensor } from '../protocol/tensor.js';
 import { batchSignature, concatInputs, requestRows, splitOutputs } from './batch-merge.js';
@@ -198,8 +198,12 @@ export class SequenceBatcher extends QueueingScheduler {
     return this.backlog.length;
   }
 
-  private error(code: 'INVALID_REQUEST' | 'INVALID_INPUT' | 'OVERLOADED' | 'MODEL_NOT_FOUND' | 'CANCELLED' | 'TIMEOUT', message: string): ServingError {
-    return new ServingError(code, `model '${this.model}': ${message}`, { model: this.model });
+  private error(
+    code: 'INVALID_REQUEST' | 'INVALID_INPUT' | 'OVERLOADED' | 'MODEL_NOT_FOUND' | 'CANCELLED' | 'TIMEOUT',
+    message: string,
+    details?: Readonly<Record<string, unknown>>,
+  ): ServingError {
+    return new ServingError(code, `model '${this.model}': ${message}`, { model: this.model, ...(details === undefined ? {} : { details }) });
   }
 
   protected enqueue(
@@ -261,7 +265,11 @@ export class SequenceBatcher extends QueueingScheduler {
       );
     }
     if (this.queued >= this.options.maxQueued) {
-      throw this.error('OVERLOADED', `the queue is full (${this.queued} requests waiting, MME_MAX_QUEUE_SIZE ${this.options.maxQueued}); retry later`);
+      throw this.error(
+        'OVERLOADED',
+        `the queue is full (${this.queued} requests waiting, MME_MAX_QUEUE_SIZE ${this.options.maxQueued}); retry later`,
+        retryAfter(),
+      );
     }
     return request;
   }
@@ -463,7 +471,7 @@ export class SequenceBatcher extends QueueingScheduler {
         seq,
         'slot_timeout',
         `${why}; start it again with sequence_start`,
-        this.error('TIMEOUT', `sequence ${showSequenceId(seq.id)} ${why}; retry later`),
+        this.error('TIMEOUT', `sequence ${showSequenceId(seq.id)} ${why}; retry later`, retryAfter()),
       );
     }
     return next;

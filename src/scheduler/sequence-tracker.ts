@@ -8,7 +8,7 @@
  * START". The memory survives a model's unload and reload (it lives in the
  * server, not in the model); it does not survive a restart of the process.
  */
-import { ServingError } from '../errors.js';
+import { retryAfter, ServingError } from '../errors.js';
 
 /** Why a sequence ended; also the `reason` label of onnx_mme_sequence_ends_total. */
 export type SequenceEndReason = 'end' | 'idle' | 'unload' | 'cancelled' | 'slot_timeout' | 'restart';
@@ -36,7 +36,7 @@ export class SequenceTracker {
       throw new ServingError(
         'OVERLOADED',
         `model '${model}': the server holds its maximum of ${this.maxSequences} live sequences (MME_MAX_SEQUENCES); end sequences with sequence_end or retry later`,
-        { model },
+        { model, details: retryAfter() },
       );
     }
     this.live++;

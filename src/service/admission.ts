@@ -27,7 +27,7 @@
  * request that would take the total over MME_MAX_INFLIGHT_BYTES is refused
  * before a byte of its body is read.
  */
-import { ServingError } from '../errors.js';
+import { retryAfter, ServingError } from '../errors.js';
 import { EventLoopTurns } from './event-loop-turns.js';
 
 export { DEFAULT_PER_TURN, DEFAULT_TEXT_BYTES_PER_TURN } from './event-loop-turns.js';
@@ -50,8 +50,8 @@ export interface AdmissionLimits {
 /** Why a request was refused: the `reason` label of onnx_mme_admission_refusals_total. */
 export type RefusalReason = 'queue_full' | 'inflight_requests' | 'inflight_bytes' | 'turn_queue_full';
 
-/** The Retry-After of an overload refusal: HTTP's smallest (whole seconds), and what a held connection waits at most. */
-export const RETRY_AFTER_SECONDS = 1;
+/** The Retry-After of an overload refusal (errors.ts): HTTP's smallest, and what a held connection waits at most. */
+export { RETRY_AFTER_SECONDS } from '../errors.js';
 
 /** Bytes a request holds; released once, when its response closes. */
 export interface ByteTicket {
@@ -96,7 +96,7 @@ export function overloaded(message: string, model: string | undefined, reason: R
   try {
     return new ServingError('OVERLOADED', message, {
       ...(model === undefined ? {} : { model }),
-      details: { reason, retryAfterSeconds: RETRY_AFTER_SECONDS },
+      details: { reason, ...retryAfter() },
     });
   } finally {
     Error.stackTraceLimit = depth;

@@ -11,7 +11,7 @@
  */
 import type { Cancellation } from '../cancellation.js';
 import type { ModelConfig } from '../config/model-config-types.js';
-import { inModel, ServingError } from '../errors.js';
+import { inModel, retryAfter, ServingError } from '../errors.js';
 import { singleModelPlan, type ExecutionPlan } from '../ensemble/execution-plan.js';
 import { runPlan } from '../ensemble/plan-runner.js';
 import { createMetrics, type Metrics, type ModelMetrics, type TargetMetrics } from '../observability/metrics.js';
@@ -213,6 +213,7 @@ export class InferenceService {
     if (this.inflight >= this.options.maxInflight) {
       throw new ServingError('OVERLOADED', `server is at its limit of ${this.options.maxInflight} requests in progress; retry later`, {
         model: handle.label,
+        details: retryAfter(),
       });
     }
     this.inflight++;

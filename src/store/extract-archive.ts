@@ -40,7 +40,7 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, type Gunzip } from 'node:zlib';
 import { Parser, type ReadEntry } from 'tar';
-import { ServingError } from '../errors.js';
+import { retryAfter, ServingError } from '../errors.js';
 import { chargeEntry, chargeFile, blockBytesOf } from './disk-usage.js';
 import { RATIO_GRACE_BYTES, type ExtractLimits } from './extract-limits.js';
 import { errorCode, fsReason, messageOf } from './node-error.js';
@@ -242,8 +242,10 @@ class Extraction {
     // so the source emits zlib's own error too. No source (file, S3 body) fails with a Z_ code.
     if (code?.startsWith('Z_') || isTarError(err)) return corrupt(err);
     if (sourceError !== undefined && err === sourceError) {
+      // Its source stopped mid-read (a local volume's I/O error; an S3 body is retried by remote-fetch first).
       return new ServingError('UPSTREAM_UNAVAILABLE', `reading the model archive failed: ${messageOf(err)}`, {
         cause: err,
+        details: retryAfter(),
       });
     }
     return new ServingError('INTERNAL', `extracting the model archive failed: ${fsReason(err)}`, { cause: err });

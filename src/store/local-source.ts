@@ -15,7 +15,7 @@ import type { Stats } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
-import { ServingError } from '../errors.js';
+import { retryAfter, ServingError } from '../errors.js';
 import { DiskCache } from './disk-cache.js';
 import { PinnedFlights, type PinnedResult } from './pinned-flights.js';
 import { extractArchive } from './extract-archive.js';
@@ -132,11 +132,7 @@ export class LocalModelSource implements ModelSource {
   private realRoot(): Promise<string> {
     this.realRootPromise ??= realpath(this.root).catch((err: unknown) => {
       this.realRootPromise = undefined; // the volume may be mounted later: retry next time
-      throw new ServingError(
-        errorCode(err) === 'EACCES' ? 'ACCESS_DENIED' : 'UPSTREAM_UNAVAILABLE',
-        `${this.publicDescription} is not accessible (${errorCode(err) ?? messageOf(err)})`,
-        { cause: err },
-      );
+      throw unreadable(errorCode(err) === 'EACCES', `${this.publicDescription} is not accessible (${errorCode(err) ?? messageOf(err)})`, { cause: err });
     });
     return this.realRootPromise;
   }
@@ -157,10 +153,13 @@ export class LocalModelSource implements ModelSource {
       } catch (err) {
         const code = errorCode(err);
         if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP') continue;
-        throw new ServingError(
-          code === 'EACCES' || code === 'EPERM' ? 'ACCESS_DENIED' : 'UPSTREAM_UNAVAILABLE',
+        throw unreadable(
+          code === 'EACCES' || code === 'EPERM',
           `model '${target}': cannot read ${rel} in ${this.publicDescription} (${errorCode(err) ?? messageOf(err)})`,
-          { model: target, cause: err },
+          {
+            model: target,
+            cause: err,
+          },
         );
       }
       if (!isInside(realRoot, realPath)) {
@@ -252,7 +251,7 @@ async function walk(ctx: WalkContext, absDir: string, relDir: string, depth: num
   } catch (err) {
     if (relDir === '') {
       const message = `cannot list ${ctx.description} (${errorCode(err) ?? messageOf(err)})`;
-      throw new ServingError('UPSTREAM_UNAVAILABLE', message, { cause: err });
+      throw unreadable(false, message, { cause: err });
     }
     return; // an unreadable sub-directory hides only itself
   }
@@ -355,6 +354,16 @@ function isValidTarget(rel: string): boolean {
 
 function isInside(root: string, candidate: string): boolean {
   return candidate === root || candidate.startsWith(root.endsWith(path.sep) ? root : root + path.sep);
+}
+
+/**
+ * The directory could not be read: denied (ACCESS_DENIED, a retry will not help), or failed (UPSTREAM_UNAVAILABLE: a
+ * volume not mounted yet, an I/O error; nothing says when it comes back, so the smallest Retry-After).
+ */
+function unreadable(denied: boolean, message: string, options: { model?: string; cause: unknown }): ServingError {
+  return denied
+    ? new ServingError('ACCESS_DENIED', message, options)
+    : new ServingError('UPSTREAM_UNAVAILABLE', message, { ...options, details: retryAfter() });
 }
 
 /** Extraction errors do not know the target: prefix it so logs and clients see which model failed. */

@@ -17,7 +17,7 @@
  */
 import { Readable, Transform, type TransformCallback } from 'node:stream';
 import { sleepOn, type Clock } from '../clock.js';
-import { ServingError } from '../errors.js';
+import { retryAfter, ServingError } from '../errors.js';
 import { cancelled } from './abort.js';
 import { messageOf } from './node-error.js';
 
@@ -136,7 +136,7 @@ export async function withRetry<T>(run: RetryRun, step: (attempt: FetchAttempt) 
     if (attempt.progressed) windowStart = nowMs(clock);
     const delay = backoffDelay(policy.baseDelayMs, number, run.random);
     if (number >= policy.attempts || nowMs(clock) - windowStart + delay >= policy.maxTotalMs) {
-      throw gaveUp(failure, number, Math.round(nowMs(clock) - firstStart), model);
+      throw gaveUp(failure, number, Math.round(nowMs(clock) - firstStart), model, policy);
     }
     run.onRetry?.({ attempt: number, delayMs: Math.round(delay), error: failure });
     try {
@@ -147,11 +147,17 @@ export async function withRetry<T>(run: RetryRun, step: (attempt: FetchAttempt) 
   }
 }
 
-function gaveUp(failure: ServingError, attempts: number, elapsedMs: number, model: string | undefined): ServingError {
+/**
+ * The retries are spent. The client is told to come back after the back-off the next attempt would have waited
+ * (base·2^attempts, the top of its jitter, at most the retry budget): its retry starts a fresh round of attempts
+ * against the store, which should not follow the last one sooner than the server's own would have.
+ */
+function gaveUp(failure: ServingError, attempts: number, elapsedMs: number, model: string | undefined, policy: RetryPolicy): ServingError {
+  const nextDelayMs = Math.min(policy.baseDelayMs * 2 ** attempts, policy.maxTotalMs);
   return new ServingError('UPSTREAM_UNAVAILABLE', `${failure.message} (gave up after ${attempts} attempt${attempts === 1 ? '' : 's'} in ${elapsedMs} ms)`, {
     cause: failure,
     ...(model ? { model } : {}),
-    details: { attempts, elapsedMs: Math.round(elapsedMs) },
+    details: { attempts, elapsedMs: Math.round(elapsedMs), ...retryAfter(nextDelayMs / 1000) },
   });
 }
 

@@ -13,7 +13,17 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import * as ort from 'onnxruntime-node';
-import { denseForward, ensembleRepository, mlp, packTarGz, writeModelDir, writeRepository, type DenseModel } from '../../examples/models/zoo.js';
+import {
+  configText,
+  denseForward,
+  ensembleRepository,
+  identity,
+  mlp,
+  packTarGz,
+  writeModelDir,
+  writeRepository,
+  type DenseModel,
+} from '../../examples/models/zoo.js';
 import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { input, request, startTestServer, type TestServer } from '../support/test-server.js';
 
@@ -83,6 +93,17 @@ before(async () => {
   // pipeline.tar.gz: an ensemble whose two steps batch on their own.
   await writeRepository(path.join(root, 'work', 'pipeline'), ensembleRepository().models);
   await packTarGz(path.join(root, 'work', 'pipeline'), path.join(sourceRoot, 'pipeline.tar.gz'));
+  // queued: a batch waits 2 s for rows that never come, and the queue policy refuses a request after 200 ms of it.
+  await writeModelDir(sourceRoot, 'queued', {
+    onnx: identity('FP32', [3]).onnx,
+    config: configText({
+      maxBatchSize: 8,
+      inputs: [{ name: 'INPUT0', dataType: 'FP32', dims: [3] }],
+      outputs: [{ name: 'OUTPUT0', dataType: 'FP32', dims: [3] }],
+      extra:
+        'dynamic_batching { max_queue_delay_microseconds: 2000000 preferred_batch_size: [ 8 ] default_queue_policy { default_timeout_microseconds: 200000 } }',
+    }),
+  });
 
   server = await startTestServer({
     modelSource: sourceRoot,
@@ -176,9 +197,30 @@ describe('dynamic batching through the real server', () => {
     assert.equal(bad.status, 400, bad.text);
     assert.equal(bad.body.code, 'INVALID_REQUEST');
     assert.match(bad.body.error, /request parameter 'priority' must be a non-negative integer/);
+    assert.equal(bad.headers.get('retry-after'), null, 'a client fault: retrying it will not help');
     const ok = await send({ priority: 1, timeout: 1_000_000 });
     assert.equal(ok.status, 200, ok.text);
     assertClose(ok.body.outputs[0].data, await direct(x, 1), 'with parameters');
+  });
+});
+
+describe('a queue policy timeout (default_timeout_microseconds, timeout_action REJECT)', () => {
+  it('refuses a request that waited past it as overload: 504 on /invocations, 503 on /v2 (Triton), each with Retry-After: 1', async () => {
+    const json = { inputs: [input('INPUT0', 'FP32', [1, 3], [1, 2, 3])] };
+    const [sagemaker, kserve] = await Promise.all([
+      request(`${server.url}/invocations`, { method: 'POST', headers: { 'X-Amzn-SageMaker-Target-Model': 'queued' }, json }),
+      request(`${server.url}/v2/models/queued/infer`, { method: 'POST', json }),
+    ]);
+    for (const [r, expected] of [
+      [sagemaker, 504],
+      [kserve, 503],
+    ] as const) {
+      assert.equal(r.status, expected, r.text);
+      assert.equal(r.body.code, 'TIMEOUT');
+      assert.match(r.body.error, /timed out after waiting \d+ µs in the queue/);
+      assert.equal(r.headers.get('retry-after'), '1', r.text);
+      assert.equal(r.body.details.retryAfterSeconds, 1);
+    }
   });
 });
 

@@ -105,6 +105,10 @@ describe('a trickling S3 download', () => {
       assert.equal(r.status, 503, r.text);
       assert.equal(r.body.code, 'UPSTREAM_UNAVAILABLE');
       assert.match(r.body.error, /trickle-served/);
+      // The retries are spent: come back after the back-off a next attempt would have waited (200 ms · 2³ by
+      // default: 2 s), never past the retry budget (10 s).
+      assert.equal(r.headers.get('retry-after'), String(r.body.details.retryAfterSeconds), r.text);
+      assert.ok(r.body.details.retryAfterSeconds >= 1 && r.body.details.retryAfterSeconds <= 10, r.text);
       assert.ok(performance.now() - started < 10_000);
     } finally {
       proxy.trickleNextGets = 0;

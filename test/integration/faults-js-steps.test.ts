@@ -22,7 +22,7 @@ let server: ServeProcess;
 let exitCode: number | null | undefined;
 
 /** A js step: x (FP32 [4]) → y = x + 1, and `bad` (JS run when x[0] is 13) before it answers. */
-function jsStep(bad: string, extra = '', parameters: Record<string, string> = {}): { config: string; mjs: string } {
+function jsStep(bad: string, extra = '', parameters: Record<string, string> = {}, configExtra = ''): { config: string; mjs: string } {
   const params = Object.entries(parameters)
     .map(([k, v]) => `parameters { key: "${k}" value: { string_value: "${v}" } }\n`)
     .join('');
@@ -32,7 +32,7 @@ max_batch_size: 16
 input [ { name: "x" data_type: TYPE_FP32 dims: [ 4 ] } ]
 output [ { name: "y" data_type: TYPE_FP32 dims: [ 4 ] } ]
 dynamic_batching { max_queue_delay_microseconds: 20000 }
-${params}`,
+${params}${configExtra}`,
     mjs: `${extra}
 export async function execute(batch) {
   const x = batch.inputs.x.data;
@@ -48,8 +48,8 @@ const STEPS: Record<string, { config: string; mjs: string }> = {
   timer_throw: jsStep(`await new Promise(() => setTimeout(() => { throw new Error('thrown from a timer'); }, 5));`),
   // A rejection nobody handles (the execute itself still answers, a little later).
   unhandled: jsStep(`Promise.reject(new Error('a promise nobody awaits')); await new Promise((r) => setTimeout(r, 50));`),
-  // An endless loop, with a 1 s call deadline.
-  loops: jsStep('while (true) {}', '', { js_timeout_seconds: '1' }),
+  // An endless loop, with a 1 s call deadline; two batches in flight on its one worker.
+  loops: jsStep('while (true) {}', '', { js_timeout_seconds: '1' }, 'instance_group [ { count: 2 kind: KIND_CPU } ]\n'),
   // Crashes on 13, for the repeated-crash case.
   crashy: jsStep(`await new Promise(() => setTimeout(() => { throw new Error('crash again'); }, 1));`),
   // finalize() never returns.
@@ -120,6 +120,7 @@ async function underLoad(target: string): Promise<void> {
       assert.equal(reply.status, 500, reply.text);
       assert.equal(reply.body.code, 'INTERNAL');
       assert.match(reply.body.error, new RegExp(`^model '${target}': the js step crashed: `));
+      assert.equal(reply.headers.get('retry-after'), null, 'the request crashed its step: the same request would again');
     } else {
       // Its batch-mates are re-run one by one on the restarted worker and answered.
       assert.equal(reply.status, 200, `request ${i}: ${reply.text}`);
@@ -155,6 +156,9 @@ describe('a js step that fails outside its execute() promise', () => {
     assert.equal((await invoke('loops', 0)).status, 200);
     const started = performance.now();
     const looping = invoke('loops', 13);
+    // Another call on the same worker, in the instance's other batch slot: it loses its worker with the loop.
+    await new Promise((r) => setTimeout(r, 300));
+    const lost = invoke('loops', 4);
     const pings: number[] = [];
     const pinging = (async () => {
       // While the step loops (its deadline is 1 s): a fresh /ping every 100 ms.
@@ -169,6 +173,11 @@ describe('a js step that fails outside its execute() promise', () => {
     assertAlive();
     assert.equal(reply.status, 504, reply.text);
     assert.equal(reply.body.code, 'TIMEOUT');
+    assert.equal(reply.headers.get('retry-after'), null, 'its own deadline: the same request would loop again');
+    const other = await lost;
+    assert.equal(other.status, 503, other.text);
+    assert.equal(other.body.code, 'RUNTIME_UNAVAILABLE');
+    assert.equal(other.headers.get('retry-after'), '1', 'the worker is restarted now: retry at once');
     assert.equal(reply.body.error, "model 'loops': execute() did not return within 1 s; its worker was stopped and is restarted for the next request");
     // At the deadline, not long after it (generous: a shared, slow machine).
     assert.ok(tookMs >= 900 && tookMs < 8000, `the looping request failed after ${Math.round(tookMs)} ms`);

@@ -53,6 +53,10 @@ it('a dead runtime worker: in-flight 503 RUNTIME_UNAVAILABLE, the model reloads 
   assert.equal(ping.status, 503, ping.text);
   assert.equal(ping.body.code, 'RUNTIME_UNAVAILABLE');
   assert.match(ping.body.error, /runtime workers keep dying/);
+  // When it would answer 200 again were no other worker to die: the oldest of the deaths, 10 min on.
+  const retryAfter = Number(ping.headers.get('retry-after'));
+  assert.ok(retryAfter > 540 && retryAfter <= 600, `Retry-After ${ping.headers.get('retry-after')}`);
+  assert.equal(ping.body.details.retryAfterSeconds, retryAfter);
   assert.equal((await request(`${s.url}/v2/health/live`)).status, 400);
   // It still serves what it can meanwhile.
   assert.equal((await invoke()).status, 200);

@@ -12,6 +12,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { credentials, status } from '@grpc/grpc-js';
@@ -489,6 +490,7 @@ describe('gRPC: errors as status codes', () => {
       const r = await call(clients.inference, 'ModelInfer', req);
       assert.equal(r.error?.code, status.INVALID_ARGUMENT, `${what}: ${r.error?.details}`);
       assert.match(r.error!.details, message, what);
+      assert.deepEqual(r.error!.metadata.get('grpc-retry-pushback-ms'), [], `${what}: a client fault says no time to retry`);
     }
   });
 
@@ -502,6 +504,8 @@ describe('gRPC: errors as status codes', () => {
       await new Promise((r) => setTimeout(r, 20));
     const full = await call(clients.inference, 'ModelInfer', req(2));
     assert.equal(full.error?.code, status.UNAVAILABLE, full.error?.details);
+    // gRFC A6: when a client's retry policy may try again (the Retry-After an HTTP client gets).
+    assert.deepEqual(full.error?.metadata.get('grpc-retry-pushback-ms'), ['1000']);
     const cancelledAt = Date.now();
     first.cancel();
     const r = await first;
@@ -526,7 +530,7 @@ describe('gRPC: errors as status codes', () => {
 });
 
 describe('gRPC: drain', () => {
-  it('health turns NOT_SERVING, new inferences are UNAVAILABLE, a call in progress finishes, then the port closes', async () => {
+  it('health turns NOT_SERVING, new inferences are UNAVAILABLE (HTTP 503) with when to retry, a call in progress finishes, then the port closes', async () => {
     const dir = await tempDir(ctx, 'onnx-mme-grpc-drain-');
     const root = path.join(dir, 'models');
     const slow = identity('FP32', [3]);
@@ -548,6 +552,16 @@ describe('gRPC: drain', () => {
       watch.on('data', (m: any) => seen.push(m.status));
       watch.on('error', () => undefined);
       const inProgress = call(c.inference, 'ModelInfer', inferRequest('slow', [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 3], values: [4, 5, 6] }]));
+      // An HTTP keep-alive connection with a request in flight too: the listener closes, this connection stays.
+      const http = net.connect(Number(new URL(s.url).port), '127.0.0.1');
+      await new Promise((r) => http.once('connect', r));
+      let received = '';
+      http.on('data', (d: Buffer) => (received += d.toString()));
+      const v2Infer = (values: number[]): string => {
+        const json = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 3], data: values }] });
+        return `POST /v2/models/slow/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${json.length}\r\n\r\n${json}`;
+      };
+      http.write(v2Infer([7, 8, 9]));
       await new Promise((r) => setTimeout(r, 200));
       const stopping = s.close();
       await new Promise((r) => setTimeout(r, 50));
@@ -555,6 +569,18 @@ describe('gRPC: drain', () => {
       assert.equal((await call(c.health, 'Check', { service: '' })).response?.status, 'NOT_SERVING');
       const refused = await call(c.inference, 'ModelInfer', inferRequest('slow', [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 3], values: [1, 1, 1] }]));
       assert.equal(refused.error?.code, status.UNAVAILABLE);
+      // Another instance takes the retry: the smallest pushback, 1 s (gRFC A6), not the time this one has left.
+      assert.deepEqual(refused.error?.metadata.get('onnx-mme-error-code'), ['SHUTTING_DOWN']);
+      assert.deepEqual(refused.error?.metadata.get('grpc-retry-pushback-ms'), ['1000']);
+      // The same over HTTP, on the connection that is still open: 503 SHUTTING_DOWN with Retry-After: 1.
+      const closed = new Promise((r) => http.once('close', r));
+      http.write(v2Infer([1, 1, 1]));
+      await closed;
+      const [first, second] = received.split(/(?=HTTP\/1\.1 )/);
+      assert.match(first ?? '', /^HTTP\/1\.1 200 /, received);
+      assert.match(second ?? '', /^HTTP\/1\.1 503 /, received);
+      assert.match(second!, /\r\nRetry-After: 1\r\n/i, second);
+      assert.match(second!, /"code":"SHUTTING_DOWN"/, second);
       const finished = await inProgress;
       assert.equal(finished.error, null, finished.error?.details);
       assert.deepEqual(asValues(finished.response, 'OUTPUT0')!.values, [4, 5, 6]);

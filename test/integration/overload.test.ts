@@ -4,7 +4,9 @@
  * - one admission for every route: a request whose headers arrived holds its
  *   place on HTTP, and with MME_MAX_INFLIGHT_REQUESTS=1 a SageMaker request
  *   gets 429 with Retry-After, a KServe v2 one 503, and a gRPC ModelInfer
- *   UNAVAILABLE, all naming the setting; once the place frees all three run;
+ *   UNAVAILABLE with grpc-retry-pushback-ms (which a grpc-js retry policy
+ *   waits before its retry), all naming the setting; once the place frees all
+ *   three run;
  * - a retry storm (a `serve` process, 512 connections each retrying every
  *   refusal at once, from another process) against MME_MAX_INFLIGHT_REQUESTS
  *   keeps goodput at 0.3 of what 32 connections get in the same run at least
@@ -88,9 +90,34 @@ it('one admission on every route: HTTP SageMaker 429 with Retry-After, KServe 50
   );
   assert.equal(rpc.error?.code, status.UNAVAILABLE);
   assert.match(rpc.error?.details ?? '', /MME_MAX_INFLIGHT_REQUESTS/);
+  // gRFC A6: the same Retry-After, as the pushback a client's retry policy waits.
+  assert.deepEqual(rpc.error?.metadata.get('grpc-retry-pushback-ms'), ['1000']);
+  // A grpc-js client whose retry policy would retry after 10 ms waits the pushback instead: its one retry comes after
+  // the place freed (300 ms from now) and is served. Without the pushback it would be refused again, and fail.
+  const retrying = connect(`127.0.0.1:${server.running.grpcPort}`, undefined, {
+    'grpc.service_config': JSON.stringify({
+      methodConfig: [
+        {
+          name: [{ service: 'inference.GRPCInferenceService' }],
+          retryPolicy: { maxAttempts: 2, initialBackoff: '0.01s', maxBackoff: '0.01s', backoffMultiplier: 1, retryableStatusCodes: ['UNAVAILABLE'] },
+        },
+      ],
+    }),
+  });
+  ctx.after(async () => retrying.close());
+  const retryStarted = performance.now();
+  const retried = call(
+    retrying.inference,
+    'ModelInfer',
+    inferRequest('tiny', [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], values: Array.from({ length: 16 }, () => 1) }]),
+  );
+  await new Promise((r) => setTimeout(r, 300));
 
   holder.write(tinyBody);
   assert.match(await answered, /^HTTP\/1\.1 200/);
+  const afterPushback = await retried;
+  assert.equal(afterPushback.error, null, String(afterPushback.error));
+  assert.ok(performance.now() - retryStarted >= 950, `answered after ${Math.round(performance.now() - retryStarted)} ms: the pushback was not waited`);
   holder.destroy();
   await new Promise((r) => setTimeout(r, 100));
   const v2 = await invoke('/v2/models/tiny/infer');

@@ -224,6 +224,14 @@ describe('disk cache limits', () => {
     assert.equal(r.body.code, 'INSUFFICIENT_STORAGE');
     assert.match(r.body.error, /model 'large\.tar\.gz'/);
     assert.match(r.body.error, /MME_CACHE_MAX_BYTES/);
+    // Remembered (no eviction can make room): not tried again for the back-off window, which Retry-After says,
+    // and a request inside it is answered from memory with the seconds left.
+    assert.equal(r.body.details.wholeBudget, true, r.text);
+    assert.equal(r.headers.get('retry-after'), '2', r.text);
+    const again = await invoke(s, 'large.tar.gz', [input('INPUT0', 'FP32', [1, 4], row)]);
+    assert.equal(again.status, 507, again.text);
+    assert.match(again.body.error, /not retried for [12] s/);
+    assert.ok(['1', '2'].includes(again.headers.get('retry-after') ?? ''), `Retry-After ${again.headers.get('retry-after')}`);
     assert.deepEqual(await readdir(cacheDir), [], 'no entry and no temporary directory');
     const seq = Array.from({ length: 16 }, (_, i) => i);
     const ok = await invoke(s, 'small.tar.gz', [input('INPUT0', 'FP32', [1, 16], seq), input('INPUT1', 'FP32', [1, 16], seq)]);

@@ -80,6 +80,8 @@ describe('failed loads are remembered', () => {
       assert.equal(r.status, 400, r.text);
       assert.equal(r.body.code, 'INVALID_MODEL');
       assert.match(r.body.error, /^model 'broken\.tar\.gz[^']*'.*config\.pbtxt does not match the ONNX model: output 'OUTPUT0': config\.pbtxt says INT32/);
+      // The package's fault: waiting will not fix it (a new object loads at once), so no Retry-After.
+      assert.equal(r.headers.get('retry-after'), null);
     }
     assert.match(
       rest[19]!.body.error,

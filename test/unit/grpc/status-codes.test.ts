@@ -10,8 +10,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
 import { status } from '@grpc/grpc-js';
-import { ERROR_CODES, ServingError, type ErrorCode } from '../../../src/errors.js';
-import { ERROR_CODE_METADATA, grpcErrorReply, grpcStatusOf, statusName } from '../../../src/grpc/status-codes.js';
+import { ERROR_CODES, ServingError, shuttingDown, type ErrorCode } from '../../../src/errors.js';
+import { ERROR_CODE_METADATA, grpcErrorReply, grpcStatusOf, RETRY_PUSHBACK_METADATA, statusName } from '../../../src/grpc/status-codes.js';
 
 const EXPECTED: Readonly<Record<ErrorCode, status>> = {
   INVALID_REQUEST: status.INVALID_ARGUMENT,
@@ -55,6 +55,15 @@ describe('grpc/status-codes', () => {
     assert.deepEqual(grpcError.metadata!.get(ERROR_CODE_METADATA), ['MODEL_NOT_FOUND']);
     assert.equal(error.model, 'x');
     assert.equal(statusName(status.NOT_FOUND), 'NOT_FOUND');
+  });
+
+  test('an error that says when to retry says it as grpc-retry-pushback-ms (gRFC A6), in whole seconds; others do not', () => {
+    const pushback = (err: ServingError) => grpcErrorReply(err).grpcError.metadata!.get(RETRY_PUSHBACK_METADATA);
+    assert.deepEqual(pushback(new ServingError('UPSTREAM_UNAVAILABLE', 'x', { details: { retryAfterSeconds: 1.2 } })), ['2000']);
+    assert.deepEqual(pushback(shuttingDown()), ['1000']);
+    assert.deepEqual(pushback(new ServingError('OVERLOADED', 'x')), [], 'only what the error says: no table decides a second time');
+    assert.deepEqual(pushback(new ServingError('INVALID_INPUT', 'x')), []);
+    assert.deepEqual(pushback(new ServingError('INTERNAL', 'x', { details: { retryAfterSeconds: 'soon' } })), []);
   });
 
   test('long messages are cut to 2048 characters; unknown errors are INTERNAL', () => {

@@ -48,6 +48,15 @@ describe('readBody', () => {
     await assert.rejects(readBody(fakeRequest([bytes(60), bytes(60)]), 100), (err: unknown) => err instanceof ServingError && err.code === 'PAYLOAD_TOO_LARGE');
   });
 
+  test('a body that outgrows what may be held in flight (MME_MAX_INFLIGHT_BYTES): OVERLOADED, saying when to come back', async () => {
+    let held = 0;
+    const ticket = { grow: (n: number) => (held + n <= 10 ? ((held += n), true) : false), add: () => undefined, release: () => undefined };
+    await assert.rejects(
+      readBody(fakeRequest([bytes(8), bytes(8)]), 100, undefined, ticket),
+      (err: unknown) => err instanceof ServingError && err.code === 'OVERLOADED' && err.details?.['retryAfterSeconds'] === 1,
+    );
+  });
+
   test('a client that goes away before the body ends: CANCELLED; a stream error: that error', async () => {
     const cut = new Readable({ read() {} }) as unknown as IncomingMessage & Readable;
     (cut as { headers: Record<string, string> }).headers = {};

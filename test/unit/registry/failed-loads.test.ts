@@ -48,6 +48,29 @@ describe('FailedLoads', () => {
     }
   });
 
+  it("a remembered failure of the server's says when it loads again (Retry-After); a package's own fault does not", () => {
+    const c = clock();
+    const f = new FailedLoads({ now: c.now });
+    const tooBig = new ServingError('INSUFFICIENT_STORAGE', "model 'big': larger than the whole disk budget", {
+      model: 'big',
+      details: { wholeBudget: true, needBytes: 10, budgetBytes: 5 },
+    });
+    const fresh = f.record('big', 'etag-1', tooBig);
+    assert.deepEqual(fresh.details, { wholeBudget: true, needBytes: 10, budgetBytes: 5, retryAfterSeconds: FAILED_LOAD_BASE_MS / 1000 });
+    c.advance(FAILED_LOAD_BASE_MS / 2 + 1);
+    const remembered = f.stillFailing('big', 'etag-1');
+    assert.equal(remembered?.code, 'INSUFFICIENT_STORAGE');
+    assert.deepEqual(remembered.details, { wholeBudget: true, needBytes: 10, budgetBytes: 5, retryAfterSeconds: Math.ceil(FAILED_LOAD_BASE_MS / 2000) });
+    c.advance(FAILED_LOAD_BASE_MS / 2 - 2);
+    assert.equal(f.stillFailing('big', 'etag-1')?.details?.['retryAfterSeconds'], 1, 'never less than a second');
+    // The second failure of the same version: the doubled window.
+    c.advance(1);
+    assert.equal(f.record('big', 'etag-1', tooBig).details?.['retryAfterSeconds'], (2 * FAILED_LOAD_BASE_MS) / 1000);
+
+    assert.equal(f.record('m', 'etag-1', broken), broken, 'a 400 is answered as it is');
+    assert.equal(f.stillFailing('m', 'etag-1')?.details, undefined);
+  });
+
   it('a new version ends the window and starts the count again', () => {
     const c = clock();
     const f = new FailedLoads({ now: c.now });

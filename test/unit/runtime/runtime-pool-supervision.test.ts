@@ -11,7 +11,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { ServingError } from '../../../src/errors.js';
-import { MAX_DEATHS, RuntimePool, type PooledSession } from '../../../src/runtime/runtime-pool.js';
+import { DEATH_WINDOW_MS, MAX_DEATHS, RuntimePool, type PooledSession } from '../../../src/runtime/runtime-pool.js';
 import type { CreateSessionOptions } from '../../../src/runtime/worker-protocol.js';
 import type { Tensor } from '../../../src/protocol/tensor.js';
 
@@ -29,6 +29,8 @@ function isUnavailable(err: unknown): boolean {
   assert.ok(err instanceof ServingError, String(err));
   assert.equal(err.code, 'RUNTIME_UNAVAILABLE');
   assert.match(err.message, /stopped .*replaced, retry the request/);
+  // Its replacement is already starting: retry after the smallest Retry-After.
+  assert.deepEqual(err.details, { retryAfterSeconds: 1 });
   return true;
 }
 
@@ -76,6 +78,11 @@ test('a worker that exits is replaced too; MAX_DEATHS deaths make the pool unhea
     await assert.rejects(s.run(feed('exit'), []), (err) => isUnavailable(err) && /exited with code 3/.test((err as Error).message));
   }
   assert.equal(pool.healthy, false);
+  // Why /ping says 503, and when it would say 200 again were no other worker to die: the window (10 min) from the
+  // oldest death that still counts.
+  assert.equal(pool.unhealthy?.code, 'RUNTIME_UNAVAILABLE');
+  const retryAfter = pool.unhealthy.details?.['retryAfterSeconds'] as number;
+  assert.ok(retryAfter > DEATH_WINDOW_MS / 1000 - 60 && retryAfter <= DEATH_WINDOW_MS / 1000, `retryAfterSeconds ${retryAfter}`);
   // Unhealthy, but it still serves what it can.
   const s = await pool.createSession('y.onnx', OPTIONS);
   assert.deepEqual(await s.run(feed('ok'), []), new Map());

@@ -449,6 +449,7 @@ describe('queue policy', () => {
     const third = send(batcher, rowsRequest(3, 1));
     await settle();
     rejectedWith(third, 'OVERLOADED', /model 'm': the queue is full \(2 requests waiting, max_queue_size 2\); retry later/);
+    assert.deepEqual((third.error as ServingError).details, { retryAfterSeconds: 1 }, 'it says when to come back (Retry-After)');
     executor.call(0).finish();
     await settle();
     const again = send(batcher, rowsRequest(4, 1));
@@ -474,6 +475,7 @@ describe('queue policy', () => {
     assert.equal(waiting.state, 'pending');
     await clock.advance(1);
     rejectedWith(waiting, 'TIMEOUT', /model 'm': request timed out after waiting 1000 µs in the queue/);
+    assert.deepEqual((waiting.error as ServingError).details, { retryAfterSeconds: 1 }, 'an overload refusal: it says when to come back');
     assert.equal(batcher.queueLength, 0);
     assert.equal(running.state, 'pending', 'the running batch is not affected');
     executor.call(0).finish();

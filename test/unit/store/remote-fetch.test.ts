@@ -109,7 +109,8 @@ describe('withRetry', () => {
       assert.ok(err instanceof ServingError);
       assert.equal(err.code, 'UPSTREAM_UNAVAILABLE');
       assert.equal(err.message, 'still refused (gave up after 3 attempts in 150 ms)');
-      assert.deepEqual(err.details, { attempts: 3, elapsedMs: 150 });
+      // Retry-After: the back-off a 4th attempt would have waited at most (100 ms · 2³ = 800 ms), in whole seconds.
+      assert.deepEqual(err.details, { attempts: 3, elapsedMs: 150, retryAfterSeconds: 1 });
       assert.equal(isRetryable(err), false, 'the final error is not retried again by an outer loop');
       return true;
     });
@@ -117,6 +118,21 @@ describe('withRetry', () => {
     await clock.advance(1_000 * MS);
     await settled;
     assert.deepEqual(startedAtMs, [0, 50, 150]);
+  });
+
+  it("says when to retry: the next attempt's back-off, at most the retry budget", async () => {
+    for (const [baseDelayMs, maxTotalMs, expected] of [
+      [1_000, 60_000, 8],
+      [1_000, 5_000, 5],
+    ] as const) {
+      const clock = new FakeClock();
+      const { step } = scripted(clock, [outage(), outage(), outage()]);
+      const result = withRetry({ clock, policy: policy({ attempts: 3, baseDelayMs, maxTotalMs }), what: 'test', model: 'm', random: () => 0 }, step);
+      const settled = assert.rejects(result, (err: unknown) => err instanceof ServingError && err.details?.['retryAfterSeconds'] === expected);
+      await settle();
+      await clock.advance(10_000 * MS);
+      await settled;
+    }
   });
 
   it('starts no retry that would end past maxTotalMs, and gives each attempt that deadline', async () => {
