@@ -18,7 +18,7 @@
 
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
-import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { ServingError } from '../errors.js';
 import { blockBytesOf, chargeFile, measureDiskBytes, measureListedDiskBytes } from './disk-usage.js';
@@ -161,8 +161,7 @@ export async function publishDirectory(options: PublishOptions): Promise<Publish
     const draft = `${JSON.stringify({ ...base, diskBytes: Number.MAX_SAFE_INTEGER })}\n`;
     const treeBytes = await (filled.paths === undefined ? measureDiskBytes(temp) : measureListedDiskBytes([temp, contentDir, ...filled.paths]));
     const metadata: CacheEntryMetadata = { ...base, diskBytes: treeBytes + chargeFile(Buffer.byteLength(draft), blockBytesOf(temp)) };
-    // Into the empty file staging created: no creation on the calling thread here (stageTempDir says why).
-    writeFileSync(path.join(temp, ENTRY_METADATA_FILE), `${JSON.stringify(metadata)}\n`, { flag: 'r+' });
+    writeFileSync(path.join(temp, ENTRY_METADATA_FILE), `${JSON.stringify(metadata)}\n`, { flag: 'wx' });
 
     for (let attempt = 1; ; attempt++) {
       try {
@@ -193,20 +192,19 @@ export async function publishDirectory(options: PublishOptions): Promise<Publish
 }
 
 /**
- * A new entry's temporary directory, its content directory and its empty
- * metadata file made inside (`<cacheDir>/.tmp-<random>/model/`,
- * `.onnx-mme-entry.json`, filled last). It names nothing, so it can be made
+ * A new entry's temporary directory, its content directory made inside
+ * (`<cacheDir>/.tmp-<random>/model/`). It names nothing, so it can be made
  * before the entry's identity is known: while the object's GET is in flight,
- * in the pool, where its three creations (the slowest calls of a load on a
- * busy disk: 0.1-1 ms each on the bench VM) overlap the network's wait instead
- * of holding the event loop. A crash leaves only a `.tmp-*` directory, swept at
+ * in the pool, where its two creations (the slowest calls of a load on a busy
+ * disk: 0.1-1 ms each on the bench VM) overlap the network's wait instead of
+ * holding the event loop. A crash leaves only a `.tmp-*` directory, swept at
  * start (cleanCacheDir). Whoever holds it passes it to publishDirectory, or to
  * discardTempDir.
  */
 export async function stageTempDir(cacheDir: string): Promise<string> {
   const temp = await makeTempDir(cacheDir);
   try {
-    await Promise.all([mkdir(path.join(temp, ENTRY_CONTENT_DIR)), writeFile(path.join(temp, ENTRY_METADATA_FILE), '', { flag: 'wx' })]);
+    await mkdir(path.join(temp, ENTRY_CONTENT_DIR));
   } catch (err) {
     await rm(temp, { recursive: true, force: true, maxRetries: 3 });
     throw err;
