@@ -14,14 +14,19 @@
  *
  * So on the disk cache and on model directories, metadata calls (mkdir, stat,
  * lstat, statfs, realpath, rename, a model directory's readdir) and reads and
- * writes of at most SMALL_IO_BYTES are made on the calling thread; larger file
- * data, recursive removals, listings of unbounded directories (the cache's,
- * a repository's) and a new entry's temporary directory, made while the
- * download's request is in flight so that its creation overlaps the wait
- * (store/cache-publish.ts), stay in the pool. On a local disk none of these calls holds
- * the event loop for more than tens of microseconds. The trade: on a network
- * file system each one is a network round trip that does hold it, which is why
- * MME_CACHE_DIR belongs on local disk (docs/configuration.md).
+ * writes of at most SMALL_IO_BYTES are made on the calling thread. Larger file
+ * data, recursive removals, listings of unbounded directories (the cache's, a
+ * repository's) and a new entry's temporary directory stay
+ * in the pool: the last is made while the download's request is in flight, so
+ * its creation overlaps that wait (store/cache-publish.ts).
+ *
+ * The trade: while such a call runs, nothing else on the main thread does. A
+ * stat or a read of a small file takes microseconds; creating a file or a
+ * directory took 40-400 µs on the bench VM's virtual disk (busy: up to 1 ms),
+ * so a small model's extraction (a version directory and two files) holds the
+ * event loop about as long as one turn of requests. On a network file system
+ * every call is a network round trip that holds it, which is why MME_CACHE_DIR
+ * belongs on local disk (docs/configuration.md).
  */
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
