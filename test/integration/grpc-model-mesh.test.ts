@@ -12,7 +12,7 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { status } from '@grpc/grpc-js';
-import { addSub, writeModelDir } from '../../examples/models/zoo.js';
+import { addSub, mlp, writeModelDir } from '../../examples/models/zoo.js';
 import { asValues, call, connect, inferRequest, type GrpcClients } from '../support/grpc-client.js';
 import { Cleanups, tempDir } from '../support/temp-dir.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
@@ -21,6 +21,8 @@ const ctx = new Cleanups();
 let server: TestServer;
 let clients: GrpcClients;
 let pulled: string;
+/** A model of about 5 MB: its session is created on a runtime worker, so its load spans turns of the event loop (a tiny one's may not). */
+let pulledLarge: string;
 
 const seq = Array.from({ length: 16 }, (_, i) => i);
 const addSubRequest = (id: string) =>
@@ -34,6 +36,9 @@ before(async () => {
   // Where model-mesh's puller would have put the model: a directory of its own, outside the model source.
   pulled = path.join(dir, 'models', 'pulled-add-sub');
   await writeModelDir(path.dirname(pulled), 'pulled-add-sub', addSub());
+  pulledLarge = path.join(dir, 'models', 'pulled-mlp');
+  const large = mlp();
+  await writeModelDir(path.dirname(pulledLarge), 'pulled-mlp', { onnx: large.onnx, config: large.config });
   await mkdir(path.join(dir, 'source'), { recursive: true });
   server = await startTestServer({
     modelSource: path.join(dir, 'source'),
@@ -99,7 +104,7 @@ describe('ModelMesh runtime SPI', () => {
   });
 
   it('an unload right after a cancelled load waits for it: the model is not left loaded', async () => {
-    const pending = call(clients.modelMesh, 'loadModel', { modelId: 'mm-2', modelType: 'onnx', modelPath: pulled, modelKey: '' });
+    const pending = call(clients.modelMesh, 'loadModel', { modelId: 'mm-2', modelType: 'onnx', modelPath: pulledLarge, modelKey: '' });
     // Cancel while the load is in progress (a fixed 30 ms delay raced a load that finished sooner on a quiet machine).
     const deadline = Date.now() + 10_000;
     while (server.running.registry.managed.resident('mm-2')?.state !== 'LOADING' && Date.now() < deadline) await new Promise((r) => setImmediate(r));
