@@ -35,7 +35,7 @@
 
 import { once } from 'node:events';
 import { closeSync, constants as fsConstants, createReadStream, mkdirSync, openSync, realpathSync, writeSync } from 'node:fs';
-import { open, realpath, symlink } from 'node:fs/promises';
+import { mkdir, open, realpath, symlink } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, type Gunzip } from 'node:zlib';
@@ -44,7 +44,7 @@ import { retryAfter, ServingError } from '../errors.js';
 import { chargeEntry, chargeFile, blockBytesOf } from './disk-usage.js';
 import { RATIO_GRACE_BYTES, type ExtractLimits } from './extract-limits.js';
 import { errorCode, fsReason, messageOf } from './node-error.js';
-import { SMALL_IO_BYTES } from './small-io.js';
+import { SMALL_IO_BYTES, SMALL_IO_CREATIONS } from './small-io.js';
 
 export type { ExtractLimits } from './extract-limits.js';
 export { DEFAULT_EXTRACT_LIMITS } from './extract-limits.js';
@@ -122,6 +122,8 @@ class Extraction {
   /** Archive-relative link path → link target, created after all files. */
   private readonly links = new Map<string, string>();
   private readonly decompressedLimit: number;
+  /** Files and directories created on the calling thread so far (at most SMALL_IO_CREATIONS; store/small-io.ts). */
+  private creations = 0;
 
   constructor(
     private readonly root: string,
@@ -372,13 +374,7 @@ class Extraction {
       } catch (err) {
         return Promise.reject(err);
       }
-      // A directory is metadata: made on the calling thread (store/small-io.ts).
-      try {
-        mkdirSync(abs, { recursive: true, mode: 0o755 });
-        made = Promise.resolve();
-      } catch (err) {
-        made = Promise.reject(err as Error);
-      }
+      made = this.mayCreateHere() ? makeDirHere(abs) : mkdir(abs, { recursive: true, mode: 0o755 }).then(() => undefined);
       this.dirs.set(abs, made);
     }
     return made;
@@ -419,7 +415,7 @@ class Extraction {
     }
     await this.ensureDir(path.dirname(abs));
     const mode = (entry.mode ?? 0o644) & 0o111 ? 0o755 : 0o644;
-    if (declared <= SMALL_IO_BYTES) return this.writeSmallFile(entry, abs, mode);
+    if (declared <= SMALL_IO_BYTES && this.mayCreateHere()) return this.writeSmallFile(entry, abs, mode);
     const handle = await open(abs, FILE_OPEN_FLAGS, mode);
     this.created.push(abs);
     try {
@@ -457,6 +453,11 @@ class Extraction {
     } finally {
       await handle.close();
     }
+  }
+
+  /** Whether one more file or directory may be created on the calling thread (store/small-io.ts), counting it. */
+  private mayCreateHere(): boolean {
+    return ++this.creations <= SMALL_IO_CREATIONS;
   }
 
   /**
@@ -520,6 +521,16 @@ class Extraction {
         throw rejected(rel, 'the symbolic link resolves outside the extraction directory');
       }
     }
+  }
+}
+
+/** A directory (and its missing parents) made on the calling thread; a failure as a rejection, like mkdir's. */
+function makeDirHere(abs: string): Promise<void> {
+  try {
+    mkdirSync(abs, { recursive: true, mode: 0o755 });
+    return Promise.resolve();
+  } catch (err) {
+    return Promise.reject(err as Error);
   }
 }
 

@@ -34,8 +34,15 @@ import { readFile } from 'node:fs/promises';
 /** Reads and writes up to this size are made on the calling thread (about 50 µs of copying from the page cache). */
 export const SMALL_IO_BYTES = 256 * 1024;
 
-/** Lists of at most this many paths are stat'ed on the calling thread (2-5 µs each); longer ones in the pool. */
-export const SMALL_IO_PATHS = 256;
+/** Lists of at most this many paths are stat'ed on the calling thread (2-8 µs each); longer ones in the pool. */
+export const SMALL_IO_PATHS = 64;
+
+/**
+ * An extraction creates at most this many files and directories on the calling thread, the rest in the pool: a
+ * model package holds a handful, and an archive of thousands of tiny files (up to MME_ARCHIVE_MAX_ENTRIES) must not
+ * hold the event loop for thousands of creations.
+ */
+export const SMALL_IO_CREATIONS = 16;
 
 /** The whole file: on the calling thread when it holds at most SMALL_IO_BYTES, else (or when it grew meanwhile) through the pool. */
 export async function readModelFile(file: string): Promise<Buffer> {
