@@ -14,7 +14,8 @@
  *
  * So on the disk cache and on model directories, metadata calls (mkdir, stat,
  * lstat, statfs, realpath, rename, a model directory's readdir) and reads and
- * writes of at most SMALL_IO_BYTES are made on the calling thread. Larger file
+ * writes of at most SMALL_IO_BYTES are made on the calling thread, an
+ * extraction's first SMALL_IO_CREATIONS files and directories too. Larger file
  * data, recursive removals, listings of unbounded directories (the cache's, a
  * repository's) and a new entry's temporary directory stay
  * in the pool: the last is made while the download's request is in flight, so
