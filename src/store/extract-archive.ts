@@ -415,87 +415,78 @@ class Extraction {
     }
     await this.ensureDir(path.dirname(abs));
     const mode = (entry.mode ?? 0o644) & 0o111 ? 0o755 : 0o644;
-    if (declared <= SMALL_IO_BYTES && this.mayCreateHere()) return this.writeSmallFile(entry, abs, mode);
+    if (declared <= SMALL_IO_BYTES && this.mayCreateHere()) {
+      // A small file: opened, written and closed on the calling thread (store/small-io.ts), where each would be a
+      // round trip to the pool. The tar parser stops a file at its header's size, so no more than that comes.
+      const fd = openSync(abs, FILE_OPEN_FLAGS, mode);
+      this.created.push(abs);
+      try {
+        await this.copyEntry(entry, (chunk) => {
+          for (let at = 0; at < chunk.length;) at += writeSync(fd, chunk, at);
+        });
+      } finally {
+        closeSync(fd);
+      }
+      return;
+    }
     const handle = await open(abs, FILE_OPEN_FLAGS, mode);
     this.created.push(abs);
     try {
-      await new Promise<void>((resolve, reject) => {
-        const stop = (): void => reject(this.failure ?? abortError(undefined));
-        if (this.halt.signal.aborted) return stop();
-        this.halt.signal.addEventListener('abort', stop, { once: true });
-        let written = 0;
-        // One write in flight at a time: pausing the entry pauses the parser,
-        // which pauses the pipeline, so memory stays bounded on any disk speed.
-        entry.on('data', (chunk: Buffer) => {
-          written += chunk.length;
-          this.bytes += chunk.length;
-          if (written > this.limits.maxBytes) {
-            entry.pause();
-            reject(rejected(entry.path, `the file exceeds the limit of ${this.limits.maxBytes} bytes`));
-            return;
-          }
-          if (this.bytes > this.limits.maxBytes) {
-            entry.pause();
-            reject(totalTooLarge(entry.path, this.limits.maxBytes));
-            return;
-          }
-          entry.pause();
-          handle.write(chunk).then(() => {
-            if (!this.failure) entry.resume();
-          }, reject);
-        });
-        entry.on('end', () => {
-          this.halt.signal.removeEventListener('abort', stop);
-          resolve();
-        });
-      });
-      this.files += 1;
+      await this.copyEntry(entry, (chunk) => handle.write(chunk).then(() => undefined));
     } finally {
       await handle.close();
     }
   }
 
+  /**
+   * `entry`'s data through `write`, under the file and total limits; counts the file once it ends. A write that
+   * returns a promise is the only one in flight: pausing the entry pauses the parser, which pauses the pipeline, so
+   * memory stays bounded on any disk speed.
+   */
+  private async copyEntry(entry: ReadEntry, write: (chunk: Buffer) => void | Promise<void>): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      const stop = (): void => reject(this.failure ?? abortError(undefined));
+      if (this.halt.signal.aborted) return stop();
+      this.halt.signal.addEventListener('abort', stop, { once: true });
+      let written = 0;
+      entry.on('data', (chunk: Buffer) => {
+        written += chunk.length;
+        this.bytes += chunk.length;
+        if (written > this.limits.maxBytes) {
+          entry.pause();
+          reject(rejected(entry.path, `the file exceeds the limit of ${this.limits.maxBytes} bytes`));
+          return;
+        }
+        if (this.bytes > this.limits.maxBytes) {
+          entry.pause();
+          reject(totalTooLarge(entry.path, this.limits.maxBytes));
+          return;
+        }
+        let pending: void | Promise<void>;
+        try {
+          pending = write(chunk);
+        } catch (err) {
+          entry.pause();
+          reject(err as Error);
+          return;
+        }
+        if (pending === undefined) return;
+        entry.pause();
+        pending.then(() => {
+          if (!this.failure) entry.resume();
+        }, reject);
+      });
+      entry.on('end', () => {
+        this.halt.signal.removeEventListener('abort', stop);
+        resolve();
+      });
+    });
+    this.files += 1;
+  }
+
   /** Whether one more file or directory may be created on the calling thread (store/small-io.ts), counting it. */
   private mayCreateHere(): boolean {
     return ++this.creations <= SMALL_IO_CREATIONS;
-  }
-
-  /**
-   * A file of at most SMALL_IO_BYTES, written on the calling thread as its chunks arrive (store/small-io.ts):
-   * an open, a write and a close in microseconds, where each would be a round trip to the pool. The tar
-   * parser stops a file at its header's size, so no more than that comes.
-   */
-  private async writeSmallFile(entry: ReadEntry, abs: string, mode: number): Promise<void> {
-    const fd = openSync(abs, FILE_OPEN_FLAGS, mode);
-    this.created.push(abs);
-    try {
-      await new Promise<void>((resolve, reject) => {
-        const stop = (): void => reject(this.failure ?? abortError(undefined));
-        if (this.halt.signal.aborted) return stop();
-        this.halt.signal.addEventListener('abort', stop, { once: true });
-        entry.on('data', (chunk: Buffer) => {
-          this.bytes += chunk.length;
-          if (this.bytes > this.limits.maxBytes) {
-            entry.pause();
-            reject(totalTooLarge(entry.path, this.limits.maxBytes));
-            return;
-          }
-          try {
-            for (let at = 0; at < chunk.length;) at += writeSync(fd, chunk, at);
-          } catch (err) {
-            entry.pause();
-            reject(err as Error);
-          }
-        });
-        entry.on('end', () => {
-          this.halt.signal.removeEventListener('abort', stop);
-          resolve();
-        });
-      });
-      this.files += 1;
-    } finally {
-      closeSync(fd);
-    }
   }
 
   private async createLinks(): Promise<void> {
