@@ -11,7 +11,7 @@
  * packages and a fake memory probe. createModelLoader wires the real parts.
  */
 import { statSync } from 'node:fs';
-import { readModelFile } from '../store/small-io.js';
+import { readModelFile, yieldTurn } from '../store/small-io.js';
 import path from 'node:path';
 import { inModel, ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
@@ -327,6 +327,7 @@ export class PackageModelLoader implements ModelLoader {
     throwIfAborted(signal);
     const { predictedBytes: predicted, fileBytes: files, dirBytes } = await this.deps.predictFiles(request.dir);
     a.stage('predict');
+    await yieldTurn();
     throwIfAborted(signal);
     request.onPhase?.('waiting for a load slot');
     a.freeSlot = await this.slots.acquire(signal);
@@ -343,6 +344,7 @@ export class PackageModelLoader implements ModelLoader {
     const withMemo: PackageLoadRequest = { ...request, sizeOf, graphs: new Map() };
     const pkg = (a.pkg = await this.deps.loadPackage(withMemo));
     a.stage('package');
+    await yieldTurn();
     await this.warmUpAndPlace(withMemo, pkg, this.copyBooking(held), sizeOf, a);
     throwIfAborted(signal);
     request.onPhase?.('measuring');
@@ -406,6 +408,7 @@ export class PackageModelLoader implements ModelLoader {
       throwIfAborted(request.signal);
       await this.deps.warmUp(model, request);
       a.stage('warmup');
+      await yieldTurn();
       throwIfAborted(request.signal);
       await this.deps.place(model, request, book, sizeOf);
       a.stage('place');

@@ -7,7 +7,7 @@
  */
 import type { LoadPhase } from './load-progress.js';
 import { statSync } from 'node:fs';
-import { readModelFile } from '../store/small-io.js';
+import { readModelFile, yieldTurn } from '../store/small-io.js';
 import path from 'node:path';
 import { ignoredFieldMessage, ignoredParameterKeys } from '../config/field-support.js';
 import { completeModelConfig, finishModelConfig, threadCountParameter, type ModelConfigDraft } from '../config/model-config-draft.js';
@@ -390,6 +390,7 @@ export class PackageBuilder {
     for (const version of versions) {
       const file = await modelFilePath(md, version, fileName);
       const mainThread = await this.creationThread(md, version, file, draft, config, providerChoice.providers[0]);
+      await yieldTurn();
       const session = await createModelSession(file, mainThread === undefined ? sessionOptions : { ...sessionOptions, mainThread });
       this.sessions.push(session);
       if (!config) {

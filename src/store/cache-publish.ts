@@ -10,15 +10,15 @@
  * not exist or is complete, even after a crash (leftover `.tmp-*` dirs are swept
  * by `cleanCacheDir`). No fsync: the cache is rebuilt from the source if a power
  * loss ever tears it, and a valid-looking torn file would fail model loading.
- * An entry's metadata calls run on the calling thread (store/small-io.ts says
- * why); its temporary directory (made while a download's request is in
- * flight), recursive removals and the cache directory's listing stay in the
- * pool.
+ * Reading an entry's metadata and measuring it run on the calling thread
+ * (store/small-io.ts says why); what writes (the temporary directory, made
+ * while a download's request is in flight, the metadata file, the rename,
+ * removals) and the cache directory's listing stay in the pool.
  */
 
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
-import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { readFileSync, statSync } from 'node:fs';
+import { mkdir, mkdtemp, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ServingError } from '../errors.js';
 import { blockBytesOf, chargeFile, measureDiskBytes, measureListedDiskBytes } from './disk-usage.js';
@@ -161,11 +161,11 @@ export async function publishDirectory(options: PublishOptions): Promise<Publish
     const draft = `${JSON.stringify({ ...base, diskBytes: Number.MAX_SAFE_INTEGER })}\n`;
     const treeBytes = await (filled.paths === undefined ? measureDiskBytes(temp) : measureListedDiskBytes([temp, contentDir, ...filled.paths]));
     const metadata: CacheEntryMetadata = { ...base, diskBytes: treeBytes + chargeFile(Buffer.byteLength(draft), blockBytesOf(temp)) };
-    writeFileSync(path.join(temp, ENTRY_METADATA_FILE), `${JSON.stringify(metadata)}\n`, { flag: 'wx' });
+    await writeFile(path.join(temp, ENTRY_METADATA_FILE), `${JSON.stringify(metadata)}\n`, { flag: 'wx' });
 
     for (let attempt = 1; ; attempt++) {
       try {
-        renameSync(temp, finalDir);
+        await rename(temp, finalDir);
         tempDir = undefined;
         return { dir: finalDir, contentDir: path.join(finalDir, ENTRY_CONTENT_DIR), metadata, reused: false };
       } catch (err) {
@@ -176,12 +176,8 @@ export async function publishDirectory(options: PublishOptions): Promise<Publish
       if (existing) return { ...existing, reused: true };
       // Not a complete entry of ours (cannot normally happen): move it aside
       // under a temp name so a crash right here still leaves only sweepable junk.
-      const aside = mkdtempSync(path.join(cacheDir, TEMP_PREFIX));
-      try {
-        renameSync(finalDir, path.join(aside, 'old'));
-      } catch {
-        // Gone meanwhile: nothing to move aside.
-      }
+      const aside = await mkdtemp(path.join(cacheDir, TEMP_PREFIX));
+      await rename(finalDir, path.join(aside, 'old')).catch(() => undefined);
       await rm(aside, { recursive: true, force: true });
     }
   } catch (err) {
@@ -195,9 +191,7 @@ export async function publishDirectory(options: PublishOptions): Promise<Publish
  * A new entry's temporary directory, its content directory made inside
  * (`<cacheDir>/.tmp-<random>/model/`). It names nothing, so it can be made
  * before the entry's identity is known: while the object's GET is in flight,
- * in the pool, where its two creations (the slowest calls of a load on a busy
- * disk: 0.1-1 ms each on the bench VM) overlap the network's wait instead of
- * holding the event loop. A crash leaves only a `.tmp-*` directory, swept at
+ * so that its two creations overlap the network's wait. A crash leaves only a `.tmp-*` directory, swept at
  * start (cleanCacheDir). Whoever holds it passes it to publishDirectory, or to
  * discardTempDir.
  */

@@ -34,7 +34,7 @@
  */
 
 import { once } from 'node:events';
-import { closeSync, constants as fsConstants, createReadStream, mkdirSync, openSync, realpathSync, writeSync } from 'node:fs';
+import { constants as fsConstants, createReadStream, realpathSync } from 'node:fs';
 import { mkdir, open, realpath, symlink } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -44,7 +44,6 @@ import { retryAfter, ServingError } from '../errors.js';
 import { chargeEntry, chargeFile, blockBytesOf } from './disk-usage.js';
 import { RATIO_GRACE_BYTES, type ExtractLimits } from './extract-limits.js';
 import { errorCode, fsReason, messageOf } from './node-error.js';
-import { SMALL_IO_BYTES, SMALL_IO_CREATIONS } from './small-io.js';
 
 export type { ExtractLimits } from './extract-limits.js';
 export { DEFAULT_EXTRACT_LIMITS } from './extract-limits.js';
@@ -91,6 +90,7 @@ export async function extractArchive(
 ): Promise<ExtractResult> {
   if (signal?.aborted) throw abortError(signal);
   let root: string;
+  // Reads of metadata, on the calling thread (store/small-io.ts); files and directories are created in the pool.
   try {
     root = realpathSync(destDir);
   } catch (err) {
@@ -122,8 +122,6 @@ class Extraction {
   /** Archive-relative link path → link target, created after all files. */
   private readonly links = new Map<string, string>();
   private readonly decompressedLimit: number;
-  /** Files and directories created on the calling thread so far (at most SMALL_IO_CREATIONS; store/small-io.ts). */
-  private creations = 0;
 
   constructor(
     private readonly root: string,
@@ -374,7 +372,7 @@ class Extraction {
       } catch (err) {
         return Promise.reject(err);
       }
-      made = this.mayCreateHere() ? makeDirHere(abs) : mkdir(abs, { recursive: true, mode: 0o755 }).then(() => undefined);
+      made = mkdir(abs, { recursive: true, mode: 0o755 }).then(() => undefined);
       this.dirs.set(abs, made);
     }
     return made;
@@ -415,78 +413,43 @@ class Extraction {
     }
     await this.ensureDir(path.dirname(abs));
     const mode = (entry.mode ?? 0o644) & 0o111 ? 0o755 : 0o644;
-    if (declared <= SMALL_IO_BYTES && this.mayCreateHere()) {
-      // A small file: opened, written and closed on the calling thread (store/small-io.ts), where each would be a
-      // round trip to the pool. The tar parser stops a file at its header's size, so no more than that comes.
-      const fd = openSync(abs, FILE_OPEN_FLAGS, mode);
-      this.created.push(abs);
-      try {
-        await this.copyEntry(entry, (chunk) => {
-          for (let at = 0; at < chunk.length;) at += writeSync(fd, chunk, at);
-        });
-      } finally {
-        closeSync(fd);
-      }
-      return;
-    }
     const handle = await open(abs, FILE_OPEN_FLAGS, mode);
     this.created.push(abs);
     try {
-      await this.copyEntry(entry, (chunk) => handle.write(chunk).then(() => undefined));
+      await new Promise<void>((resolve, reject) => {
+        const stop = (): void => reject(this.failure ?? abortError(undefined));
+        if (this.halt.signal.aborted) return stop();
+        this.halt.signal.addEventListener('abort', stop, { once: true });
+        let written = 0;
+        // One write in flight at a time: pausing the entry pauses the parser,
+        // which pauses the pipeline, so memory stays bounded on any disk speed.
+        entry.on('data', (chunk: Buffer) => {
+          written += chunk.length;
+          this.bytes += chunk.length;
+          if (written > this.limits.maxBytes) {
+            entry.pause();
+            reject(rejected(entry.path, `the file exceeds the limit of ${this.limits.maxBytes} bytes`));
+            return;
+          }
+          if (this.bytes > this.limits.maxBytes) {
+            entry.pause();
+            reject(totalTooLarge(entry.path, this.limits.maxBytes));
+            return;
+          }
+          entry.pause();
+          handle.write(chunk).then(() => {
+            if (!this.failure) entry.resume();
+          }, reject);
+        });
+        entry.on('end', () => {
+          this.halt.signal.removeEventListener('abort', stop);
+          resolve();
+        });
+      });
+      this.files += 1;
     } finally {
       await handle.close();
     }
-  }
-
-  /**
-   * `entry`'s data through `write`, under the file and total limits; counts the file once it ends. A write that
-   * returns a promise is the only one in flight: pausing the entry pauses the parser, which pauses the pipeline, so
-   * memory stays bounded on any disk speed.
-   */
-  private async copyEntry(entry: ReadEntry, write: (chunk: Buffer) => void | Promise<void>): Promise<void> {
-    await new Promise<void>((resolve, reject) => {
-      const stop = (): void => reject(this.failure ?? abortError(undefined));
-      if (this.halt.signal.aborted) return stop();
-      this.halt.signal.addEventListener('abort', stop, { once: true });
-      let written = 0;
-      entry.on('data', (chunk: Buffer) => {
-        written += chunk.length;
-        this.bytes += chunk.length;
-        if (written > this.limits.maxBytes) {
-          entry.pause();
-          reject(rejected(entry.path, `the file exceeds the limit of ${this.limits.maxBytes} bytes`));
-          return;
-        }
-        if (this.bytes > this.limits.maxBytes) {
-          entry.pause();
-          reject(totalTooLarge(entry.path, this.limits.maxBytes));
-          return;
-        }
-        let pending: void | Promise<void>;
-        try {
-          pending = write(chunk);
-        } catch (err) {
-          entry.pause();
-          reject(err as Error);
-          return;
-        }
-        if (pending === undefined) return;
-        entry.pause();
-        pending.then(() => {
-          if (!this.failure) entry.resume();
-        }, reject);
-      });
-      entry.on('end', () => {
-        this.halt.signal.removeEventListener('abort', stop);
-        resolve();
-      });
-    });
-    this.files += 1;
-  }
-
-  /** Whether one more file or directory may be created on the calling thread (store/small-io.ts), counting it. */
-  private mayCreateHere(): boolean {
-    return ++this.creations <= SMALL_IO_CREATIONS;
   }
 
   private async createLinks(): Promise<void> {
@@ -512,16 +475,6 @@ class Extraction {
         throw rejected(rel, 'the symbolic link resolves outside the extraction directory');
       }
     }
-  }
-}
-
-/** A directory (and its missing parents) made on the calling thread; a failure as a rejection, like mkdir's. */
-function makeDirHere(abs: string): Promise<void> {
-  try {
-    mkdirSync(abs, { recursive: true, mode: 0o755 });
-    return Promise.resolve();
-  } catch (err) {
-    return Promise.reject(err as Error);
   }
 }
 

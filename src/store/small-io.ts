@@ -5,29 +5,25 @@
  * A call through node's thread pool (fs/promises, callbacks) is a round trip:
  * the main thread hands it to a pool thread, which wakes, makes the system
  * call and wakes the main thread back. On the 2-core bench VM that round trip
- * is 100-175 µs for a `stat` that takes 2-5 µs on the calling thread, and
+ * is 100-175 µs for a `stat` that takes 2-8 µs on the calling thread, and
  * 230-300 µs for an open and close that take 4 µs. A cold request for a small
- * model from S3 made about 40 of them one after another (the temporary
- * directory, the extraction's directories and files, the entry's metadata, the
- * rename, the package's layout and its model file): about 5 ms of a 14 ms
+ * model from S3 made about 45 of them one after another: about 5 ms of a 14 ms
  * request whose GET, extraction, session creation and run take 8.6 ms.
  *
- * So on the disk cache and on model directories, metadata calls (mkdir, stat,
- * lstat, statfs, realpath, rename, a model directory's readdir) and reads and
- * writes of at most SMALL_IO_BYTES are made on the calling thread, an
- * extraction's first SMALL_IO_CREATIONS files and directories too. Larger file
- * data, recursive removals, listings of unbounded directories (the cache's, a
- * repository's) and a new entry's temporary directory stay
- * in the pool: the last is made while the download's request is in flight, so
- * its creation overlaps that wait (store/cache-publish.ts).
+ * So calls that only read, on the disk cache and on model directories, are
+ * made on the calling thread: stat, lstat, statfs, realpath, a model
+ * directory's listing, and reads of files of at most SMALL_IO_BYTES (a model's
+ * config, a small model's file). They are answered from the kernel's caches in
+ * microseconds; a model's files were just written, or are read once per load.
  *
- * The trade: while such a call runs, nothing else on the main thread does. A
- * stat or a read of a small file takes microseconds; creating a file or a
- * directory took 40-400 µs on the bench VM's virtual disk (busy: up to 1 ms),
- * so a small model's extraction (a version directory and two files) holds the
- * event loop about as long as one turn of requests. On a network file system
- * every call is a network round trip that holds it, which is why MME_CACHE_DIR
- * belongs on local disk (docs/configuration.md).
+ * What writes stays in the pool: creating a file or a directory took 40-400 µs
+ * on the bench VM's virtual disk (busy: up to 1 ms), and on the calling thread
+ * that is time no other request is served (made there, a /ping beside
+ * back-to-back cold loads waited 1.0-1.1 ms at the median instead of 0.3).
+ * Larger reads and listings of unbounded directories (the cache's, a
+ * repository's) stay in the pool too. On a network file system even a stat is
+ * a network round trip, which is why MME_CACHE_DIR belongs on local disk
+ * (docs/configuration.md).
  */
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
@@ -39,11 +35,14 @@ export const SMALL_IO_BYTES = 256 * 1024;
 export const SMALL_IO_PATHS = 64;
 
 /**
- * An extraction creates at most this many files and directories on the calling thread, the rest in the pool: a
- * model package holds a handful, and an archive of thousands of tiny files (up to MME_ARCHIVE_MAX_ENTRIES) must not
- * hold the event loop for thousands of creations.
+ * The rest of a load after the event loop's next turn. With its reads on the calling thread, and a small model's
+ * session created there too (runtime/session-placement.ts), a load could run from its files to its warm-up without a
+ * break; its steps yield between them (the prediction, each session's creation, the package, the warm-up), so other
+ * requests are served between the pieces.
  */
-export const SMALL_IO_CREATIONS = 16;
+export function yieldTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
 
 /** The whole file: on the calling thread when it holds at most SMALL_IO_BYTES, else (or when it grew meanwhile) through the pool. */
 export async function readModelFile(file: string): Promise<Buffer> {

@@ -161,7 +161,10 @@ describe('model loader accounting', () => {
 
   test('a failed load releases its reservation and lets the next load measure', async () => {
     const r = rig();
-    r.gates.set('bad', Promise.reject(new Error('bad graph')));
+    const bad = Promise.reject(new Error('bad graph'));
+    // Awaited only once the load builds its package, a turn of the event loop or more from now.
+    bad.catch(() => undefined);
+    r.gates.set('bad', bad);
     await assert.rejects(r.loader.load(req('bad')), /bad graph/);
     assert.equal(r.memory.usedBytes, 0);
     const ok = await r.loader.load(req('ok'));
