@@ -390,7 +390,6 @@ export class PackageBuilder {
     for (const version of versions) {
       const file = await modelFilePath(md, version, fileName);
       const mainThread = await this.creationThread(md, version, file, draft, config, providerChoice.providers[0]);
-      await yieldTurn();
       const session = await createModelSession(file, mainThread === undefined ? sessionOptions : { ...sessionOptions, mainThread });
       this.sessions.push(session);
       if (!config) {
@@ -464,6 +463,8 @@ export class PackageBuilder {
     completed: ModelConfig | undefined,
     provider: ProviderName | undefined,
   ): Promise<MoveOptions | undefined> {
+    // Each session's creation is a step of its own in the event loop (store/small-io.ts yieldTurn).
+    await yieldTurn();
     const sizeOf = this.request.sizeOf ?? filesBytes;
     const versionDir = path.join(md.dir, String(version));
     if (provider !== 'cpu' || (await sizeOf(versionDir)) > CREATION_PLACEMENT_MAX_FILE_BYTES) return undefined;

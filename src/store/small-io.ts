@@ -19,7 +19,8 @@
  * What writes stays in the pool: creating a file or a directory took 40-400 µs
  * on the bench VM's virtual disk (busy: up to 1 ms), and on the calling thread
  * that is time no other request is served (made there, a /ping beside
- * back-to-back cold loads waited 1.0-1.1 ms at the median instead of 0.3).
+ * back-to-back cold loads took 0.8-1.3 ms at the median instead of 0.5, and
+ * 11-12 ms at p99 instead of 6: bench/README.md).
  * Larger reads and listings of unbounded directories (the cache's, a
  * repository's) stay in the pool too. On a network file system even a stat is
  * a network round trip, which is why MME_CACHE_DIR belongs on local disk
@@ -28,7 +29,7 @@
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 
-/** Reads and writes up to this size are made on the calling thread (about 50 µs of copying from the page cache). */
+/** Files up to this size are read on the calling thread (about 50 µs of copying from the page cache). */
 export const SMALL_IO_BYTES = 256 * 1024;
 
 /** Lists of at most this many paths are stat'ed on the calling thread (2-8 µs each); longer ones in the pool. */
