@@ -57,11 +57,15 @@ async function credentials(tls: GrpcTlsFiles | undefined): Promise<ServerCredent
       });
     }
   };
-  const [cert, key, ca] = await Promise.all([
+  const reads = [
     read(tls.certFile, 'certificate (MME_GRPC_TLS_CERT)', 'MME_GRPC_TLS_CERT'),
     read(tls.keyFile, 'key (MME_GRPC_TLS_KEY)', 'MME_GRPC_TLS_KEY'),
-    tls.caFile === undefined ? undefined : read(tls.caFile, 'client CA (MME_GRPC_TLS_CA)', 'MME_GRPC_TLS_CA'),
-  ]);
+    tls.caFile === undefined ? Promise.resolve(undefined) : read(tls.caFile, 'client CA (MME_GRPC_TLS_CA)', 'MME_GRPC_TLS_CA'),
+  ] as const;
+  // Read together, reported in this order: with several unreadable, the message names the same one every time.
+  const failed = (await Promise.allSettled(reads)).find((r) => r.status === 'rejected');
+  if (failed !== undefined) throw failed.reason;
+  const [cert, key, ca] = await Promise.all(reads);
   try {
     return ServerCredentials.createSsl(ca ?? null, [{ cert_chain: cert, private_key: key }], ca !== undefined);
   } catch (err) {
