@@ -16,11 +16,16 @@
  * 3. Peak RSS while downloading and extracting a ~300 MB tarball (a small
  *    model plus a large incompressible extra file, so the session stays small):
  *    goal ≤ 100 MB above the container's idle RSS. Linux only (/proc).
+ * 4. Cold loads beside another tenant: the tiny models requested cold one after
+ *    another while a client sends `/ping` on a keep-alive connection back to
+ *    back: the cold request's median, and the pings' p50, p99 and max. What a
+ *    load holds the event loop for in one piece shows in the pings: a load's
+ *    speed must not come from holding it (src/store/small-io.ts).
  *
  * s3rver runs in its own child process, the server in another (the real
  * startServer with a fresh cache directory per cold start).
  *
- * BENCH_S3_PARTS (comma-separated `cold`, `tiny`, `rss`; default all three)
+ * BENCH_S3_PARTS (comma-separated `cold`, `tiny`, `rss`, `beside`; default all)
  * measures only those tables. BENCH_BASELINE_ROOT (a built checkout of the
  * previous landed commit) runs that commit's server beside this one's in the
  * tiny table: each model is requested cold from both (the order alternating),
@@ -39,10 +44,11 @@ import * as tar from 'tar';
 import { packTarGz, scale, sizedModel, writeModelDir } from '../examples/models/zoo.js';
 import { s3rverClient, S3RVER_CREDENTIALS } from '../test/support/s3rver.js';
 import { childPort, spawnChild, type BenchChild } from './lib/child.js';
+import { startPingProbe } from './lib/ping-probe.js';
 import { procStatusKb, resetPeakRss, RssSampler } from './lib/proc-memory.js';
 import { markdownTable, textTable, type BenchReport, type Table } from './lib/report.js';
 import { benchParts, benchSettings } from './lib/settings.js';
-import { median } from './lib/stats.js';
+import { latencySummary, median } from './lib/stats.js';
 import { launcherEnv } from '../test/support/launcher.js';
 import { FEATURES, invokeTarget, writeDensityModels } from '../test/support/density-scenario.js';
 
@@ -94,6 +100,12 @@ export async function run(): Promise<BenchReport> {
       tables.push(tinyTable(tiny, roots));
       data['tiny'] = tiny;
     }
+    if (parts.has('beside')) {
+      process.stderr.write(`  ${BESIDE_COLD} tiny models cold beside a /ping client (${roots.map((r) => r.label).join(', ')})\n`);
+      const beside = await coldBesidePings(client, work, serverEnv, roots, repeats);
+      tables.push(besideTable(beside, roots));
+      data['beside'] = beside;
+    }
     if (parts.has('rss')) {
       const rss = await rssPart(client, work, serverEnv);
       tables.push(rss.table);
@@ -118,7 +130,9 @@ export async function run(): Promise<BenchReport> {
   }
 }
 
-const S3_PARTS = ['cold', 'tiny', 'rss'] as const;
+const S3_PARTS = ['cold', 'tiny', 'rss', 'beside'] as const;
+/** Tiny models requested cold per server and round while the /ping client runs. */
+const BESIDE_COLD = 20;
 
 /** A server build the tiny table runs: this checkout's (`new`) or BENCH_BASELINE_ROOT's (`base`). */
 interface ServerRoot {
@@ -177,6 +191,69 @@ function tinyTable(tiny: TinyCold, roots: readonly ServerRoot[]): Table {
       ['  InferenceSession.create', ...shared(tiny.createMs.toFixed(1))],
       ['  one run', ...shared(tiny.runMs.toFixed(2))],
       ['total ÷ parts (median of per-model ratios; goal ≤ 1.3)', ...each((r) => r.ratio.toFixed(2))],
+    ],
+  };
+}
+
+/** Per server build (ServerRoot.label): medians over the rounds of the cold median and of the pings' p50, p99 and max. */
+type BesidePings = Record<string, { readonly coldMs: number; readonly pingP50Ms: number; readonly pingP99Ms: number; readonly pingMaxMs: number }>;
+
+/**
+ * Each round, each server build (the order alternating) on a fresh cache: TINY_WARMUP models warm it, then a /ping
+ * client runs on a keep-alive connection while BESIDE_COLD models are requested cold one after another.
+ */
+async function coldBesidePings(
+  client: S3Client,
+  work: string,
+  env: Record<string, string>,
+  roots: readonly ServerRoot[],
+  rounds: number,
+): Promise<BesidePings> {
+  const root = path.join(work, 'beside-models');
+  const names = await writeDensityModels(root, 'tiny', BESIDE_COLD + TINY_WARMUP);
+  const keys = names.map((n) => `beside-${n}.tar.gz`);
+  for (const [i, name] of names.entries()) await upload(client, keys[i]!, await buildArchive(work, name, async () => path.join(root, name)));
+  const runs: Record<string, { cold: number; p50: number; p99: number; max: number }[]> = {};
+  for (let round = 0; round < rounds; round++) {
+    for (const r of round % 2 === 0 ? roots : [...roots].reverse()) {
+      const child = await startServer(work, { ...env, MME_MEMORY_BUDGET_BYTES: String(8 * 1024 ** 3) }, `beside-${r.label}-${round}`, r.entry);
+      try {
+        const url = `http://127.0.0.1:${childPort(child)}`;
+        for (const key of keys.slice(BESIDE_COLD)) await invokeTarget(url, key, FEATURES.tiny);
+        const probe = startPingProbe(url);
+        const cold: number[] = [];
+        for (const key of keys.slice(0, BESIDE_COLD)) {
+          const t = performance.now();
+          const status = await invokeTarget(url, key, FEATURES.tiny);
+          cold.push(performance.now() - t);
+          if (status !== 200) throw new Error(`${key} (${r.label}): HTTP ${status}`);
+        }
+        const pings = await probe.stop();
+        const { p50, p99 } = latencySummary(pings);
+        (runs[r.label] ??= []).push({ cold: median(cold), p50, p99, max: Math.max(...pings) });
+      } finally {
+        await child.stop();
+      }
+    }
+  }
+  const m = (label: string, pick: (run: { cold: number; p50: number; p99: number; max: number }) => number): number => median(runs[label]!.map(pick));
+  return Object.fromEntries(
+    roots.map((r) => [
+      r.label,
+      { coldMs: m(r.label, (x) => x.cold), pingP50Ms: m(r.label, (x) => x.p50), pingP99Ms: m(r.label, (x) => x.p99), pingMaxMs: m(r.label, (x) => x.max) },
+    ]),
+  );
+}
+
+function besideTable(beside: BesidePings, roots: readonly ServerRoot[]): Table {
+  const each = (pick: (b: BesidePings[string]) => number, digits: number): string[] => roots.map((r) => pick(beside[r.label]!).toFixed(digits));
+  return {
+    headers: [`${BESIDE_COLD} tiny models cold beside a /ping client (keep-alive, back to back), medians of rounds, ms`, ...roots.map((r) => r.label)],
+    rows: [
+      ['cold request → answer (median)', ...each((b) => b.coldMs, 1)],
+      ['/ping p50', ...each((b) => b.pingP50Ms, 2)],
+      ['/ping p99', ...each((b) => b.pingP99Ms, 2)],
+      ['/ping max', ...each((b) => b.pingMaxMs, 2)],
     ],
   };
 }
