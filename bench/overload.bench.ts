@@ -8,7 +8,9 @@
  *   256→1024→1024→16 MLP (dynamic batching);
  * - the refusal's p50 at the client, and the share of refusals with Retry-After;
  * - server CPU per refusal against per answer (from /proc; a refusal's is
- *   (storm CPU − answers × CPU per answer at 64) ÷ refusals);
+ *   (storm CPU − answers × CPU per answer at 64) ÷ refusals), and a refusal
+ *   alone: the main thread's CPU per refusal beside a bare node:http server's
+ *   refusing the same storm (the limit);
  * - /ping from a separate client on a new connection every 50 ms: p99 and
  *   max, during the storm and during 512 connections sending 4×1024-float bodies;
  * - neighbours (defaults): a light model (16→4, one request at a time) p50
@@ -30,7 +32,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { mlp, tiny, writeModelDir } from '../examples/models/zoo.js';
 import { v2Body } from './lib/payload.js';
-import { processCpuUs } from './lib/proc-cpu.js';
+import { spawnChild } from './lib/child.js';
+import { processCpuUs, threadCpuUs } from './lib/proc-cpu.js';
 import { markdownTable, textTable, type BenchReport, type Table } from './lib/report.js';
 import { benchParts, benchSettings } from './lib/settings.js';
 import type { StormResult } from './lib/storm-client.js';
@@ -112,15 +115,19 @@ async function startServe(label: string, root: string, source: string, env: Read
 interface StormRun {
   readonly storm: StormResult;
   readonly seconds: number;
+  /** The server's CPU over the storm, all threads. */
   readonly cpuUs: number;
+  /** Its main thread's (the event loop's) alone. */
+  readonly mainCpuUs: number;
   readonly pingsMs: number[];
 }
 
 /** A storm against `server`, /ping probed meanwhile, and the server's CPU over it. */
 async function storm(server: Server, connections: number, seconds: number, route: string, target: string, bodyFile: string): Promise<StormRun> {
   const cpu0 = processCpuUs(server.pid);
+  const main0 = threadCpuUs(server.pid);
   const run = await runStorm(server.port, { connections, seconds, route, target, bodyFile, pingEveryMs: 50 });
-  return { ...run, seconds, cpuUs: processCpuUs(server.pid) - cpu0 };
+  return { ...run, seconds, cpuUs: processCpuUs(server.pid) - cpu0, mainCpuUs: threadCpuUs(server.pid) - main0 };
 }
 
 const ok = (r: StormRun): number => Object.entries(r.storm.statuses).reduce((n, [s, c]) => (s.startsWith('2') ? n + c : n), 0);
@@ -263,13 +270,31 @@ async function settingCells(setup: Run): Promise<Table[]> {
  * What one refusal costs the server, alone: MME_MAX_INFLIGHT_REQUESTS=1 (and,
  * on this checkout, no holding, so every retry is refused and read again at
  * once) under 256 connections; CPU per refusal = (CPU − answers × CPU per
- * answer at one connection) ÷ refusals, against CPU per answer at 64
- * connections from the storm table.
+ * answer at one connection) ÷ refusals, of the whole process and of its main
+ * thread. The process's figure includes what the admitted request's run
+ * costs beside the refusals (with one request in flight the server is quiet,
+ * so the MLP runs on its main-thread copy, whose second intra-op thread spins
+ * between runs); the main thread's is the refusals' own. Beside them the
+ * limit: a bare node:http server answering the same storm with a fixed 429
+ * (bench/lib/bare-http-server.ts `refuse`), its CPU per refusal.
  */
 async function refusalCostCells(setup: Run): Promise<Table> {
   const { roots, source, bodies, work, seconds, repeats } = setup;
   const rows: string[][] = [];
-  const table: Table = { rows, headers: ['server', 'refusals/s', 'answers/s', 'µs CPU/refusal', 'µs CPU/answer (1 conn)', 'load'] };
+  const table: Table = {
+    rows,
+    headers: [
+      'server',
+      'refusals/s',
+      'answers/s',
+      'µs CPU/refusal',
+      'main thread µs/refusal',
+      'bare node:http µs/refusal',
+      'main thread ÷ bare',
+      'µs CPU/answer (1 conn)',
+      'load',
+    ],
+  };
   const servers = await Promise.all(
     roots.map((r, i) =>
       startServe(
@@ -281,33 +306,33 @@ async function refusalCostCells(setup: Run): Promise<Table> {
       ),
     ),
   );
+  const bareChild = await spawnChild('bare-refusal', new URL('./lib/bare-http-server.js', import.meta.url), ['refuse']);
+  const bare: Server = { label: 'bare', port: bareChild.hello['port'] as number, pid: bareChild.pid!, stop: () => bareChild.stop() };
   const figures = new RoundFigures();
   for (const s of servers) await storm(s, 1, 1, '/invocations', 'mlp', bodies['mlp']!);
   for (let round = 0; round < repeats; round++) {
+    const limit = await storm(bare, 256, seconds, '/invocations', 'mlp', bodies['mlp']!);
+    const barePerRefusal = limit.cpuUs / Math.max(1, refused(limit));
     for (const s of turnOrder(servers, round)) {
       progress(`refusal cost ${s.label} round ${round + 1}/${repeats} (load ${loadavg()})`);
       const one = await storm(s, 1, seconds, '/invocations', 'mlp', bodies['mlp']!);
       const perAnswer = one.cpuUs / Math.max(1, ok(one));
+      const mainPerAnswer = one.mainCpuUs / Math.max(1, ok(one));
       const flood = await storm(s, 256, seconds, '/invocations', 'mlp', bodies['mlp']!);
+      const mainPerRefusal = Math.max(0, flood.mainCpuUs - ok(flood) * mainPerAnswer) / Math.max(1, refused(flood));
       figures.add(s.label, 'rps', refused(flood) / seconds);
       figures.add(s.label, 'aps', ok(flood) / seconds);
       figures.add(s.label, 'cpu', Math.max(0, flood.cpuUs - ok(flood) * perAnswer) / Math.max(1, refused(flood)));
+      figures.add(s.label, 'main', mainPerRefusal);
+      figures.add(s.label, 'bare', barePerRefusal);
+      figures.add(s.label, 'mainBare', mainPerRefusal / barePerRefusal);
       figures.add(s.label, 'answer', perAnswer);
       figures.add(s.label, 'load', os.loadavg()[0]!);
     }
   }
-  for (const s of servers) await s.stop();
+  for (const s of [...servers, bare]) await s.stop();
   for (const r of roots) {
-    rows.push([
-      r.label,
-      ...figures.spreads(r.label, [
-        ['rps', 0],
-        ['aps', 0],
-        ['cpu', 1],
-        ['answer', 0],
-        ['load', 1],
-      ]),
-    ]);
+    rows.push([r.label, ...figures.spreads(r.label, [['rps', 0], ['aps', 0], ['cpu', 1], ['main', 1], ['bare', 1], ['mainBare'], ['answer', 0], ['load', 1]])]);
   }
   return table;
 }
