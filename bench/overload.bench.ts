@@ -276,7 +276,8 @@ async function settingCells(setup: Run): Promise<Table[]> {
  * so the MLP runs on its main-thread copy, whose second intra-op thread spins
  * between runs); the main thread's is the refusals' own. Beside them the
  * limit: a bare node:http server answering the same storm with a fixed 429
- * (bench/lib/bare-http-server.ts `refuse`), its CPU per refusal.
+ * (bench/lib/bare-http-server.ts `refuse`), its whole process's CPU per
+ * refusal (its GC threads included, so the limit is if anything generous).
  */
 async function refusalCostCells(setup: Run): Promise<Table> {
   const { roots, source, bodies, work, seconds, repeats } = setup;

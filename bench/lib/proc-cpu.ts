@@ -1,9 +1,9 @@
 /**
  * @module bench/lib/proc-cpu
  * CPU time of another process (user + system, all its threads), or of one
- * of its threads, from Linux /proc, in µs. The invocations bench divides the CPU time a
- * server spent over a run by the requests it answered: CPU per request, which
- * a shared machine disturbs far less than requests per second.
+ * of its threads, from Linux /proc, in µs. The invocations bench divides the
+ * CPU time a server spent over a run by the requests it answered: CPU per
+ * request, which a shared machine disturbs far less than requests per second.
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
