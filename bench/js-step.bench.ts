@@ -14,6 +14,8 @@
  * For a 1×16 and a 1×1,048,576 FP32 tensor, one call at a time, and 8 at once
  * (BENCH_JS_CONCURRENCY), in wall time and in CPU time per call (this
  * process and the step's). The process's answer must equal the input.
+ * Measured in a child process with the launcher's allocator settings
+ * (lib/launcher-process.ts), as a server runs steps.
  */
 import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -25,6 +27,8 @@ import { loadStep } from '../src/backends/step-backend.js';
 import { parseModelConfig } from '../src/config/model-config.js';
 import { createLogger } from '../src/observability/logger.js';
 import type { Tensor } from '../src/protocol/tensor.js';
+import { LAUNCHER_ENV } from '../test/support/launcher.js';
+import { inLauncherProcess } from './lib/launcher-process.js';
 import { markdownTable, num, ratio, textTable, type BenchReport, type Table } from './lib/report.js';
 import { processCpuUs } from './lib/proc-cpu.js';
 import { benchSettings } from './lib/settings.js';
@@ -43,6 +47,13 @@ function loadavg(): string {
     .slice(0, 2)
     .map((l) => l.toFixed(2))
     .join(', ');
+}
+
+/** The allocator settings this process runs with (the launcher's, lib/launcher-process.ts). */
+function allocatorSettings(): string {
+  return Object.keys(LAUNCHER_ENV)
+    .map((k) => `${k}=${process.env[k] ?? '(unset)'}`)
+    .join(' ');
 }
 
 function progress(message: string): void {
@@ -187,7 +198,12 @@ async function perCall(call: Call, concurrency: number, seconds: number, repeats
   return { wall: median(rounds), cpu: median(cpus) };
 }
 
-export async function run(): Promise<BenchReport> {
+export function run(): Promise<BenchReport> {
+  return inLauncherProcess(new URL(import.meta.url));
+}
+
+/** The measurement itself (lib/launcher-process.ts runs it in a child with the launcher's settings). */
+export async function measure(): Promise<BenchReport> {
   const settings = benchSettings();
   const concurrency = (process.env['BENCH_JS_CONCURRENCY'] ?? '1,8').split(',').map(Number);
   const seconds = Math.max(0.5, settings.durationS / 3);
@@ -282,11 +298,12 @@ export async function run(): Promise<BenchReport> {
     `Medians of ${settings.repeats} round(s) of ${num(seconds)} s per cell (thread and process: two interleaved runs each). ` +
     `CPU = user + system time of this process (the thread's included) and of the step's process (from /proc, 10 ms ticks) per call: what a loaded machine changes least. ` +
     `"copies alone" = the input and then the output each written to a file and read into a fresh buffer, one call at a time, in this process, cycling through ${COPY_SETS} inputs and file regions (as a round trip's bytes come from memory, not from a cache): the least a process that copies through the kernel pays (Node maps no memory shared between processes), against the thread. ` +
-    `The goal column is issue 36's (process / thread).`;
+    `The goal column is issue 36's (process / thread). ` +
+    `Measured in a process started with the launcher's settings (${allocatorSettings()}), as the server runs steps: every buffer of 64 KiB or more is a fresh mapping, so both the thread and the process pay a page fault per 4 KiB of a 4 MiB tensor.`;
   return {
     name: 'js-step',
     title: 'JS step isolation: a sandboxed process per step vs a worker thread vs calling execute() in process',
-    settings: { ...settings, concurrency, seconds },
+    settings: { ...settings, concurrency, seconds, allocator: allocatorSettings() },
     text: `${textTable(table)}\n${note}`,
     markdown: `${markdownTable(table)}\n\n${note}`,
     data,

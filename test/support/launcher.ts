@@ -2,7 +2,8 @@
  * What the launcher (`./serve`, the image's `serve` and `onnx-mme`) gives
  * the server process before node starts, for the children that tests and
  * benchmarks start without it (bench/lib/onnx-mme-server.ts, the raw
- * onnxruntime-node reference of the density figures), so they run the
+ * onnxruntime-node reference of the density figures, the js step bench's
+ * measuring process: bench/lib/launcher-process.ts), so they run the
  * settings users ship. test/integration/packaging.test.ts checks that the
  * launcher applies exactly these.
  */
