@@ -5,10 +5,14 @@
  * - its own directory under the temp dir: `host/` (js-step-host.js and the
  *   two modules it imports, copied there with a package.json, so the step
  *   reads nothing of the server's install), `scratch/` (the only place it
- *   may write; its cwd), and, when the step runs as another user, `model/`:
- *   the model directory mirrored (directories made, files hard-linked, or
- *   copied across filesystems), so the step can reach its files whatever the
- *   modes of the cache directory's parents, and nothing else of the cache;
+ *   may write; its cwd), and, when the step runs as another user,
+ *   `model-<128 random bits>/`: the model directory mirrored (directories
+ *   made, files hard-linked, or copied across filesystems), so the step can
+ *   reach its files whatever the modes of the cache directory's parents, and
+ *   nothing else of the cache. The mirror must be readable by others (the
+ *   step is "others" to the files' owner); the sandbox directory is 0711, so
+ *   another local user can reach the mirror only by a name it cannot list
+ *   or guess;
  * - Node's permission model: `--permission`, reads allowed in `host/` and the
  *   model directory only, writes in `scratch/` only; no child processes,
  *   worker threads, addons, WASI or inspector (not granted);
@@ -21,6 +25,7 @@
  *   mem nor signal the server, and the OS checks every file it opens.
  */
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { chmod, chown, copyFile, link, lstat, mkdir, mkdtemp, readdir, readlink, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -107,7 +112,7 @@ export async function prepareSandbox(options: SandboxOptions): Promise<Sandbox> 
     let modelDir = path.resolve(options.modelDir);
     if (user) {
       await chown(scratch, user.uid, user.gid);
-      modelDir = path.join(root, 'model');
+      modelDir = path.join(root, `model-${randomBytes(16).toString('hex')}`);
       await mirror(path.resolve(options.modelDir), modelDir, '');
     }
     const limitBytes = (options.heapLimitMb + JS_STEP_FIXED_OVERHEAD_MB) * 1024 * 1024;

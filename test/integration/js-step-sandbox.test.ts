@@ -14,9 +14,11 @@
  * tests run as root (CI), the step runs as uid 65534.
  */
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { addSub, writeModelDir } from '../../examples/models/zoo.js';
@@ -219,6 +221,40 @@ describe('a hostile js step', () => {
     const uid = await attack('uid');
     if (process.getuid?.() === 0) assert.equal(uid, 'ok: 65534');
     else assert.equal(uid, `ok: ${process.getuid?.()}`);
+    await assertServing();
+  });
+
+  it("another local user cannot find or read the step's mirrored model files (server as root)", async (t) => {
+    if (process.getuid?.() !== 0) {
+      t.skip('needs root: the mirror exists only when the step runs as another user');
+      return;
+    }
+    assert.equal(await attack('write_scratch'), 'ok: x');
+    // As root: the hostile step's sandbox and its mirror of the model, so the check below cannot pass for want of one.
+    const sandboxes = readdirSync(os.tmpdir())
+      .filter((n) => n.startsWith('onnx-mme-js-'))
+      .map((n) => path.join(os.tmpdir(), n));
+    const mirrors = sandboxes.flatMap((dir) =>
+      readdirSync(dir)
+        .filter((n) => n.startsWith('model') && existsSync(path.join(dir, n, 'config.pbtxt')))
+        .map((n) => path.join(dir, n)),
+    );
+    const ours = mirrors.find((m) => readFileSync(path.join(m, 'config.pbtxt'), 'utf8') === HOSTILE_CONFIG);
+    assert.ok(ours !== undefined, `no mirror of the hostile model among ${mirrors.length}`);
+    const sandbox = path.dirname(ours);
+    // uid 65533: a local user that is neither the server (root) nor the step (65534).
+    const probe = `
+const fs = require('node:fs');
+const tryIt = (fn) => { try { return 'ok: ' + fn(); } catch (e) { return 'denied: ' + e.code; } };
+console.log(JSON.stringify({
+  list: tryIt(() => fs.readdirSync(${JSON.stringify(sandbox)}).join(',')),
+  guessed: tryIt(() => fs.readFileSync(${JSON.stringify(path.join(sandbox, 'model', 'config.pbtxt'))}, 'utf8')),
+}));`;
+    const run = spawnSync(process.execPath, ['-e', probe], { uid: 65533, gid: 65533, encoding: 'utf8', timeout: 30_000 });
+    assert.equal(run.status, 0, run.stderr);
+    const seen = JSON.parse(run.stdout) as { list: string; guessed: string };
+    assert.equal(seen.list, 'denied: EACCES');
+    assert.equal(seen.guessed, 'denied: ENOENT');
     await assertServing();
   });
 
