@@ -25,6 +25,12 @@ import { blockBytesOf, chargeFile, measureDiskBytes, measureListedDiskBytes } fr
 import { fsReason } from './node-error.js';
 
 export const ENTRY_METADATA_FILE = '.onnx-mme-entry.json';
+/**
+ * The mode the cache directory is made with when missing (the operator's own is left as it is): only the server's
+ * user may list it, since entry names are targets. Its entries are 0700 already (made by mkdtemp).
+ */
+export const CACHE_DIR_MODE = 0o700;
+
 /** Sub-directory of an entry that holds the extracted model repository. */
 export const ENTRY_CONTENT_DIR = 'model';
 export const TEMP_PREFIX = '.tmp-';
@@ -223,7 +229,7 @@ async function makeTempDir(cacheDir: string): Promise<string> {
     return await mkdtemp(path.join(cacheDir, TEMP_PREFIX));
   } catch (err) {
     if (errorCode(err) !== 'ENOENT') throw err;
-    await mkdir(cacheDir, { recursive: true });
+    await mkdir(cacheDir, { recursive: true, mode: CACHE_DIR_MODE });
     return mkdtemp(path.join(cacheDir, TEMP_PREFIX));
   }
 }
@@ -256,7 +262,7 @@ export interface CleanResult {
  * coordinate with publishes in progress.
  */
 export async function cleanCacheDir(cacheDir: string): Promise<CleanResult> {
-  await mkdir(cacheDir, { recursive: true });
+  await mkdir(cacheDir, { recursive: true, mode: CACHE_DIR_MODE });
   const removed: string[] = [];
   const kept: string[] = [];
   for (const dirent of await readdir(cacheDir, { withFileTypes: true })) {

@@ -10,6 +10,7 @@
 import { constants } from 'node:fs';
 import { access, mkdir, opendir } from 'node:fs/promises';
 import { StartupError } from '../errors.js';
+import { CACHE_DIR_MODE } from './cache-publish.js';
 import { errorCode, messageOf } from './node-error.js';
 
 const WHY: Readonly<Record<string, string>> = {
@@ -20,10 +21,10 @@ const WHY: Readonly<Record<string, string>> = {
   ELOOP: 'is a loop of symbolic links',
 };
 
-/** Creates the cache directory if needed and checks this process may write in it. */
+/** Creates the cache directory if needed (CACHE_DIR_MODE) and checks this process may write in it. */
 export async function checkCacheDir(dir: string): Promise<void> {
   try {
-    await mkdir(dir, { recursive: true });
+    await mkdir(dir, { recursive: true, mode: CACHE_DIR_MODE });
     await access(dir, constants.W_OK | constants.X_OK);
   } catch (err) {
     const code = errorCode(err);

@@ -15,7 +15,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
@@ -256,6 +256,10 @@ console.log(JSON.stringify({
     assert.equal(seen.list, 'denied: EACCES');
     assert.equal(seen.guessed, 'denied: ENOENT');
     await assertServing();
+  });
+
+  it('the cache directory the server made is 0700: other local users cannot list its entries (their names are targets)', () => {
+    assert.equal(statSync(path.join(root, 'cache')).mode & 0o777, 0o700);
   });
 
   it('CAN connect out (documented as open in docs/security.md): a loopback listener sees the connection', async () => {
