@@ -5,7 +5,7 @@
  * with the launcher's settings (test/support/launcher.ts: glibc's allocator
  * thresholds, V8's young generation), so its figures are those of the
  * settings users ship rather than of the bench runner's defaults. On the
- * 2-core bench VM the two differ by up to 5× for 4 MiB buffers: the launcher
+ * 2-core bench VM the two differ by up to 6× for 4 MiB buffers: the launcher
  * maps every block of 64 KiB or more fresh (so an unloaded model's memory goes
  * back to the kernel), and a fresh page costs a fault.
  *
