@@ -32,7 +32,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { mlp, tiny, writeModelDir } from '../examples/models/zoo.js';
 import { v2Body } from './lib/payload.js';
-import { spawnChild } from './lib/child.js';
+import { childPort, spawnChild } from './lib/child.js';
 import { processCpuUs, threadCpuUs } from './lib/proc-cpu.js';
 import { markdownTable, textTable, type BenchReport, type Table } from './lib/report.js';
 import { benchParts, benchSettings } from './lib/settings.js';
@@ -308,7 +308,7 @@ async function refusalCostCells(setup: Run): Promise<Table> {
     ),
   );
   const bareChild = await spawnChild('bare-refusal', new URL('./lib/bare-http-server.js', import.meta.url), ['refuse']);
-  const bare: Server = { label: 'bare', port: bareChild.hello['port'] as number, pid: bareChild.pid!, stop: () => bareChild.stop() };
+  const bare: Server = { label: 'bare', port: childPort(bareChild), pid: bareChild.pid!, stop: () => bareChild.stop() };
   const figures = new RoundFigures();
   for (const s of servers) await storm(s, 1, 1, '/invocations', 'mlp', bodies['mlp']!);
   for (let round = 0; round < repeats; round++) {
