@@ -2,7 +2,9 @@
  * @module backends/js-step-sandbox
  * Where and how a js step's process runs (docs/security.md#javascript-steps):
  *
- * - its own directory under the temp dir: `host/` (js-step-host.js and the
+ * - its own directory under the temp dir, named after its server so that a
+ *   later server can sweep it when this one ends without removing it
+ *   (backends/js-step-leftovers.ts): `host/` (js-step-host.js and the
  *   two modules it imports, copied there with a package.json, so the step
  *   reads nothing of the server's install), `scratch/` (the only place it
  *   may write; its cwd), and, when the step runs as another user,
@@ -30,6 +32,7 @@ import { chmod, chown, copyFile, link, lstat, mkdir, mkdtemp, readdir, readlink,
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { sandboxNamePrefix } from './js-step-leftovers.js';
 
 /**
  * Address space node and V8 reserve before a step allocates anything
@@ -98,7 +101,7 @@ export async function prepareSandbox(options: SandboxOptions): Promise<Sandbox> 
   if (prlimit === null) throw new SandboxError('the memory bound of a js step needs prlimit (util-linux), which is not on PATH');
   const user = process.getuid?.() === 0 ? (options.user ?? DEFAULT_JS_STEP_USER) : undefined;
   if (user) await checkReachable(os.tmpdir(), user);
-  const root = await mkdtemp(path.join(os.tmpdir(), 'onnx-mme-js-'));
+  const root = await mkdtemp(path.join(os.tmpdir(), sandboxNamePrefix()));
   try {
     await chmod(root, 0o711);
     const host = path.join(root, 'host');

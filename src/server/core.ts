@@ -6,7 +6,9 @@
  * transports (server/listeners.ts, the HTTP app) are built on a Core, and
  * shutdown (server/shutdown.ts) releases it.
  */
+import os from 'node:os';
 import path from 'node:path';
+import { sweepLeftoverSandboxes } from '../backends/js-step-leftovers.js';
 import type { ServerConfig } from '../config/server-config.js';
 import { isS3Uri } from '../config/s3-uri.js';
 import type { HostRedactor } from '../errors.js';
@@ -62,6 +64,7 @@ const RECONCILE_INTERVAL_MS = 1000;
 export async function buildCore(config: ServerConfig, logger: Logger, metrics: Metrics): Promise<Core> {
   const sourcePresent = isS3Uri(config.modelSource) || (await localSourcePresent(config, logger));
   const cache = await openCache(config, logger, metrics);
+  await sweepJsStepLeftovers(logger);
   const host = detectHostCapabilities();
   const pool = new RuntimePool(config.runtimeWorkers, { tensorrtCacheDir: path.join(config.cacheDir, '.tensorrt') });
   // onnxruntime's fixed per-thread cost, paid before the idle figure is taken (runtime/prime.ts).
@@ -107,6 +110,13 @@ export async function buildCore(config: ServerConfig, logger: Logger, metrics: M
   });
   const redactor = hostRedactor(config);
   return { host, cache, source, sourcePresent, pool, budget, memory, httpAccess, grpcAccess, registry, service, redactor };
+}
+
+/** The js-step sandboxes a server that ended without unloading its models left in the temp directory (backends/js-step-leftovers.ts). */
+async function sweepJsStepLeftovers(logger: Logger): Promise<void> {
+  const removed = await sweepLeftoverSandboxes(os.tmpdir());
+  if (removed > 0)
+    logger.info({ removed }, `removed ${removed} js-step sandbox directories left in the temp directory by a server that ended without unloading its models`);
 }
 
 interface LoaderParts {
