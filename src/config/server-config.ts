@@ -126,6 +126,8 @@ export interface ServerConfig {
   /** MME_CPU_COUNT: the CPUs the server sizes its threads and load concurrency for; default os.availableParallelism(). */
   readonly cpuCount: number;
   readonly runtimeWorkers: number;
+  /** MME_HOT_MODEL_MAX_INSTANCES: instances a hot model placed in the workers may grow to (registry/hot-instances.ts); 1 = never grows. */
+  readonly hotModelMaxInstances: number;
   readonly intraOpThreads: number | undefined;
   /** MME_LOAD_CONCURRENCY: model loads (session create, warm-up, placement) in progress at once; more wait their turn. */
   readonly loadConcurrency: number;
@@ -755,6 +757,19 @@ export const SETTINGS: readonly AnySetting[] = [
     description:
       "Worker threads that own onnxruntime sessions. Sessions load and run there, so HTTP stays responsive; runs in different workers proceed in parallel. With one intra-op thread per session (the default), these are the threads that hold the machine's parallelism, whatever the number of models.",
     parse: (raw, env) => (raw === undefined ? defaultWorkers(env) : int('MME_RUNTIME_WORKERS', raw, 1, 256)),
+  },
+  {
+    key: 'hotModelMaxInstances',
+    env: ['MME_HOT_MODEL_MAX_INSTANCES'],
+    defaultText: 'MME_RUNTIME_WORKERS',
+    description:
+      'Instances a hot model may grow to. A model whose config sets no `instance_group` has one instance, so one core; when it runs in the runtime workers only (its batch is too costly for the main thread) and its batch slots are all busy with requests waiting for half of a 0.5 s window, it gets another session on a worker that holds none of its instances, booked in the memory budget from the room there is (never by evicting another model), and gives it back after 30 s without that. 1 = never. Models with an `instance_group`, sequence models and GPU models keep what they have.',
+    parse: (raw, env) => {
+      if (raw !== undefined) return int('MME_HOT_MODEL_MAX_INSTANCES', raw, 1, 256);
+      // A bad MME_RUNTIME_WORKERS is reported by its own entry; this one only follows a good one.
+      const workers = Number(env['MME_RUNTIME_WORKERS'] ?? Number.NaN);
+      return Number.isInteger(workers) && workers >= 1 && workers <= 256 ? workers : defaultWorkers(env);
+    },
   },
   {
     key: 'intraOpThreads',

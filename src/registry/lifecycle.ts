@@ -389,11 +389,11 @@ export function memoryOf(entry: LiveEntry): ModelMemory {
   return { reservedBytes: entry.loaded?.bytes, measuredBytes: entry.loaded?.measuredBytes };
 }
 
-/** Whether any session of the package lives in runtime worker `index`. */
+/** Whether any session of the package lives in runtime worker `index`, a hot model's added instances included. */
 function usesWorker(pkg: LoadedPackage, index: number): boolean {
   for (const model of pkg.models.values()) {
     for (const version of model.versions.values()) {
-      if (version.sessions.some((session) => session.worker === index)) return true;
+      if (version.sessions.some((session) => session.worker === index) || version.elastic?.workers.includes(index)) return true;
     }
   }
   return false;

@@ -9,6 +9,7 @@ import type { GraphTensor } from '../config/auto-complete.js';
 import type { ModelConfig, TensorConfig } from '../config/model-config-types.js';
 import type { Tensor } from '../protocol/tensor.js';
 import type { ModelSession } from '../runtime/onnx-session.js';
+import type { ElasticInstances } from '../runtime/session-placement.js';
 import type { BatchLoad, ModelExecutor, ModelScheduler } from '../scheduler/model-scheduler.js';
 import { effectiveReshape } from './config-check.js';
 
@@ -21,8 +22,10 @@ export interface LoadedVersion {
   /** One executor per instance: what the scheduler runs batches on, and what warm-up runs. */
   readonly executors: readonly ModelExecutor[];
   readonly scheduler: ModelScheduler;
-  /** Processing steps: release what the backend holds (e.g. a JS step's finalize()); idempotent. */
+  /** What the version holds beyond `sessions`, released after its scheduler closed: a processing step's backend (e.g. a JS step's finalize()), a hot model's added instances; idempotent. */
   readonly release?: () => Promise<void>;
+  /** ONNX models that may add instances while hot (registry/hot-instances.ts), once placement allows it. */
+  readonly elastic?: ElasticInstances;
   /** The backend when it is not onnxruntime (a processing step: `image`, `tokenizer`, `js`, ...). */
   readonly backend?: string;
   /** A processing step stopped for good (a JS step that kept crashing, backends/js-step-worker.ts): an explicit load replaces the package. */

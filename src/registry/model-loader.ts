@@ -162,6 +162,7 @@ export function placeModel(
     return {
       version: v.version,
       sessions: v.sessions,
+      ...(v.elastic === undefined ? {} : { elastic: v.elastic }),
       fileBytes: () => sizeOf(dir),
       graph: async () => read ?? readGraphSummary(await modelFileBytes(dir, fileName)),
     };
@@ -275,7 +276,7 @@ export class PackageModelLoader implements ModelLoader {
   private readonly measurement: LoadMeasurement;
   private reclaimTimer: NodeJS.Timeout | undefined;
   private readonly cpuBookings = new Set<CpuBooking>();
-  /** Bytes booked for main-thread copies now (they are measured in the process's total too). */
+  /** Bytes booked for main-thread copies and hot models' added instances now (they are measured in the process's total too). */
   private copyBytes = 0;
   private normalizeTimer: NodeJS.Timeout | undefined;
 
@@ -385,7 +386,7 @@ export class PackageModelLoader implements ModelLoader {
     return resident;
   }
 
-  /** A main-thread copy is booked while it exists (runtime/session-placement.ts): on top of whatever the load is booked at. */
+  /** A main-thread copy, or a hot model's added instance, is booked while it exists (runtime/session-placement.ts, registry/hot-instances.ts): on top of whatever the load is booked at. */
   private copyBooking(held: Reservation): CopyBooking {
     return {
       tryGrow: (fileBytes) => {

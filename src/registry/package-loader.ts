@@ -20,12 +20,15 @@ import { ensemblePlan, ensembleProblems, singleModelPlan, type EnsembleSpec, typ
 import { inModel, ServingError, withModel } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { TargetMetrics } from '../observability/metrics.js';
-import { chooseProviders, type HostCapabilities } from '../runtime/execution-providers.js';
+import { chooseProviders, type HostCapabilities, type ProviderChoice } from '../runtime/execution-providers.js';
 import { readGraphSummary, type GraphSummary } from '../runtime/onnx-graph.js';
-import { createModelSession, type ModelSession, type MoveOptions } from '../runtime/onnx-session.js';
+import { createModelSession, type ModelSession, type MoveOptions, type SessionOptions } from '../runtime/onnx-session.js';
+import { MAIN_THREAD } from '../runtime/main-thread-session.js';
 import type { RuntimePool } from '../runtime/runtime-pool.js';
 import { DEFAULT_BATCHING, requestedInstances, resolveBatchPolicy, type BatchingDefaults, type BatchPolicy } from '../scheduler/batch-policy.js';
 import { DynamicBatcher } from '../scheduler/dynamic-batcher.js';
+import { systemClock } from '../clock.js';
+import { HotInstances } from './hot-instances.js';
 import { checkConfigAgainstGraph } from './config-check.js';
 import { latestVersion, SessionExecutor, type LoadedModel, type LoadedVersion } from './loaded-model.js';
 import type { ModelExecutor, ModelScheduler } from '../scheduler/model-scheduler.js';
@@ -36,7 +39,13 @@ import { SequenceTracker } from '../scheduler/sequence-tracker.js';
 import type { Tensor } from '../protocol/tensor.js';
 import { chooseEntryModel, scanRepository, type ModelDirectory, type RepositoryLayout } from './repository-layout.js';
 import { providerHintsOf } from './provider-hints.js';
-import { CREATION_PLACEMENT_MAX_FILE_BYTES, creationPlacement, DEFAULT_PLACEMENT, type PlacementSettings } from '../runtime/session-placement.js';
+import {
+  CREATION_PLACEMENT_MAX_FILE_BYTES,
+  creationPlacement,
+  DEFAULT_PLACEMENT,
+  type ElasticInstances,
+  type PlacementSettings,
+} from '../runtime/session-placement.js';
 import { filesBytes, type FilesBytes } from './package-size.js';
 import { selectVersions } from './version-policy.js';
 
@@ -99,6 +108,23 @@ export interface PackageLoadDeps {
   readonly sequences?: SequenceTracker;
   /** MME_CONFIG_MAX_BYTES: a larger config.pbtxt is refused unread; DEFAULT_CONFIG_MAX_BYTES when omitted. */
   readonly configMaxBytes?: number;
+  /** MME_HOT_MODEL_MAX_INSTANCES: instances a hot model may grow to (registry/hot-instances.ts); omitted or 1: never grows. */
+  readonly hotModelMaxInstances?: number;
+}
+
+/** What a loaded ONNX version's scheduling is made from (PackageBuilder.scheduling). */
+interface VersionParts {
+  readonly label: string;
+  readonly name: string;
+  readonly version: number;
+  readonly config: ModelConfig;
+  readonly draft: ModelConfigDraft;
+  readonly policy: BatchPolicy;
+  readonly initialStates: ReadonlyMap<string, Tensor>;
+  readonly file: string;
+  readonly sessionOptions: SessionOptions;
+  readonly sessions: readonly ModelSession[];
+  readonly executors: ModelExecutor[];
 }
 
 /** MME_MAX_SEQUENCES's default. */
@@ -372,16 +398,7 @@ export class PackageBuilder {
     const providerChoice = chooseProviders(providerHintsOf(draft), this.deps.serverProviders, this.deps.host);
     for (const w of providerChoice.warnings) this.deps.logger.warn({ model: modelLabel }, w);
 
-    const sessionOptions = {
-      pool: this.deps.pool,
-      providerChoice,
-      graphLevel: draft.graphLevel,
-      intraOpThreads: threadCountParameter(draft, 'intra_op_thread_count') ?? this.deps.intraOpThreads,
-      interOpThreads: threadCountParameter(draft, 'inter_op_thread_count'),
-      logger: this.deps.logger,
-      model: modelLabel,
-      ...(this.deps.quiet ? { quiet: this.deps.quiet } : {}),
-    };
+    const sessionOptions = this.sessionOptions(draft, modelLabel, providerChoice);
     let config: ModelConfig | undefined;
     let policy: BatchPolicy | undefined;
     let initialStates: ReadonlyMap<string, Tensor> | undefined;
@@ -417,11 +434,20 @@ export class PackageBuilder {
       const cfg = config;
       const executors = sessions.map((s) => new SessionExecutor(s, cfg));
       initialStates ??= await this.initialStates(md, config);
-      const scheduler =
-        config.sequenceBatching !== undefined
-          ? this.sequenceBatcher(modelLabel, md.name, version, config, executors, initialStates)
-          : this.batcher(modelLabel, md.name, version, policy, executors, SESSION_BATCHES_PER_INSTANCE);
-      loaded.set(version, { version, session, sessions, executors, scheduler });
+      const scheduling = this.scheduling({
+        label: modelLabel,
+        name: md.name,
+        version,
+        config,
+        draft,
+        policy,
+        initialStates,
+        file,
+        sessionOptions,
+        sessions,
+        executors,
+      });
+      loaded.set(version, { version, session, sessions, executors, ...scheduling });
     }
     if (!config || !policy) throw new ServingError('INVALID_MODEL', 'no version to load');
     this.warnIgnored(config, md, true);
@@ -530,14 +556,108 @@ export class PackageBuilder {
     }
   }
 
+  /** How every session of the model is made: its providers, graph level and threads, with the server's defaults. */
+  private sessionOptions(draft: ModelConfigDraft, label: string, providerChoice: ProviderChoice): SessionOptions {
+    return {
+      pool: this.deps.pool,
+      providerChoice,
+      graphLevel: draft.graphLevel,
+      intraOpThreads: threadCountParameter(draft, 'intra_op_thread_count') ?? this.deps.intraOpThreads,
+      interOpThreads: threadCountParameter(draft, 'inter_op_thread_count'),
+      logger: this.deps.logger,
+      model: label,
+      ...(this.deps.quiet ? { quiet: this.deps.quiet } : {}),
+    };
+  }
+
+  /** A version's scheduler: its sequence batcher, or its dynamic batcher and, for a model that may grow when hot, its elastic instances. */
+  private scheduling(v: VersionParts): Pick<LoadedVersion, 'scheduler' | 'elastic' | 'release'> {
+    const { label, name, version, config, executors } = v;
+    if (config.sequenceBatching !== undefined) return { scheduler: this.sequenceBatcher(label, name, version, config, executors, v.initialStates) };
+    const hot = this.hotInstances(config, v.draft, v.sessions[0]!, label, version);
+    const onSaturation = hot === undefined ? undefined : (saturated: boolean): void => hot.saturation(saturated);
+    const scheduler = this.batcher(label, name, version, v.policy, executors, SESSION_BATCHES_PER_INSTANCE, onSaturation);
+    if (hot === undefined) return { scheduler };
+    return { scheduler, elastic: this.elastic(hot, scheduler, v.file, v.sessionOptions, config, v.sessions), release: () => hot.release() };
+  }
+
+  /**
+   * A version that may grow instances while hot (registry/hot-instances.ts): a CPU session, no sequence batching,
+   * and no instance_group (the operator's count is kept as written); placement enables it for a model in the workers only.
+   */
+  private hotInstances(config: ModelConfig, draft: ModelConfigDraft, session: ModelSession, label: string, version: number): HotInstances | undefined {
+    const max = Math.min(this.deps.hotModelMaxInstances ?? 1, Math.max(1, this.deps.pool.size));
+    // The completed config always has a group (Triton's normalisation); what counts is whether config.pbtxt wrote one.
+    if (max <= 1 || session.provider !== 'cpu' || config.sequenceBatching !== undefined || draft.instanceGroups.length > 0) return undefined;
+    return new HotInstances({
+      model: label,
+      version,
+      maxInstances: max,
+      batchesPerInstance: SESSION_BATCHES_PER_INSTANCE,
+      clock: systemClock,
+      logger: this.deps.logger,
+    });
+  }
+
+  /** How a hot version grows: a session on a runtime worker none of its instances holds, booked as a main-thread copy is. */
+  private elastic(
+    hot: HotInstances,
+    scheduler: DynamicBatcher,
+    file: string,
+    options: SessionOptions,
+    config: ModelConfig,
+    sessions: readonly ModelSession[],
+  ): ElasticInstances {
+    const versionDir = path.dirname(file);
+    const pool = this.deps.pool;
+    return {
+      get workers() {
+        return hot.addedWorkers;
+      },
+      enable: (book) =>
+        hot.enable(scheduler, async () => {
+          const used = new Set([...sessions.map((s) => s.worker), ...hot.addedWorkers]);
+          if (used.has(MAIN_THREAD)) return 'never';
+          if (used.size >= pool.size) return 'no room';
+          const booked = book.tryGrow(await filesBytes(versionDir));
+          if (booked === undefined) return 'no room';
+          const release = async (s?: ModelSession): Promise<void> => {
+            await s?.release();
+            book.shrink(booked);
+          };
+          let added: ModelSession;
+          try {
+            added = await createModelSession(file, { ...options, avoidWorkers: used });
+          } catch (err) {
+            await release();
+            throw err;
+          }
+          if (used.has(added.worker)) {
+            await release(added);
+            return 'no room';
+          }
+          return { executor: new SessionExecutor(added, config), worker: added.worker, release: () => release(added) };
+        }),
+    };
+  }
+
   /** The one scheduler every model version runs through, ONNX or processing step alike. */
-  private batcher(modelLabel: string, name: string, version: number, policy: BatchPolicy, executors: ModelExecutor[], batchesPerInstance = 1): DynamicBatcher {
+  private batcher(
+    modelLabel: string,
+    name: string,
+    version: number,
+    policy: BatchPolicy,
+    executors: ModelExecutor[],
+    batchesPerInstance = 1,
+    onSaturation?: (saturated: boolean) => void,
+  ): DynamicBatcher {
     return new DynamicBatcher({
       model: modelLabel,
       policy,
       instances: executors,
       batchesPerInstance,
       logger: this.deps.logger,
+      ...(onSaturation ? { onSaturation } : {}),
       ...(this.request.metrics ? { metrics: this.request.metrics.forModel(name, String(version)) } : {}),
     });
   }

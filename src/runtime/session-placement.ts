@@ -172,6 +172,15 @@ export interface PlacedVersion {
   fileBytes(): Promise<number>;
   /** The ONNX file's graph (runtime/onnx-graph.ts: what the estimate reads; external data stays on disk). */
   graph(): Promise<GraphSummary>;
+  /** Instances it may add when hot (registry/hot-instances.ts): enabled for a version placed in the workers only. */
+  readonly elastic?: ElasticInstances;
+}
+
+/** A version that may grow instances across the runtime workers while hot, each booked like a main-thread copy. */
+export interface ElasticInstances {
+  enable(book: CopyBooking): void;
+  /** The runtime workers its added instances run on (a worker that dies takes the model with it, as for its own sessions). */
+  readonly workers: readonly number[];
 }
 
 /**
@@ -262,6 +271,8 @@ export async function placeSessions(
       logger.warn({ ...fields, err: placed.message }, 'could not create the session on the main thread; it stays in its runtime worker');
     } else {
       if (choice === 'main' && decision.kind === 'worker') logger.warn(fields, `execution_thread "main" ignored: ${decision.reason}`);
+      // Its batch costs more than the main thread may spend: when hot, more cores are what serves it faster.
+      if (decision.kind === 'worker') version.elastic?.enable(book);
       logger.info({ ...fields, ...placementFields(decision, choice, copyThreads) }, 'session placed');
     }
   }

@@ -26,6 +26,9 @@
  *   wait it once per request), whose requests all get that error.
  * - With preserveOrdering, answers go out in dispatch order even when a later
  *   batch (on another instance) finishes first.
+ * - Instances may be added and retired while it serves (a hot model's,
+ *   registry/hot-instances.ts), which it is told of by `onSaturation`: when
+ *   every instance has its batches and requests still wait, and when that ends.
  *
  * Time comes from an injected Clock, so tests drive it by hand.
  */
@@ -62,6 +65,8 @@ export interface DynamicBatcherOptions {
   readonly metrics?: SchedulerMetrics;
   readonly clock?: Clock;
   readonly logger?: Logger;
+  /** Told when saturation starts (every dispatch slot busy and requests waiting) and when it ends; only on changes. */
+  readonly onSaturation?: (saturated: boolean) => void;
 }
 
 type State = 'queued' | 'delayed' | 'running' | 'settled';
@@ -145,8 +150,16 @@ export class DynamicBatcher extends QueueingScheduler {
   private readonly levels: Level[];
   private readonly preferred: ReadonlySet<number>;
   private readonly maxPreferred: number;
-  /** Free dispatch slots; slot s runs on instance s % instances.length. */
+  /** The instances by index; a retired one's index is undefined until an added one reuses it. */
+  private readonly executors: (ModelExecutor | undefined)[];
+  private readonly perInstance: number;
+  /** Batches in flight per instance index. */
+  private readonly busy: number[];
+  /** Retiring instances (by index): told once their last batch ended. */
+  private readonly retiring = new Map<number, () => void>();
+  /** Free dispatch slots, as instance indices: each instance appears once per batch it may take. */
   private readonly free: number[];
+  private saturated = false;
   private queued = 0;
   private running = 0;
   private closed = false;
@@ -170,9 +183,12 @@ export class DynamicBatcher extends QueueingScheduler {
     this.preferred = new Set(options.policy.preferredBatchSizes);
     this.maxPreferred = options.policy.preferredBatchSizes.at(-1) ?? options.policy.maxBatchSize;
     const n = options.instances.length;
-    const slots = n * Math.max(1, Math.floor(options.batchesPerInstance ?? 1));
-    // A stack popped from the end: slot 0 (instance 0) first, every instance once before any gets a second batch.
-    this.free = Array.from({ length: slots }, (_, i) => slots - 1 - i);
+    this.executors = [...options.instances];
+    this.busy = this.executors.map(() => 0);
+    this.perInstance = Math.max(1, Math.floor(options.batchesPerInstance ?? 1));
+    const slots = n * this.perInstance;
+    // A stack popped from the end: instance 0 first, every instance once before any gets a second batch.
+    this.free = Array.from({ length: slots }, (_, i) => (slots - 1 - i) % n);
     this.pumpTrigger = new PumpTrigger(options.policy.maxBatchSize > 1, () => this.pump());
     this.timer = new WakeTimer(this.clock, () => this.pump());
   }
@@ -190,6 +206,40 @@ export class DynamicBatcher extends QueueingScheduler {
   /** Batches dispatched and not yet answered (running, or waiting in their instance's worker). */
   get inFlight(): number {
     return this.running;
+  }
+
+  /** Instances batches are given to (retiring ones not counted). */
+  get instanceCount(): number {
+    return this.executors.filter((e, i) => e !== undefined && !this.retiring.has(i)).length;
+  }
+
+  /** Another instance to run batches on; its slots are taken before any instance's second batch. */
+  addInstance(executor: ModelExecutor): void {
+    let index = this.executors.findIndex((e, i) => e === undefined && !this.retiring.has(i));
+    if (index < 0) index = this.executors.length;
+    this.executors[index] = executor;
+    this.busy[index] = 0;
+    for (let b = 0; b < this.perInstance; b++) this.free.push(index);
+    this.schedulePump();
+  }
+
+  /** Give `executor` no more batches; resolves once the batches it runs have ended (then its session may be released). */
+  retireInstance(executor: ModelExecutor): Promise<void> {
+    const index = this.executors.indexOf(executor);
+    if (index < 0 || this.retiring.has(index)) return Promise.resolve();
+    if (this.instanceCount === 1) throw new Error(`model '${this.model}': its last instance cannot be retired`);
+    for (let i = this.free.length - 1; i >= 0; i--) if (this.free[i] === index) this.free.splice(i, 1);
+    if (this.busy[index] === 0) {
+      this.executors[index] = undefined;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) =>
+      this.retiring.set(index, () => {
+        this.retiring.delete(index);
+        this.executors[index] = undefined;
+        resolve();
+      }),
+    );
   }
 
   protected enqueue(
@@ -345,6 +395,11 @@ export class DynamicBatcher extends QueueingScheduler {
     // Deadlines are enforced even while every instance is busy (a timeout does not wait for a batch to end).
     if (this.queued > 0) wakeUs = Math.min(wakeUs, this.nextDeadlineUs);
     this.timer.arm(wakeUs, now);
+    const saturated = this.free.length === 0 && this.queued > 0;
+    if (saturated !== this.saturated) {
+      this.saturated = saturated;
+      this.options.onSaturation?.(saturated);
+    }
   }
 
   /** The request inOrder() would yield first (only called while something is queued). */
@@ -393,7 +448,8 @@ export class DynamicBatcher extends QueueingScheduler {
   }
 
   private dispatch(batch: readonly Pending[], now: number): void {
-    const slot = this.free.pop()!;
+    const index = this.free.pop()!;
+    this.busy[index]!++;
     const metrics = this.options.metrics;
     let queuedUs = 0;
     for (const p of batch) {
@@ -405,9 +461,11 @@ export class DynamicBatcher extends QueueingScheduler {
     const seq = this.nextBatch++;
     // Facts for the executor (ModelExecutor.execute): what waits behind this batch. Where it runs is the runtime's call.
     const load: BatchLoad = { queued: this.queued, inFlight: this.running };
-    const instances = this.options.instances;
-    void this.execute(instances[slot % instances.length]!, batch, load).then((outcomes) => {
-      this.free.push(slot);
+    void this.execute(this.executors[index]!, batch, load).then((outcomes) => {
+      this.busy[index]!--;
+      const retired = this.retiring.get(index);
+      if (retired === undefined) this.free.push(index);
+      else if (this.busy[index] === 0) retired();
       this.running--;
       this.answer(seq, batch, outcomes);
       this.schedulePump();

@@ -158,6 +158,7 @@ function createLoader(config: ServerConfig, { memory, host, pool, idle, logger, 
       quiet: new QuietWindow(),
       sequences: new SequenceTracker(config.maxSequences),
       configMaxBytes: config.configMaxBytes,
+      hotModelMaxInstances: config.hotModelMaxInstances,
     },
   });
 }
