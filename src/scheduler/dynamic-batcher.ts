@@ -463,7 +463,7 @@ export class DynamicBatcher extends QueueingScheduler {
     const load: BatchLoad = { queued: this.queued, inFlight: this.running };
     void this.execute(this.executors[index]!, batch, load).then((outcomes) => {
       this.busy[index]!--;
-      const retired = this.retiring.get(index);
+      const retired = this.retiring.size === 0 ? undefined : this.retiring.get(index);
       if (retired === undefined) this.free.push(index);
       else if (this.busy[index] === 0) retired();
       this.running--;

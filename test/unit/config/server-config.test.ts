@@ -389,3 +389,14 @@ describe('docs/configuration.md', () => {
     assert.deepEqual(missing, [], `docs/configuration.md does not mention: ${missing.join(', ')}`);
   });
 });
+
+describe('MME_HOT_MODEL_MAX_INSTANCES', () => {
+  test('defaults to the runtime workers, leaving a core to the main thread; a value set wins', () => {
+    assert.equal(load({ MME_CPU_COUNT: '2' }).hotModelMaxInstances, 1, 'a 2-CPU machine never grows a model');
+    assert.equal(load({ MME_CPU_COUNT: '8' }).hotModelMaxInstances, 7);
+    assert.equal(load({ MME_CPU_COUNT: '32' }).hotModelMaxInstances, 16, 'the default workers are at most 16');
+    assert.equal(load({ MME_CPU_COUNT: '8', MME_RUNTIME_WORKERS: '3' }).hotModelMaxInstances, 3);
+    assert.equal(load({ MME_CPU_COUNT: '2', MME_HOT_MODEL_MAX_INSTANCES: '2' }).hotModelMaxInstances, 2);
+    assert.throws(() => load({ MME_HOT_MODEL_MAX_INSTANCES: '0' }), /MME_HOT_MODEL_MAX_INSTANCES/);
+  });
+});
