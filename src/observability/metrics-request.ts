@@ -31,6 +31,8 @@ export interface InferenceMetrics {
   readonly queueDurationUs: CellDurationCounter<ModelLabel>;
   /** Rows per model execution: how well the dynamic batcher merges (average batch = nv_inference_count / nv_inference_exec_count). */
   readonly batchSize: CellHistogram<ModelLabel>;
+  /** Sessions a hot model runs beyond its own, on other runtime workers (registry/hot-instances.ts). */
+  readonly instancesAdded: CellGauge<ModelLabel>;
   readonly requestDurationUs: CellDurationCounter<ModelLabel>;
   readonly computeInferDurationUs: CellDurationCounter<ModelLabel>;
   readonly requestDuration: CellHistogram<ModelLabel>;
@@ -79,6 +81,12 @@ export function inferenceMetrics(registers: Registers): InferenceMetrics {
       help: 'Rows per model execution formed by the dynamic batcher (one observation per execution)',
       labelNames: MODEL_LABELS,
       buckets: BATCH_SIZE_BUCKETS,
+      registers,
+    }),
+    instancesAdded: new CellGauge({
+      name: 'onnx_mme_model_instances_added',
+      help: 'Sessions a hot model runs beyond its own, each on another runtime worker (MME_HOT_MODEL_MAX_INSTANCES); 0 once given back',
+      labelNames: MODEL_LABELS,
       registers,
     }),
     requestDurationUs: new CellDurationCounter({

@@ -120,6 +120,8 @@ export interface ModelMetrics {
   readonly batchStats: ReadonlyMap<number, Readonly<BatchStat>>;
   /** A stateful model's live sequences changed by `delta` (onnx_mme_sequences_live; its series exist once used). */
   sequenceLive(delta: number): void;
+  /** A hot model's added instances changed by `delta` (onnx_mme_model_instances_added; its series exist once used). */
+  instancesAdded(delta: number): void;
   /** A sequence waited for a slot (onnx_mme_sequence_slot_waits_total). */
   sequenceSlotWait(): void;
   /** A sequence ended, by reason (onnx_mme_sequence_ends_total). */
@@ -197,6 +199,7 @@ function modelCells(metrics: DeclaredMetrics, target: string, model: string, ver
   // Made on first use: a stateless model has no sequence series.
   let live: GaugeCell | undefined;
   let slotWaits: CounterCell | undefined;
+  let added: GaugeCell | undefined;
   const endCell = byReason(metrics.sequenceEnds, labels, as);
   return {
     target,
@@ -225,6 +228,9 @@ function modelCells(metrics: DeclaredMetrics, target: string, model: string, ver
     failures,
     sequenceLive(delta) {
       (live ??= metrics.sequencesLive.cell(labels, as)).inc(delta);
+    },
+    instancesAdded(delta) {
+      (added ??= metrics.instancesAdded.cell(labels, as)).inc(delta);
     },
     sequenceSlotWait() {
       (slotWaits ??= metrics.sequenceSlotWaits.cell(labels, as)).inc();

@@ -59,6 +59,8 @@ export interface HotInstancesOptions {
   readonly batchesPerInstance: number;
   readonly clock: Clock;
   readonly logger: Logger;
+  /** Told each time an instance is added (+1) or given back (-1): the model's onnx_mme_model_instances_added. */
+  readonly onChange?: (delta: number) => void;
 }
 
 export class HotInstances {
@@ -114,6 +116,7 @@ export class HotInstances {
     this.cancelTimer?.();
     this.cancelTimer = undefined;
     const added = this.added.splice(0);
+    if (added.length > 0) this.options.onChange?.(-added.length);
     await Promise.allSettled(added.map(async (g) => (await this.scheduler?.retireInstance(g.executor), g.release())));
   }
 
@@ -173,6 +176,7 @@ export class HotInstances {
     }
     this.scheduler!.addInstance(growth.executor);
     this.added.push(growth);
+    this.options.onChange?.(1);
     this.calmSinceUs = undefined;
     this.options.logger.info(
       { model: this.options.model, version: this.options.version, instances: this.instances, worker: growth.worker },
@@ -185,6 +189,7 @@ export class HotInstances {
     if (last === undefined) return;
     await this.scheduler!.retireInstance(last.executor);
     await last.release();
+    this.options.onChange?.(-1);
     this.options.logger.info(
       { model: this.options.model, version: this.options.version, instances: this.instances, worker: last.worker },
       `model cooled: an added instance released after ${COOL_AFTER_US / 1e6} s with fewer batches in flight than one instance less could run`,

@@ -574,7 +574,7 @@ export class PackageBuilder {
   private scheduling(v: VersionParts): Pick<LoadedVersion, 'scheduler' | 'elastic' | 'release'> {
     const { label, name, version, config, executors } = v;
     if (config.sequenceBatching !== undefined) return { scheduler: this.sequenceBatcher(label, name, version, config, executors, v.initialStates) };
-    const hot = this.hotInstances(config, v.draft, v.sessions[0]!, label, version);
+    const hot = this.hotInstances(v);
     const onSaturation = hot === undefined ? undefined : (saturated: boolean): void => hot.saturation(saturated);
     const scheduler = this.batcher(label, name, version, v.policy, executors, SESSION_BATCHES_PER_INSTANCE, onSaturation);
     if (hot === undefined) return { scheduler };
@@ -585,7 +585,9 @@ export class PackageBuilder {
    * A version that may grow instances while hot (registry/hot-instances.ts): a CPU session, no sequence batching,
    * and no instance_group (the operator's count is kept as written); placement enables it for a model in the workers only.
    */
-  private hotInstances(config: ModelConfig, draft: ModelConfigDraft, session: ModelSession, label: string, version: number): HotInstances | undefined {
+  private hotInstances(v: VersionParts): HotInstances | undefined {
+    const { config, draft, label, version } = v;
+    const session = v.sessions[0]!;
     const max = Math.min(this.deps.hotModelMaxInstances ?? 1, Math.max(1, this.deps.pool.size));
     // The completed config always has a group (Triton's normalisation); what counts is whether config.pbtxt wrote one.
     if (max <= 1 || session.provider !== 'cpu' || config.sequenceBatching !== undefined || draft.instanceGroups.length > 0) return undefined;
@@ -596,6 +598,7 @@ export class PackageBuilder {
       batchesPerInstance: SESSION_BATCHES_PER_INSTANCE,
       clock: systemClock,
       logger: this.deps.logger,
+      ...(this.request.metrics ? { onChange: (delta: number) => this.request.metrics!.forModel(v.name, String(version)).instancesAdded(delta) } : {}),
     });
   }
 

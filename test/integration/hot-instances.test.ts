@@ -113,6 +113,8 @@ it('a hot model placed in the workers gets a second instance and both workers ru
   assert.ok(added, 'the second instance is logged');
   assert.equal(added['model'], 'heavy');
   assert.equal(added['instances'], 2);
+  const metrics = await (await fetch(`${grown.server.url}/metrics`)).text();
+  assert.match(metrics, /^onnx_mme_model_instances_added\{target="heavy",model="heavy",version="1"\} 1$/m);
   // After the half second it takes to grow, both run it: the second worker does a fair part of the work.
   assert.ok(grown.shares[1]! > 0.2, `both workers run the hot model: shares ${grown.shares.map((s) => s.toFixed(2)).join(', ')}`);
   const fixed = await measure('1');

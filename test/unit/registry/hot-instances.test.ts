@@ -29,13 +29,22 @@ function setup(maxInstances = 3) {
   const scheduler = new FakeScheduler();
   const released: number[] = [];
   let worker = 0;
-  const hot = new HotInstances({ model: 'm', version: 1, maxInstances, batchesPerInstance: 2, clock, logger: pino({ level: 'silent' }) });
+  const gauge = { value: 0 };
+  const hot = new HotInstances({
+    model: 'm',
+    version: 1,
+    maxInstances,
+    batchesPerInstance: 2,
+    clock,
+    logger: pino({ level: 'silent' }),
+    onChange: (delta) => (gauge.value += delta),
+  });
   /** A grow that always finds room: an instance on the next worker, whose release is recorded. */
   const grow = (): Promise<Growth> => {
     const w = ++worker;
     return Promise.resolve({ executor: new ManualExecutor(), worker: w, release: () => Promise.resolve(void released.push(w)) });
   };
-  return { clock, scheduler, hot, released, grow };
+  return { clock, scheduler, hot, released, grow, gauge };
 }
 
 /** Saturated for `share` of each window, for `windows` windows. */
@@ -103,6 +112,7 @@ test('calm for COOL_AFTER_US retires the last added instance and releases it; an
   await s.clock.advance(COOL_AFTER_US + HOT_WINDOW_US);
   assert.equal(s.hot.instances, 2);
   assert.deepEqual(s.released, [2], 'the last added first');
+  assert.equal(s.gauge.value, 1);
   await s.clock.advance(COOL_AFTER_US + HOT_WINDOW_US);
   assert.equal(s.hot.instances, 1);
   assert.deepEqual(s.released, [2, 1]);
@@ -118,6 +128,7 @@ test('release frees every added instance and stops the windows', async () => {
   assert.equal(s.hot.instances, 3);
   await s.hot.release();
   assert.deepEqual(s.released.sort(), [1, 2]);
+  assert.equal(s.gauge.value, 0);
   assert.equal(s.scheduler.instances.length, 0);
   assert.equal(s.clock.pendingTimers, 0);
   s.hot.saturation(true);
