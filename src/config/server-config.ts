@@ -769,8 +769,8 @@ export const SETTINGS: readonly AnySetting[] = [
       // A bad MME_RUNTIME_WORKERS is reported by its own entry; this one only follows a good one.
       const n = Number(env['MME_RUNTIME_WORKERS'] ?? Number.NaN);
       const workers = Number.isInteger(n) && n >= 1 && n <= 256 ? n : defaultWorkers(env);
-      // A core is left to the main thread, which reads and writes every request: on 2 CPUs a second busy
-      // worker took about 1.3x the CPU for the same answers (2,157-3,716 against 2,384-2,747 a second).
+      // A core is left to the main thread, which reads and writes every request: on 2 CPUs a second
+      // instance gave 0.86x the answers of one (bench/README.md, hot-model.bench).
       return Math.max(1, Math.min(workers, cpuCountOf(env) - 1));
     },
   },
