@@ -219,7 +219,9 @@ export class DynamicBatcher extends QueueingScheduler {
     if (index < 0) index = this.executors.length;
     this.executors[index] = executor;
     this.busy[index] = 0;
-    for (let b = 0; b < this.perInstance; b++) this.free.push(index);
+    // Its first batch next (popped from the end); its others after every instance's free slots, as at the start.
+    for (let b = 1; b < this.perInstance; b++) this.free.unshift(index);
+    this.free.push(index);
     this.schedulePump();
   }
 

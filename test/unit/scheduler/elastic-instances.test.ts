@@ -78,3 +78,29 @@ test('a retired instance gets no more batches, and its retirement ends with its 
   third.call(0).finish();
   await Promise.all(more);
 });
+
+test("with two batches per instance, an added instance gets one batch before any instance's second", async () => {
+  const first = new ManualExecutor();
+  const batcher = new DynamicBatcher({
+    model: 'm',
+    policy: resolveBatchPolicy(batchingConfig(1), false, DEFAULT_BATCHING),
+    instances: [first],
+    batchesPerInstance: 2,
+    clock: new FakeClock(),
+  });
+  const answers = [batcher.schedule(rowsRequest(1, 1), ['OUTPUT0'])];
+  await settle();
+  const second = new ManualExecutor();
+  batcher.addInstance(second);
+  answers.push(batcher.schedule(rowsRequest(2, 1), ['OUTPUT0']));
+  await settle();
+  assert.deepEqual([first.calls.length, second.calls.length], [1, 1], 'the new instance first');
+  answers.push(batcher.schedule(rowsRequest(3, 1), ['OUTPUT0']));
+  await settle();
+  assert.deepEqual([first.calls.length, second.calls.length], [2, 1], 'then the first instance takes its second batch');
+  answers.push(batcher.schedule(rowsRequest(4, 1), ['OUTPUT0']));
+  await settle();
+  assert.deepEqual([first.calls.length, second.calls.length], [2, 2]);
+  for (const c of [...first.calls, ...second.calls]) c.finish();
+  await Promise.all(answers);
+});
