@@ -31,8 +31,6 @@ export interface InferenceMetrics {
   readonly queueDurationUs: CellDurationCounter<ModelLabel>;
   /** Rows per model execution: how well the dynamic batcher merges (average batch = nv_inference_count / nv_inference_exec_count). */
   readonly batchSize: CellHistogram<ModelLabel>;
-  /** Sessions a hot model runs beyond its own, on other runtime workers (registry/hot-instances.ts). */
-  readonly instancesAdded: CellGauge<ModelLabel>;
   readonly requestDurationUs: CellDurationCounter<ModelLabel>;
   readonly computeInferDurationUs: CellDurationCounter<ModelLabel>;
   readonly requestDuration: CellHistogram<ModelLabel>;
@@ -81,12 +79,6 @@ export function inferenceMetrics(registers: Registers): InferenceMetrics {
       help: 'Rows per model execution formed by the dynamic batcher (one observation per execution)',
       labelNames: MODEL_LABELS,
       buckets: BATCH_SIZE_BUCKETS,
-      registers,
-    }),
-    instancesAdded: new CellGauge({
-      name: 'onnx_mme_model_instances_added',
-      help: 'Sessions a hot model runs beyond its own, each on another runtime worker (MME_HOT_MODEL_MAX_INSTANCES); 0 once given back',
-      labelNames: MODEL_LABELS,
       registers,
     }),
     requestDurationUs: new CellDurationCounter({
@@ -210,6 +202,22 @@ export function responseCacheMetrics(registers: Registers): ResponseCacheMetrics
 }
 
 /** Stateful models (sequence_batching). */
+export interface InstanceMetrics {
+  /** Sessions a hot model runs beyond its own, on other runtime workers (registry/hot-instances.ts). */
+  readonly instancesAdded: CellGauge<ModelLabel>;
+}
+
+export function instanceMetrics(registers: Registers): InstanceMetrics {
+  return {
+    instancesAdded: new CellGauge({
+      name: 'onnx_mme_model_instances_added',
+      help: 'Sessions a hot model runs beyond its own, each on another runtime worker (MME_HOT_MODEL_MAX_INSTANCES); 0 once given back',
+      labelNames: MODEL_LABELS,
+      registers,
+    }),
+  };
+}
+
 export interface SequenceMetrics {
   /** Sequences started and not ended, in a slot or waiting for one. */
   readonly sequencesLive: CellGauge<ModelLabel>;

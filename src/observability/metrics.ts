@@ -51,11 +51,13 @@ import {
 } from './metrics-models.js';
 import {
   inferenceMetrics,
+  instanceMetrics,
   MODEL_LABELS,
   responseCacheMetrics,
   sequenceMetrics,
   transportMetrics,
   type InferenceMetrics,
+  type InstanceMetrics,
   type ModelLabel,
   type ResponseCacheMetrics,
   type SequenceMetrics,
@@ -152,7 +154,16 @@ export type TargetView = Omit<TargetMetrics, 'release' | 'setEntryModel'>;
 
 /** Every metric the server declares, by area (metrics-request.ts, metrics-models.ts). */
 export interface DeclaredMetrics
-  extends InferenceMetrics, TransportMetrics, ModelLifecycleMetrics, ModelMemoryMetrics, StoreMetrics, ResponseCacheMetrics, SequenceMetrics, ProcessMetrics {}
+  extends
+    InferenceMetrics,
+    TransportMetrics,
+    ModelLifecycleMetrics,
+    ModelMemoryMetrics,
+    StoreMetrics,
+    ResponseCacheMetrics,
+    SequenceMetrics,
+    InstanceMetrics,
+    ProcessMetrics {}
 
 export interface Metrics extends DeclaredMetrics {
   readonly registry: Registry;
@@ -272,6 +283,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     ...storeMetrics(registers),
     ...responseCacheMetrics(registers),
     ...sequenceMetrics(registers),
+    ...instanceMetrics(registers),
     ...processMetrics(registers),
   };
   const table: TenantTable = {
