@@ -763,7 +763,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['MME_HOT_MODEL_MAX_INSTANCES'],
     defaultText: 'MME_RUNTIME_WORKERS, at most CPU count - 1',
     description:
-      'Instances a hot model may grow to (by default one core is left to the main thread, so a 2-CPU machine never grows one). A model whose config sets no `instance_group` has one instance, so one core; when it runs in the runtime workers only (its batch is too costly for the main thread) and its batch slots are all busy with requests waiting for half of a 0.5 s window, it gets another session on a worker that holds none of its instances, booked in the memory budget from the room there is (never by evicting another model), and gives it back after 30 s without that. 1 = never. Models with an `instance_group`, sequence models and GPU models keep what they have.',
+      'Instances a hot model may grow to (by default one core is left to the main thread, so a 2-CPU machine never grows one). A model whose config sets no `instance_group` has one instance, so one core; when it runs in the runtime workers only (its batch is too costly for the main thread) and its batch slots are all busy (a batch waiting behind another) for half of a 0.5 s window, it gets another session on a worker that holds none of its instances, booked in the memory budget from the room there is (never by evicting another model), and gives it back after 30 s without that. 1 = never. Models with an `instance_group`, sequence models and GPU models keep what they have.',
     parse: (raw, env) => {
       if (raw !== undefined) return int('MME_HOT_MODEL_MAX_INSTANCES', raw, 1, 256);
       // A bad MME_RUNTIME_WORKERS is reported by its own entry; this one only follows a good one.

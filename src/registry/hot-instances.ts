@@ -9,8 +9,8 @@
  * has one instance: one core, however busy it is and however many workers
  * idle. A model placed in the workers only (its batch costs more than the
  * main thread may spend, runtime/session-placement.ts) that spends half of a
- * HOT_WINDOW_US window saturated (every dispatch slot busy and requests
- * still waiting, scheduler/dynamic-batcher.ts) gets another session on a
+ * HOT_WINDOW_US window saturated (every batch slot busy and a batch or
+ * request waiting behind one, scheduler/dynamic-batcher.ts) gets another session on a
  * runtime worker that holds none of its instances, up to `maxInstances`
  * (MME_HOT_MODEL_MAX_INSTANCES), one a window. Each added session is booked
  * in the model's reservation from room the memory budget has now (never by

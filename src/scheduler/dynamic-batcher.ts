@@ -65,7 +65,11 @@ export interface DynamicBatcherOptions {
   readonly metrics?: SchedulerMetrics;
   readonly clock?: Clock;
   readonly logger?: Logger;
-  /** Told when saturation starts (every dispatch slot busy and requests waiting) and when it ends; only on changes. */
+  /**
+   * Told when saturation starts and when it ends, only on changes. Saturated: every dispatch slot busy and
+   * something waiting for one: a request in the queue, or, with two batches an instance, the batch each
+   * instance holds behind the one it runs.
+   */
   readonly onSaturation?: (saturated: boolean) => void;
 }
 
@@ -397,7 +401,7 @@ export class DynamicBatcher extends QueueingScheduler {
     // Deadlines are enforced even while every instance is busy (a timeout does not wait for a batch to end).
     if (this.queued > 0) wakeUs = Math.min(wakeUs, this.nextDeadlineUs);
     this.timer.arm(wakeUs, now);
-    const saturated = this.free.length === 0 && this.queued > 0;
+    const saturated = this.free.length === 0 && (this.queued > 0 || this.perInstance > 1);
     if (saturated !== this.saturated) {
       this.saturated = saturated;
       this.options.onSaturation?.(saturated);

@@ -79,14 +79,16 @@ test('a retired instance gets no more batches, and its retirement ends with its 
   await Promise.all(more);
 });
 
-test("with two batches per instance, an added instance gets one batch before any instance's second", async () => {
+test("with two batches per instance, an added instance gets one batch before any instance's second; every slot busy is saturation", async () => {
   const first = new ManualExecutor();
+  const saturation: boolean[] = [];
   const batcher = new DynamicBatcher({
     model: 'm',
     policy: resolveBatchPolicy(batchingConfig(1), false, DEFAULT_BATCHING),
     instances: [first],
     batchesPerInstance: 2,
     clock: new FakeClock(),
+    onSaturation: (s) => saturation.push(s),
   });
   const answers = [batcher.schedule(rowsRequest(1, 1), ['OUTPUT0'])];
   await settle();
@@ -98,9 +100,14 @@ test("with two batches per instance, an added instance gets one batch before any
   answers.push(batcher.schedule(rowsRequest(3, 1), ['OUTPUT0']));
   await settle();
   assert.deepEqual([first.calls.length, second.calls.length], [2, 1], 'then the first instance takes its second batch');
+  assert.deepEqual(saturation, [], 'a slot is free');
   answers.push(batcher.schedule(rowsRequest(4, 1), ['OUTPUT0']));
   await settle();
   assert.deepEqual([first.calls.length, second.calls.length], [2, 2]);
+  // Nothing queued, but each instance holds a batch behind the one it runs: that waits as a queued request would.
+  assert.deepEqual(saturation, [true]);
   for (const c of [...first.calls, ...second.calls]) c.finish();
   await Promise.all(answers);
+  await settle();
+  assert.deepEqual(saturation, [true, false]);
 });
