@@ -12,7 +12,7 @@
  * ratio, the instances added (onnx_mme_model_instances_added), and how the
  * runtime workers' CPU splits between threads, from /proc.
  */
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { configText, mlp, writeModelDir } from '../examples/models/zoo.js';
@@ -20,7 +20,7 @@ import { loadServerConfig } from '../src/config/server-config.js';
 import { runLoad, type LoadResult } from './lib/autocannon-run.js';
 import { startOnnxMme } from './lib/baselines.js';
 import { v2Body } from './lib/payload.js';
-import { threadCpuUs } from './lib/proc-cpu.js';
+import { namedThreadsCpuUs, threadShares } from './lib/proc-cpu.js';
 import { markdownTable, num, ratio, textTable, type BenchReport, type Table } from './lib/report.js';
 import { benchSettings } from './lib/settings.js';
 import { median } from './lib/stats.js';
@@ -32,14 +32,7 @@ function progress(message: string): void {
 }
 
 /** CPU µs of each runtime worker thread of `pid`, by thread id. */
-async function workerCpu(pid: number): Promise<Map<string, number>> {
-  const out = new Map<string, number>();
-  for (const tid of await readdir(`/proc/${pid}/task`)) {
-    const comm = await readFile(`/proc/${pid}/task/${tid}/comm`, 'utf8').catch(() => '');
-    if (comm.startsWith('onnx-mme-runtim')) out.set(tid, threadCpuUs(pid, Number(tid)));
-  }
-  return out;
-}
+const workerCpu = (pid: number): Map<number, number> => namedThreadsCpuUs(pid, 'onnx-mme-runtim');
 
 interface Arm {
   readonly perSec: number;
@@ -59,14 +52,12 @@ async function measureArm(source: string, work: string, maxInstances: number, co
     const body = v2Body(IN);
     // Loaded, placed, and (with room to) grown: growing takes half a second of saturation and a session's creation.
     await runLoad({ url: t.url, body, headers: t.headers, connections, durationS: 3, warmupS: 0 });
-    const before = await workerCpu(pid);
+    const before = workerCpu(pid);
     const load: LoadResult = await runLoad({ url: t.url, body, headers: t.headers, connections, durationS, warmupS: 0 });
-    const after = await workerCpu(pid);
-    const used = [...after].map(([tid, us]) => us - (before.get(tid) ?? 0));
-    const total = used.reduce((a, b) => a + b, 0) || 1;
+    const after = workerCpu(pid);
     const metrics = await (await fetch(`http://127.0.0.1:${mme.port}/metrics`)).text();
     const added = Number(/^onnx_mme_model_instances_added\{[^}]*model="heavy"[^}]*\} (\d+)/m.exec(metrics)?.[1] ?? 0);
-    return { perSec: load.requestsPerSec, p50: load.p50, added, shares: used.map((u) => u / total).sort((a, b) => b - a), errors: load.errors + load.non2xx };
+    return { perSec: load.requestsPerSec, p50: load.p50, added, shares: threadShares(before, after).shares, errors: load.errors + load.non2xx };
   } finally {
     await mme.stop();
   }

@@ -6,7 +6,7 @@
  * request, which a shared machine disturbs far less than requests per second.
  */
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 
 let ticksPerSecond: number | undefined;
 
@@ -34,6 +34,29 @@ export function processCpuUs(pid: number): number {
  */
 export function threadCpuUs(pid: number, tid = pid): number {
   return cpuUsOf(`/proc/${pid}/task/${tid}/stat`);
+}
+
+/**
+ * utime + stime so far, µs, of each thread of `pid` whose name (comm, cut at 15 characters) starts with
+ * `namePrefix`, by thread id: e.g. the runtime workers (`onnx-mme-runtim`). A thread that ended meanwhile is left out.
+ */
+export function namedThreadsCpuUs(pid: number, namePrefix: string): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      if (readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').startsWith(namePrefix)) out.set(Number(tid), threadCpuUs(pid, Number(tid)));
+    } catch {
+      // the thread ended
+    }
+  }
+  return out;
+}
+
+/** What the threads of two namedThreadsCpuUs readings spent between them: the total µs, and each thread's share of it, largest first. */
+export function threadShares(before: ReadonlyMap<number, number>, after: ReadonlyMap<number, number>): { total: number; shares: number[] } {
+  const used = [...after].map(([tid, us]) => us - (before.get(tid) ?? 0));
+  const total = used.reduce((a, b) => a + b, 0);
+  return { total, shares: used.map((u) => (total > 0 ? u / total : 0)).sort((a, b) => b - a) };
 }
 
 function cpuUsOf(statFile: string): number {

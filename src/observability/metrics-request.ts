@@ -201,7 +201,7 @@ export function responseCacheMetrics(registers: Registers): ResponseCacheMetrics
   };
 }
 
-/** Stateful models (sequence_batching). */
+/** A hot model's added instances (registry/hot-instances.ts). */
 export interface InstanceMetrics {
   /** Sessions a hot model runs beyond its own, on other runtime workers (registry/hot-instances.ts). */
   readonly instancesAdded: CellGauge<ModelLabel>;
@@ -218,6 +218,7 @@ export function instanceMetrics(registers: Registers): InstanceMetrics {
   };
 }
 
+/** Stateful models (sequence_batching). */
 export interface SequenceMetrics {
   /** Sequences started and not ended, in a slot or waiting for one. */
   readonly sequencesLive: CellGauge<ModelLabel>;

@@ -578,19 +578,18 @@ export class PackageBuilder {
     const onSaturation = hot === undefined ? undefined : (saturated: boolean): void => hot.saturation(saturated);
     const scheduler = this.batcher(label, name, version, v.policy, executors, SESSION_BATCHES_PER_INSTANCE, onSaturation);
     if (hot === undefined) return { scheduler };
-    return { scheduler, elastic: this.elastic(hot, scheduler, v.file, v.sessionOptions, config, v.sessions), release: () => hot.release() };
+    return { scheduler, elastic: this.elastic(hot, scheduler, v), release: () => hot.release() };
   }
 
   /**
-   * A version that may grow instances while hot (registry/hot-instances.ts): a CPU session, no sequence batching,
+   * A version of a dynamic-batching model that may grow instances while hot (registry/hot-instances.ts): a CPU session
    * and no instance_group (the operator's count is kept as written); placement enables it for a model in the workers only.
    */
   private hotInstances(v: VersionParts): HotInstances | undefined {
-    const { config, draft, label, version } = v;
-    const session = v.sessions[0]!;
+    const { label, version } = v;
     const max = Math.min(this.deps.hotModelMaxInstances ?? 1, Math.max(1, this.deps.pool.size));
     // The completed config always has a group (Triton's normalisation); what counts is whether config.pbtxt wrote one.
-    if (max <= 1 || session.provider !== 'cpu' || config.sequenceBatching !== undefined || draft.instanceGroups.length > 0) return undefined;
+    if (max <= 1 || v.sessions[0]!.provider !== 'cpu' || v.draft.instanceGroups.length > 0) return undefined;
     return new HotInstances({
       model: label,
       version,
@@ -603,14 +602,8 @@ export class PackageBuilder {
   }
 
   /** How a hot version grows: a session on a runtime worker none of its instances holds, booked as a main-thread copy is. */
-  private elastic(
-    hot: HotInstances,
-    scheduler: DynamicBatcher,
-    file: string,
-    options: SessionOptions,
-    config: ModelConfig,
-    sessions: readonly ModelSession[],
-  ): ElasticInstances {
+  private elastic(hot: HotInstances, scheduler: DynamicBatcher, v: VersionParts): ElasticInstances {
+    const { file, sessionOptions: options, config, sessions } = v;
     const versionDir = path.dirname(file);
     const pool = this.deps.pool;
     return {

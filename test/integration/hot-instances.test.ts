@@ -9,11 +9,11 @@
  * work. Answers stay those of the model.
  */
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { after, it } from 'node:test';
 import { configText, denseForward, mlp, writeModelDir } from '../../examples/models/zoo.js';
+import { namedThreadsCpuUs, threadShares } from '../../bench/lib/proc-cpu.js';
 import { startServe, type ServeProcess } from '../support/serve-process.js';
 import { Cleanups, tempDir } from '../support/temp-dir.js';
 
@@ -26,21 +26,8 @@ const model = mlp({ in: IN, hidden: [2048, 2048], out: 4, seed: 3 });
 const row = Array.from({ length: IN }, (_, i) => (i % 7) / 7);
 const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, IN], data: row }] });
 
-/** CPU ticks of each runtime worker thread of `pid`, by thread id. */
-function workerTicks(pid: number): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      if (!readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').startsWith('onnx-mme-runtim')) continue;
-      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'latin1');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      out.set(tid, Number(fields[11]) + Number(fields[12]));
-    } catch {
-      // a thread that ended
-    }
-  }
-  return out;
-}
+/** CPU of each runtime worker thread of `pid`, by thread id. */
+const workerCpu = (pid: number): Map<number, number> => namedThreadsCpuUs(pid, 'onnx-mme-runtim');
 
 /** `clients` keep-alive clients, each sending its next request when its answer came, for `ms`; returns the answers' first outputs. */
 async function flood(server: ServeProcess, clients: number, ms: number): Promise<number[][]> {
@@ -97,13 +84,12 @@ async function measure(maxInstances: string): Promise<{ shares: number[]; server
   ctx.after(() => server.kill());
   await flood(server, 2, 300); // loaded and placed
   const pid = server.proc.pid!;
-  const before = workerTicks(pid);
+  const before = workerCpu(pid);
   const outputs = await flood(server, 32, 3000);
-  const after = workerTicks(pid);
-  const used = [...after].map(([tid, t]) => t - (before.get(tid) ?? 0));
-  const total = used.reduce((a, b) => a + b, 0);
+  const after = workerCpu(pid);
+  const { total, shares } = threadShares(before, after);
   assert.ok(total > 0, 'the workers ran the model');
-  return { shares: used.map((u) => u / total).sort((a, b) => b - a), server, outputs };
+  return { shares, server, outputs };
 }
 
 it('a hot model placed in the workers gets a second instance and both workers run it; with MME_HOT_MODEL_MAX_INSTANCES=1 one worker does', async (t) => {
