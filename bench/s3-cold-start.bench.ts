@@ -398,7 +398,8 @@ async function containerColdStart(work: string, env: Record<string, string>, i: 
 interface TinyCold {
   /**
    * Per server build (ServerRoot.label): its median cold request, its median warm request (the same one again after
-   * the parts), and the medians over the models of cold ÷ (GET + extract + create + warm request) and cold ÷ parts.
+   * the parts), and the medians over the models of cold ÷ (GET + extract + create + its warm request), of cold ÷
+   * (GET + extract + create + the bare server's request) and of cold ÷ parts (GET + extract + create + run).
    */
   readonly servers: Record<
     string,
