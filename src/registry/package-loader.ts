@@ -606,6 +606,8 @@ export class PackageBuilder {
     const { file, sessionOptions: options, config, sessions } = v;
     const versionDir = path.dirname(file);
     const pool = this.deps.pool;
+    // The load's walk of the package already has the version's bytes (the figure a main-thread copy is booked at).
+    const sizeOf = this.request.sizeOf ?? filesBytes;
     return {
       get workers() {
         return hot.addedWorkers;
@@ -615,7 +617,7 @@ export class PackageBuilder {
           const used = new Set([...sessions.map((s) => s.worker), ...hot.addedWorkers]);
           if (used.has(MAIN_THREAD)) return 'never';
           if (used.size >= pool.size) return 'no room';
-          const booked = book.tryGrow(await filesBytes(versionDir));
+          const booked = book.tryGrow(await sizeOf(versionDir));
           if (booked === undefined) return 'no room';
           const release = async (s?: ModelSession): Promise<void> => {
             await s?.release();
