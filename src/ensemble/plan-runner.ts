@@ -88,7 +88,14 @@ function directStep(plan: ExecutionPlan): PlanStep | undefined {
 
 const DIRECT = new WeakMap<ExecutionPlan, PlanStep | null>();
 
-export async function runPlan(
+/**
+ * Not `async`: a single model's request waits on its scheduler's promise
+ * alone. Each async frame a request is suspended in is a generator, a
+ * context and a promise kept alive for as long as it waits, and under a
+ * flood thousands wait long enough to be copied by every scavenge
+ * (bench/README.md, "overload.bench").
+ */
+export function runPlan(
   plan: ExecutionPlan,
   inputs: ReadonlyMap<string, Tensor>,
   wanted: readonly string[],
@@ -98,16 +105,31 @@ export async function runPlan(
 ): Promise<Map<string, Tensor>> {
   let direct = DIRECT.get(plan);
   if (direct === undefined) DIRECT.set(plan, (direct = directStep(plan) ?? null));
-  // The common case, every single-model request: no tensor bookkeeping between steps.
-  if (direct !== null) {
-    let result: Map<string, Tensor>;
-    try {
-      result = await direct.scheduler.schedule(inputs, wanted, cancel, options);
-    } catch (err) {
-      throw stepError(plan, direct, err);
-    }
-    return collect(plan, result, wanted);
+  // An ensemble; the common case, every single-model request, goes straight to its scheduler with no tensor bookkeeping.
+  if (direct === null) return runSteps(plan, inputs, wanted, cancel, options);
+  const step = direct;
+  let pending: Promise<Map<string, Tensor>>;
+  try {
+    pending = step.scheduler.schedule(inputs, wanted, cancel, options);
+  } catch (err) {
+    return Promise.reject(stepError(plan, step, err));
   }
+  return pending.then(
+    (result) => collect(plan, result, wanted),
+    (err: unknown) => {
+      throw stepError(plan, step, err);
+    },
+  );
+}
+
+/** An ensemble's steps, each launched once its inputs exist. */
+async function runSteps(
+  plan: ExecutionPlan,
+  inputs: ReadonlyMap<string, Tensor>,
+  wanted: readonly string[],
+  cancel: Cancellation | undefined,
+  options: ScheduleOptions | undefined,
+): Promise<Map<string, Tensor>> {
   const tensors = new Map(inputs);
   const { producerOf } = indexOf(plan);
   const todo = new Map(neededFor(plan, wanted, new Set(inputs.keys())));

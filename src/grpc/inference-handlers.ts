@@ -13,7 +13,7 @@ import { CancelSource } from '../cancellation.js';
 import { inModel, ServingError, shuttingDown, type HostRedactor } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { Admission } from '../service/admission.js';
+import type { Admission, RequestTicket } from '../service/admission.js';
 import type { InferenceCall } from '../service/inference-call.js';
 import type { InferenceService, ModelHandle } from '../service/inference-service.js';
 import { RequestStats } from '../service/request-stats.js';
@@ -107,7 +107,7 @@ function inferenceCall(
   message: ModelInferRequestMessage,
   version: number | undefined,
   ctx: CallContext,
-  reachedModel: () => void,
+  arrival: RequestTicket,
 ): InferenceCall {
   const stats = new RequestStats();
   let request: InferRequest;
@@ -124,7 +124,7 @@ function inferenceCall(
     get log() {
       return ctx.log;
     },
-    reachedModel,
+    arrival,
     oneOutput: undefined,
     stats,
   };
@@ -202,7 +202,7 @@ async function modelInfer(deps: HandlerDeps, request: ModelInferRequestMessage, 
   // The same admission as the HTTP front (service/admission.ts): in-flight requests and the model's queue.
   const ticket = deps.admission.admit(service.queueOf(handle));
   try {
-    const response = await service.infer(inferenceCall(handle, request, version, ctx, ticket.arrived));
+    const response = await service.infer(inferenceCall(handle, request, version, ctx, ticket));
     service.checkAnswerSize(grpcAnswerBound(response), response.modelName);
     return encodeModelInferResponse(response);
   } finally {

@@ -311,16 +311,41 @@ function bytesBoundOf(response: InferResponse, responseType: ResponseType, learn
  * caller, and `model` is what the header-length codec names.
  */
 export function prepareExchange(headers: IncomingHttpHeaders, body: Buffer, family: RouteFamily, responseType: ResponseType, model: string): Exchange {
-  const kind = bodyKind(headers, body.length, model);
-  const learned: Learned = { bound: undefined, tfStyle: undefined };
-  return {
-    decode: (name) => parseRequest(kind, body, name, learned),
-    oneOutput: responseType === 'application/json' ? undefined : responseType,
-    answer: (response) => answerOf(response, responseType, family, learned),
-    decodeTextBytes: kind.kind === 'json' || kind.kind === 'csv' ? body.length : kind.kind === 'binary' ? kind.headerLength : 0,
-    answerTextBytes: (response) => textBytesOf(response, responseType, learned),
-    answerBytesBound: (response) => bytesBoundOf(response, responseType, learned),
-  };
+  return new HttpExchange(bodyKind(headers, body.length, model), body, family, responseType);
+}
+
+/** A class, not an object of closures: a request waiting for its model holds one object here (plan-runner.ts says why that matters). */
+class HttpExchange implements Exchange, Learned {
+  bound: InferRequest | 'all' | undefined = undefined;
+  tfStyle: TfStyle | undefined = undefined;
+  readonly oneOutput: string | undefined;
+  readonly decodeTextBytes: number;
+
+  constructor(
+    private readonly kind: BodyKind,
+    private readonly body: Buffer,
+    private readonly family: RouteFamily,
+    private readonly responseType: ResponseType,
+  ) {
+    this.oneOutput = responseType === 'application/json' ? undefined : responseType;
+    this.decodeTextBytes = kind.kind === 'json' || kind.kind === 'csv' ? body.length : kind.kind === 'binary' ? kind.headerLength : 0;
+  }
+
+  decode(model: string): InferRequest | RequestBinder {
+    return parseRequest(this.kind, this.body, model, this);
+  }
+
+  answer(response: InferResponse): HttpAnswer {
+    return answerOf(response, this.responseType, this.family, this);
+  }
+
+  answerTextBytes(response: InferResponse): number {
+    return textBytesOf(response, this.responseType, this);
+  }
+
+  answerBytesBound(response: InferResponse): number {
+    return bytesBoundOf(response, this.responseType, this);
+  }
 }
 
 /** A binary output's JSON header entry costs what an empty tensor's text does. */

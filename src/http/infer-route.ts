@@ -10,7 +10,9 @@
  * as chunks straight from the output tensors' memory.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Cancellation } from '../cancellation.js';
 import type { DefaultAccept } from '../config/server-config.js';
+import type { Logger } from '../observability/logger.js';
 import { inModel, withModel, withModelSync } from '../errors.js';
 import type { InferRequest } from '../protocol/infer-types.js';
 import type { InferenceCall, RequestBinder } from '../service/inference-call.js';
@@ -131,7 +133,7 @@ export async function serveInference(
 ): Promise<void> {
   const label = refLabel(entry.ref);
   ctx.target = label;
-  const { exchange, ticket } = await receive(deps, req, res, entry.family, label);
+  const { exchange, ticket } = await receive(deps, req, res, ctx, entry.family, label);
   // Parsing and writing text is main-thread work: each takes its bytes from the turn's budget (admission.ts).
   const decodeTurn = deps.admission.textTurn(exchange.decodeTextBytes);
   if (decodeTurn !== undefined) await decodeTurn;
@@ -159,6 +161,7 @@ async function receive(
   deps: InferRouteDeps,
   req: IncomingMessage,
   res: ServerResponse,
+  ctx: RequestContext,
   family: RouteFamily,
   label: string,
 ): Promise<{ exchange: Exchange; ticket: ByteTicket }> {
@@ -169,7 +172,7 @@ async function receive(
   } catch (err) {
     throw inModel(err, label);
   }
-  const ticket = reserveBytes(deps.admission, req, res, deps.bodyLimitBytes, label);
+  const ticket = reserveBytes(deps.admission, req, res, deps.bodyLimitBytes, ctx, label);
   // Compressed bodies are read under the limit as they come, then decoded under it again (content-encoding.ts).
   const codings = req.headers['content-encoding'] === undefined ? undefined : withModelSync(label, () => requestCodings(req.headers));
   const raw = await readBody(req, deps.bodyLimitBytes, codings === undefined ? announcedHeaderLength(req.headers) : undefined, ticket);
@@ -195,16 +198,26 @@ function callOf(deps: InferRouteDeps, ctx: RequestContext, entry: InferenceEntry
   } catch (err) {
     throw inModel(err, handle.label);
   }
-  return {
-    handle,
-    request,
-    version: entry.version,
-    cancel: ctx.cancel,
-    get log() {
-      return ctx.log;
-    },
-    reachedModel: entry.admitted?.arrived,
-    oneOutput: exchange.oneOutput,
-    stats,
-  };
+  return new HttpInferenceCall(handle, request, entry.version, ctx, entry.admitted, exchange.oneOutput, stats);
+}
+
+/** A class, not an object literal with a getter: the literal's getter is a closure made per request. */
+class HttpInferenceCall implements InferenceCall {
+  constructor(
+    readonly handle: ModelHandle,
+    readonly request: InferRequest | RequestBinder,
+    readonly version: number | undefined,
+    private readonly ctx: RequestContext,
+    readonly arrival: RequestTicket | undefined,
+    readonly oneOutput: string | undefined,
+    readonly stats: RequestStats,
+  ) {}
+
+  get cancel(): Cancellation {
+    return this.ctx.cancel;
+  }
+
+  get log(): Logger {
+    return this.ctx.log;
+  }
 }

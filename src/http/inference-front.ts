@@ -211,7 +211,7 @@ function enter(deps: InferenceFrontDeps, req: IncomingMessage, res: ServerRespon
     refuseUnread(deps, req, res, envelope, err, queue.key);
     return;
   }
-  res.once('close', admitted.release);
+  envelope.ctx.releaseAtClose(admitted);
   const start = (): void => {
     // A client that gave up while waiting for its turn costs nothing more.
     if (req.destroyed) return;

@@ -37,6 +37,13 @@ export interface RequestContext {
   line(level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string): void;
   /** Whether a line at `level` would be written (build its fields only then). */
   logs(level: 'debug' | 'info' | 'warn' | 'error'): boolean;
+  /** `held.release()` once the response closes, after the context's own close work (the request's admission and bytes). */
+  releaseAtClose(held: Releasable): void;
+}
+
+/** What a request holds until its response closes (service/admission.ts's tickets). */
+export interface Releasable {
+  release(): void;
 }
 
 /** W3C Trace Context: version-traceid-parentid-flags, lowercase hex; all-zero ids are invalid. */
@@ -65,13 +72,26 @@ class HttpRequestContext implements RequestContext {
   model: string | undefined = undefined;
   modelVersion: string | undefined = undefined;
   private child: Logger | undefined;
+  /** At most two per request (its admission and its bytes): fields rather than an array or once-listeners of their own. */
+  private held0: Releasable | undefined = undefined;
+  private held1: Releasable | undefined = undefined;
+  private heldMore: Releasable[] | undefined = undefined;
 
   constructor(
     readonly id: string,
     private readonly root: Logger,
     readonly traceparent: string | undefined,
+    private readonly onClose: CloseListener | undefined,
   ) {
     this.cancel = new CancelSource(id);
+  }
+
+  /** The response closed: the caller's own close work, then what the request held goes back, in the order it was taken. */
+  closed(finished: boolean): void {
+    this.onClose?.closed(finished);
+    this.held0?.release();
+    this.held1?.release();
+    if (this.heldMore !== undefined) for (const held of this.heldMore) held.release();
   }
 
   get log(): Logger {
@@ -89,22 +109,41 @@ class HttpRequestContext implements RequestContext {
     else this.root[level]({ ...this.bindings(), ...fields }, msg);
   }
 
+  releaseAtClose(held: Releasable): void {
+    if (this.held0 === undefined) this.held0 = held;
+    else if (this.held1 === undefined) this.held1 = held;
+    else (this.heldMore ??= []).push(held);
+  }
+
   private bindings(): Record<string, string> {
     const tp = this.traceparent;
     return tp === undefined ? { reqId: this.id } : { reqId: this.id, traceId: tp.slice(3, 35), spanId: tp.slice(36, 52) };
   }
 }
 
-/**
- * `onClose(finished)` runs once when the response closes: `finished` is true
- * when the whole answer was written, false when the client went away first
- * (the cancellation has fired by then).
- */
+/** Told once when the response closes (http/request-envelope.ts). */
+export interface CloseListener {
+  /** `finished`: the whole answer was written; false when the client went away first (the cancellation has fired by then). */
+  closed(finished: boolean): void;
+}
+
+const CONTEXT = Symbol('onnx-mme request context');
+
+type WithContext = ServerResponse & { [CONTEXT]: HttpRequestContext };
+
+/** The one `close` listener of every response: a module function that finds the context on the response, no closure per request. */
+function onResponseClose(this: WithContext): void {
+  const ctx = this[CONTEXT];
+  const finished = this.writableFinished;
+  if (!finished) ctx.cancel.cancel();
+  ctx.closed(finished);
+}
+
 export function createRequestContext(
   req: IncomingMessage,
   res: ServerResponse,
   root: Logger,
-  onClose?: (finished: boolean) => void,
+  onClose?: CloseListener,
   /**
    * The caller writes X-Request-Id in its own writeHead (the lean inference
    * path): a header set here beforehand sends node's writeHead down its slow
@@ -116,13 +155,10 @@ export function createRequestContext(
   // Echo a client id only when it is printable and short: it ends up in logs.
   const id = given !== undefined && ID_PATTERN.test(given) ? given : newRequestId();
   const tp = req.headers['traceparent'];
-  const ctx = new HttpRequestContext(id, root, tp === undefined ? undefined : validTraceparent(Array.isArray(tp) ? tp[0] : tp));
+  const ctx = new HttpRequestContext(id, root, tp === undefined ? undefined : validTraceparent(Array.isArray(tp) ? tp[0] : tp), onClose);
+  (res as WithContext)[CONTEXT] = ctx;
   // 'close' comes once per response: `on`, without once's wrapper.
-  res.on('close', () => {
-    const finished = res.writableFinished;
-    if (!finished) ctx.cancel.cancel();
-    onClose?.(finished);
-  });
+  res.on('close', onResponseClose);
   if (!callerWritesId) {
     res.setHeader('X-Request-Id', id);
     if (ctx.traceparent !== undefined) res.setHeader('traceparent', ctx.traceparent);

@@ -15,7 +15,7 @@ import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { errorReply, type ErrorReply } from './error-response.js';
 import { refusalReasonOf } from '../service/admission.js';
-import { createRequestContext, elapsedMs, type RequestContext } from './request-context.js';
+import { createRequestContext, elapsedMs, type CloseListener, type RequestContext } from './request-context.js';
 
 export interface EnvelopeDeps {
   readonly logger: Logger;
@@ -84,34 +84,48 @@ export function pathOf(url: string | undefined): string {
  */
 export function openEnvelope(req: IncomingMessage, res: ServerResponse, deps: EnvelopeDeps, options: OpenOptions = {}): Envelope {
   const path = options.path ?? pathOf(req.url);
-  const ping = path === '/ping';
-  const debug = deps.logger.isLevelEnabled('debug');
   deps.inflight.count++;
-  // Assigned right below; the close callback only runs after this function returns.
-  let envelope!: Envelope;
-  const ctx = createRequestContext(
-    req,
-    res,
-    deps.logger,
-    (finished) => {
-      deps.inflight.count--;
-      if (!finished) return;
-      const route = options.routeOf ? options.routeOf() : envelope.route;
-      const status = res.statusCode;
-      deps.metrics.httpRequests.cell({ route, status: statusLabel(status) }).inc();
-      const durationMs = elapsedMs(ctx);
-      const slow = !ping && durationMs >= (deps.slowRequestMs ?? DEFAULT_SLOW_REQUEST_MS);
-      const level = slow ? 'warn' : ping ? 'debug' : deps.accessLog === true ? 'info' : status >= 400 && !envelope.errorLogged ? 'warn' : 'debug';
-      if (!deps.logger.isLevelEnabled(level)) return;
-      const fields: Record<string, unknown> = { method: req.method, path, route, status, ...modelFields(ctx), durationMs };
-      if (slow) fields['slow'] = true;
-      ctx.line(level, fields, 'request');
-    },
-    options.callerWritesId === true,
-  );
-  envelope = { ctx, path, route: 'unmatched', errorLogged: false, redactor: deps.redactor ?? NO_REDACTION };
-  if (debug && !ping) ctx.log.debug({ method: req.method, path }, 'request received');
+  const envelope = new RequestEnvelope(req, res, deps, path, options.routeOf);
+  envelope.ctx = createRequestContext(req, res, deps.logger, envelope, options.callerWritesId === true);
+  if (!envelope.ping && deps.logger.isLevelEnabled('debug')) envelope.ctx.log.debug({ method: req.method, path }, 'request received');
   return envelope;
+}
+
+/** A class, not a closure over the request: every request holds one until its response closes (plan-runner.ts says why that matters). */
+class RequestEnvelope implements Envelope, CloseListener {
+  ctx!: RequestContext;
+  route = 'unmatched';
+  errorLogged = false;
+  readonly redactor: HostRedactor;
+  readonly ping: boolean;
+
+  constructor(
+    private readonly req: IncomingMessage,
+    private readonly res: ServerResponse,
+    private readonly deps: EnvelopeDeps,
+    readonly path: string,
+    private readonly routeOf: (() => string) | undefined,
+  ) {
+    this.redactor = deps.redactor ?? NO_REDACTION;
+    this.ping = path === '/ping';
+  }
+
+  /** The response closed: the in-flight count, the metric sample and the closing `request` line. */
+  closed(finished: boolean): void {
+    const { deps, res, ctx } = this;
+    deps.inflight.count--;
+    if (!finished) return;
+    const route = this.routeOf ? this.routeOf() : this.route;
+    const status = res.statusCode;
+    deps.metrics.httpRequests.cell({ route, status: statusLabel(status) }).inc();
+    const durationMs = elapsedMs(ctx);
+    const slow = !this.ping && durationMs >= (deps.slowRequestMs ?? DEFAULT_SLOW_REQUEST_MS);
+    const level = slow ? 'warn' : this.ping ? 'debug' : deps.accessLog === true ? 'info' : status >= 400 && !this.errorLogged ? 'warn' : 'debug';
+    if (!deps.logger.isLevelEnabled(level)) return;
+    const fields: Record<string, unknown> = { method: this.req.method, path: this.path, route, status, ...modelFields(ctx), durationMs };
+    if (slow) fields['slow'] = true;
+    ctx.line(level, fields, 'request');
+  }
 }
 
 /** The refusal for new work during shutdown, or undefined when the request may proceed. */

@@ -41,6 +41,9 @@ import { recordExecution, runAlone, type Outcome, type SchedulerMetrics } from '
 import type { BatchPolicy } from './batch-policy.js';
 import { systemClock, type Clock } from '../clock.js';
 import { QueueingScheduler, type BatchLoad, type ModelExecutor, type QueueDepth, type ScheduleOptions } from './model-scheduler.js';
+
+/** A request with no cancellation has nothing to detach: one shared function, not one per request. */
+const NOTHING_TO_DETACH = (): void => {};
 import { PumpTrigger, WakeTimer } from './pump-triggers.js';
 
 export type { SchedulerMetrics } from './batch-execution.js';
@@ -289,7 +292,7 @@ export class DynamicBatcher extends QueueingScheduler {
         state: 'queued',
         resolve,
         reject,
-        detach: () => {},
+        detach: NOTHING_TO_DETACH,
       };
       if (cancel) p.detach = cancel.onCancel(() => this.cancel(p));
       queue.waiting.push(p);

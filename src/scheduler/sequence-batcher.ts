@@ -58,6 +58,9 @@ import {
   type SequenceId,
   type SequenceRequest,
 } from './sequence-tensors.js';
+
+/** A request with no cancellation has nothing to detach: one shared function, not one per request. */
+const NOTHING_TO_DETACH = (): void => {};
 import type { SequenceEndReason, SequenceTracker } from './sequence-tracker.js';
 
 /** What a sequence batcher reports besides the batch cells. */
@@ -238,7 +241,7 @@ export class SequenceBatcher extends QueueingScheduler {
         state: 'queued',
         resolve,
         reject,
-        detach: () => {},
+        detach: NOTHING_TO_DETACH,
       };
       if (cancel) p.detach = cancel.onCancel(() => this.cancel(p));
       seq.queue.push(p);

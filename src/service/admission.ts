@@ -223,25 +223,20 @@ export class Admission {
   }
 
   private ticket(key: string): RequestTicket {
-    let arrived = false;
-    let released = false;
-    const arrive = (): void => {
-      if (arrived) return;
-      arrived = true;
-      const n = (this.onTheWay.get(key) ?? 1) - 1;
-      if (n > 0) this.onTheWay.set(key, n);
-      else this.onTheWay.delete(key);
-    };
-    return {
-      arrived: arrive,
-      release: () => {
-        if (released) return;
-        released = true;
-        arrive();
-        this.requests--;
-        for (const listener of this.freedListeners) listener(key);
-      },
-    };
+    return new AdmittedRequest(this, key);
+  }
+
+  /** An admitted request for `key` joined its model's queue (AdmittedRequest calls it once). */
+  arrivedAt(key: string): void {
+    const n = (this.onTheWay.get(key) ?? 1) - 1;
+    if (n > 0) this.onTheWay.set(key, n);
+    else this.onTheWay.delete(key);
+  }
+
+  /** An admitted request's response closed (AdmittedRequest calls it once, after arrivedAt). */
+  releasedAt(key: string): void {
+    this.requests--;
+    for (const listener of this.freedListeners) listener(key);
   }
 
   /**
@@ -251,27 +246,19 @@ export class Admission {
   reserve(declared: number, model?: string): ByteTicket {
     if (this.bytes + declared > this.limits.maxInflightBytes && declared > 0) throw this.overBytes(declared, model);
     this.bytes += declared;
-    let held = declared;
-    let released = false;
-    return {
-      grow: (more) => {
-        if (released) return true;
-        if (this.bytes + more > this.limits.maxInflightBytes) return false;
-        this.bytes += more;
-        held += more;
-        return true;
-      },
-      add: (more) => {
-        if (released) return;
-        this.bytes += more;
-        held += more;
-      },
-      release: () => {
-        if (released) return;
-        released = true;
-        this.bytes -= held;
-      },
-    };
+    return new HeldBytes(this, declared);
+  }
+
+  /** Bytes more for a ticket (HeldBytes), or false when they would pass the limit. */
+  tryHold(bytes: number): boolean {
+    if (this.bytes + bytes > this.limits.maxInflightBytes) return false;
+    this.bytes += bytes;
+    return true;
+  }
+
+  /** Bytes that exist already, counted even past the limit (HeldBytes.add), or given back (negative, at release). */
+  hold(bytes: number): void {
+    this.bytes += bytes;
   }
 
   /** The refusal for bytes that do not fit (also for a body without Content-Length that grows past the limit). */
@@ -297,5 +284,62 @@ export class Admission {
     if (!this.turns.schedule(key, start)) {
       throw this.refuse(`${this.turns.queued} requests are waiting to be read; retry later`, model, 'turn_queue_full');
     }
+  }
+}
+
+/*
+ * The tickets are classes, not objects of closures: every request waiting
+ * for its model holds one of each, and under a flood thousands wait long
+ * enough to be copied by every scavenge (bench/README.md, "overload.bench").
+ */
+
+class AdmittedRequest implements RequestTicket {
+  private hasArrived = false;
+  private released = false;
+
+  constructor(
+    private readonly admission: Admission,
+    private readonly key: string,
+  ) {}
+
+  arrived(): void {
+    if (this.hasArrived) return;
+    this.hasArrived = true;
+    this.admission.arrivedAt(this.key);
+  }
+
+  release(): void {
+    if (this.released) return;
+    this.released = true;
+    this.arrived();
+    this.admission.releasedAt(this.key);
+  }
+}
+
+class HeldBytes implements ByteTicket {
+  private released = false;
+
+  constructor(
+    private readonly admission: Admission,
+    private held: number,
+  ) {}
+
+  grow(more: number): boolean {
+    if (this.released) return true;
+    if (!this.admission.tryHold(more)) return false;
+    this.held += more;
+    return true;
+  }
+
+  add(more: number): void {
+    if (this.released) return;
+    this.admission.hold(more);
+    this.held += more;
+  }
+
+  release(): void {
+    if (this.released) return;
+    this.released = true;
+    this.admission.hold(-this.held);
   }
 }

@@ -13,6 +13,7 @@ import type { ModelConfig } from '../config/model-config-types.js';
 import type { Logger } from '../observability/logger.js';
 import type { InferRequest } from '../protocol/infer-types.js';
 import type { ModelHandle } from '../registry/model-registry.js';
+import type { RequestTicket } from './admission.js';
 import type { RequestStats } from './request-stats.js';
 
 /**
@@ -34,8 +35,8 @@ export interface InferenceCall {
   /** The client went away: queued work for the request is dropped. */
   readonly cancel: Cancellation | undefined;
   readonly log: Logger;
-  /** Called once, when the request joins its model's queue (the admission stops counting it as on its way: service/admission.ts). */
-  readonly reachedModel: (() => void) | undefined;
+  /** Its admission: `arrived()` when the request joins its model's queue (the admission stops counting it as on its way: service/admission.ts). */
+  readonly arrival: Pick<RequestTicket, 'arrived'> | undefined;
   /** The answer's media type when it carries one tensor (CSV, .npy): the request must get exactly one output (NOT_ACCEPTABLE). */
   readonly oneOutput: string | undefined;
   /** Started by the edge before the body was decoded. */

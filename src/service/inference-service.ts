@@ -190,13 +190,17 @@ export class InferenceService {
     const { stats } = call;
     let lease: Lease | undefined;
     try {
-      lease = call.handle.leaseNow() ?? (await stats.waitFor(() => call.handle.acquire(call.cancel)));
+      lease = call.handle.leaseNow() ?? (await this.acquire(call));
       const bound = this.bindAndValidate(call, lease);
       // Without classification there is nothing to prepare: no promise to wait on (the common case).
       const prepared = this.prepareOutputs(bound);
       const postProcess = typeof prepared === 'function' ? prepared : await prepared;
       stats.bound();
-      return this.cached(call, bound, postProcess) ?? (await this.run(call, bound, postProcess));
+      const hit = this.cached(call, bound, postProcess);
+      if (hit !== undefined) return hit;
+      // Awaited here rather than in a helper: one suspended frame per waiting request, not two (plan-runner.ts says why).
+      const raw = await this.run(call, bound);
+      return this.answered(call, bound, postProcess, raw);
     } catch (err) {
       const e = inModel(err, lease?.label ?? call.handle.label);
       stats.failed(failureReason(e));
@@ -206,6 +210,11 @@ export class InferenceService {
       lease?.release();
       this.inflight--;
     }
+  }
+
+  /** The wait for a package that is not in memory (a load), outside `infer`: its closure would give every call of `infer` a context. */
+  private acquire(call: InferenceCall): Promise<Lease> {
+    return call.stats.waitFor(() => call.handle.acquire(call.cancel));
   }
 
   /** MME_MAX_INFLIGHT_REQUESTS: one more request in progress, or OVERLOADED. */
@@ -253,13 +262,16 @@ export class InferenceService {
     return { id: bound.request.id, modelName: bound.entry.name, modelVersion: bound.version, outputs };
   }
 
-  /** Run the plan (one step for a single model), keep a miss in the cache, post-process, record. */
-  private async run(call: InferenceCall, bound: BoundRequest, postProcess: OutputStep): Promise<InferResponse> {
+  /** Run the plan (one step for a single model). */
+  private run(call: InferenceCall, bound: BoundRequest): Promise<Map<string, Tensor>> {
+    call.stats.running(bound.cache !== undefined);
+    call.arrival?.arrived();
+    return runPlan(bound.plan, bound.request.inputs, bound.wanted, call.cancel, scheduleOptionsFrom(bound.request.parameters, bound.label));
+  }
+
+  /** The plan's outputs: a miss kept in the cache, post-processed, recorded. */
+  private answered(call: InferenceCall, bound: BoundRequest, postProcess: OutputStep, raw: Map<string, Tensor>): InferResponse {
     const { stats } = call;
-    const { request } = bound;
-    stats.running(bound.cache !== undefined);
-    call.reachedModel?.();
-    const raw = await runPlan(bound.plan, request.inputs, bound.wanted, call.cancel, scheduleOptionsFrom(request.parameters, bound.label));
     const computeUs = stats.computed();
     if (bound.cache !== undefined && bound.cacheKey !== undefined) {
       const { cache, cacheKey } = bound;
@@ -267,7 +279,7 @@ export class InferenceService {
     }
     const outputs = postProcess(raw);
     stats.answered(bound.batch, computeUs, bound.entry.config.platform === 'ensemble');
-    return { id: request.id, modelName: bound.entry.name, modelVersion: bound.version, outputs };
+    return { id: bound.request.id, modelName: bound.entry.name, modelVersion: bound.version, outputs };
   }
 
   /** A miss: keep the answer (before post-processing, which may replace outputs in `raw`) and publish the cache's size. */

@@ -22,7 +22,8 @@ function request(values: number[]): InferRequest {
 
 /** The InferenceCall an edge builds: the request decoded, the stats started. */
 function call(handle: ModelHandle, req: InferRequest, reachedModel?: () => void): InferenceCall {
-  return { handle, request: req, version: undefined, cancel: undefined, log: silentLogger(), reachedModel, oneOutput: undefined, stats: new RequestStats() };
+  const arrival = reachedModel === undefined ? undefined : { arrived: reachedModel };
+  return { handle, request: req, version: undefined, cancel: undefined, log: silentLogger(), arrival, oneOutput: undefined, stats: new RequestStats() };
 }
 
 function serviceFixture(maxInflight = 8): ReturnType<typeof registryFixture> & { service: InferenceService } {
