@@ -123,6 +123,9 @@ export interface InferenceEntry {
  * Negotiate, read the body, build the InferenceCall (the body decoded, the
  * model resolved), hand it to InferenceService, write the answer. The errors
  * of this edge's own checks name the model as the request names it.
+ *
+ * The body is awaited here, not in a helper of its own: every async frame a
+ * request waits in is a generator and a promise more (ensemble/plan-runner.ts says why that matters).
  */
 export async function serveInference(
   deps: InferRouteDeps,
@@ -133,7 +136,13 @@ export async function serveInference(
 ): Promise<void> {
   const label = refLabel(entry.ref);
   ctx.target = label;
-  const { exchange, ticket } = await receive(deps, req, res, ctx, entry.family, label);
+  const responseType = negotiate(deps, req, label);
+  const ticket = reserveBytes(deps.admission, req, res, deps.bodyLimitBytes, ctx, label);
+  // Compressed bodies are read under the limit as they come, then decoded under it again (content-encoding.ts).
+  const codings = req.headers['content-encoding'] === undefined ? undefined : withModelSync(label, () => requestCodings(req.headers));
+  const raw = await readBody(req, deps.bodyLimitBytes, codings === undefined ? announcedHeaderLength(req.headers) : undefined, ticket);
+  const body = codings === undefined ? raw : await decompressed(deps, req, raw, codings, ticket, label);
+  const exchange = exchangeOf(req, body, entry.family, responseType, label);
   // Parsing and writing text is main-thread work: each takes its bytes from the turn's budget (admission.ts).
   const decodeTurn = deps.admission.textTurn(exchange.decodeTextBytes);
   if (decodeTurn !== undefined) await decodeTurn;
@@ -145,45 +154,43 @@ export async function serveInference(
   const answerTurn = deps.admission.textTurn(exchange.answerTextBytes(response));
   if (answerTurn !== undefined) await answerTurn;
   const answer = exchange.answer(response);
-  let customAttributes: string | undefined;
-  if (entry.family === 'sagemaker') {
-    const attrs = req.headers[CUSTOM_ATTRIBUTES];
-    const value = Array.isArray(attrs) ? attrs[0] : attrs;
-    if (value !== undefined && value !== '') customAttributes = value;
-  }
+  const customAttributes = entry.family === 'sagemaker' ? customAttributesOf(req) : undefined;
   const coding = req.headers['accept-encoding'] === undefined ? undefined : answerCoding(req.headers['accept-encoding']);
   if (coding === undefined) send(res, ctx, answer, customAttributes, ticket);
   else await sendCompressed(res, ctx, answer, customAttributes, coding, ticket);
 }
 
-/** The answer type negotiated (406 before the body is read), the body read and decompressed under the limit, its format read. */
-async function receive(
-  deps: InferRouteDeps,
-  req: IncomingMessage,
-  res: ServerResponse,
-  ctx: RequestContext,
-  family: RouteFamily,
-  label: string,
-): Promise<{ exchange: Exchange; ticket: ByteTicket }> {
+/** The answer's type (406 before the body is read). */
+function negotiate(deps: InferRouteDeps, req: IncomingMessage, label: string): ResponseType {
   const accept = req.headers['accept'];
-  let responseType: ResponseType;
   try {
-    responseType = responseTypeFor(Array.isArray(accept) ? accept.join(',') : accept, deps.defaultAccept);
+    return responseTypeFor(Array.isArray(accept) ? accept.join(',') : accept, deps.defaultAccept);
   } catch (err) {
     throw inModel(err, label);
   }
-  const ticket = reserveBytes(deps.admission, req, res, deps.bodyLimitBytes, ctx, label);
-  // Compressed bodies are read under the limit as they come, then decoded under it again (content-encoding.ts).
-  const codings = req.headers['content-encoding'] === undefined ? undefined : withModelSync(label, () => requestCodings(req.headers));
-  const raw = await readBody(req, deps.bodyLimitBytes, codings === undefined ? announcedHeaderLength(req.headers) : undefined, ticket);
-  const body = codings === undefined ? raw : await withModel(label, () => decodeBody(raw, codings, deps.bodyLimitBytes, announcedHeaderLength(req.headers)));
-  // The decoded copy is in flight too.
-  if (codings !== undefined) ticket.add(body.length);
+}
+
+/** A compressed body decoded under the limit; the decoded copy is in flight too. */
+async function decompressed(deps: InferRouteDeps, req: IncomingMessage, raw: Buffer, codings: Coding[], ticket: ByteTicket, label: string): Promise<Buffer> {
+  const body = await withModel(label, () => decodeBody(raw, codings, deps.bodyLimitBytes, announcedHeaderLength(req.headers)));
+  ticket.add(body.length);
+  return body;
+}
+
+/** The body's format read (415, 400 before anything is loaded). */
+function exchangeOf(req: IncomingMessage, body: Buffer, family: RouteFamily, responseType: ResponseType, label: string): Exchange {
   try {
-    return { exchange: prepareExchange(req.headers, body, family, responseType, label), ticket };
+    return prepareExchange(req.headers, body, family, responseType, label);
   } catch (err) {
     throw inModel(err, label);
   }
+}
+
+/** SageMaker's custom attributes, echoed on the answer. */
+function customAttributesOf(req: IncomingMessage): string | undefined {
+  const attrs = req.headers[CUSTOM_ATTRIBUTES];
+  const value = Array.isArray(attrs) ? attrs[0] : attrs;
+  return value !== undefined && value !== '' ? value : undefined;
 }
 
 /** The one validated value the service gets: the model resolved (unless the front did), the body decoded, the stats started. */

@@ -42,7 +42,7 @@ import type { BatchPolicy } from './batch-policy.js';
 import { systemClock, type Clock } from '../clock.js';
 import { QueueingScheduler, type BatchLoad, type ModelExecutor, type QueueDepth, type ScheduleOptions } from './model-scheduler.js';
 
-/** A request with no cancellation has nothing to detach: one shared function, not one per request. */
+/** A request with no cancellation has nothing to detach: one shared function, not one per request (also the placeholder of a request's resolve and reject until its promise exists). */
 const NOTHING_TO_DETACH = (): void => {};
 import { PumpTrigger, WakeTimer } from './pump-triggers.js';
 
@@ -280,27 +280,32 @@ export class DynamicBatcher extends QueueingScheduler {
     if (policy.allowTimeoutOverride && asked > 0 && (timeoutUs === 0 || asked < timeoutUs)) timeoutUs = asked;
     const signature = this.policy.maxBatchSize > 0 && inputs.size > 0 ? batchSignature(inputs) : undefined;
 
-    return new Promise<Map<string, Tensor>>((resolve, reject) => {
-      const p: Pending = {
-        inputs,
-        outputs: outputNames,
-        rows,
-        signature,
-        enqueuedUs: now,
-        deadlineUs: timeoutUs > 0 ? now + timeoutUs : Number.POSITIVE_INFINITY,
-        level,
-        state: 'queued',
-        resolve,
-        reject,
-        detach: NOTHING_TO_DETACH,
-      };
-      if (cancel) p.detach = cancel.onCancel(() => this.cancel(p));
-      queue.waiting.push(p);
-      queue.size++;
-      this.queued++;
-      if (p.deadlineUs < this.nextDeadlineUs) this.nextDeadlineUs = p.deadlineUs;
-      this.schedulePump();
+    // The request is made outside the promise's executor, so what the cancellation's callback keeps alive while it waits is
+    // the batcher and the request, not the executor's scope.
+    const p: Pending = {
+      inputs,
+      outputs: outputNames,
+      rows,
+      signature,
+      enqueuedUs: now,
+      deadlineUs: timeoutUs > 0 ? now + timeoutUs : Number.POSITIVE_INFINITY,
+      level,
+      state: 'queued',
+      resolve: NOTHING_TO_DETACH,
+      reject: NOTHING_TO_DETACH,
+      detach: NOTHING_TO_DETACH,
+    };
+    const answer = new Promise<Map<string, Tensor>>((resolve, reject) => {
+      p.resolve = resolve;
+      p.reject = reject;
     });
+    if (cancel) p.detach = cancel.onCancel(() => this.cancel(p));
+    queue.waiting.push(p);
+    queue.size++;
+    this.queued++;
+    if (p.deadlineUs < this.nextDeadlineUs) this.nextDeadlineUs = p.deadlineUs;
+    this.schedulePump();
+    return answer;
   }
 
   close(): Promise<void> {
