@@ -131,10 +131,13 @@ const CONTEXT = Symbol('onnx-mme request context');
 
 type WithContext = ServerResponse & { [CONTEXT]: HttpRequestContext };
 
-/** The one `close` listener of every response: a module function that finds the context on the response, no closure per request. */
+/** The `close` listener of every response: a module function that finds the context on the response, no closure per request. */
 function onResponseClose(this: WithContext): void {
-  const ctx = this[CONTEXT];
-  const finished = this.writableFinished;
+  closeContext(this, this[CONTEXT]);
+}
+
+function closeContext(res: ServerResponse, ctx: HttpRequestContext): void {
+  const finished = res.writableFinished;
   if (!finished) ctx.cancel.cancel();
   ctx.closed(finished);
 }
@@ -156,9 +159,14 @@ export function createRequestContext(
   const id = given !== undefined && ID_PATTERN.test(given) ? given : newRequestId();
   const tp = req.headers['traceparent'];
   const ctx = new HttpRequestContext(id, root, tp === undefined ? undefined : validTraceparent(Array.isArray(tp) ? tp[0] : tp), onClose);
-  (res as WithContext)[CONTEXT] = ctx;
   // 'close' comes once per response: `on`, without once's wrapper.
-  res.on('close', onResponseClose);
+  if ((res as Partial<WithContext>)[CONTEXT] === undefined) {
+    (res as WithContext)[CONTEXT] = ctx;
+    res.on('close', onResponseClose);
+  } else {
+    // A second context for one response (an error answered before express's own envelope): a listener of its own.
+    res.on('close', () => closeContext(res, ctx));
+  }
   if (!callerWritesId) {
     res.setHeader('X-Request-Id', id);
     if (ctx.traceparent !== undefined) res.setHeader('traceparent', ctx.traceparent);
