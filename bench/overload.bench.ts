@@ -198,6 +198,7 @@ async function settingCells(setup: Run): Promise<Table[]> {
       'refusals',
       'Retry-After',
       'µs CPU/answer',
+      'CPU per 2xx 1024 ÷ 64',
       'µs CPU/refusal',
       'refusal ÷ answer CPU',
       '/ping p99 ms',
@@ -229,6 +230,8 @@ async function settingCells(setup: Run): Promise<Table[]> {
         figures.add(s.label, 'refused', refused(at1024));
         figures.add(s.label, 'retryAfter', refused(at1024) > 0 ? at1024.storm.retryAfter / refused(at1024) : Number.NaN);
         figures.add(s.label, 'cpuAnswer', perAnswer);
+        // What a good answer costs under the storm, its share of the refusals included, against at 64: steadier than goodput here.
+        figures.add(s.label, 'cpuGrowth', at1024.cpuUs / Math.max(1, ok(at1024)) / (at64.cpuUs / Math.max(1, ok(at64))));
         figures.add(s.label, 'cpuRefusal', perRefusal);
         figures.add(s.label, 'cpuRatio', perRefusal / perAnswer);
         figures.add(s.label, 'pingP99', pingStats(at1024.pingsMs).p99);
@@ -252,6 +255,7 @@ async function settingCells(setup: Run): Promise<Table[]> {
           ['refused', 0],
           ['retryAfter'],
           ['cpuAnswer', 0],
+          ['cpuGrowth'],
           ['cpuRefusal', 0],
           ['cpuRatio'],
           ['pingP99', 0],
