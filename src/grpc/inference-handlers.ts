@@ -15,7 +15,7 @@ import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Admission, RequestTicket } from '../service/admission.js';
 import type { InferenceCall } from '../service/inference-call.js';
-import type { InferenceService, ModelHandle } from '../service/inference-service.js';
+import { EdgeInferenceCall, type InferenceService, type ModelHandle } from '../service/inference-service.js';
 import { RequestStats } from '../service/request-stats.js';
 import { SERVER_NAME, SERVER_VERSION, V2_EXTENSIONS, parseVersion } from '../service/server-identity.js';
 import { decodeModelInferRequest, encodeModelInferResponse, type ModelInferRequestMessage, type ModelInferResponseMessage } from './infer-codec.js';
@@ -116,18 +116,7 @@ function inferenceCall(
   } catch (err) {
     throw inModel(err, handle.label);
   }
-  return {
-    handle,
-    request,
-    version,
-    cancel: ctx.cancel,
-    get log() {
-      return ctx.log;
-    },
-    arrival,
-    oneOutput: undefined,
-    stats,
-  };
+  return new EdgeInferenceCall(handle, request, version, ctx, arrival, undefined, stats);
 }
 
 function finish(deps: HandlerDeps, method: string, code: string): void {

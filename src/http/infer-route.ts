@@ -10,13 +10,11 @@
  * as chunks straight from the output tensors' memory.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Cancellation } from '../cancellation.js';
 import type { DefaultAccept } from '../config/server-config.js';
-import type { Logger } from '../observability/logger.js';
 import { inModel, withModel, withModelSync } from '../errors.js';
 import type { InferRequest } from '../protocol/infer-types.js';
 import type { InferenceCall, RequestBinder } from '../service/inference-call.js';
-import type { InferenceService, ModelHandle, ModelRef } from '../service/inference-service.js';
+import { EdgeInferenceCall, type InferenceService, type ModelHandle, type ModelRef } from '../service/inference-service.js';
 import { RequestStats } from '../service/request-stats.js';
 import {
   announcedHeaderLength,
@@ -205,26 +203,5 @@ function callOf(deps: InferRouteDeps, ctx: RequestContext, entry: InferenceEntry
   } catch (err) {
     throw inModel(err, handle.label);
   }
-  return new HttpInferenceCall(handle, request, entry.version, ctx, entry.admitted, exchange.oneOutput, stats);
-}
-
-/** A class, not an object literal with a getter: the literal's getter is a closure made per request. */
-class HttpInferenceCall implements InferenceCall {
-  constructor(
-    readonly handle: ModelHandle,
-    readonly request: InferRequest | RequestBinder,
-    readonly version: number | undefined,
-    private readonly ctx: RequestContext,
-    readonly arrival: RequestTicket | undefined,
-    readonly oneOutput: string | undefined,
-    readonly stats: RequestStats,
-  ) {}
-
-  get cancel(): Cancellation {
-    return this.ctx.cancel;
-  }
-
-  get log(): Logger {
-    return this.ctx.log;
-  }
+  return new EdgeInferenceCall(handle, request, entry.version, ctx, entry.admitted, exchange.oneOutput, stats);
 }

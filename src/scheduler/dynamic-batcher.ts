@@ -40,10 +40,7 @@ import { batchSignature, concatInputs, requestRows, splitOutputs } from './batch
 import { recordExecution, runAlone, type Outcome, type SchedulerMetrics } from './batch-execution.js';
 import type { BatchPolicy } from './batch-policy.js';
 import { systemClock, type Clock } from '../clock.js';
-import { QueueingScheduler, type BatchLoad, type ModelExecutor, type QueueDepth, type ScheduleOptions } from './model-scheduler.js';
-
-/** A request with no cancellation has nothing to detach: one shared function, not one per request (also the placeholder of a request's resolve and reject until its promise exists). */
-const NOTHING_TO_DETACH = (): void => {};
+import { nothing, QueueingScheduler, type BatchLoad, type ModelExecutor, type QueueDepth, type ScheduleOptions } from './model-scheduler.js';
 import { PumpTrigger, WakeTimer } from './pump-triggers.js';
 
 export type { SchedulerMetrics } from './batch-execution.js';
@@ -291,9 +288,9 @@ export class DynamicBatcher extends QueueingScheduler {
       deadlineUs: timeoutUs > 0 ? now + timeoutUs : Number.POSITIVE_INFINITY,
       level,
       state: 'queued',
-      resolve: NOTHING_TO_DETACH,
-      reject: NOTHING_TO_DETACH,
-      detach: NOTHING_TO_DETACH,
+      resolve: nothing,
+      reject: nothing,
+      detach: nothing,
     };
     const answer = new Promise<Map<string, Tensor>>((resolve, reject) => {
       p.resolve = resolve;

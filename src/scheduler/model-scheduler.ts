@@ -58,6 +58,13 @@ export interface ModelScheduler {
 }
 
 /**
+ * A no-op shared by every queued request: its detach when it has no
+ * cancellation, and its resolve and reject until its promise exists. One
+ * function, not a closure per request.
+ */
+export function nothing(): void {}
+
+/**
  * A scheduler that queues: `enqueue` throws its refusals (unloading,
  * cancelled, queue full, a bad request) and returns the request's own
  * promise; `schedule` hands a refusal back as a rejected promise.

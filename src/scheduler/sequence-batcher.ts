@@ -46,7 +46,7 @@ import type { Tensor } from '../protocol/tensor.js';
 import { batchSignature, concatInputs, requestRows, splitOutputs } from './batch-merge.js';
 import { systemClock, type Clock } from '../clock.js';
 import { recordExecution, runAlone, type Outcome, type SchedulerMetrics } from './batch-execution.js';
-import { QueueingScheduler, type BatchLoad, type ModelExecutor, type QueueDepth, type ScheduleOptions } from './model-scheduler.js';
+import { nothing, QueueingScheduler, type BatchLoad, type ModelExecutor, type QueueDepth, type ScheduleOptions } from './model-scheduler.js';
 import { PumpTrigger, WakeTimer } from './pump-triggers.js';
 import {
   controlTensors,
@@ -58,9 +58,6 @@ import {
   type SequenceId,
   type SequenceRequest,
 } from './sequence-tensors.js';
-
-/** A request with no cancellation has nothing to detach: one shared function, not one per request. */
-const NOTHING_TO_DETACH = (): void => {};
 import type { SequenceEndReason, SequenceTracker } from './sequence-tracker.js';
 
 /** What a sequence batcher reports besides the batch cells. */
@@ -241,7 +238,7 @@ export class SequenceBatcher extends QueueingScheduler {
         state: 'queued',
         resolve,
         reject,
-        detach: NOTHING_TO_DETACH,
+        detach: nothing,
       };
       if (cancel) p.detach = cancel.onCancel(() => this.cancel(p));
       seq.queue.push(p);

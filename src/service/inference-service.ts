@@ -15,6 +15,7 @@ import { inModel, retryAfter, ServingError } from '../errors.js';
 import { singleModelPlan, type ExecutionPlan } from '../ensemble/execution-plan.js';
 import { runPlan } from '../ensemble/plan-runner.js';
 import { createMetrics, type Metrics, type ModelMetrics, type TargetMetrics } from '../observability/metrics.js';
+import type { Logger } from '../observability/logger.js';
 import { checkClassifiable, classificationOf, classify } from '../protocol/classification.js';
 import type { InferRequest, InferResponse, RequestedOutput } from '../protocol/infer-types.js';
 import type { Tensor } from '../protocol/tensor.js';
@@ -26,6 +27,8 @@ import { modelStat, type ModelStatJson } from './model-statistics.js';
 import { outputLabels } from './output-labels.js';
 import type { ResponseCache } from './response-cache.js';
 import type { InferenceCall, RequestBinder } from './inference-call.js';
+import type { RequestTicket } from './admission.js';
+import type { RequestStats } from './request-stats.js';
 import { validateRequest } from './validate-request.js';
 
 // What the transports need of the registry's vocabulary, through the service (they never import the registry).
@@ -462,4 +465,36 @@ export interface ModelMetadata {
   readonly platform: string;
   readonly inputs: readonly TensorMetadata[];
   readonly outputs: readonly TensorMetadata[];
+}
+
+/** What an edge's per-request context gives a call: the client's cancellation and the request's log (made on first use on HTTP). */
+export interface CallSource {
+  readonly cancel: Cancellation;
+  readonly log: Logger;
+}
+
+/**
+ * The InferenceCall both edges build: a class, not an object literal with a
+ * getter, whose getter is a closure made per request and kept while the
+ * request waits for its model. Here rather than in inference-call.ts (types
+ * only), so a warm request runs no code of one more file.
+ */
+export class EdgeInferenceCall implements InferenceCall {
+  constructor(
+    readonly handle: ModelHandle,
+    readonly request: InferRequest | RequestBinder,
+    readonly version: number | undefined,
+    private readonly source: CallSource,
+    readonly arrival: Pick<RequestTicket, 'arrived'> | undefined,
+    readonly oneOutput: string | undefined,
+    readonly stats: RequestStats,
+  ) {}
+
+  get cancel(): Cancellation {
+    return this.source.cancel;
+  }
+
+  get log(): Logger {
+    return this.source.log;
+  }
 }
