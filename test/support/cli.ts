@@ -13,7 +13,9 @@ import { fileURLToPath } from 'node:url';
 export const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'src', 'cli', 'onnx-mme.js');
 
 export interface CliResult {
+  /** null when a signal ended the command; then `signal` names it. */
   readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
   readonly stdout: string;
   readonly stderr: string;
 }
@@ -37,7 +39,11 @@ export function runCli(args: readonly string[], options: CliOptions = {}): Promi
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     child.once('error', reject);
-    child.once('close', (code) => resolve({ code, stdout, stderr }));
+    child.once('close', (code, signal) => {
+      // Tests print stdout when the exit code is wrong; a death by signal must say so there, with what it wrote to stderr.
+      if (signal !== null) stdout += `\n[onnx-mme ${args[0] ?? ''} ended by ${signal}; its stderr: ${stderr.slice(-2000)}]`;
+      resolve({ code, signal, stdout, stderr });
+    });
     child.stdin.end(options.stdin ?? '');
   });
 }
