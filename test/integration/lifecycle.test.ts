@@ -42,7 +42,7 @@ async function startServe(env: Record<string, string>): Promise<Child> {
       lines.push(rec);
       if (rec['msg'] === 'onnx-mme listening') resolve(rec['port'] as number);
     });
-    proc.once('exit', (code) => reject(new Error(`serve exited early with code ${code}`)));
+    proc.once('exit', (code, signal) => reject(new Error(`serve exited early with code ${code}${signal === null ? '' : ` (${signal})`}`)));
   });
   return { proc, port, lines };
 }

@@ -51,7 +51,7 @@ export async function startServe(env: Record<string, string | undefined>, wrappe
       lines.push(rec);
       if (rec['msg'] === 'onnx-mme listening') resolve(rec['port'] as number);
     });
-    void exited.then((code) => reject(new Error(`serve exited early with code ${code}`)));
+    void exited.then((code) => reject(new Error(`serve exited early with code ${code}${proc.signalCode === null ? '' : ` (${proc.signalCode})`}`)));
   });
   return {
     proc,
