@@ -39,6 +39,14 @@ export interface WorkerSettings {
   readonly tensorrtCacheDir?: string;
 }
 
+/**
+ * The longest a stop waits for a starting worker to finish loading its modules. A worker stopped while node registers
+ * onnxruntime-node's addon aborts the whole process (the addon's registration throws a C++ exception when the thread
+ * may no longer run JavaScript, and nothing catches it): seen as `onnx-mme validate` ending on SIGABRT about once in a
+ * thousand runs, where the command finished before its idle worker had started. A worker loads in well under a second.
+ */
+export const STOP_WAITS_FOR_START_MS = 10_000;
+
 /** Deaths within DEATH_WINDOW_MS (10 min) at which the pool reports itself unhealthy: a sick instance, not bad luck. */
 export const MAX_DEATHS = 3;
 export const DEATH_WINDOW_MS = 600_000;
@@ -49,6 +57,9 @@ class RuntimeWorker {
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
   private dead: ServingError | undefined;
+  /** Resolves once the worker's modules have loaded (its `ready` notice), or once it died. */
+  private readonly started: Promise<void>;
+  private markStarted!: () => void;
 
   constructor(
     readonly index: number,
@@ -59,7 +70,12 @@ class RuntimeWorker {
     this.worker = new Worker(script, { name: `onnx-mme-runtime-${index}`, workerData: settings });
     // Idle workers must not keep the process alive; a pending call refs them.
     this.worker.unref();
+    this.started = new Promise<void>((resolve) => (this.markStarted = resolve));
     this.worker.on('message', (reply: WorkerReply) => {
+      if (reply.id === 0) {
+        this.markStarted();
+        return;
+      }
       const p = this.pending.get(reply.id);
       if (!p) return;
       this.pending.delete(reply.id);
@@ -67,6 +83,7 @@ class RuntimeWorker {
       p.resolve(reply);
     });
     const fail = (cause: string): void => {
+      this.markStarted();
       if (this.dead) return;
       // Its replacement starts now: the request may come back at once, the model loads again on it.
       this.dead = new ServingError('RUNTIME_UNAVAILABLE', `the runtime worker running this model stopped (${cause}); it has been replaced, retry the request`, {
@@ -82,6 +99,15 @@ class RuntimeWorker {
 
   get isDead(): boolean {
     return this.dead !== undefined;
+  }
+
+  /** Stop the thread, once it has started (STOP_WAITS_FOR_START_MS says why), or after that long at the most. */
+  async stop(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, STOP_WAITS_FOR_START_MS)));
+    await Promise.race([this.started, deadline]);
+    clearTimeout(timer);
+    await this.worker.terminate();
   }
 
   call(request: DistributiveOmit<WorkerRequest, 'id'>): Promise<WorkerReply> {
@@ -250,6 +276,6 @@ export class RuntimePool {
 
   async close(): Promise<void> {
     this.closed = true;
-    await Promise.allSettled(this.workers.map((w) => w.worker.terminate()));
+    await Promise.allSettled(this.workers.map((w) => w.stop()));
   }
 }

@@ -116,3 +116,6 @@ let chain: Promise<void> = Promise.resolve();
 parentPort!.on('message', (msg: WorkerRequest) => {
   chain = chain.then(() => handle(msg));
 });
+
+// Every import above has been evaluated, onnxruntime-node's addon registered: the pool may stop this thread from now on.
+parentPort!.postMessage({ id: 0, ok: true, op: 'ready' } satisfies WorkerReply);

@@ -76,4 +76,15 @@ export type WorkerReply =
   | { readonly id: number; readonly ok: true; readonly op: 'release' }
   | { readonly id: number; readonly ok: true; readonly op: 'prime' }
   | { readonly id: number; readonly ok: true; readonly op: 'reclaim' }
-  | { readonly id: number; readonly ok: false; readonly error: WorkerError };
+  | { readonly id: number; readonly ok: false; readonly error: WorkerError }
+  | WorkerReady;
+
+/**
+ * Posted once, unasked, when a worker's modules (onnxruntime-node among them) have loaded. Its id, 0, is never a
+ * call's. Until then the worker must not be stopped (runtime-pool.ts, `RuntimeWorker.stop`).
+ */
+export interface WorkerReady {
+  readonly id: 0;
+  readonly ok: true;
+  readonly op: 'ready';
+}

@@ -33,3 +33,6 @@ parentPort?.on('message', (msg: WorkerRequest) => {
       return reply({ ok: true, op: msg.op });
   }
 });
+
+// As session-worker.ts does once its modules have loaded: the pool stops a worker only after this.
+parentPort?.postMessage({ id: 0, ok: true, op: 'ready' } satisfies WorkerReply);
