@@ -42,7 +42,7 @@ export interface WorkerSettings {
 /**
  * The longest a stop waits for a starting worker to finish loading its modules. A worker stopped while node registers
  * onnxruntime-node's addon aborts the whole process (the addon's registration throws a C++ exception when the thread
- * may no longer run JavaScript, and nothing catches it): seen as `onnx-mme validate` ending on SIGABRT about once in a
+ * may no longer run JavaScript, and nothing catches it): seen as `onnx-mme validate` ending on SIGABRT about once in two
  * thousand runs, where the command finished before its idle worker had started. A worker loads in well under a second.
  */
 export const STOP_WAITS_FOR_START_MS = 10_000;
