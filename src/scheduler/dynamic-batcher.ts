@@ -40,7 +40,16 @@ import { batchSignature, concatInputs, requestRows, splitOutputs } from './batch
 import { recordExecution, runAlone, type Outcome, type SchedulerMetrics } from './batch-execution.js';
 import type { BatchPolicy } from './batch-policy.js';
 import { systemClock, type Clock } from '../clock.js';
-import { nothing, QueueingScheduler, type BatchLoad, type ModelExecutor, type QueueDepth, type ScheduleOptions } from './model-scheduler.js';
+import {
+  answerOf,
+  nothing,
+  QueueingScheduler,
+  type Answerable,
+  type BatchLoad,
+  type ModelExecutor,
+  type QueueDepth,
+  type ScheduleOptions,
+} from './model-scheduler.js';
 import { PumpTrigger, WakeTimer } from './pump-triggers.js';
 
 export type { SchedulerMetrics } from './batch-execution.js';
@@ -75,7 +84,7 @@ export interface DynamicBatcherOptions {
 
 type State = 'queued' | 'delayed' | 'running' | 'settled';
 
-interface Pending {
+interface Pending extends Answerable {
   readonly inputs: ReadonlyMap<string, Tensor>;
   readonly outputs: readonly string[];
   readonly rows: number;
@@ -87,10 +96,6 @@ interface Pending {
   /** 0-based priority level. */
   readonly level: number;
   state: State;
-  resolve(outputs: Map<string, Tensor>): void;
-  reject(err: unknown): void;
-  /** Removes the cancellation callback. */
-  detach(): void;
 }
 
 /**
@@ -277,8 +282,6 @@ export class DynamicBatcher extends QueueingScheduler {
     if (policy.allowTimeoutOverride && asked > 0 && (timeoutUs === 0 || asked < timeoutUs)) timeoutUs = asked;
     const signature = this.policy.maxBatchSize > 0 && inputs.size > 0 ? batchSignature(inputs) : undefined;
 
-    // The request is made outside the promise's executor, so what the cancellation's callback keeps alive while it waits is
-    // the batcher and the request, not the executor's scope.
     const p: Pending = {
       inputs,
       outputs: outputNames,
@@ -292,10 +295,7 @@ export class DynamicBatcher extends QueueingScheduler {
       reject: nothing,
       detach: nothing,
     };
-    const answer = new Promise<Map<string, Tensor>>((resolve, reject) => {
-      p.resolve = resolve;
-      p.reject = reject;
-    });
+    const answer = answerOf(p);
     if (cancel) p.detach = cancel.onCancel(() => this.cancel(p));
     queue.waiting.push(p);
     queue.size++;

@@ -64,6 +64,26 @@ export interface ModelScheduler {
  */
 export function nothing(): void {}
 
+/** What every batcher's queued request carries to be answered: its promise's settlers and its cancellation's unregister. */
+export interface Answerable {
+  resolve(outputs: Map<string, Tensor>): void;
+  reject(err: unknown): void;
+  detach(): void;
+}
+
+/**
+ * The promise that answers `p`, its settlers set on `p`. `p` is built before,
+ * outside the promise's executor (settlers and detach `nothing` until then), so
+ * what its cancellation's callback keeps alive while it waits is the batcher
+ * and the request, not the executor's scope.
+ */
+export function answerOf(p: Answerable): Promise<Map<string, Tensor>> {
+  return new Promise<Map<string, Tensor>>((resolve, reject) => {
+    p.resolve = resolve;
+    p.reject = reject;
+  });
+}
+
 /**
  * A scheduler that queues: `enqueue` throws its refusals (unloading,
  * cancelled, queue full, a bad request) and returns the request's own

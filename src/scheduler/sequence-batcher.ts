@@ -46,7 +46,16 @@ import type { Tensor } from '../protocol/tensor.js';
 import { batchSignature, concatInputs, requestRows, splitOutputs } from './batch-merge.js';
 import { systemClock, type Clock } from '../clock.js';
 import { recordExecution, runAlone, type Outcome, type SchedulerMetrics } from './batch-execution.js';
-import { nothing, QueueingScheduler, type BatchLoad, type ModelExecutor, type QueueDepth, type ScheduleOptions } from './model-scheduler.js';
+import {
+  answerOf,
+  nothing,
+  QueueingScheduler,
+  type Answerable,
+  type BatchLoad,
+  type ModelExecutor,
+  type QueueDepth,
+  type ScheduleOptions,
+} from './model-scheduler.js';
 import { PumpTrigger, WakeTimer } from './pump-triggers.js';
 import {
   controlTensors,
@@ -93,7 +102,7 @@ export interface SequenceBatcherOptions {
   readonly logger?: Logger;
 }
 
-interface Pending {
+interface Pending extends Answerable {
   readonly seq: Sequence;
   readonly inputs: ReadonlyMap<string, Tensor>;
   readonly outputs: readonly string[];
@@ -105,9 +114,6 @@ interface Pending {
   /** The sequence's generation when this request came (a restart starts the next one). */
   readonly generation: number;
   state: 'queued' | 'running' | 'settled';
-  resolve(outputs: Map<string, Tensor>): void;
-  reject(err: unknown): void;
-  detach(): void;
 }
 
 interface Slot {
@@ -224,27 +230,27 @@ export class SequenceBatcher extends QueueingScheduler {
       this.live.delete(seq.key);
     }
     const waitUs = options.timeoutUs !== undefined && options.timeoutUs > 0 ? options.timeoutUs : SLOT_WAIT_DEFAULT_US;
-    return new Promise<Map<string, Tensor>>((resolve, reject) => {
-      const p: Pending = {
-        seq,
-        inputs,
-        outputs: outputNames,
-        controls,
-        start: request.start,
-        end: request.end,
-        enqueuedUs: now,
-        deadlineUs: now + waitUs,
-        generation: seq.generation,
-        state: 'queued',
-        resolve,
-        reject,
-        detach: nothing,
-      };
-      if (cancel) p.detach = cancel.onCancel(() => this.cancel(p));
-      seq.queue.push(p);
-      this.queued++;
-      this.schedulePump();
-    });
+    const p: Pending = {
+      seq,
+      inputs,
+      outputs: outputNames,
+      controls,
+      start: request.start,
+      end: request.end,
+      enqueuedUs: now,
+      deadlineUs: now + waitUs,
+      generation: seq.generation,
+      state: 'queued',
+      resolve: nothing,
+      reject: nothing,
+      detach: nothing,
+    };
+    const answer = answerOf(p);
+    if (cancel) p.detach = cancel.onCancel(() => this.cancel(p));
+    seq.queue.push(p);
+    this.queued++;
+    this.schedulePump();
+    return answer;
   }
 
   /** The request's sequence flags, once it may be queued at all: an id, the model still loaded, one row, room in the queue. */

@@ -1,3 +1,11 @@
+/**
+ * @module test/unit/http/request-context
+ * A request context's close, on a real node:http server and client: the
+ * response's one close listener tells the context whether the answer
+ * finished, cancels the request when the client left first, and releases what
+ * the request holds in the order it was taken; a second context on the same
+ * response gets a listener of its own.
+ */
 import assert from 'node:assert/strict';
 import { createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
