@@ -68,25 +68,9 @@ async function main(): Promise<void> {
   // Handlers go in before startup: a SIGTERM that arrives while models or the
   // socket are still being set up must still end in an orderly exit.
   let running: RunningServer | undefined;
-  let stopping = false;
-  const onSignal = (signal: NodeJS.Signals): void => {
-    // A second signal (Ctrl-C twice) skips what is left of the drain period; the deadline stays.
-    if (stopping) {
-      running?.endDrain();
-      return;
-    }
-    stopping = true;
-    if (!running) {
-      logger.info({ reason: signal }, 'signal before startup finished: exiting');
-      logger.flush(() => process.exit(0));
-      return;
-    }
-    // The backstop: whatever shutdown waits for, the process is gone by the deadline (SageMaker's SIGKILL comes later).
-    setTimeout(() => {
-      logger.error({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown did not finish by MME_SHUTDOWN_TIMEOUT_SECONDS: exiting');
-      logger.flush(() => process.exit(1));
-    }, config.shutdownTimeoutMs + SHUTDOWN_BACKSTOP_MARGIN_MS).unref();
-    running.shutdown(signal).then(
+  let signalled: NodeJS.Signals | undefined;
+  const stop = (server: RunningServer, signal: NodeJS.Signals, drain: boolean): void => {
+    server.shutdown(signal, drain).then(
       // The destination is asynchronous: exit only once the last lines are written.
       () => logger.flush(() => process.exit(0)),
       (err: unknown) => {
@@ -94,6 +78,27 @@ async function main(): Promise<void> {
         logger.flush(() => process.exit(1));
       },
     );
+  };
+  const onSignal = (signal: NodeJS.Signals): void => {
+    // A second signal (Ctrl-C twice) skips what is left of the drain period; the deadline stays.
+    if (signalled !== undefined) {
+      running?.endDrain();
+      return;
+    }
+    signalled = signal;
+    // The backstop: whatever shutdown waits for, the process is gone by the deadline (SageMaker's SIGKILL comes later).
+    setTimeout(() => {
+      logger.error({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown did not finish by MME_SHUTDOWN_TIMEOUT_SECONDS: exiting');
+      logger.flush(() => process.exit(1));
+    }, config.shutdownTimeoutMs + SHUTDOWN_BACKSTOP_MARGIN_MS).unref();
+    if (running) {
+      stop(running, signal, true);
+      return;
+    }
+    // Exiting here could stop a runtime worker while node registers onnxruntime's addon, which aborts the
+    // process (SIGABRT; runtime/runtime-pool.ts, STOP_WAITS_FOR_START_MS): the start finishes, then the
+    // shutdown stops everything in order.
+    logger.info({ reason: signal }, 'signal before startup finished: stopping once the start is through');
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
@@ -106,6 +111,8 @@ async function main(): Promise<void> {
     logger.fatal({ err }, 'onnx-mme failed to start (an unexpected failure: the stack says where)');
     return new Promise<never>(() => logger.flush(() => process.exit(1)));
   }
+  // No balancer has seen this server ready: there is nothing to drain for.
+  if (signalled !== undefined) stop(running, signalled, false);
 }
 
 main().catch((err: unknown) => {

@@ -37,9 +37,10 @@ export interface RunningServer {
   readonly pool: RuntimePool;
   /**
    * Drain (not ready, still serving, for MME_DRAIN_SECONDS), then stop accepting, let in-flight
-   * requests finish and release every session, all by MME_SHUTDOWN_TIMEOUT_SECONDS.
+   * requests finish and release every session, all by MME_SHUTDOWN_TIMEOUT_SECONDS. `drain: false` skips the drain
+   * period (a server stopped as its start completes: no balancer has seen it ready).
    */
-  shutdown(reason: string): Promise<void>;
+  shutdown(reason: string, drain?: boolean): Promise<void>;
   /** Ends the drain period now (a second signal): the rest of the shutdown keeps its deadline. */
   endDrain(): void;
 }

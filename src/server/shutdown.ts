@@ -69,8 +69,11 @@ export interface ShutdownParts {
 }
 
 export interface Shutdown {
-  /** Drain, then stop accepting, let in-flight requests finish and release every session, all by the deadline. Once. */
-  shutdown(reason: string): Promise<void>;
+  /**
+   * Drain (unless `drain` is false: a server stopped as its start completes has no balancer to wait for), then stop
+   * accepting, let in-flight requests finish and release every session, all by the deadline. Once.
+   */
+  shutdown(reason: string, drain?: boolean): Promise<void>;
   /** Ends the drain period now (a second signal): the rest of the shutdown keeps its deadline. */
   endDrain(): void;
 }
@@ -84,18 +87,18 @@ const SHUTDOWN_CLOSE_RESERVE_MS = 2_000;
 export function createShutdown(parts: ShutdownParts): Shutdown {
   const { config, logger } = parts;
   let stopping: Promise<void> | undefined;
-  const drain: DrainCut = { cut: undefined };
-  const shutdown = (reason: string): Promise<void> =>
+  const cut: DrainCut = { cut: undefined };
+  const shutdown = (reason: string, drain = true): Promise<void> =>
     (stopping ??= (async () => {
       const deadline = performance.now() + config.shutdownTimeoutMs;
       const drainUntil = deadline - Math.min(SHUTDOWN_CLOSE_RESERVE_MS, config.shutdownTimeoutMs * 0.2);
-      await drainPeriod(parts, reason, drain);
+      await drainPeriod(parts, reason, drain ? cut : undefined);
       await stopServing(parts, reason, drainUntil, deadline);
     })());
   const endDrain = (): void => {
-    if (drain.cut === undefined) return;
+    if (cut.cut === undefined) return;
     logger.info('drain period cut short by a second signal');
-    drain.cut();
+    cut.cut();
   };
   return { shutdown, endDrain };
 }
@@ -105,13 +108,13 @@ interface DrainCut {
   cut: (() => void) | undefined;
 }
 
-/** Not ready, still serving, for MME_DRAIN_SECONDS (or until a second signal cuts it short). */
-async function drainPeriod({ config, logger, phase, listeners, preloading }: ShutdownParts, reason: string, drain: DrainCut): Promise<void> {
+/** Not ready, still serving, for MME_DRAIN_SECONDS (or until a second signal cuts it short); no period when `drain` is undefined. */
+async function drainPeriod({ config, logger, phase, listeners, preloading }: ShutdownParts, reason: string, drain: DrainCut | undefined): Promise<void> {
   phase.draining = true;
   preloading.abort();
   // gRPC: health NOT_SERVING now (Kubernetes' grpc probe, Envoy's health checks); calls are still served.
   listeners.grpc?.stopServing();
-  if (config.drainMs <= 0) return;
+  if (config.drainMs <= 0 || drain === undefined) return;
   for (const res of listeners.answering) if (!res.headersSent) res.shouldKeepAlive = false;
   listeners.answering.clear();
   logger.info(
