@@ -143,13 +143,28 @@ export async function runSteps(
     "trap 'kill $(jobs -p) 2>/dev/null' EXIT",
     ...list.map((s) => `${options.rewrite ? options.rewrite(s.command) : s.command}\nprintf '\\n${MARK}%d${MARK}\\n' "$?"`),
   ].join('\n');
+  const timeoutMs = options.timeoutMs ?? 60_000;
   const { stdout, stderr } = await new Promise<{ stdout: string; stderr: string }>((resolve, reject) => {
-    const child = spawn('bash', ['--noprofile', '--norc', '-c', script], { cwd: options.cwd, env: options.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    // Its own process group: past the timeout the whole group is killed, the block's background servers with bash, so
+    // none of them outlives it holding the output pipes open (which would leave this wait without an end).
+    const child = spawn('bash', ['--noprofile', '--norc', '-c', script], {
+      cwd: options.cwd,
+      env: options.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
     let out = '';
     let err = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 60_000);
+    const timer = setTimeout(() => {
+      err += `\n[the block ran past ${timeoutMs} ms: its process group was killed]`;
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        child.kill('SIGKILL');
+      }
+    }, timeoutMs);
     child.once('error', reject);
     child.once('close', () => {
       clearTimeout(timer);
