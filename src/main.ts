@@ -79,10 +79,16 @@ async function main(): Promise<void> {
       },
     );
   };
+  // A second signal during the start comes from an operator who will not wait for it: exit, whatever that interrupts.
+  const exitNow = (signal: NodeJS.Signals): void => {
+    logger.warn({ reason: signal }, 'second signal before startup finished: exiting now');
+    logger.flush(() => process.exit(0));
+  };
   const onSignal = (signal: NodeJS.Signals): void => {
-    // A second signal (Ctrl-C twice) skips what is left of the drain period; the deadline stays.
     if (signalled !== undefined) {
-      running?.endDrain();
+      // A second signal (Ctrl-C twice) skips what is left of the drain period; the deadline stays.
+      if (running) running.endDrain();
+      else exitNow(signal);
       return;
     }
     signalled = signal;
@@ -98,7 +104,7 @@ async function main(): Promise<void> {
     // Exiting here could stop a runtime worker while node registers onnxruntime's addon, which aborts the
     // process (SIGABRT; runtime/runtime-pool.ts, STOP_WAITS_FOR_START_MS): the start finishes, then the
     // shutdown stops everything in order.
-    logger.info({ reason: signal }, 'signal before startup finished: stopping once the start is through');
+    logger.info({ reason: signal, hint: 'a second signal exits now' }, 'signal before startup finished: stopping once the start is through');
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
