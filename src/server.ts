@@ -58,8 +58,8 @@ export async function startServer(
   const app = buildHttpApp(config, core, phase, metrics, logger, gate);
   const listeners = await startListeners({ app, admission, config, core, phase, metrics, logger });
   logListening(config, logger, core, listeners, admission.limit);
-  const preloading = startBackgroundWork(config, core, logger);
-  const { shutdown, endDrain } = createShutdown({ config, logger, phase, listeners, core, preloading });
+  const background = startBackgroundWork(config, core, logger);
+  const { shutdown, endDrain } = createShutdown({ config, logger, phase, listeners, core, background });
   const { server, port, metricsPort, grpc } = listeners;
   const { registry, service, pool } = core;
   return { server, port, metricsPort, grpcPort: grpc?.port, registry, metrics, service, pool, shutdown, endDrain };

@@ -13,9 +13,10 @@ import { S3ModelSource } from '../store/s3-source.js';
 import type { Core } from './core.js';
 import { probeS3Source, surveySource } from './model-source.js';
 
-/** Starts the background work; what it returns aborts the preloads (shutdown does, when the drain begins). */
+/** Starts the background work; what it returns stops the preloads and the survey (shutdown does, when the drain begins). */
 export function startBackgroundWork(config: ServerConfig, core: Core, logger: Logger): AbortController {
   const { source, registry } = core;
+  const stopped = new AbortController();
   if (source instanceof S3ModelSource) probeS3Source(source, logger);
   if (config.ortTelemetry) {
     logger.warn("MME_ORT_TELEMETRY=true: onnxruntime's telemetry is on; it stores events under $HOME/.cache/Microsoft and uploads them to Microsoft");
@@ -31,8 +32,9 @@ export function startBackgroundWork(config: ServerConfig, core: Core, logger: Lo
       logger.warn({ err: (err as Error).message }, 'could not choose the default model at start-up; the first request without a target tries again'),
   );
   // Triton's model table for a local source: after listening and in the background, so /ping never waits for it.
-  if (!isS3Uri(config.modelSource)) surveySource(source, config, logger);
-  return preload(config.preload, registry, logger);
+  if (!isS3Uri(config.modelSource)) surveySource(source, config, logger, stopped.signal);
+  preload(config.preload, registry, logger, stopped.signal);
+  return stopped;
 }
 
 /** Most preloads in progress at once: enough to overlap downloads, few enough not to starve requests. */
@@ -44,22 +46,20 @@ const PRELOAD_CONCURRENCY = 2;
  * these models find them warm. A failure is logged and the target is simply
  * loaded on demand later.
  */
-function preload(targets: readonly string[], registry: ModelRegistry, logger: Logger): AbortController {
-  const controller = new AbortController();
+function preload(targets: readonly string[], registry: ModelRegistry, logger: Logger, stopped: AbortSignal): void {
   const queue = [...targets];
   const next = async (): Promise<void> => {
-    for (let target = queue.shift(); target !== undefined && !controller.signal.aborted; target = queue.shift()) {
+    for (let target = queue.shift(); target !== undefined && !stopped.aborted; target = queue.shift()) {
       const started = performance.now();
       try {
-        const lease = await registry.resolve({ kind: 'target', target }).acquire(cancellationOf(controller.signal));
+        const lease = await registry.resolve({ kind: 'target', target }).acquire(cancellationOf(stopped));
         lease.release();
         logger.info({ model: target, durationMs: Math.round(performance.now() - started) }, 'preloaded model');
       } catch (err) {
-        if (controller.signal.aborted) return;
+        if (stopped.aborted) return;
         logger.warn({ model: target, err: (err as Error).message }, 'preloading model failed; it will be loaded on first use');
       }
     }
   };
   for (let i = 0; i < Math.min(PRELOAD_CONCURRENCY, queue.length); i++) void next();
-  return controller;
 }

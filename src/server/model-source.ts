@@ -108,12 +108,15 @@ export function probeS3Source(source: S3ModelSource, logger: Logger): void {
 }
 
 /** Every model of a local source with its state at start-up (registry/package-survey.ts); never rejects. */
-export function surveySource(source: ModelSource, config: ServerConfig, logger: Logger): void {
+export function surveySource(source: ModelSource, config: ServerConfig, logger: Logger, stopped: AbortSignal): void {
   source
     .list()
     .then((entries) => surveyLocalSource(config.modelSource, entries, { configMaxBytes: config.configMaxBytes }))
     .then(
-      (rows) => logSurvey(rows, logger),
+      (rows) => {
+        // A server already stopping has no use for the table, and its lines would follow the shutdown's.
+        if (!stopped.aborted) logSurvey(rows, logger);
+      },
       (err: unknown) => logger.warn({ err: (err as Error).message }, 'could not list the model source at start-up; models are checked when loaded'),
     );
 }

@@ -64,8 +64,8 @@ export interface ShutdownParts {
   readonly phase: ServingPhase;
   readonly listeners: Listeners;
   readonly core: Pick<Core, 'registry' | 'pool' | 'memory'>;
-  /** The preloads still running (MME_PRELOAD): aborted when the drain begins. */
-  readonly preloading: AbortController;
+  /** The start's background work still running (MME_PRELOAD's preloads, the survey of the source): stopped when the drain begins. */
+  readonly background: AbortController;
 }
 
 export interface Shutdown {
@@ -109,9 +109,9 @@ interface DrainCut {
 }
 
 /** Not ready, still serving, for MME_DRAIN_SECONDS (or until a second signal cuts it short); no period when `drain` is undefined. */
-async function drainPeriod({ config, logger, phase, listeners, preloading }: ShutdownParts, reason: string, drain: DrainCut | undefined): Promise<void> {
+async function drainPeriod({ config, logger, phase, listeners, background }: ShutdownParts, reason: string, drain: DrainCut | undefined): Promise<void> {
   phase.draining = true;
-  preloading.abort();
+  background.abort();
   // gRPC: health NOT_SERVING now (Kubernetes' grpc probe, Envoy's health checks); calls are still served.
   listeners.grpc?.stopServing();
   if (config.drainMs <= 0 || drain === undefined) return;

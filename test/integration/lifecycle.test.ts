@@ -118,11 +118,13 @@ describe('serve as a process', () => {
       const seen = `SIGTERM ${delayMs} ms after the disk cache line: ${msgs.join(' | ')}; stderr: ${stderr}`;
       assert.equal(signal, null, seen);
       assert.equal(code, 0, seen);
-      // The start's background survey of the source may still log a line after it.
+      // The start's choice of a default model may still log its line after it.
       assert.ok(msgs.includes('shutdown complete'), seen);
       if (!msgs.includes('signal before startup finished: stopping once the start is through')) continue;
       duringStart++;
       assert.ok(!msgs.includes('draining: not ready, still serving'), `a server stopped as it starts skips the drain period: ${seen}`);
+      // Its survey of the source, begun as the start ended, is stopped with it: no model table after the shutdown's lines.
+      assert.ok(!msgs.some((m) => m.startsWith('model source')), `no survey lines from a server stopped as it starts: ${seen}`);
     }
     // The disk cache line comes before the runtime workers start: at least the first signal lands during the start.
     assert.ok(duringStart >= 1, 'some signal arrived before the start was through');
