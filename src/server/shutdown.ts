@@ -87,18 +87,18 @@ const SHUTDOWN_CLOSE_RESERVE_MS = 2_000;
 export function createShutdown(parts: ShutdownParts): Shutdown {
   const { config, logger } = parts;
   let stopping: Promise<void> | undefined;
-  const cut: DrainCut = { cut: undefined };
+  const drainCut: DrainCut = { cut: undefined };
   const shutdown = (reason: string, drain = true): Promise<void> =>
     (stopping ??= (async () => {
       const deadline = performance.now() + config.shutdownTimeoutMs;
       const drainUntil = deadline - Math.min(SHUTDOWN_CLOSE_RESERVE_MS, config.shutdownTimeoutMs * 0.2);
-      await drainPeriod(parts, reason, drain ? cut : undefined);
+      await drainPeriod(parts, reason, drain ? drainCut : undefined);
       await stopServing(parts, reason, drainUntil, deadline);
     })());
   const endDrain = (): void => {
-    if (cut.cut === undefined) return;
+    if (drainCut.cut === undefined) return;
     logger.info('drain period cut short by a second signal');
-    cut.cut();
+    drainCut.cut();
   };
   return { shutdown, endDrain };
 }
