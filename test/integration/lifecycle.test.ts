@@ -1,8 +1,10 @@
 /**
  * The process as SageMaker runs it: `serve` started as a child process,
  * SIGTERM while a request is in flight (it finishes, new connections are
- * refused, the process exits 0 well within 30 s), single-flight loading of a
- * cold target, and the default model for /invocations without a header.
+ * refused, the process exits 0 well within 30 s) and while the server is
+ * still starting (the start finishes, then the same orderly exit),
+ * single-flight loading of a cold target, and the default model for
+ * /invocations without a header.
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
