@@ -49,6 +49,27 @@ async function startServe(env: Record<string, string>): Promise<Child> {
   return { proc, port, lines };
 }
 
+/** `serve` watched from its first log line (not from listening) to its exit: each line's `msg` goes to `onMsg` as it comes. */
+async function serveUntilExit(
+  env: Record<string, string>,
+  onMsg: (msg: string, proc: ChildProcess) => void,
+): Promise<{ code: number | null; signal: NodeJS.Signals | null; msgs: string[]; stderr: string }> {
+  const proc = spawn(path.join(repoRoot, 'serve'), ['serve'], {
+    env: { ...process.env, SAGEMAKER_BIND_TO_PORT: '0', MME_HOST: '127.0.0.1', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const msgs: string[] = [];
+  let stderr = '';
+  proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  createInterface({ input: proc.stdout! }).on('line', (line) => {
+    const msg = (JSON.parse(line) as Record<string, unknown>)['msg'] as string;
+    msgs.push(msg);
+    onMsg(msg, proc);
+  });
+  const [code, signal] = (await once(proc, 'close')) as [number | null, NodeJS.Signals | null];
+  return { code, signal, msgs, stderr };
+}
+
 describe('serve as a process', () => {
   it('SIGTERM: the in-flight request finishes, new ones are refused, exit code 0', async () => {
     const root = await tempDir(ctx);
@@ -97,26 +118,10 @@ describe('serve as a process', () => {
     await writeModelDir(path.join(root, 'models'), 'add_sub', addSub());
     let duringStart = 0;
     for (const delayMs of [0, 40, 80, 120, 160, 200]) {
-      const proc = spawn(path.join(repoRoot, 'serve'), ['serve'], {
-        env: {
-          ...process.env,
-          SAGEMAKER_BIND_TO_PORT: '0',
-          MME_HOST: '127.0.0.1',
-          MME_MODEL_SOURCE: path.join(root, 'models'),
-          MME_CACHE_DIR: path.join(root, `cache-${delayMs}`),
-          MME_DRAIN_SECONDS: '1',
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      const msgs: string[] = [];
-      let stderr = '';
-      proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-      createInterface({ input: proc.stdout! }).on('line', (line) => {
-        const msg = (JSON.parse(line) as Record<string, unknown>)['msg'] as string;
-        msgs.push(msg);
+      const env = { MME_MODEL_SOURCE: path.join(root, 'models'), MME_CACHE_DIR: path.join(root, `cache-${delayMs}`), MME_DRAIN_SECONDS: '1' };
+      const { code, signal, msgs, stderr } = await serveUntilExit(env, (msg, proc) => {
         if (msg === 'disk cache ready') setTimeout(() => proc.kill('SIGTERM'), delayMs);
       });
-      const [code, signal] = (await once(proc, 'close')) as [number | null, NodeJS.Signals | null];
       const seen = `SIGTERM ${delayMs} ms after the disk cache line: ${msgs.join(' | ')}; stderr: ${stderr}`;
       assert.equal(signal, null, seen);
       assert.equal(code, 0, seen);
@@ -134,18 +139,10 @@ describe('serve as a process', () => {
 
   it('a second SIGTERM during start-up exits at once (exit 0), saying so', async () => {
     const root = await tempDir(ctx);
-    const proc = spawn(path.join(repoRoot, 'serve'), ['serve'], {
-      env: { ...process.env, SAGEMAKER_BIND_TO_PORT: '0', MME_HOST: '127.0.0.1', MME_MODEL_SOURCE: root, MME_CACHE_DIR: path.join(root, 'cache') },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    const msgs: string[] = [];
-    createInterface({ input: proc.stdout! }).on('line', (line) => {
-      const msg = (JSON.parse(line) as Record<string, unknown>)['msg'] as string;
-      msgs.push(msg);
+    const { code, msgs } = await serveUntilExit({ MME_MODEL_SOURCE: root, MME_CACHE_DIR: path.join(root, 'cache') }, (msg, proc) => {
       if (msg === 'disk cache ready') proc.kill('SIGTERM');
       if (msg === 'signal before startup finished: stopping once the start is through') proc.kill('SIGTERM');
     });
-    const [code] = (await once(proc, 'close')) as [number | null];
     assert.equal(code, 0, msgs.join(' | '));
     assert.ok(msgs.includes('second signal before startup finished: exiting now'), msgs.join(' | '));
     assert.ok(!msgs.includes('shutdown complete'), msgs.join(' | '));
