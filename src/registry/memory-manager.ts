@@ -5,7 +5,7 @@
  * Every model package in memory (or being loaded) holds a reservation: first
  * its predicted size (from its files), then, after its load and warm-up, its
  * measured footprint if that is larger. When a load needs room, idle residents
- * are evicted least recently used first (lru-cache keeps the order). A
+ * are evicted least recently used first (a Map keeps the order). A
  * resident with requests in flight is pinned and never evicted; its bytes stay
  * counted until its release completes. If the room is held by pinned
  * residents, the load waits for requests to finish (bounded), so more models
@@ -26,7 +26,6 @@
  * The manager knows nothing of packages or sessions: residents are opaque
  * handles with `pinned()` and `evict()`, supplied by the registry.
  */
-import { LRUCache } from 'lru-cache';
 import { ServingError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -82,8 +81,15 @@ export class MemoryManager {
   readonly maxModels: number | undefined;
   private used = 0;
   private count = 0;
-  /** Residents that can be evicted, least recently used first (the cache is only an ordered index). */
-  private readonly lru = new LRUCache<string, Resident>({ max: 1_000_000 });
+  /**
+   * Residents that can be evicted, least recently used first: a Map iterates in
+   * insertion order, and a use moves its entry to the end. Not lru-cache: its
+   * capacity is allocated when it is built, and an index with room for every
+   * model an instance may ever hold (a million) cost 180 ms of the start
+   * and 26 MB of heap and typed arrays, which every full garbage collection
+   * scanned.
+   */
+  private readonly lru = new Map<string, Resident>();
   private reconcileTimer: NodeJS.Timeout | undefined;
   private reconciling: Promise<void> | undefined;
   /** Last warning about measured memory over budget with nothing to evict (at most one a minute). */
@@ -227,17 +233,21 @@ export class MemoryManager {
 
   /** A resident became idle-capable: track it for eviction (most recently used). */
   track(resident: Resident): void {
+    this.lru.delete(resident.key);
     this.lru.set(resident.key, resident);
   }
 
   /** Mark a use (moves it to most recently used). */
   touch(key: string): void {
-    this.lru.get(key);
+    const resident = this.lru.get(key);
+    if (resident === undefined) return;
+    this.lru.delete(key);
+    this.lru.set(key, resident);
   }
 
   /** It is leaving memory by other means (unload, revalidation). A newer resident under the same key stays. */
   forget(resident: Resident): void {
-    if (this.lru.peek(resident.key) === resident) this.lru.delete(resident.key);
+    if (this.lru.get(resident.key) === resident) this.lru.delete(resident.key);
   }
 
   /** Something was unpinned or released: waiting loads look again. */
@@ -258,10 +268,9 @@ export class MemoryManager {
   private pickVictims(bytesOver: number, countOver: number): Resident[] {
     const victims: Resident[] = [];
     let freed = 0;
-    for (const key of [...this.lru.rkeys()]) {
+    for (const resident of this.lru.values()) {
       if (freed >= bytesOver && victims.length >= countOver) break;
-      const resident = this.lru.peek(key);
-      if (!resident || resident.pinned()) continue;
+      if (resident.pinned()) continue;
       victims.push(resident);
       freed += resident.bytes;
     }

@@ -67,6 +67,21 @@ describe('MemoryManager', () => {
     assert.equal(memory.usedBytes, 250);
   });
 
+  it('tracking a resident again makes it the most recently used; forgetting a replaced one keeps its successor', async () => {
+    const { memory } = manager(300);
+    const a = await resident(memory, 'a', 100);
+    const b = await resident(memory, 'b', 100);
+    memory.track(a); // a again, as after a revalidation: b is now the least recently used
+    const stale = { ...b, key: 'b' };
+    memory.forget(stale); // not the resident tracked under 'b': nothing changes
+    await resident(memory, 'c', 100);
+    await resident(memory, 'd', 100);
+    assert.deepEqual([a.evicted, b.evicted], [false, true]);
+    memory.touch('gone'); // a key never tracked is no use to record
+    await resident(memory, 'e', 100);
+    assert.equal(a.evicted, true);
+  });
+
   it('never evicts a pinned resident; a load waits until its request finishes', async () => {
     const { memory } = manager(200);
     const a = await resident(memory, 'a', 100);
