@@ -9,15 +9,14 @@ import type { ServerConfig } from '../config/server-config.js';
 import { isS3Uri } from '../config/s3-uri.js';
 import type { Logger } from '../observability/logger.js';
 import type { ModelRegistry } from '../registry/model-registry.js';
-import { S3ModelSource } from '../store/s3-source.js';
 import type { Core } from './core.js';
 import { probeS3Source, surveySource } from './model-source.js';
 
 /** Starts the background work; what it returns stops the preloads and the survey (shutdown does, when the drain begins). */
 export function startBackgroundWork(config: ServerConfig, core: Core, logger: Logger): AbortController {
-  const { source, registry } = core;
+  const { source, registry, modules } = core;
   const stopped = new AbortController();
-  if (source instanceof S3ModelSource) probeS3Source(source, logger);
+  if (modules.s3 !== undefined && source instanceof modules.s3.S3ModelSource) probeS3Source(source, logger);
   if (config.ortTelemetry) {
     logger.warn("MME_ORT_TELEMETRY=true: onnxruntime's telemetry is on; it stores events under $HOME/.cache/Microsoft and uploads them to Microsoft");
   }

@@ -30,6 +30,7 @@ import { ResponseCache } from '../service/response-cache.js';
 import type { DiskCache } from '../store/disk-cache.js';
 import type { ModelSource } from '../store/model-source.js';
 import { createModelSource, hostRedactor, localSourcePresent, openCache } from './model-source.js';
+import { loadOptionalModules, type OptionalModules } from './optional-modules.js';
 
 /** The memory budget for resident models, and where its figure came from (logged). */
 export interface MemoryBudget {
@@ -52,6 +53,8 @@ export interface Core {
   readonly registry: ModelRegistry;
   readonly service: InferenceService;
   readonly redactor: HostRedactor;
+  /** What only this configuration uses (S3, gRPC), loaded before the idle figure (server/optional-modules.ts). */
+  readonly modules: OptionalModules;
 }
 
 /** How often measured model memory is reconciled with the budget (memory-manager.ts); a read of /proc and the heap's size. */
@@ -71,7 +74,8 @@ export async function buildCore(config: ServerConfig, logger: Logger, metrics: M
   await pool.prime(config.intraOpThreads, config.mainThreadMaxRunUs > 0).catch((err: unknown) => {
     logger.warn({ err: (err as Error).message }, 'could not prime onnxruntime at start-up; its fixed cost will be paid by the first model loaded');
   });
-  const source = createModelSource(config, logger, cache, metrics);
+  const modules = await loadOptionalModules(config);
+  const source = createModelSource(config, { logger, cache, metrics, s3: modules.s3 });
   const budget = await memoryBudget(config, host, logger);
   // Idle: after start-up, with onnxruntime's fixed costs paid (pool.prime above); model memory is measured above it.
   const idle = takeBaseline();
@@ -109,7 +113,7 @@ export async function buildCore(config: ServerConfig, logger: Logger, metrics: M
     registry.dropSessionsOn(index, cause);
   });
   const redactor = hostRedactor(config);
-  return { host, cache, source, sourcePresent, pool, budget, memory, httpAccess, grpcAccess, registry, service, redactor };
+  return { host, cache, source, sourcePresent, pool, budget, memory, httpAccess, grpcAccess, registry, service, redactor, modules };
 }
 
 /** The js-step sandboxes a server that ended without unloading its models left in the temp directory (backends/js-step-leftovers.ts). */

@@ -11,7 +11,7 @@ import type { App } from '../app.js';
 import { listenFailure } from '../config/listen-failure.js';
 import type { ServerConfig } from '../config/server-config.js';
 import { StartupError } from '../errors.js';
-import { startGrpcListener, type GrpcListener } from '../grpc/grpc-server.js';
+import type { GrpcListener } from '../grpc/grpc-server.js';
 import { createMetricsListener } from '../http/metrics-listener.js';
 import type { Admission } from '../service/admission.js';
 import type { Logger } from '../observability/logger.js';
@@ -109,7 +109,9 @@ async function listenMetrics({ config, core, metrics, logger }: ListenerParts, p
 
 /** MME_GRPC_PORT: the same service layer, models, limits and drain as HTTP, over gRPC. */
 function listenGrpc({ config, core, phase, metrics, logger, admission }: ListenerParts, port: number): Promise<GrpcListener> {
-  return startGrpcListener({
+  const grpc = core.modules.grpc;
+  if (grpc === undefined) throw new Error('MME_GRPC_PORT needs grpc/grpc-server.js loaded (server/optional-modules.ts)');
+  return grpc.startGrpcListener({
     host: config.host,
     port,
     maxMessageBytes: config.bodyLimitBytes,

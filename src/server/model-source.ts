@@ -15,7 +15,7 @@ import { logSurvey, surveyLocalSource } from '../registry/package-survey.js';
 import { DiskCache } from '../store/disk-cache.js';
 import { LocalModelSource } from '../store/local-source.js';
 import type { ModelSource } from '../store/model-source.js';
-import { S3ModelSource } from '../store/s3-source.js';
+import type { S3ModelSource } from '../store/s3-source.js';
 import { checkCacheDir, checkLocalSource } from '../store/startup-checks.js';
 
 /** What no client answer may name: the source root and cache directory (as configured and as resolved), the bucket, prefix and S3 endpoint. */
@@ -35,10 +35,19 @@ export function hostRedactor(config: ServerConfig): HostRedactor {
   return new HostRedactor({ paths: resolved(config.modelSource), cacheDir: config.cacheDir });
 }
 
-export function createModelSource(config: ServerConfig, logger: Logger, cache: DiskCache, metrics: Metrics): ModelSource {
+interface SourceParts {
+  readonly logger: Logger;
+  readonly cache: DiskCache;
+  readonly metrics: Metrics;
+  /** store/s3-source.ts, loaded where the source is an S3 prefix (server/optional-modules.ts). */
+  readonly s3: typeof import('../store/s3-source.js') | undefined;
+}
+
+export function createModelSource(config: ServerConfig, { logger, cache, metrics, s3 }: SourceParts): ModelSource {
   const limits = { maxBytes: config.archiveMaxBytes, maxEntries: config.archiveMaxEntries, maxRatio: config.archiveMaxRatio };
   if (!isS3Uri(config.modelSource)) return new LocalModelSource({ root: config.modelSource, cacheDir: config.cacheDir, cache, limits, logger });
-  return new S3ModelSource({
+  if (s3 === undefined) throw new Error('an S3 model source needs store/s3-source.js loaded (server/optional-modules.ts)');
+  return new s3.S3ModelSource({
     uri: config.modelSource,
     cacheDir: config.cacheDir,
     cache,
