@@ -17,6 +17,7 @@ import { LocalModelSource } from '../store/local-source.js';
 import type { ModelSource } from '../store/model-source.js';
 import type { S3ModelSource } from '../store/s3-source.js';
 import { checkCacheDir, checkLocalSource } from '../store/startup-checks.js';
+import type { OptionalModules } from './optional-modules.js';
 
 /** What no client answer may name: the source root and cache directory (as configured and as resolved), the bucket, prefix and S3 endpoint. */
 export function hostRedactor(config: ServerConfig): HostRedactor {
@@ -39,8 +40,8 @@ interface SourceParts {
   readonly logger: Logger;
   readonly cache: DiskCache;
   readonly metrics: Metrics;
-  /** store/s3-source.ts, loaded where the source is an S3 prefix (server/optional-modules.ts). */
-  readonly s3: typeof import('../store/s3-source.js') | undefined;
+  /** Loaded where the source is an S3 prefix. */
+  readonly s3: OptionalModules['s3'];
 }
 
 export function createModelSource(config: ServerConfig, { logger, cache, metrics, s3 }: SourceParts): ModelSource {

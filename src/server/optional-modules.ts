@@ -6,9 +6,10 @@
  *
  * Why: a server that serves a local directory over HTTP, as on SageMaker,
  * where the platform copies the models to the disk, would otherwise load and
- * keep both. Measured on the 2-core bench box, in a process that had loaded
- * everything else the server loads: the AWS S3 client 72 ms and 8 MB of
- * resident memory, grpc-js and proto-loader 67 ms and 4 MB.
+ * keep both. Measured on the 2-core bench box, each imported after the
+ * server's other main packages (express, pino, prom-client,
+ * onnxruntime-node, tar): the AWS S3 client 72 ms and 8 MB of resident
+ * memory, grpc-js and proto-loader 67 ms and 4 MB.
  *
  * Loaded while the core is built, before the idle figure that model memory
  * is measured above (server/core.ts), so what they hold never counts as a
