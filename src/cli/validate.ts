@@ -16,6 +16,7 @@ import { createLogger } from '../observability/logger.js';
 import { checkPackage, type PackageCheck, type PackageProblem } from '../registry/package-check.js';
 import type { HostCapabilities } from '../runtime/execution-providers.js';
 import { RuntimePool } from '../runtime/runtime-pool.js';
+import { DEFAULT_BATCHING } from '../scheduler/batch-policy.js';
 import { EXIT_FAILED, EXIT_OK, formatBytes, parseCommandLine, readSettings, write, type CliCommand, type CliIo } from './cli-support.js';
 import { openPackage, type PackageInput } from './package-input.js';
 import { formatSourceReport, isSourceDirectory, validateS3Prefix, validateSource } from './validate-source.js';
@@ -66,7 +67,7 @@ function warningSink(): { stream: Writable; notes: string[] } {
  * package, a corrupt archive included, are in the report.
  */
 export async function validatePackage(input: string, env: NodeJS.ProcessEnv, label?: string): Promise<ValidationReport> {
-  const settings = readSettings(env, ['archiveMaxBytes', 'archiveMaxEntries', 'archiveMaxRatio', 'configMaxBytes']);
+  const settings = readSettings(env, ['archiveMaxBytes', 'archiveMaxEntries', 'archiveMaxRatio', 'configMaxBytes', 'defaultMaxBatchSize']);
   let pkg: PackageInput;
   try {
     pkg = await openPackage(input, { maxBytes: settings.archiveMaxBytes, maxEntries: settings.archiveMaxEntries, maxRatio: settings.archiveMaxRatio });
@@ -105,6 +106,8 @@ export async function validatePackage(input: string, env: NodeJS.ProcessEnv, lab
         host: CPU_ONLY,
         serverProviders: ['cpu'],
         configMaxBytes: settings.configMaxBytes,
+        // A config completed from the graph is reported as the server would complete it.
+        batching: { ...DEFAULT_BATCHING, autoCompleteMaxBatchSize: settings.defaultMaxBatchSize },
       },
     );
     return {

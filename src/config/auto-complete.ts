@@ -39,8 +39,11 @@ export function unservableKind(t: GraphTensor): string {
   return t.declared === undefined ? 'is not a tensor' : `is ${graphTypeText(t)}`;
 }
 
-/** Triton's onnxruntime backend default for `default-max-batch-size`. */
+/** Triton's onnxruntime backend default for `default-max-batch-size` (MME_DEFAULT_MAX_BATCH_SIZE's default). */
 export const DEFAULT_MAX_BATCH_SIZE = 4;
+
+/** model_config.proto's `max_batch_size` is an int32. */
+export const MAX_BATCH_SIZE_FIELD = 2 ** 31 - 1;
 
 type Json = Record<string, unknown>;
 
@@ -75,9 +78,15 @@ function tensorJson(t: GraphTensor, batching: boolean, kind: string): Json {
 
 /**
  * Complete `config` (JSON form, possibly `{}`) from the graph. Returns a new
- * object; the input is not modified.
+ * object; the input is not modified. `defaultMaxBatchSize` is what a model
+ * that can batch gets where its config sets no max_batch_size (Triton's
+ * default-max-batch-size; 0: it does not batch).
  */
-export function autoCompleteConfig(config: Readonly<Json>, graph: { readonly inputs: readonly GraphTensor[]; readonly outputs: readonly GraphTensor[] }): Json {
+export function autoCompleteConfig(
+  config: Readonly<Json>,
+  graph: { readonly inputs: readonly GraphTensor[]; readonly outputs: readonly GraphTensor[] },
+  defaultMaxBatchSize: number = DEFAULT_MAX_BATCH_SIZE,
+): Json {
   const out: Json = { ...config };
   if (!out['platform'] && !out['backend']) out['platform'] = 'onnxruntime_onnx';
   const hasIo = listOf(out, 'input').length > 0 && listOf(out, 'output').length > 0;
@@ -94,9 +103,9 @@ export function autoCompleteConfig(config: Readonly<Json>, graph: { readonly inp
   if (internal.size > 0) graph = { inputs: graph.inputs.filter((t) => !internal.has(t.name)), outputs: graph.outputs.filter((t) => !internal.has(t.name)) };
   const canBatch = graphCanBatch(graph.inputs, graph.outputs);
   let mbs = typeof out['max_batch_size'] === 'number' ? (out['max_batch_size'] as number) : 0;
-  if (canBatch && mbs === 0) {
+  if (canBatch && mbs === 0 && defaultMaxBatchSize > 0) {
     // As Triton: proto3 cannot tell an explicit 0 from an absent field.
-    mbs = DEFAULT_MAX_BATCH_SIZE;
+    mbs = defaultMaxBatchSize;
     out['max_batch_size'] = mbs;
   }
   if (!canBatch && mbs !== 0) {

@@ -95,12 +95,16 @@ export function finishModelConfig(draft: ModelConfigDraft): ModelConfig {
   return modelConfigFromJson(draft.json, draft.options);
 }
 
-/** The final config of an ONNX model: completed from its graph where inputs or outputs are missing (Triton's auto-complete). */
+/**
+ * The final config of an ONNX model: completed from its graph where inputs or outputs are missing (Triton's auto-complete),
+ * a model that can batch and sets no max_batch_size getting `defaultMaxBatchSize` (MME_DEFAULT_MAX_BATCH_SIZE).
+ */
 export function completeModelConfig(
   draft: ModelConfigDraft,
   graph: { readonly inputs: readonly GraphTensor[]; readonly outputs: readonly GraphTensor[] },
+  defaultMaxBatchSize?: number,
 ): ModelConfig {
-  return modelConfigFromJson(autoCompleteConfig(draft.json, graph), draft.options);
+  return modelConfigFromJson(autoCompleteConfig(draft.json, graph, defaultMaxBatchSize), draft.options);
 }
 
 /**

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ServingError } from '../errors.js';
 import { DEFAULT_MAX_ENTRIES, DEFAULT_MAX_RATIO } from './archive-limits.js';
+import { DEFAULT_MAX_BATCH_SIZE, MAX_BATCH_SIZE_FIELD } from './auto-complete.js';
 import { DEFAULT_CONFIG_MAX_BYTES } from './model-config-parse.js';
 import { environmentNotices, type EnvNotice } from './env-notices.js';
 import { parseBooleanSetting } from './boolean-setting.js';
@@ -151,6 +152,8 @@ export interface ServerConfig {
   readonly batchMaxDelayUs: number;
   /** Most rows per batch for batching models without a dynamic_batching block; undefined = the model's max_batch_size. */
   readonly batchMaxSize: number | undefined;
+  /** MME_DEFAULT_MAX_BATCH_SIZE: the max_batch_size auto-complete gives a model that can batch and whose config sets none (Triton's default-max-batch-size). */
+  readonly defaultMaxBatchSize: number;
   /** Waiting requests per model (and priority level) where config.pbtxt sets no max_queue_size. */
   readonly maxQueueSize: number;
   /** MME_MAX_SEQUENCES: live sequences of stateful models (sequence_batching) the server holds at once; a start beyond it gets 429. */
@@ -887,6 +890,14 @@ export const SETTINGS: readonly AnySetting[] = [
       if (raw === undefined || raw.trim() === '') return undefined;
       return int(env['MME_BATCH_MAX_SIZE'] !== undefined ? 'MME_BATCH_MAX_SIZE' : 'SAGEMAKER_TS_BATCH_SIZE', raw, 1);
     },
+  },
+  {
+    key: 'defaultMaxBatchSize',
+    env: ['MME_DEFAULT_MAX_BATCH_SIZE'],
+    defaultText: '4',
+    description:
+      "The `max_batch_size` ONNX auto-complete gives a model whose graph can batch (every input and output has a variable first dimension) and whose config.pbtxt sets none, or that has none: Triton's `--backend-config=default-max-batch-size`, with Triton's default. Such a model also gets an empty `dynamic_batching` block when this is above 1. 0 = such models do not batch (their inputs and outputs keep the batch dimension). A config that sets `max_batch_size` is never changed.",
+    parse: (raw) => (raw === undefined || raw.trim() === '' ? DEFAULT_MAX_BATCH_SIZE : int('MME_DEFAULT_MAX_BATCH_SIZE', raw, 0, MAX_BATCH_SIZE_FIELD)),
   },
   {
     key: 'maxQueueSize',

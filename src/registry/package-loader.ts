@@ -295,6 +295,11 @@ export class PackageBuilder {
     return modelLabelOf(this.request, this.layout, md);
   }
 
+  /** What auto-complete gives a model that can batch and sets no max_batch_size (MME_DEFAULT_MAX_BATCH_SIZE). */
+  private get autoCompleteMaxBatchSize(): number {
+    return (this.deps.batching ?? DEFAULT_BATCHING).autoCompleteMaxBatchSize;
+  }
+
   /** Models loaded so far, by directory name. */
   get loaded(): ReadonlyMap<string, LoadedModel> {
     return this.models;
@@ -411,7 +416,7 @@ export class PackageBuilder {
       this.sessions.push(session);
       if (!config) {
         // Auto-complete from the first loaded version's graph, as Triton does.
-        config = completeModelConfig(draft, session);
+        config = completeModelConfig(draft, session, this.autoCompleteMaxBatchSize);
         if (config.platform !== 'onnxruntime_onnx' && config.backend !== 'onnxruntime') {
           throw new ServingError(
             'INVALID_MODEL',
@@ -498,7 +503,7 @@ export class PackageBuilder {
     let config: ModelConfig;
     try {
       graph = readGraphSummary(await readModelFile(file));
-      config = completed ?? completeModelConfig(draft, graph);
+      config = completed ?? completeModelConfig(draft, graph, this.autoCompleteMaxBatchSize);
     } catch {
       return undefined;
     }

@@ -15,6 +15,7 @@
  * Every queue is bounded: max_queue_size 0 (Triton's "unbounded") becomes
  * MME_MAX_QUEUE_SIZE.
  */
+import { DEFAULT_MAX_BATCH_SIZE } from '../config/auto-complete.js';
 import type { InstanceGroupConfig, ModelConfig, QueuePolicy } from '../config/model-config-types.js';
 
 /** Server-wide settings that apply where config.pbtxt says nothing. */
@@ -27,6 +28,8 @@ export interface BatchingDefaults {
   readonly maxBatchSize: number | undefined;
   /** MME_MAX_QUEUE_SIZE: waiting requests per model (per priority level) where the config sets no max_queue_size. */
   readonly maxQueueSize: number;
+  /** MME_DEFAULT_MAX_BATCH_SIZE: the max_batch_size auto-complete gives a model that can batch and whose config sets none. */
+  readonly autoCompleteMaxBatchSize: number;
 }
 
 export interface ResolvedQueuePolicy {
@@ -115,4 +118,10 @@ export function requestedInstances(groups: readonly InstanceGroupConfig[], onCpu
  * The env defaults (config/server-config.ts) for callers without a server
  * config, e.g. `onnx-mme validate`, whose sessions never serve a request.
  */
-export const DEFAULT_BATCHING: BatchingDefaults = Object.freeze({ enabled: true, maxQueueDelayUs: 0, maxBatchSize: undefined, maxQueueSize: 1024 });
+export const DEFAULT_BATCHING: BatchingDefaults = Object.freeze({
+  enabled: true,
+  maxQueueDelayUs: 0,
+  maxBatchSize: undefined,
+  maxQueueSize: 1024,
+  autoCompleteMaxBatchSize: DEFAULT_MAX_BATCH_SIZE,
+});

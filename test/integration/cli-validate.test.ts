@@ -39,8 +39,8 @@ interface JsonReport {
   peakResidentBytes: number;
 }
 
-async function validateJson(target: string): Promise<{ code: number | null; report: JsonReport; stderr: string }> {
-  const r = await runCli(['validate', target, '--json']);
+async function validateJson(target: string, env: Record<string, string> = {}): Promise<{ code: number | null; report: JsonReport; stderr: string }> {
+  const r = await runCli(['validate', target, '--json'], { env });
   return { code: r.code, report: JSON.parse(r.stdout) as JsonReport, stderr: r.stderr };
 }
 
@@ -134,6 +134,8 @@ describe('onnx-mme validate', () => {
     assert.equal(auto.code, 0);
     assert.equal(auto.report.models[0]!.autoCompleted, true);
     assert.equal(auto.report.models[0]!.maxBatchSize, 4, "Triton's auto-complete default");
+    const raised = await validateJson(path.join(root, 'autocomplete'), { MME_DEFAULT_MAX_BATCH_SIZE: '32' });
+    assert.equal(raised.report.models[0]!.maxBatchSize, 32, 'completed as the server would with MME_DEFAULT_MAX_BATCH_SIZE');
 
     const ens = await validateJson(path.join(root, 'pipeline'));
     assert.equal(ens.code, 0, JSON.stringify(ens.report.problems));

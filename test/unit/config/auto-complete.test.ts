@@ -69,6 +69,19 @@ describe('autoCompleteConfig', () => {
     });
   });
 
+  test('MME_DEFAULT_MAX_BATCH_SIZE: another default max_batch_size for a graph that can batch; 0 keeps the batch dimension and adds no batching', () => {
+    const raised = autoCompleteConfig({}, BATCHING_GRAPH, 32);
+    assert.equal(raised['max_batch_size'], 32);
+    assert.deepEqual(raised['dynamic_batching'], {});
+    assert.deepEqual((raised['input'] as { dims: number[] }[])[0]!.dims, [16]);
+    const none = autoCompleteConfig({}, BATCHING_GRAPH, 0);
+    assert.equal(none['max_batch_size'], undefined);
+    assert.equal(none['dynamic_batching'], undefined);
+    assert.deepEqual((none['input'] as { dims: number[] }[])[0]!.dims, [-1, 16]);
+    assert.equal(autoCompleteConfig({ max_batch_size: 2 }, BATCHING_GRAPH, 32)['max_batch_size'], 2, 'a config that sets it keeps it');
+    assert.equal(autoCompleteConfig({}, FIXED_GRAPH, 32)['max_batch_size'], undefined, 'a graph that cannot batch never gets one');
+  });
+
   test('a given max_batch_size is kept; dynamic_batching added when it is > 1', () => {
     const out = autoCompleteConfig({ name: 'm', max_batch_size: 16 }, BATCHING_GRAPH);
     assert.equal(out['max_batch_size'], 16);

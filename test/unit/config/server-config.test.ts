@@ -400,3 +400,14 @@ describe('MME_HOT_MODEL_MAX_INSTANCES', () => {
     assert.throws(() => load({ MME_HOT_MODEL_MAX_INSTANCES: '0' }), /MME_HOT_MODEL_MAX_INSTANCES/);
   });
 });
+
+describe('MME_DEFAULT_MAX_BATCH_SIZE', () => {
+  test("defaults to Triton's 4; 0 and larger values are taken; anything else stops start-up naming it", () => {
+    assert.equal(load({}).defaultMaxBatchSize, 4);
+    assert.equal(load({ MME_DEFAULT_MAX_BATCH_SIZE: '0' }).defaultMaxBatchSize, 0);
+    assert.equal(load({ MME_DEFAULT_MAX_BATCH_SIZE: '64' }).defaultMaxBatchSize, 64);
+    for (const bad of ['-1', 'four', '1.5', '2147483648']) {
+      assert.throws(() => load({ MME_DEFAULT_MAX_BATCH_SIZE: bad }), /MME_DEFAULT_MAX_BATCH_SIZE/, bad);
+    }
+  });
+});

@@ -27,7 +27,7 @@ describe('resolveBatchPolicy', () => {
   });
 
   test('server defaults: delay, a row cap below max_batch_size (never above), queue size', () => {
-    const defaults = { enabled: true, maxQueueDelayUs: 2000, maxBatchSize: 4, maxQueueSize: 7 };
+    const defaults = { ...DEFAULT_BATCHING, maxQueueDelayUs: 2000, maxBatchSize: 4, maxQueueSize: 7 };
     const p = resolveBatchPolicy(batchingConfig(16), false, defaults);
     assert.deepEqual([p.maxBatchSize, p.preferredBatchSizes, p.maxQueueDelayUs, p.levels[0]!.maxQueueSize, p.modelMaxBatchSize], [4, [4], 2000, 7, 16]);
     assert.equal(resolveBatchPolicy(batchingConfig(2), false, defaults).maxBatchSize, 2);
