@@ -894,7 +894,7 @@ export const SETTINGS: readonly AnySetting[] = [
   {
     key: 'defaultMaxBatchSize',
     env: ['MME_DEFAULT_MAX_BATCH_SIZE'],
-    defaultText: '4',
+    defaultText: String(DEFAULT_MAX_BATCH_SIZE),
     description:
       "The `max_batch_size` ONNX auto-complete gives a model whose graph can batch (every input and output has a variable first dimension) and whose config.pbtxt sets none, or that has none: Triton's `--backend-config=default-max-batch-size`, with Triton's default. Such a model also gets an empty `dynamic_batching` block when this is above 1. 0 = such models do not batch (their inputs and outputs keep the batch dimension). A config that sets `max_batch_size` is never changed.",
     parse: (raw) => (raw === undefined || raw.trim() === '' ? DEFAULT_MAX_BATCH_SIZE : int('MME_DEFAULT_MAX_BATCH_SIZE', raw, 0, MAX_BATCH_SIZE_FIELD)),
