@@ -407,7 +407,7 @@ describe('MME_DEFAULT_MAX_BATCH_SIZE', () => {
     assert.equal(load({ MME_DEFAULT_MAX_BATCH_SIZE: '0' }).defaultMaxBatchSize, 0);
     assert.equal(load({ MME_DEFAULT_MAX_BATCH_SIZE: '64' }).defaultMaxBatchSize, 64);
     for (const bad of ['-1', 'four', '1.5', '2147483648']) {
-      assert.throws(() => load({ MME_DEFAULT_MAX_BATCH_SIZE: bad }), /MME_DEFAULT_MAX_BATCH_SIZE/, bad);
+      expectProblem({ MME_DEFAULT_MAX_BATCH_SIZE: bad }, `MME_DEFAULT_MAX_BATCH_SIZE must be an integer in [0, 2147483647], got '${bad}'`);
     }
   });
 });
