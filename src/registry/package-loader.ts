@@ -295,9 +295,9 @@ export class PackageBuilder {
     return modelLabelOf(this.request, this.layout, md);
   }
 
-  /** What auto-complete gives a model that can batch and sets no max_batch_size (MME_DEFAULT_MAX_BATCH_SIZE). */
-  private get autoCompleteMaxBatchSize(): number {
-    return (this.deps.batching ?? DEFAULT_BATCHING).autoCompleteMaxBatchSize;
+  /** The server's batching defaults (env), or the env's own defaults for callers without a server config. */
+  private get batching(): BatchingDefaults {
+    return this.deps.batching ?? DEFAULT_BATCHING;
   }
 
   /** Models loaded so far, by directory name. */
@@ -356,7 +356,7 @@ export class PackageBuilder {
       throw new ServingError('INVALID_MODEL', `sequence_batching is served for onnxruntime models only, not for backend '${config.backend}'`);
     }
     const versions = selectVersions(md.versions, config.versionPolicy);
-    const policy = resolveBatchPolicy(config, draft.dynamicBatchingWritten, this.deps.batching ?? DEFAULT_BATCHING);
+    const policy = resolveBatchPolicy(config, draft.dynamicBatchingWritten, this.batching);
     const instances = Math.min(MAX_STEP_INSTANCES, requestedInstances(config.instanceGroup, true));
     const loaded = new Map<number, LoadedVersion>();
     for (const version of versions) {
@@ -416,7 +416,7 @@ export class PackageBuilder {
       this.sessions.push(session);
       if (!config) {
         // Auto-complete from the first loaded version's graph, as Triton does.
-        config = completeModelConfig(draft, session, this.autoCompleteMaxBatchSize);
+        config = completeModelConfig(draft, session, this.batching.autoCompleteMaxBatchSize);
         if (config.platform !== 'onnxruntime_onnx' && config.backend !== 'onnxruntime') {
           throw new ServingError(
             'INVALID_MODEL',
@@ -426,7 +426,7 @@ export class PackageBuilder {
       }
       checkConfigAgainstGraph(config, session, version);
       // The user's own dynamic_batching block is Triton's knobs; none (or auto-complete's empty one) gets the server default.
-      policy ??= resolveBatchPolicy(config, draft.dynamicBatchingWritten, this.deps.batching ?? DEFAULT_BATCHING);
+      policy ??= resolveBatchPolicy(config, draft.dynamicBatchingWritten, this.batching);
       if (loaded.size === 0) instances = this.instanceCount(config, session, md);
       // One session per instance, each on its own worker: a worker runs one session at a
       // time and one session never overlaps its own runs (bench/README.md, "instance-overlap").
@@ -503,7 +503,7 @@ export class PackageBuilder {
     let config: ModelConfig;
     try {
       graph = readGraphSummary(await readModelFile(file));
-      config = completed ?? completeModelConfig(draft, graph, this.autoCompleteMaxBatchSize);
+      config = completed ?? completeModelConfig(draft, graph, this.batching.autoCompleteMaxBatchSize);
     } catch {
       return undefined;
     }
@@ -705,7 +705,7 @@ export class PackageBuilder {
       batchesPerInstance: SESSION_BATCHES_PER_INSTANCE,
       initialStates,
       tracker: this.tracker,
-      maxQueued: (this.deps.batching ?? DEFAULT_BATCHING).maxQueueSize,
+      maxQueued: this.batching.maxQueueSize,
       onStateBytes: (delta) => sequences.stateChanged(delta),
       logger: this.deps.logger,
       metrics: {
