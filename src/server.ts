@@ -51,10 +51,10 @@ export async function startServer(
   metrics: Metrics = createMetrics({ collectProcessMetrics: true, maxTargets: config.metricsMaxTargets }),
 ): Promise<RunningServer> {
   logStartNotices(config, logger);
-  const core = await buildCore(config, logger, metrics);
-  const phase = servingPhase();
   const gate = buildAdmission(config, metrics, logger);
   const { admission } = gate;
+  const core = await buildCore(config, logger, metrics, () => admission.queued > 0 || admission.textQueued > 0);
+  const phase = servingPhase();
   const app = buildHttpApp(config, core, phase, metrics, logger, gate);
   const listeners = await startListeners({ app, admission, config, core, phase, metrics, logger });
   logListening(config, logger, core, listeners, admission.limit);
