@@ -705,7 +705,7 @@ export const SETTINGS: readonly AnySetting[] = [
     env: ['MME_SHARED_TURN_REQUESTS'],
     defaultText: '4',
     description:
-      "Inference requests one event-loop turn starts while requests of two or more models arrived within the last 250 ms (16 otherwise, and at most 16). A request's work runs interleaved with that of every request started in its turn, so smaller turns keep a light model beside a flooded one closer to its latency alone, and larger ones keep more of the flooded model's throughput (its batches are formed from fewer requests per turn). Measured on a 2-core machine, a 16→4 model one request at a time beside a flooded MLP: 4 gave it p50 0.8 ms against 1.1 ms with 16, and left the MLP 0.60-0.68 of its throughput alone against 0.87. [Operations](operations.md#overload-and-retry-storms) says why.",
+      "Inference requests one event-loop turn starts while requests of two or more models arrived within the last 250 ms (16 otherwise, and at most 16). A request's work runs interleaved with that of every request started in its turn, so smaller turns keep a light model beside a flooded one closer to its latency alone, and larger ones keep more of the flooded model's throughput (its batches are formed from fewer requests per turn). Measured on a 2-core machine, a 16→4 model one request at a time beside an MLP flooded by 128 connections: 4 gave it p50 0.50 ms against 0.86 ms with 16, and left the MLP 0.83 of its throughput alone against 0.90 (medians of 3). [Operations](operations.md#overload-and-retry-storms) says why.",
     parse: (raw) => (raw === undefined ? DEFAULT_SHARED_TURN_REQUESTS : int('MME_SHARED_TURN_REQUESTS', raw, 1, TURN_REQUESTS)),
   },
   {

@@ -26,9 +26,11 @@
  * starts at most `sharedPerTurn` (MME_SHARED_TURN_REQUESTS). It is a trade:
  * measured on the 2-core bench box (overload.bench's neighbours, medians of
  * 3), a 16→4 model sending one request at a time beside the MLP flooded by
- * 128 connections had p50 0.79 ms and p99 7.2 ms with 4 a turn, 1.14 ms and
- * 8.6 ms with 16, and the MLP kept 0.60 of its throughput alone with 4, 0.87
- * with 16 (8 read no better than 16 for the light model). A model served
+ * 128 connections had p50 0.50 ms and p99 4.2 ms with 4 a turn, 0.86 ms and
+ * 5.1 ms with 16, and the MLP kept 0.83 of its throughput alone with 4, 0.90
+ * with 16. Short turns leave a flooded model's batches with empty queues
+ * behind them, so the runtime learns that the server is busy from the
+ * requests waiting here (`queued`), not from the batches. A model served
  * alone keeps `perTurn`: smaller turns there only split its batches (the
  * tiny model at 64 connections: 11-14k req/s with 16 a turn, 8k with 4).
  */
