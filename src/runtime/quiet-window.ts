@@ -36,8 +36,9 @@ export class QuietWindow {
     /** Microseconds on a monotonic clock (injectable for tests). */
     private readonly nowUs: () => number = () => performance.now() * 1000,
     /**
-     * Whether requests wait in front of every model's queue (the HTTP and
-     * gRPC front's turns, service/event-loop-turns.ts). A batch's own load
+     * Whether the front holds work back: requests waiting for a turn
+     * (service/event-loop-turns.ts) or refused connections held unread
+     * (http/held-connections.ts). A batch's own load
      * cannot see them: while a turn starts a few requests at a time, each
      * batch finds its queue empty behind it. Without this, a model flooded
      * beside another one looked quiet, its batches ran on the main thread's
