@@ -52,10 +52,8 @@ export async function startServer(
 ): Promise<RunningServer> {
   logStartNotices(config, logger);
   const gate = buildAdmission(config, metrics, logger);
-  const { admission, held } = gate;
-  // Work the front holds back: requests waiting for a turn, and refused connections held unread.
-  const frontWaiting = (): boolean => admission.queued > 0 || admission.textQueued > 0 || (held !== undefined && held.size > 0);
-  const core = await buildCore(config, logger, metrics, frontWaiting);
+  const { admission } = gate;
+  const core = await buildCore(config, logger, metrics, admission);
   const phase = servingPhase();
   const app = buildHttpApp(config, core, phase, metrics, logger, gate);
   const listeners = await startListeners({ app, admission, config, core, phase, metrics, logger });

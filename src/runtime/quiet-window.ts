@@ -1,8 +1,9 @@
 /**
  * @module runtime/quiet-window
  * Whether the whole server has been quiet lately: no model ran a batch with
- * other work waiting (requests queued behind it, or another batch of the
- * same model in flight) for the last `windowUs`. Every session of the server
+ * other work waiting (requests queued behind it, another batch of the same
+ * model in flight, or concurrent work at the front) for the last
+ * `windowUs`. Every session of the server
  * shares one; the scheduler only reports those facts with each batch
  * (scheduler/model-scheduler.ts BatchLoad), the runtime decides from them.
  *
@@ -28,6 +29,12 @@ export interface RunLoad {
   readonly inFlight: number;
 }
 
+/** The transports' front, as the window reads it (service/admission.ts Admission). */
+export interface FrontLoad {
+  /** Whether the front has concurrent work now. */
+  readonly busy: boolean;
+}
+
 export class QuietWindow {
   private lastBusyUs = Number.NEGATIVE_INFINITY;
 
@@ -36,17 +43,16 @@ export class QuietWindow {
     /** Microseconds on a monotonic clock (injectable for tests). */
     private readonly nowUs: () => number = () => performance.now() * 1000,
     /**
-     * Whether the front holds work back: requests waiting for a turn
-     * (service/event-loop-turns.ts) or refused connections held unread
-     * (http/held-connections.ts). A batch's own load
-     * cannot see them: while a turn starts a few requests at a time, each
-     * batch finds its queue empty behind it. Without this, a model flooded
-     * beside another one looked quiet, its batches ran on the main thread's
-     * copy, and the blocked event loop kept the queues empty: measured on
-     * the 2-core bench box, the MLP flooded by 128 connections beside a
-     * light model fell to 0.43 of its throughput alone.
+     * The front, whose concurrent work makes the server busy: requests
+     * started together in one event-loop turn or waiting for a turn, or
+     * refused connections held unread. A batch's own load cannot see it: a
+     * batch run on the main thread blocks the event loop, so without this
+     * each request of 16 connections would be read, batched alone and run on
+     * the copy before the next is read (the MLP at a third of its
+     * throughput, its worker idle); and while a turn starts only a few
+     * requests, a flooded model's batches find their queue empty.
      */
-    private readonly waiting: () => boolean = () => false,
+    private readonly front: FrontLoad = { busy: false },
   ) {}
 
   /** A batch was dispatched with other work waiting behind it. */
@@ -61,14 +67,14 @@ export class QuietWindow {
 
   /**
    * Whether a run with this load should leave the main thread to other work:
-   * its own model has work waiting, or requests wait for a turn at the front
-   * (either marks the whole server busy), or any model had within the window. No load known (warm-up, a direct call):
+   * its own model has work waiting, or the front has concurrent work (either
+   * marks the whole server busy), or either was so within the window. No load known (warm-up, a direct call):
    * not busy, and nothing marked.
    */
   busy(load: RunLoad | undefined): boolean {
     if (load === undefined) return false;
     const now = this.nowUs();
-    if (ownLoadBusy(load) || this.waiting()) {
+    if (ownLoadBusy(load) || this.front.busy) {
       this.markBusy(now);
       return true;
     }

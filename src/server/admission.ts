@@ -40,6 +40,7 @@ export function buildAdmission(config: ServerConfig, metrics: Metrics, logger: L
     sharedPerTurn: config.sharedTurnRequests,
   });
   const held = config.holdRefusedConnections ? new HeldConnections(admission) : undefined;
+  if (held !== undefined) admission.countHeld(held);
   const counted = createAdmissionMetrics(metrics.registry, () => ({
     requestsInFlight: admission.requestsInFlight,
     queued: admission.queued,

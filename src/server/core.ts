@@ -21,7 +21,7 @@ import { ModelRegistry } from '../registry/model-registry.js';
 import { detectHostCapabilities, type HostCapabilities } from '../runtime/execution-providers.js';
 import { MainThreadCopies } from '../runtime/main-thread-copies.js';
 import { gpuMemory, hostMemoryBytes, modelMemoryBytes, takeBaseline, type MemoryBaseline } from '../runtime/memory-usage.js';
-import { QUIET_WINDOW_US, QuietWindow } from '../runtime/quiet-window.js';
+import { QUIET_WINDOW_US, QuietWindow, type FrontLoad } from '../runtime/quiet-window.js';
 import { RuntimePool } from '../runtime/runtime-pool.js';
 import { SequenceTracker } from '../scheduler/sequence-tracker.js';
 import { AccessPolicy } from '../service/access-policy.js';
@@ -63,10 +63,10 @@ const RECONCILE_INTERVAL_MS = 1000;
 /**
  * Builds the core in start-up's order: a source or cache the operator named wrongly stops start-up
  * before anything costly starts; onnxruntime's fixed costs are paid before the idle figure is taken.
- * `frontWaiting` says whether requests wait at the transports' front for a turn (service/admission.ts):
- * the runtime counts the server busy then (runtime/quiet-window.ts).
+ * `front` says whether the transports' front has concurrent work (service/admission.ts): the
+ * runtime counts the server busy then (runtime/quiet-window.ts).
  */
-export async function buildCore(config: ServerConfig, logger: Logger, metrics: Metrics, frontWaiting?: () => boolean): Promise<Core> {
+export async function buildCore(config: ServerConfig, logger: Logger, metrics: Metrics, front?: FrontLoad): Promise<Core> {
   const sourcePresent = isS3Uri(config.modelSource) || (await localSourcePresent(config, logger));
   const cache = await openCache(config, logger, metrics);
   await sweepJsStepLeftovers(logger);
@@ -99,7 +99,7 @@ export async function buildCore(config: ServerConfig, logger: Logger, metrics: M
   });
   // Model names are the model-repository group's: where a key guards it, an inference answer does not list them either.
   const listNames = ![...httpAccess.restrictedGroups, ...grpcAccess.restrictedGroups].includes('model-repository');
-  const loader = createLoader(config, { memory, host, pool, idle, logger, metrics, frontWaiting });
+  const loader = createLoader(config, { memory, host, pool, idle, logger, metrics, front });
   const registry = createRegistry(config, { source, memory, loader, logger, metrics, listNames });
   const service = new InferenceService({
     registry,
@@ -132,11 +132,11 @@ interface LoaderParts {
   readonly idle: MemoryBaseline;
   readonly logger: Logger;
   readonly metrics: Metrics;
-  readonly frontWaiting: (() => boolean) | undefined;
+  readonly front: FrontLoad | undefined;
 }
 
 /** The model loader with the server's settings: how sessions are made, batched, placed and measured. */
-function createLoader(config: ServerConfig, { memory, host, pool, idle, logger, metrics, frontWaiting }: LoaderParts): PackageModelLoader {
+function createLoader(config: ServerConfig, { memory, host, pool, idle, logger, metrics, front }: LoaderParts): PackageModelLoader {
   return createModelLoader({
     memory,
     gpuVisible: host.gpuVisible,
@@ -163,7 +163,7 @@ function createLoader(config: ServerConfig, { memory, host, pool, idle, logger, 
       jsStepTimeoutSeconds: config.jsStepTimeoutSeconds,
       jsStepUser: config.jsStepUser,
       placement: { mainThreadMaxRunUs: config.mainThreadMaxRunUs, mainThreadOnlyMaxRunUs: config.mainThreadOnlyMaxRunUs, cpuCount: config.cpuCount },
-      quiet: new QuietWindow(QUIET_WINDOW_US, undefined, frontWaiting),
+      quiet: new QuietWindow(QUIET_WINDOW_US, undefined, front),
       sequences: new SequenceTracker(config.maxSequences),
       configMaxBytes: config.configMaxBytes,
       hotModelMaxInstances: config.hotModelMaxInstances,

@@ -120,6 +120,7 @@ export class Admission {
   private keptTotal = 0;
   private readonly freedListeners: ((key: string) => void)[] = [];
   private readonly refusalListeners: RefusalListener[] = [];
+  private held: { readonly size: number } | undefined;
 
   constructor(private readonly limits: AdmissionLimits) {
     this.turns = new EventLoopTurns({
@@ -158,6 +159,21 @@ export class Admission {
   /** Requests waiting for a turn to parse or write their text. */
   get textQueued(): number {
     return this.turns.textQueued;
+  }
+
+  /** Refused connections the front holds unread (http/held-connections.ts), which count as its work. */
+  countHeld(held: { readonly size: number }): void {
+    this.held = held;
+  }
+
+  /**
+   * Whether the front has concurrent work now: requests started together in
+   * this event-loop turn, requests waiting for a turn, or refused
+   * connections held. The runtime keeps main-thread copies idle then
+   * (runtime/quiet-window.ts).
+   */
+  get busy(): boolean {
+    return this.turns.started > 1 || this.turns.queued > 0 || this.turns.textQueued > 0 || (this.held !== undefined && this.held.size > 0);
   }
 
   /** Inference requests admitted and not yet answered. */

@@ -126,6 +126,11 @@ export class EventLoopTurns {
     return this.waiters;
   }
 
+  /** Requests started in the turn under way: more than one means requests arrive together. */
+  get started(): number {
+    return this.startedThisTurn;
+  }
+
   /** Requests waiting for a turn to parse or write their text. */
   get textQueued(): number {
     return this.textWaiters.length;

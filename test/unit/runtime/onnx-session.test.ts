@@ -495,27 +495,23 @@ describe('a session with a main-thread copy (runtime/session-placement.ts)', () 
     await Promise.all([session.release(), neighbour.release()]);
   });
 
-  test("requests waiting at the front for a turn make the server busy, though the batch's own queue is empty", async () => {
+  test("concurrent work at the front makes the server busy, though the batch's own queue is empty", async () => {
     let nowUs = 0;
-    let waiting = true;
-    const quiet = new QuietWindow(
-      1000,
-      () => nowUs,
-      () => waiting,
-    );
+    const front = { busy: true };
+    const quiet = new QuietWindow(1000, () => nowUs, front);
     let workerRuns = 0;
     const { pool: fake } = fakePool(() => fakeSession(async () => (workerRuns++, marker())));
     const session = await createModelSession(addSubPath, { ...options(fake, 'm', CPU_ONLY), quiet });
-    waiting = false;
+    front.busy = false;
     await giveCopy(session);
     workerRuns = 0;
-    waiting = true;
+    front.busy = true;
     await session.run(feeds(), ['OUTPUT0'], LONE);
-    assert.equal(workerRuns, 1, 'a lone batch while others wait for a turn: worker copy');
-    waiting = false;
+    assert.equal(workerRuns, 1, 'a lone batch while the front has concurrent work: worker copy');
+    front.busy = false;
     nowUs = 999;
     await session.run(feeds(), ['OUTPUT0'], LONE);
-    assert.equal(workerRuns, 2, 'nothing waits now, but something did 999 µs ago: worker copy');
+    assert.equal(workerRuns, 2, 'the front is idle now, but was busy 999 µs ago: worker copy');
     nowUs = 1000;
     await session.run(feeds(), ['OUTPUT0'], LONE);
     assert.equal(workerRuns, 2, 'a whole window since: main-thread copy');

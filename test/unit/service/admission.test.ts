@@ -169,3 +169,31 @@ test('a place kept for a woken connection counts as taken for everyone but the r
   b.admit({ ...q, key: 'target:r', model: 'r' });
   b.admit(q, 'target:q');
 });
+
+test('busy: requests started together in a turn, requests waiting for a turn, text waiting, or connections held', async () => {
+  const a = new Admission({ maxInflightBytes: 1e9, maxQueued: 10, perTurn: 2, textBytesPerTurn: 100 });
+  assert.equal(a.busy, false);
+  a.schedule(() => undefined);
+  assert.equal(a.busy, false, 'one request in its turn: a lone client');
+  a.schedule(() => undefined);
+  assert.equal(a.busy, true, 'two started in one turn');
+  await turn();
+  await turn();
+  assert.equal(a.busy, false);
+  for (let i = 0; i < 3; i++) a.schedule(() => undefined);
+  await turn();
+  assert.equal(a.busy, false, 'the waiter started alone in its turn');
+  await turn();
+  assert.equal(a.textTurn(100), undefined);
+  const late = a.textTurn(1);
+  assert.equal(a.busy, true, 'text waiting for a turn');
+  await late;
+  await turn();
+  await turn();
+  assert.equal(a.busy, false);
+  const held = { size: 1 };
+  a.countHeld(held);
+  assert.equal(a.busy, true, 'a refused connection held unread');
+  held.size = 0;
+  assert.equal(a.busy, false);
+});
