@@ -44,9 +44,10 @@ export class QuietWindow {
     private readonly nowUs: () => number = () => performance.now() * 1000,
     /**
      * The front, whose concurrent work makes the server busy: requests
-     * started together in one event-loop turn or waiting for a turn, or
-     * refused connections held unread. A batch's own load cannot see it: a
-     * batch run on the main thread blocks the event loop, so without this
+     * admitted together in one event-loop turn (HTTP or gRPC) or waiting
+     * for a turn, or refused connections held unread. A batch's own load
+     * cannot see it: a batch run on the main thread blocks the event loop,
+     * so without this
      * each request of 16 connections would be read, batched alone and run on
      * the copy before the next is read (the MLP at a third of its
      * throughput, its worker idle); and while a turn starts only a few

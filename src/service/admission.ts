@@ -167,13 +167,13 @@ export class Admission {
   }
 
   /**
-   * Whether the front has concurrent work now: requests started together in
-   * this event-loop turn, requests waiting for a turn, or refused
-   * connections held. The runtime keeps main-thread copies idle then
-   * (runtime/quiet-window.ts).
+   * Whether the front has concurrent work now: requests admitted together
+   * in this event-loop turn (HTTP or gRPC), requests waiting for a turn, or
+   * refused connections held. The runtime keeps main-thread copies idle
+   * then (runtime/quiet-window.ts).
    */
   get busy(): boolean {
-    return this.turns.started > 1 || this.turns.queued > 0 || this.turns.textQueued > 0 || (this.held !== undefined && this.held.size > 0);
+    return this.turns.arrivals > 1 || this.turns.queued > 0 || this.turns.textQueued > 0 || (this.held !== undefined && this.held.size > 0);
   }
 
   /** Inference requests admitted and not yet answered. */
@@ -235,6 +235,7 @@ export class Admission {
     }
     this.requests++;
     this.onTheWay.set(target.key, (this.onTheWay.get(target.key) ?? 0) + 1);
+    this.turns.noteArrival();
     return this.ticket(target.key);
   }
 

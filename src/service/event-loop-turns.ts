@@ -76,6 +76,7 @@ export class EventLoopTurns {
   private readonly rotation: string[] = [];
   private waiters = 0;
   private startedThisTurn = 0;
+  private arrivalsThisTurn = 0;
   private turnScheduled = false;
   private readonly perTurn: number;
   private readonly sharedPerTurn: number;
@@ -126,9 +127,15 @@ export class EventLoopTurns {
     return this.waiters;
   }
 
-  /** Requests started in the turn under way: more than one means requests arrive together. */
-  get started(): number {
-    return this.startedThisTurn;
+  /** Requests admitted in the turn under way (noteArrival): more than one means requests arrive together. */
+  get arrivals(): number {
+    return this.arrivalsThisTurn;
+  }
+
+  /** Count a request admitted now, on any transport; the count starts again with the next turn. */
+  noteArrival(): void {
+    this.arrivalsThisTurn++;
+    this.endTurnSoon();
   }
 
   /** Requests waiting for a turn to parse or write their text. */
@@ -204,6 +211,7 @@ export class EventLoopTurns {
   private readonly nextTurn = (): void => {
     this.turnScheduled = false;
     this.startedThisTurn = 0;
+    this.arrivalsThisTurn = 0;
     this.textBytesThisTurn = 0;
     const limit = this.turnLimit;
     while (this.waiters > 0 && this.startedThisTurn < limit) {

@@ -105,17 +105,15 @@ test('a model alone gets long turns; two models in use get short ones, and long 
   while (started.length < 20) await turn();
 });
 
-test('started counts the requests of the turn under way, and a new turn starts from none', async () => {
+test('arrivals counts the requests admitted in the turn under way, and a new turn starts from none', async () => {
   const turns = new EventLoopTurns({ maxQueued: 10, perTurn: 2 });
-  assert.equal(turns.started, 0);
-  turns.schedule('a', () => assert.equal(turns.started, 1, 'counted before it runs: a lone request sees 1'));
-  turns.schedule('b', () => undefined);
-  assert.equal(turns.started, 2, 'two requests arrived together');
-  turns.schedule('a', () => undefined);
-  assert.equal(turns.started, 2, 'the third waits for the next turn');
+  assert.equal(turns.arrivals, 0);
+  turns.noteArrival();
+  assert.equal(turns.arrivals, 1, 'a lone request');
+  turns.noteArrival();
+  assert.equal(turns.arrivals, 2, 'two requests arrived together');
   await turn();
-  assert.equal(turns.started, 1, 'the next turn started the waiter only');
-  await turn();
-  await turn();
-  assert.equal(turns.started, 0);
+  assert.equal(turns.arrivals, 0, 'the next turn starts from none');
+  turns.noteArrival();
+  assert.equal(turns.arrivals, 1);
 });
