@@ -3,9 +3,10 @@
  * Whether the whole server has been quiet lately: no model ran a batch with
  * other work waiting (requests queued behind it, another batch of the same
  * model in flight, or concurrent work at the front) for the last
- * `windowUs`. Every session of the server
- * shares one; the scheduler only reports those facts with each batch
- * (scheduler/model-scheduler.ts BatchLoad), the runtime decides from them.
+ * `windowUs`. Every session of the server shares one; the scheduler reports
+ * the batch's facts (scheduler/model-scheduler.ts BatchLoad) and the
+ * transports' admission the front's (service/admission.ts), the runtime
+ * decides from them.
  *
  * Why: a small CPU model's main-thread session copy (runtime/session-placement.ts)
  * runs with onnxruntime's intra-op threads on the cores (at most 4), which
@@ -47,11 +48,10 @@ export class QuietWindow {
      * admitted together in one event-loop turn (HTTP or gRPC) or waiting
      * for a turn, or refused connections held unread. A batch's own load
      * cannot see it: a batch run on the main thread blocks the event loop,
-     * so without this
-     * each request of 16 connections would be read, batched alone and run on
-     * the copy before the next is read (the MLP at a third of its
-     * throughput, its worker idle); and while a turn starts only a few
-     * requests, a flooded model's batches find their queue empty.
+     * so without this each request of 16 connections would be read, batched
+     * alone and run on the copy before the next is read (the MLP at a third
+     * of its throughput, its worker idle); and while a turn starts only a
+     * few requests, a flooded model's batches find their queue empty.
      */
     private readonly front: FrontLoad = { busy: false },
   ) {}
@@ -69,8 +69,8 @@ export class QuietWindow {
   /**
    * Whether a run with this load should leave the main thread to other work:
    * its own model has work waiting, or the front has concurrent work (either
-   * marks the whole server busy), or either was so within the window. No load known (warm-up, a direct call):
-   * not busy, and nothing marked.
+   * marks the whole server busy), or either was so within the window. No
+   * load known (warm-up, a direct call): not busy, and nothing marked.
    */
   busy(load: RunLoad | undefined): boolean {
     if (load === undefined) return false;
