@@ -1,9 +1,10 @@
 /**
  * No leaked sessions: 200 SageMaker load/invoke/unload cycles through a real
- * server started by the launcher leave its resident set (from /proc) where it
- * settled. A file of its own, so that the process starting the server holds
- * nothing else: spawning from a process that still hosts other tests' servers
- * and their runtime workers copies all of that, and once ran out of memory.
+ * server started by the launcher grow its resident set (from /proc) by less
+ * than half of what 200 leaked sessions would hold. A file of its own, so
+ * that the process starting the server holds nothing else: spawning from a
+ * process that still hosts other tests' servers and their runtime workers
+ * copies all of that, and once ran out of memory.
  */
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
@@ -25,7 +26,7 @@ const row = [1, 2, 3, 4];
 
 describe('load/unload cycles', () => {
   it(
-    '200 load/unload cycles leave the server process within 10% of where it settled (no leaked sessions)',
+    '200 load/unload cycles grow the server process by less than half of what leaked sessions would hold (no leaked sessions)',
     { skip: process.platform !== 'linux' },
     async () => {
       const root = await tempDir(ctx);
@@ -48,8 +49,11 @@ describe('load/unload cycles', () => {
       const settled = (await procFigures(s.pid)).rssKb;
       for (let i = 20; i < 220; i++) await cycle(i);
       const end = (await procFigures(s.pid)).rssKb;
-      // A leaked session would hold its 500 KB weights: 200 of them, 100 MB.
-      assert.ok(end <= settled * 1.1, `RSS grew from ${settled} to ${end} kB over 200 load/unload cycles`);
+      // A leaked session would hold its 500 KB weights: 200 of them, 100 MB. Without a leak the resident set still
+      // grows by 10-20 MB here: V8 lets its heap grow until a major collection, and the allocator keeps what it
+      // freed. Over 2,000 cycles it levelled off about 60 MB above the settled figure, the live heap unchanged.
+      const leaked = (200 * 500_000) / 1024;
+      assert.ok(end - settled < leaked / 2, `RSS grew from ${settled} to ${end} kB over 200 load/unload cycles (bound: ${Math.round(leaked / 2)} kB)`);
       const metrics = await (await fetch(`${s.url}/metrics`)).text();
       assert.match(metrics, /^onnx_mme_loaded_model_bytes 0$/m);
       assert.match(metrics, /^onnx_mme_loaded_models 0$/m);
