@@ -225,6 +225,10 @@ it('a busy model runs its batches in its runtime worker, not on the main thread:
     return { copies: spent(copiesBefore, copyThreads()), workers: spent(workersBefore, namedThreadsCpuUs(pid, 'onnx-mme-runtim')), result };
   };
   const ms = (us: number): number => Math.round(us / 1000);
+  // The fault runs every batch on the copy: its threads 2.4-2.9 s in 3 s, the workers none. Without it the copy's
+  // threads read 0-60 ms beside 0.8-2 s in the workers; on a shared machine a slowed client's lone requests may find a
+  // quiet moment and use the copy as designed (90 ms beside 460 ms once in CI), so the bound is half.
+  const mostlyInWorkers = (m: { copies: number; workers: number }): boolean => m.copies < 0.5 * m.workers;
 
   await quietRuns();
   const alone = await measured(() => storm(served.port, 16, 3, mlpBody));
@@ -233,7 +237,7 @@ it('a busy model runs its batches in its runtime worker, not on the main thread:
   assert.deepEqual(Object.keys(alone.result.statuses), ['200'], aloneReport);
   // Before, each request was read, batched alone and run on the copy before the next was read, so no batch ever
   // had company and the copy ran all of them at a third of the worker's throughput.
-  assert.ok(alone.copies < 0.15 * alone.workers, `16 connections' batches ran in the worker: ${aloneReport}`);
+  assert.ok(mostlyInWorkers(alone), `16 connections' batches ran in the worker: ${aloneReport}`);
 
   // gRPC requests are admitted without an HTTP turn: 16 calls at a time, each on a connection of its own.
   await quietRuns();
@@ -257,7 +261,7 @@ it('a busy model runs its batches in its runtime worker, not on the main thread:
   });
   const grpcReport = `16 gRPC calls at a time: main-thread copy threads ${ms(grpcLoad.copies)} ms, runtime workers ${ms(grpcLoad.workers)} ms; ${grpcLoad.result} answers`;
   t.diagnostic(grpcReport);
-  assert.ok(grpcLoad.copies < 0.15 * grpcLoad.workers, `16 gRPC calls' batches ran in the worker: ${grpcReport}`);
+  assert.ok(mostlyInWorkers(grpcLoad), `16 gRPC calls' batches ran in the worker: ${grpcReport}`);
 
   await quietRuns();
   await storm(served.port, 1, 0.5, lightBody, 'light');
@@ -269,5 +273,5 @@ it('a busy model runs its batches in its runtime worker, not on the main thread:
   assert.deepEqual(Object.keys(light.statuses), ['200'], report);
   // Before, a turn started 4 requests while two models were in use, no batch had company, and the copy's threads
   // took 0.8 of a core while the worker idled; now they take about 0.02.
-  assert.ok(beside.copies < 0.15 * beside.workers, `the flooded model's batches ran in its worker: ${report}`);
+  assert.ok(mostlyInWorkers(beside), `the flooded model's batches ran in its worker: ${report}`);
 });
