@@ -227,8 +227,9 @@ it('a busy model runs its batches in its runtime worker, not on the main thread:
   const ms = (us: number): number => Math.round(us / 1000);
   // The fault runs every batch on the copy: its threads 2.4-2.9 s in 3 s, the workers none. Without it the copy's
   // threads read 0-60 ms beside 0.8-2 s in the workers; on a shared machine a slowed client's lone requests may find a
-  // quiet moment and use the copy as designed (90 ms beside 460 ms once in CI), so the bound is half.
-  const mostlyInWorkers = (m: { copies: number; workers: number }): boolean => m.copies < 0.5 * m.workers;
+  // quiet moment and use the copy as designed (90 ms beside 460 ms once in CI), so the bound is only that the workers
+  // did most of the work.
+  const mostlyInWorkers = (m: { copies: number; workers: number }): boolean => m.copies < m.workers;
 
   await quietRuns();
   const alone = await measured(() => storm(served.port, 16, 3, mlpBody));
