@@ -37,6 +37,8 @@ interface Pending {
 export interface WorkerSettings {
   /** Where TensorRT keeps built engines and timing caches, so a reload skips the build (under the disk cache). */
   readonly tensorrtCacheDir?: string;
+  /** The workers' nice value on Linux (MME_RUNTIME_WORKER_NICE); absent or 0: the process's own priority. */
+  readonly nice?: number;
 }
 
 /**
@@ -60,6 +62,8 @@ class RuntimeWorker {
   /** Resolves once the worker's modules have loaded (its `ready` notice), or once it died. */
   private readonly started: Promise<void>;
   private markStarted!: () => void;
+  /** Why the worker runs at the process's priority instead of WorkerSettings.nice, once it said so. */
+  niceError: string | undefined;
 
   constructor(
     readonly index: number,
@@ -73,6 +77,7 @@ class RuntimeWorker {
     this.started = new Promise<void>((resolve) => (this.markStarted = resolve));
     this.worker.on('message', (reply: WorkerReply) => {
       if (reply.id === 0) {
+        if (reply.ok && reply.op === 'ready') this.niceError = reply.niceError;
         this.markStarted();
         return;
       }
@@ -166,6 +171,11 @@ export class RuntimePool {
     // Before any worker starts: TensorRT reads its cache settings from the environment (provider-options.ts).
     if (settings.tensorrtCacheDir !== undefined) tensorrtCacheEnvironment(process.env, settings.tensorrtCacheDir);
     this.workers = Array.from({ length: Math.max(1, size) }, (_, i) => new RuntimeWorker(i, settings, script, this.onDeath));
+  }
+
+  /** Why started workers could not take WorkerSettings.nice (each cause once); empty when they all did, or none was asked. */
+  get niceErrors(): string[] {
+    return [...new Set(this.workers.flatMap((w) => (w.niceError === undefined ? [] : [w.niceError])))];
   }
 
   /** Call `listener` each time a worker dies (after its replacement started). */

@@ -8,13 +8,15 @@
  */
 // First: onnxruntime's telemetry is decided before onnxruntime-node loads (config/ort-env.ts).
 import '../config/ort-env.js';
-import { parentPort } from 'node:worker_threads';
+import os from 'node:os';
+import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import type { Tensor } from '../protocol/tensor.js';
 import { fromOrtTensor, sessionIo, toOrtTensor } from './onnx-io.js';
 import { primeThread } from './prime.js';
 import { collectGarbage } from './reclaim.js';
 import { ortSessionOptions } from './provider-options.js';
+import type { WorkerSettings } from './runtime-pool.js';
 import type { CreateSessionOptions, TensorList, WorkerReply, WorkerRequest } from './worker-protocol.js';
 
 const sessions = new Map<number, ort.InferenceSession>();
@@ -110,6 +112,24 @@ async function handle(msg: WorkerRequest): Promise<void> {
   }
 }
 
+/**
+ * MME_RUNTIME_WORKER_NICE: on Linux, setpriority with no process named applies to the calling thread alone, and
+ * the threads it starts later (onnxruntime's) inherit it. Elsewhere it would renice the whole process, so it is
+ * not called there (the server warns at start). Returns why it failed, if it did.
+ */
+function takeNice(): string | undefined {
+  const nice = (workerData as WorkerSettings | undefined)?.nice ?? 0;
+  if (nice === 0 || process.platform !== 'linux') return undefined;
+  try {
+    // Never above the priority the process was started with (a server started under `nice` stays there).
+    if (nice > os.getPriority(0)) os.setPriority(0, nice);
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+const niceError = takeNice();
+
 // One message at a time: onnxruntime runs synchronously anyway, and a strict
 // order keeps release-after-run safe.
 let chain: Promise<void> = Promise.resolve();
@@ -118,4 +138,4 @@ parentPort!.on('message', (msg: WorkerRequest) => {
 });
 
 // Every import above has been evaluated, onnxruntime-node's addon registered: the pool may stop this thread from now on.
-parentPort!.postMessage({ id: 0, ok: true, op: 'ready' } satisfies WorkerReply);
+parentPort!.postMessage({ id: 0, ok: true, op: 'ready', ...(niceError === undefined ? {} : { niceError }) } satisfies WorkerReply);

@@ -87,4 +87,6 @@ export interface WorkerReady {
   readonly id: 0;
   readonly ok: true;
   readonly op: 'ready';
+  /** Why the worker could not take the nice value it was given (WorkerSettings.nice); it runs at the process's priority. */
+  readonly niceError?: string;
 }

@@ -54,6 +54,7 @@ export function logListening(config: ServerConfig, logger: Logger, core: Core, l
       ortTelemetry: config.ortTelemetry,
       cpuCount: config.cpuCount,
       runtimeWorkers: pool.size,
+      runtimeWorkerNice: config.runtimeWorkerNice,
       loadConcurrency: config.loadConcurrency,
       mainThreadCopies: config.mainThreadCopies,
       memoryBudgetBytes: budget.bytes,

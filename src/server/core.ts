@@ -71,11 +71,12 @@ export async function buildCore(config: ServerConfig, logger: Logger, metrics: M
   const cache = await openCache(config, logger, metrics);
   await sweepJsStepLeftovers(logger);
   const host = detectHostCapabilities();
-  const pool = new RuntimePool(config.runtimeWorkers, { tensorrtCacheDir: path.join(config.cacheDir, '.tensorrt') });
+  const pool = new RuntimePool(config.runtimeWorkers, { tensorrtCacheDir: path.join(config.cacheDir, '.tensorrt'), nice: config.runtimeWorkerNice });
   // onnxruntime's fixed per-thread cost, paid before the idle figure is taken (runtime/prime.ts).
   await pool.prime(config.intraOpThreads, config.mainThreadMaxRunUs > 0).catch((err: unknown) => {
     logger.warn({ err: (err as Error).message }, 'could not prime onnxruntime at start-up; its fixed cost will be paid by the first model loaded');
   });
+  warnWorkerNice(config, pool, logger);
   const modules = await loadOptionalModules(config);
   const source = createModelSource(config, { logger, cache, metrics, s3: modules.s3 });
   const budget = await memoryBudget(config, host, logger);
@@ -116,6 +117,20 @@ export async function buildCore(config: ServerConfig, logger: Logger, metrics: M
   });
   const redactor = hostRedactor(config);
   return { host, cache, source, sourcePresent, pool, budget, memory, httpAccess, grpcAccess, registry, service, redactor, modules };
+}
+
+/** MME_RUNTIME_WORKER_NICE not taken: not Linux, or the workers' setpriority failed (they run at the main thread's priority). */
+function warnWorkerNice(config: ServerConfig, pool: RuntimePool, logger: Logger): void {
+  if (config.runtimeWorkerNice === 0) return;
+  if (process.platform !== 'linux') {
+    logger.warn({ setting: 'MME_RUNTIME_WORKER_NICE', platform: process.platform }, 'MME_RUNTIME_WORKER_NICE is ignored: it applies on Linux only');
+    return;
+  }
+  for (const err of pool.niceErrors)
+    logger.warn(
+      { setting: 'MME_RUNTIME_WORKER_NICE', err },
+      "the runtime workers could not take MME_RUNTIME_WORKER_NICE; they run at the main thread's priority",
+    );
 }
 
 /** The js-step sandboxes a server that ended without unloading its models left in the temp directory (backends/js-step-leftovers.ts). */

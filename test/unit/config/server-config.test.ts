@@ -96,6 +96,15 @@ describe('loadServerConfig: each variable', () => {
     }
   });
 
+  test('MME_RUNTIME_WORKER_NICE: 10 by default, 0 to 19, anything else stops start-up naming it', () => {
+    assert.equal(load({}).runtimeWorkerNice, 10);
+    assert.equal(load({ MME_RUNTIME_WORKER_NICE: '0' }).runtimeWorkerNice, 0);
+    assert.equal(load({ MME_RUNTIME_WORKER_NICE: '19' }).runtimeWorkerNice, 19);
+    for (const bad of ['-5', '20', 'low', '']) {
+      expectProblem({ MME_RUNTIME_WORKER_NICE: bad }, `MME_RUNTIME_WORKER_NICE must be an integer in [0, 19], got '${bad}'`);
+    }
+  });
+
   test('PORT and MME_PORT: the same value as the port is accepted; another stops start-up naming SAGEMAKER_BIND_TO_PORT', () => {
     assert.equal(load({ PORT: '8080' }).port, 8080, "a platform's PORT=8080 agrees with the default");
     assert.equal(load({ SAGEMAKER_BIND_TO_PORT: '9000', MME_PORT: '9000' }).port, 9000);
