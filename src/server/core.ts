@@ -9,7 +9,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { sweepLeftoverSandboxes } from '../backends/js-step-leftovers.js';
-import type { ServerConfig } from '../config/server-config.js';
+import { DEFAULT_RUNTIME_WORKER_NICE, type ServerConfig } from '../config/server-config.js';
 import { isS3Uri } from '../config/s3-uri.js';
 import type { HostRedactor } from '../errors.js';
 import { tritonMetadataAliases } from '../grpc/access.js';
@@ -123,7 +123,9 @@ export async function buildCore(config: ServerConfig, logger: Logger, metrics: M
 function warnWorkerNice(config: ServerConfig, pool: RuntimePool, logger: Logger): void {
   if (config.runtimeWorkerNice === 0) return;
   if (process.platform !== 'linux') {
-    logger.warn({ setting: 'MME_RUNTIME_WORKER_NICE', platform: process.platform }, 'MME_RUNTIME_WORKER_NICE is ignored: it applies on Linux only');
+    // The default is no request of the operator's: said at info, where a value they chose is a warning.
+    const level = config.runtimeWorkerNice === DEFAULT_RUNTIME_WORKER_NICE ? 'info' : 'warn';
+    logger[level]({ setting: 'MME_RUNTIME_WORKER_NICE', platform: process.platform }, 'MME_RUNTIME_WORKER_NICE is ignored: it applies on Linux only');
     return;
   }
   for (const err of pool.niceErrors)
