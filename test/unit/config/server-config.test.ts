@@ -36,6 +36,20 @@ function expectProblem(env: Record<string, string>, problem: string): void {
   assert.equal(configError(env), `invalid server configuration: ${problem}`);
 }
 
+/**
+ * An integer setting: unset gives `byDefault`; each of `taken` is read as written; each of `refused` stops start-up
+ * naming the variable and its range.
+ */
+function checkIntegerSetting(
+  variable: string,
+  key: keyof ServerConfig,
+  { byDefault, taken, range, refused }: { byDefault: number; taken: readonly number[]; range: readonly [number, number]; refused: readonly string[] },
+): void {
+  assert.equal(load({})[key], byDefault);
+  for (const value of taken) assert.equal(load({ [variable]: String(value) })[key], value);
+  for (const bad of refused) expectProblem({ [variable]: bad }, `${variable} must be an integer in [${range[0]}, ${range[1]}], got '${bad}'`);
+}
+
 describe('loadServerConfig: defaults', () => {
   test('an empty environment gives every documented default', () => {
     const config = load({});
@@ -88,21 +102,11 @@ describe('loadServerConfig: defaults', () => {
 
 describe('loadServerConfig: each variable', () => {
   test('MME_SHARED_TURN_REQUESTS: 4 by default, 1 to 16, anything else stops start-up naming it', () => {
-    assert.equal(load({}).sharedTurnRequests, 4);
-    assert.equal(load({ MME_SHARED_TURN_REQUESTS: '16' }).sharedTurnRequests, 16);
-    assert.equal(load({ MME_SHARED_TURN_REQUESTS: '1' }).sharedTurnRequests, 1);
-    for (const bad of ['0', '17', 'many', '']) {
-      expectProblem({ MME_SHARED_TURN_REQUESTS: bad }, `MME_SHARED_TURN_REQUESTS must be an integer in [1, 16], got '${bad}'`);
-    }
+    checkIntegerSetting('MME_SHARED_TURN_REQUESTS', 'sharedTurnRequests', { byDefault: 4, taken: [16, 1], range: [1, 16], refused: ['0', '17', 'many', ''] });
   });
 
   test('MME_RUNTIME_WORKER_NICE: 10 by default, 0 to 19, anything else stops start-up naming it', () => {
-    assert.equal(load({}).runtimeWorkerNice, 10);
-    assert.equal(load({ MME_RUNTIME_WORKER_NICE: '0' }).runtimeWorkerNice, 0);
-    assert.equal(load({ MME_RUNTIME_WORKER_NICE: '19' }).runtimeWorkerNice, 19);
-    for (const bad of ['-5', '20', 'low', '']) {
-      expectProblem({ MME_RUNTIME_WORKER_NICE: bad }, `MME_RUNTIME_WORKER_NICE must be an integer in [0, 19], got '${bad}'`);
-    }
+    checkIntegerSetting('MME_RUNTIME_WORKER_NICE', 'runtimeWorkerNice', { byDefault: 10, taken: [0, 19], range: [0, 19], refused: ['-5', '20', 'low', ''] });
   });
 
   test('PORT and MME_PORT: the same value as the port is accepted; another stops start-up naming SAGEMAKER_BIND_TO_PORT', () => {
@@ -412,11 +416,11 @@ describe('MME_HOT_MODEL_MAX_INSTANCES', () => {
 
 describe('MME_DEFAULT_MAX_BATCH_SIZE', () => {
   test("defaults to Triton's 4; 0 and larger values are taken; anything else stops start-up naming it", () => {
-    assert.equal(load({}).defaultMaxBatchSize, 4);
-    assert.equal(load({ MME_DEFAULT_MAX_BATCH_SIZE: '0' }).defaultMaxBatchSize, 0);
-    assert.equal(load({ MME_DEFAULT_MAX_BATCH_SIZE: '64' }).defaultMaxBatchSize, 64);
-    for (const bad of ['-1', 'four', '1.5', '2147483648']) {
-      expectProblem({ MME_DEFAULT_MAX_BATCH_SIZE: bad }, `MME_DEFAULT_MAX_BATCH_SIZE must be an integer in [0, 2147483647], got '${bad}'`);
-    }
+    checkIntegerSetting('MME_DEFAULT_MAX_BATCH_SIZE', 'defaultMaxBatchSize', {
+      byDefault: 4,
+      taken: [0, 64],
+      range: [0, 2147483647],
+      refused: ['-1', 'four', '1.5', '2147483648'],
+    });
   });
 });
