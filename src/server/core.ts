@@ -66,7 +66,7 @@ const RECONCILE_INTERVAL_MS = 1000;
  * `front` says whether the transports' front has concurrent work (service/admission.ts): the
  * runtime counts the server busy then (runtime/quiet-window.ts).
  */
-export async function buildCore(config: ServerConfig, logger: Logger, metrics: Metrics, front?: FrontLoad): Promise<Core> {
+export async function buildCore(config: ServerConfig, logger: Logger, metrics: Metrics, front: FrontLoad): Promise<Core> {
   const sourcePresent = isS3Uri(config.modelSource) || (await localSourcePresent(config, logger));
   const cache = await openCache(config, logger, metrics);
   await sweepJsStepLeftovers(logger);
@@ -149,7 +149,7 @@ interface LoaderParts {
   readonly idle: MemoryBaseline;
   readonly logger: Logger;
   readonly metrics: Metrics;
-  readonly front: FrontLoad | undefined;
+  readonly front: FrontLoad;
 }
 
 /** The model loader with the server's settings: how sessions are made, batched, placed and measured. */
