@@ -32,7 +32,7 @@ async function enabledRules(): Promise<string[]> {
 
 function documentedRules(): string[] {
   const section = page.slice(page.indexOf('### The rules, and why each'));
-  return [...section.matchAll(/^\| `(@typescript-eslint\/[a-z-]+)`/gm)].map((m) => m[1]!).sort();
+  return [...section.matchAll(/^\| `((?:@typescript-eslint\/)?[a-z-]+)`/gm)].map((m) => m[1]!).sort();
 }
 
 function testFiles(dir: string): string[] {
