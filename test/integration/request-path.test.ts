@@ -6,8 +6,9 @@
  * are listed (docs/architecture.md's request-path section gives the list and
  * the chain of modules it crosses). The window is one request long, but a
  * timer of the server (a memory sample, a quiet-window check) may fall in it:
- * the bound leaves room for those. Issue 35 aims at 20 files; the measured
- * count is in docs/architecture.md, and this bound keeps it from growing.
+ * the bound leaves room for those. Issue 35 aimed at 20 files; the measured
+ * count, and why it stops at 45, are in docs/architecture.md, and this bound
+ * keeps it from growing.
  */
 import assert from 'node:assert/strict';
 import { Session } from 'node:inspector/promises';
