@@ -115,7 +115,7 @@ async function handle(msg: WorkerRequest): Promise<void> {
 /**
  * MME_RUNTIME_WORKER_NICE: on Linux, setpriority with no process named applies to the calling thread alone, and
  * the threads it starts later (onnxruntime's) inherit it. Elsewhere it would renice the whole process, so it is
- * not called there (the server warns at start). Returns why it failed, if it did.
+ * not called there (the server says so at start: core.ts warnWorkerNice). Returns why it failed, if it did.
  */
 function takeNice(): string | undefined {
   const nice = (workerData as WorkerSettings | undefined)?.nice ?? 0;
