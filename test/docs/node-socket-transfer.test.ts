@@ -33,7 +33,7 @@ describe('moving a connection to another thread (docs/architecture.md)', () => {
     for (const s of servers) s.close();
   });
 
-  it('works for a connection not yet read', async () => {
+  it('works for a connection not yet read', { timeout: 10_000 }, async () => {
     const moved = new Promise<string | undefined>((resolve) => {
       const server = net.createServer({ pauseOnConnect: true }, (socket) => resolve(transferError(socket)));
       servers.push(server);
@@ -46,7 +46,7 @@ describe('moving a connection to another thread (docs/architecture.md)', () => {
     assert.equal(await moved, undefined);
   });
 
-  it('is refused once the connection has carried a request, answered and paused', async () => {
+  it('is refused once the connection has carried a request, answered and paused', { timeout: 10_000 }, async () => {
     let seen: Promise<string | undefined> | undefined;
     const server = http.createServer((req, res) => {
       req.resume();
