@@ -59,10 +59,18 @@ export function threadShares(before: ReadonlyMap<number, number>, after: Readonl
   return { total, shares: used.map((u) => (total > 0 ? u / total : 0)).sort((a, b) => b - a) };
 }
 
+/**
+ * A /proc stat line: the name (comm), which is in parentheses and may hold spaces, and the fields after it, the
+ * first of them the state (field 3 of proc(5)): field N is fields[N - 3].
+ */
+export function parseStat(stat: string): { name: string; fields: string[] } {
+  const close = stat.lastIndexOf(')');
+  return { name: stat.slice(stat.indexOf('(') + 1, close), fields: stat.slice(close + 2).split(' ') };
+}
+
 function cpuUsOf(statFile: string): number {
-  const stat = readFileSync(statFile, 'utf8');
-  // Fields after the command name, which is in parentheses and may hold spaces: state is field 3, utime 14, stime 15.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // utime is field 14, stime 15.
+  const { fields } = parseStat(readFileSync(statFile, 'utf8'));
   const ticks = Number(fields[11]) + Number(fields[12]);
   return (ticks * 1e6) / clockTicks();
 }

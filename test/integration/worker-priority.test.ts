@@ -14,6 +14,7 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, it } from 'node:test';
 import { mlp, writeModelDir } from '../../examples/models/zoo.js';
+import { parseStat } from '../../bench/lib/proc-cpu.js';
 import { startServe } from '../support/serve-process.js';
 import { Cleanups, tempDir } from '../support/temp-dir.js';
 
@@ -25,10 +26,9 @@ function threads(pid: number): { tid: number; name: string; nice: number }[] {
   const out: { tid: number; name: string; nice: number }[] = [];
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
     try {
-      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-      // Fields after the name, which is in parentheses: state is field 3, nice field 19.
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      out.push({ tid: Number(tid), name: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')), nice: Number(fields[16]) });
+      // nice is field 19.
+      const { name, fields } = parseStat(readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8'));
+      out.push({ tid: Number(tid), name, nice: Number(fields[16]) });
     } catch {
       // the thread ended
     }
